@@ -1,0 +1,201 @@
+//! `sim`, `kvcost`, `summarize` and `lab`: the lab calculations.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::parse::{at_least_one, non_negative, positive, yes_no};
+use super::ExitCode;
+use crate::disagg::ModelShape;
+use crate::error::{Error, Result};
+use crate::lab::{self, KvCostParams, LabMode, SimParams, LAB_LINKS_GBPS, LAB_TOKENS};
+use crate::output::{pretty_json, write_atomic};
+use crate::rng::RngKind;
+use crate::summarize::summarize_file;
+use crate::workload::lab::PrefixRepeat;
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Routing mode.
+    #[arg(long, value_enum)]
+    mode: LabMode,
+    /// Whether workers publish KV events (only with --mode kv-events; default yes).
+    #[arg(long, value_parser = yes_no, value_name = "yes|no")]
+    publish: Option<bool>,
+    /// Workers.
+    #[arg(long, default_value = "2", value_parser = at_least_one)]
+    workers: usize,
+    /// Distinct prefixes.
+    #[arg(long, default_value_t = 12)]
+    prefixes: usize,
+    /// Requests per prefix.
+    #[arg(long, default_value_t = 6)]
+    reps: usize,
+    /// Prefix tokens.
+    #[arg(long, default_value_t = 96)]
+    plen: usize,
+    /// Unique tail tokens per request.
+    #[arg(long, default_value_t = 16)]
+    tail: usize,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Tokens per block.
+    #[arg(long, default_value = "16", value_parser = at_least_one)]
+    block: usize,
+    /// Generator: python reproduces CPython's random.Random(seed) bit for bit.
+    #[arg(long, value_enum, default_value_t = RngKind::Python)]
+    rng: RngKind,
+}
+
+/// Prints one JSON line.
+fn print_line<T: serde::Serialize>(value: &T) {
+    println!("{}", serde_json::to_string(value).expect("in-memory JSON"));
+}
+
+pub fn sim(a: SimArgs) -> Result<ExitCode> {
+    if a.publish.is_some() && a.mode != LabMode::KvEvents {
+        return Err(Error::arg(
+            "--publish",
+            "only applies to --mode kv-events (the other modes have no KV events)",
+        ));
+    }
+    let report = lab::run_sim(&SimParams {
+        mode: a.mode,
+        publish: a.publish.unwrap_or(true),
+        workers: a.workers,
+        workload: PrefixRepeat {
+            prefixes: a.prefixes,
+            reps: a.reps,
+            prefix_len: a.plen,
+            tail_len: a.tail,
+        },
+        seed: a.seed,
+        block: a.block,
+        rng: a.rng,
+    });
+    print_line(&report);
+    Ok(0)
+}
+
+#[derive(Args, Debug)]
+pub struct KvcostArgs {
+    /// Prompt tokens.
+    #[arg(long)]
+    tokens: u64,
+    /// Link speed in GB/s (1e9 bytes/s).
+    #[arg(long, value_parser = positive, allow_hyphen_values = true)]
+    gbps: f64,
+    /// Model layers (default: Qwen3-0.6B's 28).
+    #[arg(long)]
+    layers: Option<u64>,
+    /// KV heads per layer (default 8).
+    #[arg(long)]
+    kv_heads: Option<u64>,
+    /// Dimensions per head (default 128).
+    #[arg(long)]
+    head_dim: Option<u64>,
+    /// Bytes per element (default 2).
+    #[arg(long)]
+    dtype_bytes: Option<u64>,
+    /// Prefill time in ms: adds ttft_disagg_ms.
+    #[arg(long, value_parser = non_negative, allow_hyphen_values = true)]
+    prefill_ms: Option<f64>,
+    /// Fixed transfer overhead in ms (with --prefill-ms).
+    #[arg(long, value_parser = non_negative, allow_hyphen_values = true)]
+    overhead_ms: Option<f64>,
+    /// Time disaggregation saves in ms: adds breakeven_gbps.
+    #[arg(long, value_parser = positive, allow_hyphen_values = true)]
+    saved_ms: Option<f64>,
+}
+
+pub fn kvcost(a: KvcostArgs) -> Result<ExitCode> {
+    let d = ModelShape::default();
+    let model = ModelShape {
+        layers: a.layers.unwrap_or(d.layers),
+        kv_heads: a.kv_heads.unwrap_or(d.kv_heads),
+        head_dim: a.head_dim.unwrap_or(d.head_dim),
+        dtype_bytes: a.dtype_bytes.unwrap_or(d.dtype_bytes),
+    };
+    if a.overhead_ms.is_some() && a.prefill_ms.is_none() {
+        return Err(Error::arg("--overhead-ms", "needs --prefill-ms"));
+    }
+    print_line(&lab::kvcost(&KvCostParams {
+        tokens: a.tokens,
+        gbps: a.gbps,
+        model,
+        prefill_ms: a.prefill_ms,
+        overhead_ms: a.overhead_ms,
+        saved_ms: a.saved_ms,
+    }));
+    Ok(0)
+}
+
+#[derive(Args, Debug)]
+pub struct SummarizeArgs {
+    /// Measured TTFT, JSONL.
+    input: PathBuf,
+    /// Where to write the summary JSON (`-` for stdout).
+    output: PathBuf,
+}
+
+pub fn summarize(a: SummarizeArgs) -> Result<ExitCode> {
+    let summary = summarize_file(&a.input)?;
+    write_atomic(&a.output, &pretty_json(&summary))?;
+    Ok(0)
+}
+
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    /// Folder to write the artefacts into (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Measured TTFT JSONL: also writes measured.json (its summary).
+    #[arg(long)]
+    measured: Option<PathBuf>,
+    /// Generator seed for modes.json and events.json.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn lab(a: LabArgs) -> Result<ExitCode> {
+    let sim = |mode, publish| {
+        lab::run_sim(&SimParams {
+            mode,
+            publish,
+            seed: a.seed,
+            ..SimParams::default()
+        })
+    };
+    let modes: Vec<_> = [LabMode::Rr, LabMode::Random, LabMode::Kv]
+        .map(|m| sim(m, true))
+        .to_vec();
+    let events = [sim(LabMode::KvEvents, true), sim(LabMode::KvEvents, false)].to_vec();
+    let mut kvcost = serde_json::Map::new();
+    for gbps in LAB_LINKS_GBPS {
+        let report = lab::kvcost(&KvCostParams {
+            tokens: LAB_TOKENS,
+            gbps,
+            model: ModelShape::default(),
+            prefill_ms: None,
+            overhead_ms: None,
+            saved_ms: None,
+        });
+        kvcost.insert(
+            gbps.to_string(),
+            serde_json::to_value(report).expect("plain struct"),
+        );
+    }
+    // Everything is computed before anything is written: bad input leaves no partial artefacts.
+    let measured = a.measured.as_deref().map(summarize_file).transpose()?;
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| Error::file(&a.out, format!("cannot create folder: {e}")))?;
+    let write = |name: &str, bytes: Vec<u8>| write_atomic(&Path::new(&a.out).join(name), &bytes);
+    write("modes.json", pretty_json(&modes))?;
+    write("events.json", pretty_json(&events))?;
+    write("kvcost.json", pretty_json(&kvcost))?;
+    if let Some(measured) = measured {
+        write("measured.json", pretty_json(&measured))?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,42 @@
+//! The command-line interface: argument parsing (clap) and dispatch. Each subcommand lives in its
+//! own module and turns library errors into one-line messages; `main` maps them to exit code 2.
+
+mod lab_cmds;
+mod parse;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Result;
+
+/// dynsim: a deterministic discrete-event simulator of an LLM serving cluster.
+#[derive(Parser, Debug)]
+#[command(name = "dynsim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The lab's routing experiment: one JSON line with the hit count of a routing mode.
+    Sim(lab_cmds::SimArgs),
+    /// KV size and transfer time of a prompt over a link.
+    Kvcost(lab_cmds::KvcostArgs),
+    /// Per-cell median TTFT of measured agg vs disagg runs (JSONL in, JSON out).
+    Summarize(lab_cmds::SummarizeArgs),
+    /// Writes every lab artefact (modes.json, events.json, kvcost.json, measured.json) to a folder.
+    Lab(lab_cmds::LabArgs),
+}
+
+/// What a finished command asks `main` to exit with.
+pub type ExitCode = i32;
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Sim(args) => lab_cmds::sim(args),
+        Command::Kvcost(args) => lab_cmds::kvcost(args),
+        Command::Summarize(args) => lab_cmds::summarize(args),
+        Command::Lab(args) => lab_cmds::lab(args),
+    }
+}

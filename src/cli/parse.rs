@@ -1,0 +1,39 @@
+//! Value parsers shared by the subcommands: each rejects bad values with a one-line reason.
+
+/// A count of at least 1 (`--workers`, `--block`).
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    if n == 0 {
+        return Err("must be at least 1".into());
+    }
+    Ok(n)
+}
+
+/// A positive, finite number (`--gbps`).
+pub fn positive(s: &str) -> Result<f64, String> {
+    let x: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !x.is_finite() || x <= 0.0 {
+        return Err(format!("{s} must be a positive, finite number"));
+    }
+    Ok(x)
+}
+
+/// A finite number of at least 0 (`--overhead-ms`, `--prefill-ms`).
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    let x: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !x.is_finite() || x < 0.0 {
+        return Err(format!("{s} must be a finite number of at least 0"));
+    }
+    Ok(x)
+}
+
+/// `yes` or `no`.
+pub fn yes_no(s: &str) -> Result<bool, String> {
+    match s {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(format!("{s:?} is not yes or no")),
+    }
+}

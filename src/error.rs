@@ -1,0 +1,78 @@
+//! The library's error type. Every variant displays as one line that names where the bad input is
+//! (`file:line: field: what is wrong`), which the CLI prints as is and maps to exit code 2.
+
+use std::path::Path;
+
+/// Bad input or a failed read/write, located as precisely as possible.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A value in a file is wrong: `file:line: field: message`.
+    #[error("{file}:{line}: {field}: {message}")]
+    Field {
+        /// The file, as the user named it.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// The key or column at fault (dotted path for nested keys).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A whole file is wrong or unreadable: `file: message`.
+    #[error("{file}: {message}")]
+    File {
+        /// The file, as the user named it.
+        file: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A command-line value is wrong: `--flag: message`.
+    #[error("{flag}: {message}")]
+    Arg {
+        /// The flag at fault, with its dashes.
+        flag: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// Shorthand for results in dynsim.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A bad value at `file:line` in `field`.
+    pub fn field(
+        file: impl AsRef<Path>,
+        line: usize,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Field {
+            file: file.as_ref().display().to_string(),
+            line,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A problem with the file as a whole.
+    pub fn file(file: impl AsRef<Path>, message: impl Into<String>) -> Self {
+        Error::File {
+            file: file.as_ref().display().to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// A bad command-line value.
+    pub fn arg(flag: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Arg {
+            flag: flag.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads a whole text file, naming it in the error.
+pub fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::file(path, format!("cannot read: {e}")))
+}

@@ -1,0 +1,94 @@
+//! # dynsim — a deterministic simulator of an LLM serving cluster
+//!
+//! dynsim answers the questions serving engineers ask before they spend GPU time: how many cache
+//! hits does KV-aware routing buy over round-robin or random? What happens when workers do not
+//! publish their KV events, or the event bus drops or delays them? How much KV capacity is needed?
+//! Does disaggregated prefill/decode pay for its KV transfer on this link?
+//!
+//! ## Concepts
+//!
+//! - **Token, block, block name.** A prompt is a slice of `u32` tokens, cut into full blocks of
+//!   `block_size` tokens (the tail is dropped). Each block gets a [`BlockHash`] that chains the
+//!   previous block's name with this block's tokens ([`block_hashes`]), so an equal name at
+//!   position *i* means the whole prefix up to block *i* is equal.
+//! - **Overlap.** How many blocks a worker holds counted from the front, stopping at the first
+//!   miss ([`overlap`]): a block is only reusable if every block before it is.
+//! - **Index.** The router's belief of which worker holds which block ([`index::KvIndex`]). It is
+//!   fed either by the router's own decisions (self-tracking, "kv") or only by KV events from the
+//!   workers ("kv-events"). An events router that records its own decisions would hide the failure
+//!   where workers publish nothing — which in real deployments degrades silently to round-robin.
+//! - **Routing rule.** Most overlap, then the least load, then the lowest index ([`KvRouter`]).
+//! - **Hit (lab definition).** A request whose prefix was seen before and that went to a worker
+//!   that had processed that prefix; first-seen prefixes are not in the denominator.
+//! - **KV transfer.** Disaggregated serving moves a prompt's KV from the prefill to the decode GPU:
+//!   [`disagg`] holds the formulas (GB/s = 1e9 bytes/s, MiB = 2^20 bytes).
+//!
+//! ## The lab calculations
+//!
+//! ```
+//! use dynsim::lab::{run_sim, LabMode, SimParams};
+//!
+//! // The lab's defaults: 2 workers, 12 prefixes x 6 repetitions, CPython's generator, seed 1.
+//! let kv = run_sim(&SimParams { mode: LabMode::Kv, ..SimParams::default() });
+//! let rr = run_sim(&SimParams { mode: LabMode::Rr, ..SimParams::default() });
+//! assert_eq!((kv.hits, rr.hits), (60, 49));
+//!
+//! // Workers that publish no KV events leave the events router blind: it routes like rr.
+//! let blind = run_sim(&SimParams { mode: LabMode::KvEvents, publish: false, ..SimParams::default() });
+//! assert_eq!(blind.hits, rr.hits);
+//!
+//! // Qwen3-0.6B's KV: 114,688 bytes per token; 1,500 tokens over 0.608 GB/s take 282.9 ms.
+//! let bpt = dynsim::disagg::ModelShape::default().bytes_per_token();
+//! assert_eq!(bpt, 114_688);
+//! assert_eq!(dynsim::round::round_py(dynsim::disagg::transfer_ms(1500, bpt, 0.608), 1), 282.9);
+//! ```
+//!
+//! ## Layout
+//!
+//! Pure logic (no channels, threads, clocks or files): [`hash`], [`index`], [`worker_set`],
+//! [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`], [`workload`], [`lab`].
+//! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`].
+
+pub mod cli;
+pub mod disagg;
+pub mod error;
+pub mod hash;
+pub mod index;
+pub mod lab;
+pub mod output;
+pub mod py_random;
+pub mod rng;
+pub mod round;
+pub mod router;
+pub mod summarize;
+pub mod worker_set;
+pub mod workload;
+
+use std::collections::HashSet;
+use std::hash::BuildHasher;
+
+pub use error::{Error, Result};
+pub use hash::{block_hashes, BlockHash};
+pub use router::KvRouter;
+
+/// Blocks of `hashes` that `cached` holds, counted from the front and stopping at the first miss.
+///
+/// Counting every match instead (the lab's second classic mistake) credits blocks that cannot be
+/// reused: a block's KV is only valid after every block before it.
+pub fn overlap<S: BuildHasher>(hashes: &[BlockHash], cached: &HashSet<BlockHash, S>) -> usize {
+    hashes.iter().take_while(|h| cached.contains(h)).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_stops_at_the_first_miss() {
+        let h = block_hashes(&(0..64).collect::<Vec<u32>>(), 16);
+        let cached: HashSet<BlockHash> = [h[0], h[1], h[3]].into_iter().collect();
+        assert_eq!(overlap(&h, &cached), 2); // not 3: block 3 is unusable without block 2
+        assert_eq!(overlap(&h[1..], &cached), 1);
+        assert_eq!(overlap(&[], &cached), 0);
+    }
+}

@@ -1,0 +1,61 @@
+//! The one output writer: files appear whole or not at all.
+//!
+//! Every file dynsim writes goes to a temporary file in the destination's directory and is renamed
+//! over the destination only once complete, so a failed or interrupted run never leaves a
+//! half-written output. `-` means standard output.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Writes `bytes` to `path` atomically (temp file + rename), or to stdout when `path` is `-`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|_| out.flush())
+            .map_err(|e| Error::file("<stdout>", e.to_string()));
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let fail = |e: std::io::Error| Error::file(path, format!("cannot write: {e}"));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
+    tmp.write_all(bytes).map_err(fail)?;
+    tmp.as_file().sync_all().map_err(fail)?;
+    tmp.persist(path).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+/// Serialises `value` as pretty JSON (two-space indent, trailing newline), the shape of every
+/// JSON file dynsim writes.
+pub fn pretty_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(value).expect("in-memory JSON serialisation");
+    bytes.push(b'\n');
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_file_and_leaves_no_temp_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        write_atomic(&path, b"{}\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}\n");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn missing_directory_is_an_error_naming_the_file() {
+        let err = write_atomic(Path::new("/nonexistent-dir/x.json"), b"x").unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("/nonexistent-dir/x.json: cannot write"));
+    }
+}

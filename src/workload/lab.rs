@@ -1,0 +1,143 @@
+//! The lab workload: repeated prefixes with unique tails, in a shuffled order.
+//!
+//! Prefix `k`'s tokens are `k*1000 + j` for `j < plen`; request `i` (its position in the order) ends
+//! with a tail `1_000_000 + i*100 + j` for `j < tail`. The order is
+//! `[k for k in 0..prefixes for _ in 0..reps]` shuffled once by the run's generator.
+
+use serde::{Deserialize, Serialize};
+
+use crate::rng::SimRng;
+
+/// The shape of the lab workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrefixRepeat {
+    /// Distinct prefixes.
+    pub prefixes: usize,
+    /// Requests per prefix.
+    pub reps: usize,
+    /// Prefix tokens.
+    pub prefix_len: usize,
+    /// Tokens of each request's unique tail.
+    pub tail_len: usize,
+}
+
+impl Default for PrefixRepeat {
+    /// The lab's defaults: 12 prefixes x 6 reps, 96 + 16 tokens.
+    fn default() -> Self {
+        PrefixRepeat {
+            prefixes: 12,
+            reps: 6,
+            prefix_len: 96,
+            tail_len: 16,
+        }
+    }
+}
+
+impl PrefixRepeat {
+    /// The order of prefixes, shuffled once by `rng` (the first draws of a lab run).
+    pub fn order(&self, rng: &mut SimRng) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.prefixes)
+            .flat_map(|k| std::iter::repeat_n(k, self.reps))
+            .collect();
+        rng.shuffle(&mut order);
+        order
+    }
+
+    /// The tokens of request `i`, which uses prefix `k`.
+    pub fn tokens(&self, i: usize, k: usize) -> Vec<u32> {
+        let prefix = (0..self.prefix_len).map(|j| (k * 1000 + j) as u32);
+        let tail = (0..self.tail_len).map(|j| (1_000_000 + i * 100 + j) as u32);
+        prefix.chain(tail).collect()
+    }
+}
+
+/// Scores requests with the lab's hit definition: a request whose prefix was seen before (a repeat)
+/// hits if it went to a worker that had already processed that prefix. First-seen prefixes are
+/// not in the denominator.
+#[derive(Clone, Debug)]
+pub struct LabHits {
+    seen: Vec<bool>,
+    processed: Vec<Vec<bool>>,
+    /// Requests scored.
+    pub requests: usize,
+    /// Requests whose prefix was seen before.
+    pub repeat_requests: usize,
+    /// Repeat requests that went to a worker that had processed their prefix.
+    pub hits: usize,
+}
+
+impl LabHits {
+    /// A scorer for `prefixes` prefixes over `workers` workers.
+    pub fn new(prefixes: usize, workers: usize) -> Self {
+        LabHits {
+            seen: vec![false; prefixes],
+            processed: vec![vec![false; prefixes]; workers],
+            requests: 0,
+            repeat_requests: 0,
+            hits: 0,
+        }
+    }
+
+    /// Scores one request for `prefix` sent to `worker`; returns whether it was a hit.
+    pub fn record(&mut self, prefix: usize, worker: usize) -> bool {
+        self.requests += 1;
+        let repeat = std::mem::replace(&mut self.seen[prefix], true);
+        let hit = repeat && self.processed[worker][prefix];
+        self.repeat_requests += usize::from(repeat);
+        self.hits += usize::from(hit);
+        self.processed[worker][prefix] = true;
+        hit
+    }
+
+    /// Forgets that `worker` processed `prefix` (its cache lost the prefix).
+    pub fn forget(&mut self, prefix: usize, worker: usize) {
+        self.processed[worker][prefix] = false;
+    }
+
+    /// hits / repeat_requests, rounded like Python's `round(x, 4)`; 0.0 without repeats.
+    pub fn hit_rate(&self) -> f64 {
+        crate::lab::rate(self.hits, self.repeat_requests)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::RngKind;
+
+    #[test]
+    fn tokens_follow_the_lab_formula() {
+        let w = PrefixRepeat {
+            prefixes: 2,
+            reps: 1,
+            prefix_len: 3,
+            tail_len: 2,
+        };
+        assert_eq!(w.tokens(4, 1), vec![1000, 1001, 1002, 1_000_400, 1_000_401]);
+    }
+
+    #[test]
+    fn order_is_the_python_shuffle() {
+        // random.Random(1): x = [k for k in range(3) for _ in range(2)]; r.shuffle(x)
+        let w = PrefixRepeat {
+            prefixes: 3,
+            reps: 2,
+            ..PrefixRepeat::default()
+        };
+        let order = w.order(&mut SimRng::new(RngKind::Python, 1));
+        assert_eq!(order, PY_ORDER_SEED1);
+    }
+
+    const PY_ORDER_SEED1: [usize; 6] = [1, 1, 2, 0, 2, 0];
+
+    #[test]
+    fn hits_count_only_repeats_on_a_worker_that_saw_the_prefix() {
+        let mut h = LabHits::new(2, 2);
+        assert!(!h.record(0, 0)); // first seen: not a repeat
+        assert!(!h.record(0, 1)); // repeat, other worker
+        assert!(h.record(0, 0));
+        assert!(!h.record(1, 0));
+        assert_eq!((h.requests, h.repeat_requests, h.hits), (4, 2, 1));
+        assert_eq!(h.hit_rate(), 0.5);
+    }
+}
