@@ -1,5 +1,52 @@
 //! Workloads: where requests come from.
 //!
+//! Every workload produces [`RequestSpec`]s in arrival order; the engine's client actor replays
+//! them. The generators are pure: they take a seeded [`crate::rng::SimRng`] or a file's text and
+//! never touch the clock.
+//!
 //! - [`lab`]: the lab's repeated-prefix workload and its hit definition.
 
 pub mod lab;
+
+use crate::hash::BlockHash;
+
+/// One request as a workload describes it, before the cluster sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestSpec {
+    /// Position in arrival order, from 0.
+    pub id: u64,
+    /// Open-loop arrival time in virtual nanoseconds from the start of the run. For a later turn
+    /// of a session ([`RequestSpec::session`]) it is only a lower bound: the turn also waits for
+    /// the previous turn to complete.
+    pub arrival_ns: u64,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Tokens to generate.
+    pub output_tokens: u32,
+    /// Chained names of the prompt's full blocks at the engine's block size.
+    pub blocks: Vec<BlockHash>,
+    /// The shared-prefix group this request belongs to, for the lab's hit definition (`None`:
+    /// not counted as a repeat or a hit).
+    pub prefix: Option<u64>,
+    /// Blocks of the shared prefix: a repeat request hits when its worker still held all of them.
+    pub prefix_blocks: usize,
+    /// Closed-loop session link: this turn starts `delay_ns` after the previous turn of the same
+    /// session completes.
+    pub session: Option<SessionLink>,
+}
+
+/// How a turn of a multi-turn session depends on the turn before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionLink {
+    /// The session's id (any number unique to the session).
+    pub session: u64,
+    /// The `id` of the previous turn, `None` for the first turn.
+    pub after: Option<u64>,
+    /// Think time after the previous turn completes, ns.
+    pub delay_ns: u64,
+}
+
+/// Converts milliseconds to whole virtual nanoseconds (rounded to nearest; negative gives 0).
+pub fn ms_to_ns(ms: f64) -> u64 {
+    (ms * 1e6).round().max(0.0) as u64
+}
