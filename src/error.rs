@@ -26,6 +26,19 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// A setting is out of range: `at: key = value problem`, where `at` is `file:line`, the file
+    /// alone (the key took its default) or `--set`.
+    #[error("{at}: {key} = {value} {problem}")]
+    Setting {
+        /// Where the setting was made.
+        at: String,
+        /// Dotted key path.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A command-line value is wrong: `--flag: message`.
     #[error("{flag}: {message}")]
     Arg {
@@ -51,7 +64,7 @@ impl Error {
             file: file.as_ref().display().to_string(),
             line,
             field: field.into(),
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
 
@@ -59,7 +72,7 @@ impl Error {
     pub fn file(file: impl AsRef<Path>, message: impl Into<String>) -> Self {
         Error::File {
             file: file.as_ref().display().to_string(),
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
 
@@ -67,9 +80,22 @@ impl Error {
     pub fn arg(flag: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Arg {
             flag: flag.into(),
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
+}
+
+/// Folds a multi-line message (some parsers' errors span lines) onto one line.
+fn one_line(message: String) -> String {
+    if !message.contains('\n') {
+        return message;
+    }
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Reads a whole text file, naming it in the error.

@@ -50,17 +50,24 @@
 //! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`].
 
 pub mod cli;
+pub mod cluster;
+pub mod diff;
 pub mod disagg;
+pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod index;
 pub mod lab;
 pub mod output;
 pub mod py_random;
+pub mod report;
 pub mod rng;
 pub mod round;
 pub mod router;
+pub mod run;
+pub mod scenario;
 pub mod summarize;
+pub mod trace;
 pub mod worker_set;
 pub mod workload;
 

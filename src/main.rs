@@ -1,5 +1,7 @@
 //! The `dynsim` binary: parse, run, and turn every error into one line on stderr and exit code 2.
 
+use std::io::IsTerminal;
+
 use clap::error::ErrorKind;
 use clap::Parser;
 
@@ -44,6 +46,7 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .without_time()
         .init();

@@ -5,7 +5,7 @@
 //! half-written output. `-` means standard output.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -18,16 +18,54 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .and_then(|_| out.flush())
             .map_err(|e| Error::file("<stdout>", e.to_string()));
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let fail = |e: std::io::Error| Error::file(path, format!("cannot write: {e}"));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-    tmp.write_all(bytes).map_err(fail)?;
-    tmp.as_file().sync_all().map_err(fail)?;
-    tmp.persist(path).map_err(|e| fail(e.error))?;
-    Ok(())
+    let mut file = AtomicFile::create(path)?;
+    file.write_all(bytes)
+        .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
+    file.commit()
+}
+
+/// A file being written: a temporary file beside the destination that [`AtomicFile::commit`]
+/// renames over it. Dropped without a commit, it vanishes and the destination is untouched.
+pub struct AtomicFile {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl AtomicFile {
+    /// Starts writing `path`.
+    pub fn create(path: &Path) -> Result<Self> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::NamedTempFile::new_in(dir)
+            .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
+        Ok(AtomicFile {
+            tmp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Flushes to disk and renames the temporary file over the destination.
+    pub fn commit(self) -> Result<()> {
+        let fail = |e: std::io::Error| Error::file(&self.path, format!("cannot write: {e}"));
+        self.tmp.as_file().sync_all().map_err(fail)?;
+        let path = self.path.clone();
+        self.tmp
+            .persist(&path)
+            .map_err(|e| Error::file(&path, format!("cannot write: {}", e.error)))?;
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.tmp.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tmp.flush()
+    }
 }
 
 /// Serialises `value` as pretty JSON (two-space indent, trailing newline), the shape of every

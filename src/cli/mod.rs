@@ -3,6 +3,7 @@
 
 mod lab_cmds;
 mod parse;
+mod run_cmds;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +25,10 @@ enum Command {
     Kvcost(lab_cmds::KvcostArgs),
     /// Per-cell median TTFT of measured agg vs disagg runs (JSONL in, JSON out).
     Summarize(lab_cmds::SummarizeArgs),
+    /// Runs a scenario through the cluster simulator.
+    Run(run_cmds::RunArgs),
+    /// Compares two traces: first diverging line and per-metric deltas (exit 1 when different).
+    Diff(run_cmds::DiffArgs),
     /// Writes every lab artefact (modes.json, events.json, kvcost.json, measured.json) to a folder.
     Lab(lab_cmds::LabArgs),
 }
@@ -38,5 +43,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Kvcost(args) => lab_cmds::kvcost(args),
         Command::Summarize(args) => lab_cmds::summarize(args),
         Command::Lab(args) => lab_cmds::lab(args),
+        Command::Run(args) => run_cmds::run(args),
+        Command::Diff(args) => run_cmds::diff(args),
     }
 }

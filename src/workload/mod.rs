@@ -5,8 +5,16 @@
 //! never touch the clock.
 //!
 //! - [`lab`]: the lab's repeated-prefix workload and its hit definition.
+//! - [`synthetic`]: Zipf-popular shared-prefix groups, Poisson or fixed arrivals, multi-turn sessions.
+//! - [`mooncake`]: Mooncake JSONL traces (block hash ids, optional sessions).
+//! - [`azure`]: Azure LLM inference CSV traces (lengths only).
+//! - [`trace`]: options and counters shared by the trace parsers.
 
+pub mod azure;
 pub mod lab;
+pub mod mooncake;
+pub mod synthetic;
+pub mod trace;
 
 use crate::hash::BlockHash;
 

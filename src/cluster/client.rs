@@ -1,0 +1,136 @@
+//! The client actor: replays the workload (open loop at the arrival times, closed loop with a
+//! fixed concurrency, session turns after the previous turn completes) and records every
+//! completed request's outcome.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
+use crate::workload::RequestSpec;
+
+use super::messages::{Ack, Msg, Routed};
+
+/// How the client paces requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// At their arrival times; later session turns wait for the previous turn.
+    OpenLoop,
+    /// Keep this many in flight, ignoring arrival times and sessions.
+    ClosedLoop(usize),
+}
+
+/// The client actor.
+pub struct Client {
+    specs: Vec<Arc<RequestSpec>>,
+    pacing: Pacing,
+    router: ActorId,
+    next: usize,
+    followers: HashMap<u64, Vec<usize>>,
+    sent: usize,
+    /// Acknowledgements of completed requests, in completion order.
+    pub acks: Vec<Ack>,
+}
+
+impl Client {
+    /// A client for `specs` (in arrival order, ids equal to positions) sending to `router`.
+    pub fn new(specs: Vec<RequestSpec>, pacing: Pacing, router: ActorId) -> Self {
+        let mut followers: HashMap<u64, Vec<usize>> = HashMap::new();
+        if pacing == Pacing::OpenLoop {
+            for (i, s) in specs.iter().enumerate() {
+                if let Some(after) = s.session.and_then(|l| l.after) {
+                    followers.entry(after).or_default().push(i);
+                }
+            }
+        }
+        let n = specs.len();
+        Client {
+            specs: specs.into_iter().map(Arc::new).collect(),
+            pacing,
+            router,
+            next: 0,
+            followers,
+            sent: 0,
+            acks: Vec::with_capacity(n),
+        }
+    }
+
+    /// Requests in the workload.
+    pub fn total(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// Requests sent so far.
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+
+    /// The first deliveries to schedule before the run: `(time, message)` to the router.
+    pub fn initial(&mut self) -> Vec<(Nanos, Msg)> {
+        let picks: Vec<usize> = match self.pacing {
+            Pacing::OpenLoop => (0..self.specs.len())
+                .filter(|&i| self.specs[i].session.and_then(|l| l.after).is_none())
+                .collect(),
+            Pacing::ClosedLoop(n) => {
+                self.next = n.min(self.specs.len());
+                (0..self.next).collect()
+            }
+        };
+        picks
+            .into_iter()
+            .map(|i| {
+                let at = match self.pacing {
+                    Pacing::OpenLoop => self.specs[i].arrival_ns,
+                    Pacing::ClosedLoop(_) => 0,
+                };
+                (at, self.request(i, at))
+            })
+            .collect()
+    }
+
+    fn request(&mut self, i: usize, at: Nanos) -> Msg {
+        self.sent += 1;
+        Msg::Request(Routed {
+            spec: Arc::clone(&self.specs[i]),
+            arrived_ns: at,
+            worker: 0,
+            predicted_blocks: 0,
+            others_held_blocks: 0,
+            retries: 0,
+            repeat: false,
+            prefill: None,
+        })
+    }
+}
+
+impl Actor for Client {
+    type Msg = Msg;
+
+    fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
+        let Msg::Ack(ack) = env.msg else {
+            debug_assert!(false, "the client receives only acks");
+            return;
+        };
+        let i = ack.request as usize;
+        self.acks.push(ack);
+        let now = ctx.now();
+        match self.pacing {
+            Pacing::OpenLoop => {
+                for next in self.followers.remove(&(i as u64)).unwrap_or_default() {
+                    let spec = &self.specs[next];
+                    let delay_ns = spec.session.map_or(0, |l| l.delay_ns);
+                    let at = (now + delay_ns).max(spec.arrival_ns);
+                    let msg = self.request(next, at);
+                    ctx.send(self.router, msg, at - now);
+                }
+            }
+            Pacing::ClosedLoop(_) => {
+                if self.next < self.specs.len() {
+                    let next = self.next;
+                    self.next += 1;
+                    let msg = self.request(next, now);
+                    ctx.send(self.router, msg, 0);
+                }
+            }
+        }
+    }
+}

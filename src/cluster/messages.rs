@@ -1,0 +1,190 @@
+//! The one message type of the cluster simulation. Matching it exhaustively means the compiler
+//! lists every handler a new kind of message touches.
+
+use std::sync::Arc;
+
+use crate::engine::Nanos;
+use crate::hash::BlockHash;
+use crate::workload::RequestSpec;
+
+/// Every message the cluster's actors exchange.
+#[derive(Clone, Debug)]
+pub enum Msg {
+    /// A request: client → router on arrival, router → worker once routed, and worker → router
+    /// when a worker goes down and hands back work it had not finished.
+    Request(Routed),
+    /// A worker stored new blocks (worker → bus → router).
+    KvStored {
+        /// The worker that stored them.
+        worker: usize,
+        /// The block before the first stored one (`None`: the stored blocks start the prompt).
+        parent: Option<BlockHash>,
+        /// The newly stored blocks, in prompt order.
+        blocks: Vec<BlockHash>,
+    },
+    /// A worker evicted blocks (worker → bus → router).
+    KvRemoved {
+        /// The worker that evicted them.
+        worker: usize,
+        /// The evicted blocks.
+        blocks: Vec<BlockHash>,
+    },
+    /// A worker lost its whole cache, e.g. on restart (worker → bus → router).
+    KvCleared {
+        /// The worker whose cache is empty.
+        worker: usize,
+    },
+    /// A request completed (worker → router, then router → client).
+    Ack(Ack),
+    /// A worker's own timer: the phase `phase` of `request` ends (worker → itself).
+    Timer {
+        /// The request.
+        request: u64,
+        /// Which phase ended.
+        phase: Phase,
+        /// The worker's restart epoch when the timer was set; stale timers are ignored.
+        epoch: u32,
+    },
+    /// KV for a disaggregated request arrives at its decode worker (prefill worker → decode worker).
+    Handoff(Routed),
+    /// Fault injection: `worker` goes down (to the worker and the router).
+    WorkerDown {
+        /// The worker.
+        worker: usize,
+    },
+    /// Fault injection: `worker` is back (to the worker and the router).
+    WorkerUp {
+        /// The worker.
+        worker: usize,
+    },
+}
+
+/// A request with what the router decided and believed about it.
+#[derive(Clone, Debug)]
+pub struct Routed {
+    /// The workload's description of the request.
+    pub spec: Arc<RequestSpec>,
+    /// When the request reached the router (its arrival), ns.
+    pub arrived_ns: Nanos,
+    /// The worker the router chose (a prefill worker when disaggregated).
+    pub worker: usize,
+    /// Blocks the router believed the chosen worker held, from the front.
+    pub predicted_blocks: u32,
+    /// The deepest prefix (blocks) any other worker truly held at decision time, for attributing
+    /// misses to routing.
+    pub others_held_blocks: u32,
+    /// How many times the request was handed back by a failing worker.
+    pub retries: u32,
+    /// Whether its prefix had reached the router before (set by the router on arrival).
+    pub repeat: bool,
+    /// Filled by a disaggregated prefill worker: what it found cached and when prefill ended.
+    pub prefill: Option<PrefillOutcome>,
+}
+
+/// What a prefill worker found and did, carried to the decode worker with the KV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefillOutcome {
+    /// The prefill worker.
+    pub worker: usize,
+    /// Blocks it already held.
+    pub cached_blocks: u32,
+    /// Whether it still held the whole shared prefix (the lab hit).
+    pub prefix_hit: bool,
+    /// Missed blocks by cause.
+    pub misses: Misses,
+    /// When the request started prefill, ns.
+    pub started_ns: Nanos,
+}
+
+/// A worker's phases of serving a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Prompt processing up to the first token.
+    Prefill,
+    /// Token generation after the first token.
+    Decode,
+}
+
+/// Missed prompt blocks of one request, by cause (they sum to the missed blocks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Misses {
+    /// No worker had ever computed the block.
+    pub cold: u64,
+    /// Another worker held it when the router decided.
+    pub routing: u64,
+    /// The router believed the chosen worker held it, but it did not.
+    pub stale_index: u64,
+    /// The block had been computed but was evicted (by the chosen worker or everywhere).
+    pub capacity: u64,
+}
+
+impl Misses {
+    /// Adds `other` to `self`.
+    pub fn add(&mut self, other: &Misses) {
+        self.cold += other.cold;
+        self.routing += other.routing;
+        self.stale_index += other.stale_index;
+        self.capacity += other.capacity;
+    }
+
+    /// All missed blocks.
+    pub fn total(&self) -> u64 {
+        self.cold + self.routing + self.stale_index + self.capacity
+    }
+}
+
+/// A completed request, as the serving worker reports it.
+#[derive(Clone, Debug)]
+pub struct Ack {
+    /// The request's id.
+    pub request: u64,
+    /// The worker that produced the output (the decode worker when disaggregated).
+    pub worker: usize,
+    /// The worker that prefilled it (equal to `worker` unless disaggregated).
+    pub prefill_worker: usize,
+    /// Prompt blocks.
+    pub prompt_blocks: u32,
+    /// Prompt blocks the prefill worker really held when prefill started.
+    pub cached_blocks: u32,
+    /// Blocks the router believed it held.
+    pub predicted_blocks: u32,
+    /// Whether its prefix had reached the router before (the lab's repeat request).
+    pub repeat: bool,
+    /// Whether the prefill worker had processed the prefix before and still held all of it.
+    pub prefix_hit: bool,
+    /// Missed blocks by cause.
+    pub misses: Misses,
+    /// Arrival at the router, ns.
+    pub arrived_ns: Nanos,
+    /// Prefill start, ns (after queueing).
+    pub started_ns: Nanos,
+    /// First token, ns.
+    pub first_token_ns: Nanos,
+    /// Last token, ns.
+    pub done_ns: Nanos,
+}
+
+impl Msg {
+    /// The kind's name, as written in traces.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Msg::Request(_) => "Request",
+            Msg::KvStored { .. } => "KvStored",
+            Msg::KvRemoved { .. } => "KvRemoved",
+            Msg::KvCleared { .. } => "KvCleared",
+            Msg::Ack(_) => "Ack",
+            Msg::Timer { .. } => "Timer",
+            Msg::Handoff(_) => "Handoff",
+            Msg::WorkerDown { .. } => "WorkerDown",
+            Msg::WorkerUp { .. } => "WorkerUp",
+        }
+    }
+
+    /// Whether this is a KV event (the only messages the bus may lose).
+    pub fn is_kv_event(&self) -> bool {
+        matches!(
+            self,
+            Msg::KvStored { .. } | Msg::KvRemoved { .. } | Msg::KvCleared { .. }
+        )
+    }
+}

@@ -1,0 +1,53 @@
+//! The simulated cluster: a client, a router, an event bus and workers, as actors.
+//!
+//! ```text
+//!  client ──Request──▶ router ──Request──▶ worker k ──Ack──▶ router ──Ack──▶ client
+//!                        ▲                    │
+//!                        └──── bus ◀──────────┘ KvStored / KvRemoved / KvCleared
+//! ```
+//!
+//! [`build`] wires the actors from a validated scenario in one place; [`Node`] is the actor
+//! enum the scheduler steps.
+
+pub mod build;
+pub mod bus;
+pub mod client;
+pub mod kv_cache;
+pub mod messages;
+pub mod router_actor;
+pub mod timing;
+pub mod truth;
+pub mod worker;
+
+use crate::engine::{Actor, Context, Envelope};
+
+use bus::BusActor;
+use client::Client;
+use messages::Msg;
+use router_actor::RouterActor;
+use worker::Worker;
+
+/// Every actor of the cluster.
+pub enum Node {
+    /// The workload replayer and outcome recorder.
+    Client(Box<Client>),
+    /// The router.
+    Router(Box<RouterActor>),
+    /// The KV event bus.
+    Bus(BusActor),
+    /// A worker.
+    Worker(Box<Worker>),
+}
+
+impl Actor for Node {
+    type Msg = Msg;
+
+    fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
+        match self {
+            Node::Client(a) => a.handle(env, ctx),
+            Node::Router(a) => a.handle(env, ctx),
+            Node::Bus(a) => a.handle(env, ctx),
+            Node::Worker(a) => a.handle(env, ctx),
+        }
+    }
+}

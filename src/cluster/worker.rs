@@ -1,0 +1,463 @@
+//! The worker actor: a KV cache, a FIFO queue, `max_batch` slots and a timing model.
+//!
+//! A request starts prefill when a slot is free and its blocks fit in the cache (pinned until it
+//! completes; blocks beyond the whole capacity are computed but not cached). The hit it reports is
+//! what it really held at that moment. New blocks are published as `KvStored`, evictions as
+//! `KvRemoved`, a restart as `KvCleared`, all through the bus when `bus.publish` is on.
+//!
+//! Roles: `Unified` (aggregated serving: prefill then decode in one slot), `Prefill` (hands the KV
+//! to a decode worker over the link), `Decode` (decodes handed-off requests) and `Colocated`
+//! (prefill and decode on one GPU: both phases compete for the same slots).
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+
+use crate::disagg;
+use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
+use crate::hash::BlockHash;
+use crate::index::BlockHashBuilder;
+use crate::workload::ms_to_ns;
+
+use super::kv_cache::KvCache;
+use super::messages::{Ack, Misses, Msg, Phase, PrefillOutcome, Routed};
+use super::timing::TimingModel;
+use super::truth::{SharedTruth, Truth};
+
+/// What a worker does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Aggregated serving.
+    Unified,
+    /// Disaggregated prefill.
+    Prefill,
+    /// Disaggregated decode.
+    Decode,
+    /// Disaggregated prefill and decode sharing one GPU.
+    Colocated,
+}
+
+/// The KV link between prefill and decode workers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Link {
+    /// KV bytes per token.
+    pub bytes_per_token: u64,
+    /// GB/s (1e9 bytes/s).
+    pub gbps: f64,
+    /// Fixed cost per transfer, ms.
+    pub overhead_ms: f64,
+}
+
+/// Everything a worker is built from.
+pub struct WorkerSetup {
+    /// The worker's number in events, acks and reports.
+    pub index: usize,
+    /// Its role.
+    pub role: Role,
+    /// KV capacity in blocks (`None`: unbounded).
+    pub capacity: Option<usize>,
+    /// Requests running at once (`None`: unbounded).
+    pub max_batch: Option<usize>,
+    /// Tokens per block.
+    pub block_size: usize,
+    /// Timing.
+    pub timing: TimingModel,
+    /// Whether it publishes KV events.
+    pub publish: bool,
+    /// The router's address.
+    pub router: ActorId,
+    /// The bus's address.
+    pub bus: ActorId,
+    /// Decode workers a prefill worker hands off to (request id modulo their count).
+    pub decode_peers: Vec<ActorId>,
+    /// The KV link, for prefill roles.
+    pub link: Option<Link>,
+    /// Ground truth for loss attribution.
+    pub truth: SharedTruth,
+}
+
+/// A worker's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Requests completed here (acks sent).
+    pub completed: u64,
+    /// Prefills started here.
+    pub prefills: u64,
+    /// Time with at least one request running, ns.
+    pub busy_ns: Nanos,
+    /// Blocks evicted.
+    pub evicted_blocks: u64,
+    /// Restarts.
+    pub restarts: u64,
+}
+
+enum Job {
+    Prefill(Routed),
+    Decode(Routed),
+}
+
+struct Running {
+    routed: Routed,
+    pinned: Vec<BlockHash>,
+    outcome: PrefillOutcome,
+    first_token_ns: Nanos,
+}
+
+/// The worker actor.
+pub struct Worker {
+    setup: WorkerSetup,
+    cache: KvCache,
+    queue: VecDeque<Job>,
+    running: BTreeMap<u64, Running>,
+    up: bool,
+    epoch: u32,
+    busy_since: Option<Nanos>,
+    processed: HashSet<u64>,
+    ever: HashSet<BlockHash, BlockHashBuilder>,
+    /// What the worker did.
+    pub stats: WorkerStats,
+}
+
+impl Worker {
+    /// A worker with an empty cache.
+    pub fn new(setup: WorkerSetup) -> Self {
+        Worker {
+            cache: KvCache::new(setup.capacity),
+            setup,
+            queue: VecDeque::new(),
+            running: BTreeMap::new(),
+            up: true,
+            epoch: 0,
+            busy_since: None,
+            processed: HashSet::new(),
+            ever: HashSet::default(),
+            stats: WorkerStats::default(),
+        }
+    }
+
+    /// The worker's number.
+    pub fn index(&self) -> usize {
+        self.setup.index
+    }
+
+    /// Its role.
+    pub fn role(&self) -> Role {
+        self.setup.role
+    }
+
+    fn has_slot(&self) -> bool {
+        self.setup.max_batch.is_none_or(|m| self.running.len() < m)
+    }
+
+    fn active_fraction(&self) -> f64 {
+        match self.setup.capacity {
+            Some(cap) => self.cache.pinned() as f64 / cap as f64,
+            None => 0.0,
+        }
+    }
+
+    fn publish(&mut self, msg: Msg, ctx: &mut Context<'_, Msg>) {
+        if self.setup.publish {
+            ctx.send(self.setup.bus, msg, 0);
+        }
+    }
+
+    fn try_start(&mut self, ctx: &mut Context<'_, Msg>) {
+        while self.has_slot() {
+            let started = match self.queue.front() {
+                None => false,
+                Some(Job::Prefill(_)) => self.start_prefill(ctx),
+                Some(Job::Decode(_)) => {
+                    self.start_decode(ctx);
+                    true
+                }
+            };
+            if !started {
+                break;
+            }
+        }
+    }
+
+    /// Starts the request at the head of the queue if its blocks fit; false if it must wait.
+    fn start_prefill(&mut self, ctx: &mut Context<'_, Msg>) -> bool {
+        let Some(Job::Prefill(routed)) = self.queue.front() else {
+            return false;
+        };
+        let blocks = &routed.spec.blocks;
+        let cacheable = &blocks[..blocks.len().min(self.setup.capacity.unwrap_or(usize::MAX))];
+        let Some(adm) = self.cache.admit(cacheable) else {
+            return false;
+        };
+        let pinned = cacheable.to_vec();
+        let Some(Job::Prefill(routed)) = self.queue.pop_front() else {
+            unreachable!("checked above");
+        };
+        let me = self.setup.index;
+        let misses = classify(
+            &routed.spec.blocks,
+            adm.cached,
+            routed.predicted_blocks as usize,
+            routed.others_held_blocks as usize,
+            &self.ever,
+            &self.setup.truth.borrow(),
+        );
+        {
+            let mut truth = self.setup.truth.borrow_mut();
+            truth.removed(me, &adm.evicted);
+            truth.stored(me, &adm.stored);
+        }
+        self.ever.extend(adm.stored.iter().copied());
+        self.stats.evicted_blocks += adm.evicted.len() as u64;
+        if !adm.evicted.is_empty() {
+            let blocks = adm.evicted;
+            self.publish(Msg::KvRemoved { worker: me, blocks }, ctx);
+        }
+        if !adm.stored.is_empty() {
+            let (parent, blocks) = (adm.parent, adm.stored);
+            self.publish(
+                Msg::KvStored {
+                    worker: me,
+                    parent,
+                    blocks,
+                },
+                ctx,
+            );
+        }
+        let spec = &routed.spec;
+        let prefix_hit = spec.prefix.is_some_and(|p| {
+            let seen = !self.processed.insert(p);
+            seen && adm.cached >= spec.prefix_blocks
+        });
+        let new_tokens = u64::from(spec.input_tokens)
+            .saturating_sub((adm.cached * self.setup.block_size) as u64);
+        let duration = self.setup.timing.prefill_ns(new_tokens);
+        let outcome = PrefillOutcome {
+            worker: me,
+            cached_blocks: adm.cached as u32,
+            prefix_hit,
+            misses,
+            started_ns: ctx.now(),
+        };
+        self.stats.prefills += 1;
+        self.begin(routed, pinned, outcome, Phase::Prefill, duration, ctx);
+        true
+    }
+
+    /// Starts decoding a handed-off request (decode and colocated roles).
+    fn start_decode(&mut self, ctx: &mut Context<'_, Msg>) {
+        let Some(Job::Decode(routed)) = self.queue.pop_front() else {
+            unreachable!("called for a decode job");
+        };
+        let outcome = routed
+            .prefill
+            .expect("a handed-off request carries its prefill");
+        let duration = self
+            .setup
+            .timing
+            .decode_ns(routed.spec.output_tokens, self.active_fraction());
+        self.begin(routed, Vec::new(), outcome, Phase::Decode, duration, ctx);
+    }
+
+    fn begin(
+        &mut self,
+        routed: Routed,
+        pinned: Vec<BlockHash>,
+        outcome: PrefillOutcome,
+        phase: Phase,
+        duration: Nanos,
+        ctx: &mut Context<'_, Msg>,
+    ) {
+        let request = routed.spec.id;
+        if self.running.is_empty() {
+            self.busy_since = Some(ctx.now());
+        }
+        self.running.insert(
+            request,
+            Running {
+                routed,
+                pinned,
+                outcome,
+                first_token_ns: ctx.now(),
+            },
+        );
+        let epoch = self.epoch;
+        ctx.send(
+            ctx.me(),
+            Msg::Timer {
+                request,
+                phase,
+                epoch,
+            },
+            duration,
+        );
+    }
+
+    fn phase_ended(&mut self, request: u64, phase: Phase, ctx: &mut Context<'_, Msg>) {
+        match (phase, self.setup.role) {
+            (Phase::Prefill, Role::Unified) => {
+                let u = self.active_fraction();
+                let run = self.running.get_mut(&request).expect("running request");
+                run.first_token_ns = ctx.now();
+                let decode = self
+                    .setup
+                    .timing
+                    .decode_ns(run.routed.spec.output_tokens, u);
+                if decode == 0 {
+                    self.finish(request, ctx);
+                } else {
+                    let epoch = self.epoch;
+                    let msg = Msg::Timer {
+                        request,
+                        phase: Phase::Decode,
+                        epoch,
+                    };
+                    ctx.send(ctx.me(), msg, decode);
+                }
+            }
+            (Phase::Prefill, _) => {
+                let run = self.remove_running(request, ctx);
+                self.cache.release(&run.pinned);
+                let link = self.setup.link.expect("prefill roles have a link");
+                let tokens = u64::from(run.routed.spec.input_tokens);
+                let delay_ms = disagg::ttft_disagg(
+                    0.0,
+                    tokens,
+                    link.bytes_per_token,
+                    link.gbps,
+                    link.overhead_ms,
+                );
+                let peers = &self.setup.decode_peers;
+                let peer = peers[(request % peers.len() as u64) as usize];
+                let mut routed = run.routed;
+                routed.prefill = Some(run.outcome);
+                ctx.send(peer, Msg::Handoff(routed), ms_to_ns(delay_ms));
+                self.try_start(ctx);
+            }
+            (Phase::Decode, _) => self.finish(request, ctx),
+        }
+    }
+
+    fn remove_running(&mut self, request: u64, ctx: &Context<'_, Msg>) -> Running {
+        let run = self.running.remove(&request).expect("running request");
+        if self.running.is_empty() {
+            if let Some(since) = self.busy_since.take() {
+                self.stats.busy_ns += ctx.now() - since;
+            }
+        }
+        run
+    }
+
+    fn finish(&mut self, request: u64, ctx: &mut Context<'_, Msg>) {
+        let run = self.remove_running(request, ctx);
+        self.cache.release(&run.pinned);
+        let o = run.outcome;
+        let spec = &run.routed.spec;
+        let ack = Ack {
+            request,
+            worker: self.setup.index,
+            prefill_worker: o.worker,
+            prompt_blocks: spec.blocks.len() as u32,
+            cached_blocks: o.cached_blocks,
+            predicted_blocks: run.routed.predicted_blocks,
+            repeat: run.routed.repeat,
+            prefix_hit: o.prefix_hit,
+            misses: o.misses,
+            arrived_ns: run.routed.arrived_ns,
+            started_ns: o.started_ns,
+            first_token_ns: run.first_token_ns,
+            done_ns: ctx.now(),
+        };
+        self.stats.completed += 1;
+        ctx.send(self.setup.router, Msg::Ack(ack), 0);
+        self.try_start(ctx);
+    }
+
+    fn hand_back(&self, mut routed: Routed, ctx: &mut Context<'_, Msg>) {
+        routed.retries += 1;
+        routed.prefill = None;
+        ctx.send(self.setup.router, Msg::Request(routed), 0);
+    }
+
+    fn go_down(&mut self, ctx: &mut Context<'_, Msg>) {
+        self.up = false;
+        self.epoch += 1;
+        self.stats.restarts += 1;
+        if let Some(since) = self.busy_since.take() {
+            self.stats.busy_ns += ctx.now() - since;
+        }
+        let running = std::mem::take(&mut self.running);
+        for (_, run) in running {
+            self.hand_back(run.routed, ctx);
+        }
+        for job in std::mem::take(&mut self.queue) {
+            let (Job::Prefill(r) | Job::Decode(r)) = job;
+            self.hand_back(r, ctx);
+        }
+        self.cache.clear();
+        self.processed.clear();
+        if matches!(self.setup.role, Role::Decode) {
+            return;
+        }
+        self.setup.truth.borrow_mut().cleared(self.setup.index);
+        let worker = self.setup.index;
+        self.publish(Msg::KvCleared { worker }, ctx);
+    }
+}
+
+/// Attributes each missed block (positions `cached..`) to one cause, in this order: the router
+/// believed the worker held it (stale index); the worker had it once (capacity); another worker
+/// held it at decision time (routing); it was computed somewhere before (capacity); else cold.
+pub fn classify(
+    blocks: &[BlockHash],
+    cached: usize,
+    predicted: usize,
+    others_held: usize,
+    own_ever: &HashSet<BlockHash, BlockHashBuilder>,
+    truth: &Truth,
+) -> Misses {
+    let mut m = Misses::default();
+    for (j, b) in blocks.iter().enumerate().skip(cached) {
+        if j < predicted {
+            m.stale_index += 1;
+        } else if own_ever.contains(b) {
+            m.capacity += 1;
+        } else if j < others_held {
+            m.routing += 1;
+        } else if truth.ever_computed(*b) {
+            m.capacity += 1;
+        } else {
+            m.cold += 1;
+        }
+    }
+    m
+}
+
+impl Actor for Worker {
+    type Msg = Msg;
+
+    fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
+        match env.msg {
+            Msg::Request(routed) if self.up => {
+                self.queue.push_back(Job::Prefill(routed));
+                self.try_start(ctx);
+            }
+            Msg::Handoff(routed) if self.up => {
+                self.queue.push_back(Job::Decode(routed));
+                self.try_start(ctx);
+            }
+            Msg::Request(routed) | Msg::Handoff(routed) => self.hand_back(routed, ctx),
+            Msg::Timer {
+                request,
+                phase,
+                epoch,
+            } if epoch == self.epoch => self.phase_ended(request, phase, ctx),
+            Msg::Timer { .. } => {} // set before a restart: the request was handed back
+            Msg::WorkerDown { .. } => self.go_down(ctx),
+            Msg::WorkerUp { .. } => {
+                self.up = true;
+                self.try_start(ctx);
+            }
+            Msg::KvStored { .. } | Msg::KvRemoved { .. } | Msg::KvCleared { .. } | Msg::Ack(_) => {
+                debug_assert!(false, "workers receive no {}", env.msg.kind());
+            }
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Actors, the context they act through, and the envelope a message travels in.
+
+use super::scheduler::EventQueue;
+use super::Nanos;
+use crate::rng::SimRng;
+
+/// An actor's address: its index in the simulation, in the order actors were added.
+pub type ActorId = usize;
+
+/// A message in flight or being delivered.
+#[derive(Clone, Debug)]
+pub struct Envelope<M> {
+    /// Delivery time.
+    pub time: Nanos,
+    /// Global send order: ties in `time` are delivered in `seq` order.
+    pub seq: u64,
+    /// Sender.
+    pub from: ActorId,
+    /// Receiver.
+    pub to: ActorId,
+    /// The message.
+    pub msg: M,
+}
+
+/// What an actor can do while it handles a message: read the clock, draw from the run's one
+/// generator, and send messages (delivered after a delay, never immediately re-entrant).
+pub struct Context<'a, M> {
+    pub(super) now: Nanos,
+    pub(super) me: ActorId,
+    pub(super) queue: &'a mut EventQueue<M>,
+    pub(super) rng: &'a mut SimRng,
+}
+
+impl<M> Context<'_, M> {
+    /// The current virtual time.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// This actor's address.
+    pub fn me(&self) -> ActorId {
+        self.me
+    }
+
+    /// Sends `msg` to `to`, delivered `delay` nanoseconds from now.
+    pub fn send(&mut self, to: ActorId, msg: M, delay: Nanos) {
+        self.queue.push(self.now + delay, self.me, to, msg);
+    }
+
+    /// The run's seeded generator (one per simulation: draws happen in delivery order).
+    pub fn rng(&mut self) -> &mut SimRng {
+        self.rng
+    }
+}
+
+/// A simulated component: it reacts to each delivered message, and acts only through its context.
+pub trait Actor {
+    /// The message type of the simulation.
+    type Msg;
+
+    /// Handles one delivered message.
+    fn handle(&mut self, env: Envelope<Self::Msg>, ctx: &mut Context<'_, Self::Msg>);
+}

@@ -1,0 +1,289 @@
+//! A run's results: the JSON object of `dynsim run --json` and the readable summary table.
+
+use serde::Serialize;
+
+use crate::cluster::messages::{Ack, Misses};
+use crate::lab::rate;
+use crate::round::round_py;
+
+/// Counts of KV events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EventCounts {
+    /// Events workers handed to the bus.
+    pub published: u64,
+    /// Events the bus lost.
+    pub dropped: u64,
+    /// Events the router's policy applied to its index.
+    pub applied: u64,
+}
+
+/// Rows a trace workload read and skipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TraceRows {
+    /// Rows turned into requests.
+    pub rows: usize,
+    /// Malformed rows skipped (`skip_bad`).
+    pub skipped: usize,
+}
+
+/// Summary statistics of a latency, ms (3 decimals).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Percentiles {
+    /// Percentiles (linear interpolation between closest ranks, as numpy's default) of `ns`
+    /// values, in ms. All zero for no values.
+    pub fn of_ns(mut ns: Vec<u64>) -> Self {
+        if ns.is_empty() {
+            return Percentiles::default();
+        }
+        ns.sort_unstable();
+        let at = |q: f64| {
+            let pos = q * (ns.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            let frac = pos - lo as f64;
+            (ns[lo] as f64 * (1.0 - frac) + ns[hi] as f64 * frac) / 1e6
+        };
+        let mean = ns.iter().map(|&v| v as f64).sum::<f64>() / ns.len() as f64 / 1e6;
+        Percentiles {
+            p50: round_py(at(0.5), 3),
+            p90: round_py(at(0.9), 3),
+            p99: round_py(at(0.99), 3),
+            mean: round_py(mean, 3),
+        }
+    }
+}
+
+/// One worker's share of the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WorkerReport {
+    /// The worker's display name.
+    pub name: String,
+    /// Requests the router sent it (0 for decode workers).
+    pub routed: u64,
+    /// Lab hits it served.
+    pub hits: u64,
+    /// Requests it completed.
+    pub completed: u64,
+    /// Fraction of the run with at least one request running (4 decimals).
+    pub utilisation: f64,
+    /// Blocks it evicted.
+    pub evicted_blocks: u64,
+    /// Times it restarted.
+    pub restarts: u64,
+}
+
+/// Everything `dynsim run` reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The routing policy.
+    pub policy: String,
+    /// The seed.
+    pub seed: u64,
+    /// Requests in the workload.
+    pub requests: usize,
+    /// Requests whose prefix had been seen before (lab definition).
+    pub repeat_requests: usize,
+    /// Repeat requests whose worker had processed their prefix and still held all of it.
+    pub hits: usize,
+    /// hits / repeat_requests (Python-rounded to 4 places; 0.0 without repeats).
+    pub hit_rate: f64,
+    /// Cached prompt blocks / prompt blocks over all requests (4 places).
+    pub block_hit_rate: f64,
+    /// Prompt blocks over all requests.
+    pub prompt_blocks: u64,
+    /// Prompt blocks the serving workers really held.
+    pub cached_blocks: u64,
+    /// Prompt blocks the router believed the chosen workers held.
+    pub predicted_blocks: u64,
+    /// Missed prompt blocks by cause (they sum to prompt_blocks − cached_blocks).
+    pub misses: Misses,
+    /// KV event counts.
+    pub events: EventCounts,
+    /// Acks the router received: one per request, whatever the bus loses.
+    pub acks: u64,
+    /// Requests re-routed after a worker went down.
+    pub rerouted: u64,
+    /// Arrival → first token.
+    pub ttft_ms: Percentiles,
+    /// Arrival → last token.
+    pub e2e_ms: Percentiles,
+    /// Arrival → prefill start.
+    pub queue_ms: Percentiles,
+    /// Completed requests per second of virtual time.
+    pub throughput_rps: f64,
+    /// Virtual time from start to the last delivery, ms.
+    pub duration_ms: f64,
+    /// Per worker.
+    pub per_worker: Vec<WorkerReport>,
+    /// Trace rows read and skipped, for trace workloads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRows>,
+    /// Problems a serving engineer should know about (e.g. a blind KV router).
+    pub warnings: Vec<String>,
+}
+
+/// The request-level part of a report, tallied from the acks.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    /// Repeat requests.
+    pub repeat_requests: usize,
+    /// Hits.
+    pub hits: usize,
+    /// Hits per prefill worker.
+    pub hits_by_worker: Vec<u64>,
+    /// Prompt blocks.
+    pub prompt_blocks: u64,
+    /// Cached blocks.
+    pub cached_blocks: u64,
+    /// Predicted blocks.
+    pub predicted_blocks: u64,
+    /// Misses by cause.
+    pub misses: Misses,
+    /// TTFT, e2e and queue time of each request, ns.
+    pub ttft_ns: Vec<u64>,
+    /// End-to-end times, ns.
+    pub e2e_ns: Vec<u64>,
+    /// Queue times, ns.
+    pub queue_ns: Vec<u64>,
+}
+
+impl Tally {
+    /// Tallies acks over `workers` routable workers.
+    pub fn of(acks: &[Ack], workers: usize) -> Self {
+        let mut t = Tally {
+            hits_by_worker: vec![0; workers],
+            ..Tally::default()
+        };
+        for a in acks {
+            t.repeat_requests += usize::from(a.repeat);
+            if a.repeat && a.prefix_hit {
+                t.hits += 1;
+                t.hits_by_worker[a.prefill_worker] += 1;
+            }
+            t.prompt_blocks += u64::from(a.prompt_blocks);
+            t.cached_blocks += u64::from(a.cached_blocks);
+            t.predicted_blocks += u64::from(a.predicted_blocks);
+            t.misses.add(&a.misses);
+            t.ttft_ns.push(a.first_token_ns - a.arrived_ns);
+            t.e2e_ns.push(a.done_ns - a.arrived_ns);
+            t.queue_ns.push(a.started_ns - a.arrived_ns);
+        }
+        t
+    }
+
+    /// Cached / prompt blocks, 4 places.
+    pub fn block_hit_rate(&self) -> f64 {
+        rate(self.cached_blocks as usize, self.prompt_blocks as usize)
+    }
+}
+
+impl Report {
+    /// The readable summary table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let mut row = |k: &str, v: String| out.push_str(&format!("{k:<14}{v}\n"));
+        row(
+            "scenario",
+            format!(
+                "{} (policy {}, seed {})",
+                self.scenario, self.policy, self.seed
+            ),
+        );
+        row(
+            "requests",
+            format!(
+                "{} ({} repeats, {} acks, {} re-routed)",
+                self.requests, self.repeat_requests, self.acks, self.rerouted
+            ),
+        );
+        row(
+            "hits",
+            format!(
+                "{} of {} repeats  hit_rate {}",
+                self.hits, self.repeat_requests, self.hit_rate
+            ),
+        );
+        row(
+            "block hits",
+            format!(
+                "{} of {} prompt blocks  block_hit_rate {}  (router predicted {})",
+                self.cached_blocks, self.prompt_blocks, self.block_hit_rate, self.predicted_blocks
+            ),
+        );
+        let m = &self.misses;
+        row(
+            "misses",
+            format!(
+                "cold {}  routing {}  stale_index {}  capacity {}  (blocks)",
+                m.cold, m.routing, m.stale_index, m.capacity
+            ),
+        );
+        let e = &self.events;
+        row(
+            "kv events",
+            format!(
+                "published {}  dropped {}  applied {}",
+                e.published, e.dropped, e.applied
+            ),
+        );
+        for (name, p) in [
+            ("ttft ms", &self.ttft_ms),
+            ("e2e ms", &self.e2e_ms),
+            ("queue ms", &self.queue_ms),
+        ] {
+            row(
+                name,
+                format!(
+                    "p50 {}  p90 {}  p99 {}  mean {}",
+                    p.p50, p.p90, p.p99, p.mean
+                ),
+            );
+        }
+        row(
+            "throughput",
+            format!("{} req/s over {} ms", self.throughput_rps, self.duration_ms),
+        );
+        if let Some(t) = &self.trace {
+            row("trace", format!("{} rows, {} skipped", t.rows, t.skipped));
+        }
+        out.push_str(&format!(
+            "{:<14}{:>8}{:>8}{:>10}{:>8}{:>9}{:>9}\n",
+            "worker", "routed", "hits", "completed", "util", "evicted", "restarts"
+        ));
+        for w in &self.per_worker {
+            out.push_str(&format!(
+                "{:<14}{:>8}{:>8}{:>10}{:>8}{:>9}{:>9}\n",
+                w.name, w.routed, w.hits, w.completed, w.utilisation, w.evicted_blocks, w.restarts
+            ));
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("warning: {w}\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate_like_numpy() {
+        // numpy.percentile([1, 2, 3, 4], [50, 90, 99]) = 2.5, 3.7, 3.97 (here in ms from ns).
+        let p = Percentiles::of_ns(vec![4_000_000, 1_000_000, 3_000_000, 2_000_000]);
+        assert_eq!((p.p50, p.p90, p.p99, p.mean), (2.5, 3.7, 3.97, 2.5));
+        assert_eq!(Percentiles::of_ns(vec![]), Percentiles::default());
+    }
+}

@@ -1,0 +1,250 @@
+//! Running a scenario: build the workload, wire the cluster, step it to the end, report.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::cluster::build::{actor_names, populate, routable_workers};
+use crate::cluster::client::Pacing;
+use crate::cluster::Node;
+use crate::engine::Simulation;
+use crate::error::{Error, Result};
+use crate::hash::block_hashes;
+use crate::lab::rate;
+use crate::report::{EventCounts, Percentiles, Report, Tally, TraceRows, WorkerReport};
+use crate::rng::SimRng;
+use crate::round::round_py;
+use crate::router::policy::PolicyKind;
+use crate::scenario::{Scenario, TraceFormat, Workload};
+use crate::trace::TraceWriter;
+use crate::workload::lab::PrefixRepeat;
+use crate::workload::trace::TraceOptions;
+use crate::workload::{azure, mooncake, ms_to_ns, synthetic, RequestSpec};
+
+/// A workload's requests, how to pace them, and (for traces) what was read.
+pub struct BuiltWorkload {
+    /// Requests in arrival order.
+    pub specs: Vec<RequestSpec>,
+    /// Open or closed loop.
+    pub pacing: Pacing,
+    /// Trace rows read and skipped.
+    pub trace: Option<TraceRows>,
+}
+
+/// Builds the scenario's workload, drawing from `rng` (the run's generator: the lab workload's
+/// shuffle is its first draw, as in the reference lab). Trace paths are relative to `base_dir`.
+pub fn build_workload(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result<BuiltWorkload> {
+    let block = s.cluster.block_size;
+    match &s.workload {
+        Workload::PrefixRepeat(w) => {
+            let shape = PrefixRepeat {
+                prefixes: w.prefixes,
+                reps: w.reps,
+                prefix_len: w.prefix_len,
+                tail_len: w.tail_len,
+            };
+            let interval = ms_to_ns(w.interval_ms);
+            let specs = shape
+                .order(rng)
+                .into_iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    let tokens = shape.tokens(i, k);
+                    RequestSpec {
+                        id: i as u64,
+                        arrival_ns: i as u64 * interval,
+                        input_tokens: tokens.len() as u32,
+                        output_tokens: w.output_tokens,
+                        blocks: block_hashes(&tokens, block),
+                        prefix: Some(k as u64),
+                        prefix_blocks: w.prefix_len / block,
+                        session: None,
+                    }
+                })
+                .collect();
+            Ok(BuiltWorkload {
+                specs,
+                pacing: Pacing::OpenLoop,
+                trace: None,
+            })
+        }
+        Workload::Synthetic(p) => Ok(BuiltWorkload {
+            specs: synthetic::generate(p, block, rng),
+            pacing: Pacing::OpenLoop,
+            trace: None,
+        }),
+        Workload::Trace(t) => {
+            let path = base_dir.join(&t.path);
+            let text = crate::error::read_text(&path)?;
+            let opts = TraceOptions {
+                trace_block_size: t.trace_block_size,
+                block_size: block,
+                speedup: t.speedup,
+                limit: t.limit,
+                skip_bad: t.skip_bad,
+            };
+            let (specs, stats) = match t.format {
+                TraceFormat::Mooncake => mooncake::parse_mooncake(&path, &text, &opts)?,
+                TraceFormat::Azure => azure::parse_azure(&path, &text, &opts)?,
+            };
+            Ok(BuiltWorkload {
+                specs,
+                pacing: t.concurrency.map_or(Pacing::OpenLoop, Pacing::ClosedLoop),
+                trace: Some(TraceRows {
+                    rows: stats.rows,
+                    skipped: stats.skipped,
+                }),
+            })
+        }
+    }
+}
+
+/// Runs a validated scenario; writes one trace line per delivered message to `trace` if given.
+pub fn run_scenario(
+    s: &Scenario,
+    base_dir: &Path,
+    trace: Option<&mut dyn Write>,
+) -> Result<Report> {
+    let mut sim: Simulation<Node> = Simulation::new(SimRng::new(s.rng, s.seed));
+    let built = build_workload(s, base_dir, sim.rng())?;
+    populate(s, built.specs, built.pacing, &mut sim);
+    match trace {
+        Some(out) => {
+            let mut writer = TraceWriter::new(out, actor_names(s), uses_events(s.router.policy));
+            sim.run(|env| writer.write(env));
+            writer
+                .finish()
+                .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
+        }
+        None => sim.run(|_| {}),
+    }
+    Ok(report(s, sim, built.trace))
+}
+
+fn uses_events(p: PolicyKind) -> bool {
+    matches!(p, PolicyKind::KvEvents | PolicyKind::Cost)
+}
+
+fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Report {
+    let duration_ns = sim.now();
+    let names = actor_names(s);
+    let routable = routable_workers(s);
+    let mut client = None;
+    let mut router = None;
+    let mut bus = None;
+    let mut workers = Vec::new();
+    for node in sim.into_actors() {
+        match node {
+            Node::Client(c) => client = Some(c),
+            Node::Router(r) => router = Some(r),
+            Node::Bus(b) => bus = Some(b),
+            Node::Worker(w) => workers.push(w),
+        }
+    }
+    let (client, router, bus) = (
+        client.expect("one client"),
+        router.expect("one router"),
+        bus.expect("one bus"),
+    );
+    let tally = Tally::of(&client.acks, routable);
+    let routed = router.policy().routed();
+    let per_worker = workers
+        .iter()
+        .enumerate()
+        .map(|(w, worker)| WorkerReport {
+            name: names[3 + w].clone(),
+            routed: routed.get(w).copied().unwrap_or(0),
+            hits: tally.hits_by_worker.get(w).copied().unwrap_or(0),
+            completed: worker.stats.completed,
+            utilisation: if duration_ns == 0 {
+                0.0
+            } else {
+                round_py(worker.stats.busy_ns as f64 / duration_ns as f64, 4)
+            },
+            evicted_blocks: worker.stats.evicted_blocks,
+            restarts: worker.stats.restarts,
+        })
+        .collect();
+    let events = EventCounts {
+        published: bus.stats.published,
+        dropped: bus.stats.dropped,
+        applied: router.stats.events_applied,
+    };
+    let mut report = Report {
+        scenario: s.name.clone(),
+        policy: policy_name(s.router.policy),
+        seed: s.seed,
+        requests: client.total(),
+        repeat_requests: tally.repeat_requests,
+        hits: tally.hits,
+        hit_rate: rate(tally.hits, tally.repeat_requests),
+        block_hit_rate: tally.block_hit_rate(),
+        prompt_blocks: tally.prompt_blocks,
+        cached_blocks: tally.cached_blocks,
+        predicted_blocks: tally.predicted_blocks,
+        misses: tally.misses,
+        events,
+        acks: router.stats.acks,
+        rerouted: router.stats.rerouted,
+        ttft_ms: Percentiles::of_ns(tally.ttft_ns),
+        e2e_ms: Percentiles::of_ns(tally.e2e_ns),
+        queue_ms: Percentiles::of_ns(tally.queue_ns),
+        throughput_rps: if duration_ns == 0 {
+            0.0
+        } else {
+            round_py(client.acks.len() as f64 / (duration_ns as f64 / 1e9), 3)
+        },
+        duration_ms: round_py(duration_ns as f64 / 1e6, 3),
+        per_worker,
+        trace,
+        warnings: Vec::new(),
+    };
+    report.warnings = warnings(s, &report, router.stats.decisions);
+    for w in &report.warnings {
+        tracing::warn!("{w}");
+    }
+    report
+}
+
+/// The policy's name as written in scenarios.
+pub fn policy_name(p: PolicyKind) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Makes the silent failures loud.
+fn warnings(s: &Scenario, r: &Report, decisions: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    let policy = policy_name(s.router.policy);
+    let e = &r.events;
+    if uses_events(s.router.policy) && decisions > 0 {
+        if e.applied == 0 {
+            let cause = if !s.bus.publish {
+                "workers are not publishing KV events (bus.publish = false)".to_string()
+            } else {
+                format!(
+                    "the bus lost every event ({} published, {} dropped)",
+                    e.published, e.dropped
+                )
+            };
+            out.push(format!(
+                "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
+                 {cause}; the router is blind and routes on load alone, like round-robin"
+            ));
+        } else if e.applied * 2 < e.published {
+            out.push(format!(
+                "the router applied only {} of {} published KV events (the bus dropped {}): its \
+                 index is stale and part of its routing is blind",
+                e.applied, e.published, e.dropped
+            ));
+        }
+    }
+    if r.acks != r.requests as u64 {
+        out.push(format!(
+            "only {} of {} requests completed",
+            r.acks, r.requests
+        ));
+    }
+    out
+}

@@ -1,0 +1,227 @@
+//! Reading a scenario: TOML text → `--set` overrides → [`Scenario`] → range checks, with every
+//! error located (`file:line`, or `--set KEY`).
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Deserialize;
+use toml_edit::{ImDocument, Item, Value};
+
+use super::validate::{validate, Invalid};
+use super::Scenario;
+use crate::error::{read_text, Error, Result};
+
+/// A `--set KEY=VALUE` override: a dotted key path and a TOML value (a bare word that is not
+/// valid TOML is taken as a string, so `--set router.policy=rr` works like `="rr"`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Override {
+    /// Dotted key path, e.g. `bus.drop_rate`.
+    pub key: String,
+    /// The value.
+    pub value: toml::Value,
+}
+
+impl FromStr for Override {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (key, raw) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(str::is_empty) {
+            return Err(format!("{key:?} is not a dotted key"));
+        }
+        let raw = raw.trim();
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        Ok(Override {
+            key: key.to_string(),
+            value,
+        })
+    }
+}
+
+/// A scenario read from a file, with the folder relative paths in it are resolved against.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The validated scenario.
+    pub scenario: Scenario,
+    /// The scenario file's folder.
+    pub base_dir: PathBuf,
+}
+
+/// Reads, overrides and validates the scenario at `path`.
+pub fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Loaded> {
+    let text = read_text(path)?;
+    let scenario = parse_scenario(path, &text, overrides)?;
+    let base_dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    Ok(Loaded { scenario, base_dir })
+}
+
+/// Parses scenario text; `path` only names the source in errors.
+pub fn parse_scenario(path: &Path, text: &str, overrides: &[Override]) -> Result<Scenario> {
+    let mut scenario: Scenario = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
+    if !overrides.is_empty() {
+        let mut table = toml::Table::try_from(&scenario).expect("a scenario serialises to TOML");
+        for o in overrides {
+            set_path(&mut table, &o.key, o.value.clone()).map_err(|m| set_error(o, &m))?;
+            scenario = Scenario::deserialize(toml::Value::Table(table.clone()))
+                .map_err(|e| set_error(o, e.message()))?;
+        }
+    }
+    validate(&scenario).map_err(|inv| locate(path, text, overrides, inv))?;
+    Ok(scenario)
+}
+
+fn set_error(o: &Override, message: &str) -> Error {
+    Error::arg(format!("--set {}", o.key), message.trim().to_string())
+}
+
+/// Sets `value` at the dotted `key` in `table`, creating tables on the way.
+fn set_path(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
+    let mut parts = key.split('.').peekable();
+    let mut current = table;
+    while let Some(part) = parts.next() {
+        if parts.peek().is_none() {
+            current.insert(part.to_string(), value);
+            return Ok(());
+        }
+        let entry = current
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        current = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("{part} is not a table"))?;
+    }
+    Ok(())
+}
+
+/// A TOML syntax or type error, as `file:line: key: message`.
+fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
+    let message = e.message().trim().to_string();
+    match e.span() {
+        Some(span) => {
+            let line = line_of(text, span.start);
+            let key = text
+                .lines()
+                .nth(line - 1)
+                .map(|l| l.split('=').next().unwrap_or("").trim())
+                .unwrap_or("")
+                .to_string();
+            let key = if key.is_empty() {
+                "line".to_string()
+            } else {
+                key
+            };
+            Error::field(path, line, key, message)
+        }
+        None => Error::file(path, message),
+    }
+}
+
+/// Points an out-of-range setting at its `--set`, its line, or (a default) the file.
+fn locate(path: &Path, text: &str, overrides: &[Override], inv: Invalid) -> Error {
+    let set_here = overrides.iter().any(|o| {
+        inv.key == o.key
+            || inv.key.starts_with(&format!("{}.", o.key))
+            || inv.key.starts_with(&format!("{}[", o.key))
+    });
+    let at = if set_here {
+        "--set".to_string()
+    } else {
+        match key_offset(text, &inv.key) {
+            Some(offset) => format!("{}:{}", path.display(), line_of(text, offset)),
+            None => path.display().to_string(),
+        }
+    };
+    Error::Setting {
+        at,
+        key: inv.key,
+        value: inv.value,
+        problem: inv.problem,
+    }
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Byte offset of the key at a path like `bus.drop_rate` or `faults[1].worker` in `text`: the
+/// deepest part of the path that the file spells out.
+fn key_offset(text: &str, key: &str) -> Option<usize> {
+    let doc = ImDocument::parse(text).ok()?;
+    let mut node = Node::Item(doc.as_item());
+    let mut offset = None;
+    for part in key.split('.') {
+        let (name, index) = match part.split_once('[') {
+            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some((span, child)) = node.get(name) else {
+            return offset;
+        };
+        offset = span.or(offset);
+        node = child;
+        if let Some(i) = index {
+            let Some(element) = node.index(i) else {
+                return offset;
+            };
+            node = element;
+            offset = node.span().or(offset);
+        }
+    }
+    offset
+}
+
+/// A place in a parsed TOML document, whichever way it was written (table, inline table, array).
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Item(&'a Item),
+    Table(&'a toml_edit::Table),
+    Value(&'a Value),
+}
+
+impl<'a> Node<'a> {
+    /// The child at `name`, with the offset of its key.
+    fn get(self, name: &str) -> Option<(Option<usize>, Node<'a>)> {
+        let start = |k: &toml_edit::Key| k.span().map(|s| s.start);
+        match self {
+            Node::Item(Item::Table(t)) | Node::Table(t) => t
+                .get_key_value(name)
+                .map(|(k, v)| (start(k), Node::Item(v))),
+            Node::Item(Item::Value(Value::InlineTable(t))) | Node::Value(Value::InlineTable(t)) => {
+                t.get_key_value(name)
+                    .map(|(k, v)| (start(k), Node::Item(v)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The element at `i` of an array or array of tables.
+    fn index(self, i: usize) -> Option<Node<'a>> {
+        match self {
+            Node::Item(Item::ArrayOfTables(a)) => a.get(i).map(Node::Table),
+            Node::Item(Item::Value(Value::Array(a))) | Node::Value(Value::Array(a)) => {
+                a.get(i).map(Node::Value)
+            }
+            _ => None,
+        }
+    }
+
+    fn span(self) -> Option<usize> {
+        match self {
+            Node::Item(i) => i.span(),
+            Node::Table(t) => t.span(),
+            Node::Value(v) => v.span(),
+        }
+        .map(|s| s.start)
+    }
+}

@@ -1,0 +1,369 @@
+//! Scenario files: the TOML a run is described by.
+//!
+//! Config flows one way: TOML → validated [`Scenario`] → constructors; no actor reads the file or
+//! the command line. Every table rejects unknown keys, and every omitted key takes the default
+//! documented on its field, so an old scenario keeps its meaning when new keys are added.
+//!
+//! - [`load`]: reading a file, `--set KEY=VALUE` overrides, and locating errors (file:line).
+//! - [`validate`]: range checks on a deserialised scenario.
+
+pub mod load;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+
+use crate::disagg::ModelShape;
+use crate::rng::RngKind;
+use crate::router::policy::{LoadKind, PolicyKind};
+use crate::workload::synthetic::SyntheticParams;
+
+pub use load::{load_scenario, Override};
+
+/// A whole scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scenario {
+    /// Short name, shown in reports.
+    pub name: String,
+    /// What the scenario shows.
+    pub description: String,
+    /// The seed of every random draw in the run.
+    pub seed: u64,
+    /// The generator (`chacha`, or `python` for CPython-compatible lab draws).
+    pub rng: RngKind,
+    /// Where requests come from.
+    pub workload: Workload,
+    /// Workers and their KV caches.
+    pub cluster: Cluster,
+    /// The routing policy.
+    pub router: Router,
+    /// The KV event bus.
+    pub bus: Bus,
+    /// Prefill/decode timing; absent: every request takes `cluster.service_ms`.
+    pub timing: Option<Timing>,
+    /// Disaggregated prefill/decode.
+    pub disagg: Disagg,
+    /// Injected worker restarts.
+    pub faults: Vec<Fault>,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: String::new(),
+            description: String::new(),
+            seed: 1,
+            rng: RngKind::Chacha,
+            workload: Workload::default(),
+            cluster: Cluster::default(),
+            router: Router::default(),
+            bus: Bus::default(),
+            timing: None,
+            disagg: Disagg::default(),
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// Where requests come from, by `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Workload {
+    /// The lab workload: repeated prefixes with unique tails, shuffled.
+    PrefixRepeat(PrefixRepeatWorkload),
+    /// A recorded trace (Mooncake JSONL or Azure CSV).
+    Trace(TraceWorkload),
+    /// Generated shared-prefix traffic.
+    Synthetic(SyntheticParams),
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload::PrefixRepeat(PrefixRepeatWorkload::default())
+    }
+}
+
+/// `kind = "prefix-repeat"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrefixRepeatWorkload {
+    /// Distinct prefixes (12).
+    pub prefixes: usize,
+    /// Requests per prefix (6).
+    pub reps: usize,
+    /// Prefix tokens (96).
+    pub prefix_len: usize,
+    /// Unique tail tokens per request (16).
+    pub tail_len: usize,
+    /// Gap between arrivals, ms (10.0).
+    pub interval_ms: f64,
+    /// Tokens each request generates (1).
+    pub output_tokens: u32,
+}
+
+impl Default for PrefixRepeatWorkload {
+    fn default() -> Self {
+        PrefixRepeatWorkload {
+            prefixes: 12,
+            reps: 6,
+            prefix_len: 96,
+            tail_len: 16,
+            interval_ms: 10.0,
+            output_tokens: 1,
+        }
+    }
+}
+
+/// Trace file formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// Mooncake JSONL with block hash ids.
+    Mooncake,
+    /// Azure LLM inference CSV (lengths only).
+    Azure,
+}
+
+/// `kind = "trace"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TraceWorkload {
+    /// The trace file, relative to the scenario file.
+    pub path: String,
+    /// Its format (mooncake).
+    pub format: TraceFormat,
+    /// Tokens per trace hash id (512).
+    pub trace_block_size: usize,
+    /// Arrival-time compression factor (1.0).
+    pub speedup: f64,
+    /// Closed loop: keep this many requests in flight and ignore timestamps (absent: open loop).
+    pub concurrency: Option<usize>,
+    /// Only the first N rows (absent: all).
+    pub limit: Option<usize>,
+    /// Skip malformed rows and count them instead of stopping (false).
+    pub skip_bad: bool,
+}
+
+impl Default for TraceWorkload {
+    fn default() -> Self {
+        TraceWorkload {
+            path: String::new(),
+            format: TraceFormat::Mooncake,
+            trace_block_size: 512,
+            speedup: 1.0,
+            concurrency: None,
+            limit: None,
+            skip_bad: false,
+        }
+    }
+}
+
+/// A count or `"unbounded"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(untagged)]
+pub enum Limit {
+    /// At most this many.
+    Count(usize),
+    /// No limit.
+    #[default]
+    #[serde(with = "unbounded")]
+    Unbounded,
+}
+
+impl Limit {
+    /// The count, `None` when unbounded.
+    pub fn count(self) -> Option<usize> {
+        match self {
+            Limit::Count(n) => Some(n),
+            Limit::Unbounded => None,
+        }
+    }
+}
+
+mod unbounded {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("unbounded")
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "unbounded" => Ok(()),
+            other => Err(D::Error::custom(format!(
+                "expected a whole number or \"unbounded\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// `[cluster]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cluster {
+    /// Workers (2); with disaggregation, `disagg.prefill_workers` + `disagg.decode_workers` instead.
+    pub workers: usize,
+    /// Tokens per KV block (16).
+    pub block_size: usize,
+    /// Time a request takes when there is no `[timing]` table, ms (1.0).
+    pub service_ms: f64,
+    /// KV capacity per worker in blocks, or "unbounded" (the default).
+    pub kv_capacity_blocks: Limit,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            workers: 2,
+            block_size: 16,
+            service_ms: 1.0,
+            kv_capacity_blocks: Limit::Unbounded,
+        }
+    }
+}
+
+/// `[router]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Router {
+    /// rr | random | kv | kv-events | cost | approx (kv).
+    pub policy: PolicyKind,
+    /// routed | in-flight (routed).
+    pub load: LoadKind,
+    /// cost: weight of the blocks a worker would prefill (1.0).
+    pub overlap_weight: f64,
+    /// cost: softmax temperature, 0 = lowest cost wins (0.0).
+    pub temperature: f64,
+    /// approx: seconds a recorded decision is believed (120).
+    pub ttl_s: f64,
+}
+
+impl Default for Router {
+    fn default() -> Self {
+        Router {
+            policy: PolicyKind::Kv,
+            load: LoadKind::Routed,
+            overlap_weight: 1.0,
+            temperature: 0.0,
+            ttl_s: 120.0,
+        }
+    }
+}
+
+/// `[bus]`: how KV events travel from workers to the router.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Bus {
+    /// Whether workers publish KV events at all (true).
+    pub publish: bool,
+    /// Probability each event is lost, 0..=1 (0.0).
+    pub drop_rate: f64,
+    /// Delivery latency, ms (0.0).
+    pub latency_ms: f64,
+    /// Extra uniform random latency in [0, jitter_ms), ms (0.0).
+    pub jitter_ms: f64,
+    /// Whether events may overtake each other within the jitter (false: FIFO).
+    pub reorder: bool,
+    /// Windows in which every event is lost.
+    pub outages: Vec<Window>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Bus {
+            publish: true,
+            drop_rate: 0.0,
+            latency_ms: 0.0,
+            jitter_ms: 0.0,
+            reorder: false,
+            outages: Vec::new(),
+        }
+    }
+}
+
+/// A time window `[start_ms, end_ms)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Window {
+    /// Start, ms.
+    pub start_ms: f64,
+    /// End, ms.
+    pub end_ms: f64,
+}
+
+/// `[timing]`: prefill and decode times; the defaults are Dynamo's mocker polynomials.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timing {
+    /// Prefill ms = a·t² + b·t + c for t new (uncached) tokens: `[a, b, c]`.
+    pub prefill_coeffs: [f64; 3],
+    /// Decode ms per token = a·u² + b·u + c for u the worker's active KV fraction: `[a, b, c]`.
+    pub decode_coeffs: [f64; 3],
+    /// Floor of a decode step, ms (1.0).
+    pub decode_floor_ms: f64,
+    /// Requests running at once on a worker; the rest queue FIFO ("unbounded").
+    pub max_batch: Limit,
+    /// Fixed cost added to every request's prefill, ms (0.0).
+    pub request_overhead_ms: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            prefill_coeffs: [4.209989e-7, 0.01518344, 16.50142],
+            decode_coeffs: [-25.74, 54.01, 5.74],
+            decode_floor_ms: 1.0,
+            max_batch: Limit::Unbounded,
+            request_overhead_ms: 0.0,
+        }
+    }
+}
+
+/// `[disagg]`: disaggregated prefill/decode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Disagg {
+    /// Whether prefill and decode run on different workers (false).
+    pub enabled: bool,
+    /// Prefill workers (1).
+    pub prefill_workers: usize,
+    /// Decode workers (1).
+    pub decode_workers: usize,
+    /// KV transfer link, GB/s = 1e9 bytes/s (13.4).
+    pub link_gbps: f64,
+    /// Fixed cost per transfer, ms (0.0).
+    pub transfer_overhead_ms: f64,
+    /// Prefill and decode share one GPU: their work serialises (false).
+    pub colocated: bool,
+    /// The model's KV shape (Qwen3-0.6B).
+    pub model: ModelShape,
+}
+
+impl Default for Disagg {
+    fn default() -> Self {
+        Disagg {
+            enabled: false,
+            prefill_workers: 1,
+            decode_workers: 1,
+            link_gbps: 13.4,
+            transfer_overhead_ms: 0.0,
+            colocated: false,
+            model: ModelShape::default(),
+        }
+    }
+}
+
+/// `[[faults]]`: an injected failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Fault {
+    /// The worker restarts: down for `down_ms` from `at_ms`, its cache lost.
+    Restart {
+        /// The worker's index.
+        worker: usize,
+        /// When it goes down, ms.
+        at_ms: f64,
+        /// How long it stays down, ms.
+        down_ms: f64,
+    },
+}

@@ -1,0 +1,159 @@
+//! Traces: one JSONL line per delivered message, in delivery order.
+//!
+//! Every line starts `{"t_ns":…,"seq":…,"kind":"…","from":"…","to":"…"` and continues with the
+//! message's fields. KV events delivered to the router carry `"applied"`: whether the router's
+//! policy feeds its index from events. The same scenario and seed give a byte-identical trace.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use crate::cluster::messages::{Msg, Phase};
+use crate::engine::Envelope;
+use crate::hash::BlockHash;
+
+/// Writes trace lines to any writer.
+pub struct TraceWriter<'a> {
+    out: io::BufWriter<&'a mut dyn Write>,
+    names: Vec<String>,
+    events_applied: bool,
+    line: String,
+    error: Option<io::Error>,
+}
+
+impl<'a> TraceWriter<'a> {
+    /// A writer naming actors by address with `names`; `events_applied` says whether the router's
+    /// policy applies KV events.
+    pub fn new(out: &'a mut dyn Write, names: Vec<String>, events_applied: bool) -> Self {
+        TraceWriter {
+            out: io::BufWriter::with_capacity(1 << 16, out),
+            names,
+            events_applied,
+            line: String::with_capacity(256),
+            error: None,
+        }
+    }
+
+    /// Writes the line of one delivery (an I/O error is kept and returned by `finish`).
+    pub fn write(&mut self, env: &Envelope<Msg>) {
+        if self.error.is_some() {
+            return;
+        }
+        self.line.clear();
+        format_line(&mut self.line, env, &self.names, self.events_applied);
+        if let Err(e) = self.out.write_all(self.line.as_bytes()) {
+            self.error = Some(e);
+        }
+    }
+
+    /// Flushes, returning the first error met.
+    pub fn finish(mut self) -> io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
+
+fn blocks_json(s: &mut String, blocks: &[BlockHash]) {
+    s.push('[');
+    for (i, b) in blocks.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let _ = write!(s, "{}", b.0);
+    }
+    s.push(']');
+}
+
+/// Appends the JSONL line (with its newline) of one delivery to `s`.
+pub fn format_line(s: &mut String, env: &Envelope<Msg>, names: &[String], events_applied: bool) {
+    let _ = write!(
+        s,
+        r#"{{"t_ns":{},"seq":{},"kind":"{}","from":"{}","to":"{}""#,
+        env.time,
+        env.seq,
+        env.msg.kind(),
+        names[env.from],
+        names[env.to]
+    );
+    let to_router = names[env.to] == "router";
+    let applied = |s: &mut String| {
+        if to_router {
+            let _ = write!(s, r#","applied":{events_applied}"#);
+        }
+    };
+    match &env.msg {
+        Msg::Request(r) | Msg::Handoff(r) => {
+            let prefix = r.spec.prefix.map_or("null".to_string(), |p| p.to_string());
+            let _ = write!(
+                s,
+                r#","request":{},"prefix":{},"blocks":{},"worker":{},"predicted_blocks":{},"repeat":{},"retries":{}"#,
+                r.spec.id,
+                prefix,
+                r.spec.blocks.len(),
+                r.worker,
+                r.predicted_blocks,
+                r.repeat,
+                r.retries
+            );
+        }
+        Msg::KvStored {
+            worker,
+            parent,
+            blocks,
+        } => {
+            let parent = parent.map_or("null".to_string(), |p| p.0.to_string());
+            let _ = write!(s, r#","worker":{worker},"parent":{parent},"blocks":"#);
+            blocks_json(s, blocks);
+            applied(s);
+        }
+        Msg::KvRemoved { worker, blocks } => {
+            let _ = write!(s, r#","worker":{worker},"blocks":"#);
+            blocks_json(s, blocks);
+            applied(s);
+        }
+        Msg::KvCleared { worker } => {
+            let _ = write!(s, r#","worker":{worker}"#);
+            applied(s);
+        }
+        Msg::Ack(a) => {
+            let m = &a.misses;
+            let _ = write!(
+                s,
+                r#","request":{},"worker":{},"prefill_worker":{},"prompt_blocks":{},"cached_blocks":{},"predicted_blocks":{},"repeat":{},"prefix_hit":{},"misses":{{"cold":{},"routing":{},"stale_index":{},"capacity":{}}},"ttft_ns":{},"e2e_ns":{}"#,
+                a.request,
+                a.worker,
+                a.prefill_worker,
+                a.prompt_blocks,
+                a.cached_blocks,
+                a.predicted_blocks,
+                a.repeat,
+                a.prefix_hit,
+                m.cold,
+                m.routing,
+                m.stale_index,
+                m.capacity,
+                a.first_token_ns - a.arrived_ns,
+                a.done_ns - a.arrived_ns
+            );
+        }
+        Msg::Timer {
+            request,
+            phase,
+            epoch,
+        } => {
+            let phase = match phase {
+                Phase::Prefill => "prefill",
+                Phase::Decode => "decode",
+            };
+            let _ = write!(
+                s,
+                r#","request":{request},"phase":"{phase}","epoch":{epoch}"#
+            );
+        }
+        Msg::WorkerDown { worker } | Msg::WorkerUp { worker } => {
+            let _ = write!(s, r#","worker":{worker}"#);
+        }
+    }
+    s.push_str("}\n");
+}

@@ -1,0 +1,450 @@
+//! A synthetic workload: Zipf-popular shared-prefix groups, Poisson or fixed arrivals, length
+//! distributions, and optional multi-turn sessions.
+//!
+//! - **Sessions.** `requests` is the total number of requests; they come in sessions of `turns`
+//!   turns (the last session may be shorter). A session draws one group, with popularity
+//!   ∝ 1/(rank)^`zipf_s` (group 0 is rank 1). Sessions start at `rate_per_s` per second, the first
+//!   at 0: Poisson (exponential gaps) or fixed spacing. Every turn of a session has the session's
+//!   start as its `arrival_ns` (a lower bound); later turns link to the turn before and wait
+//!   `think_ms` after it completes.
+//! - **Tokens.** Group `g`'s shared prefix is tokens `g*1_000_003 + j` (wrapping `u32`) for
+//!   `j < shared_prefix_tokens`. The first turn's prompt is that prefix plus `input` fresh tokens;
+//!   turn `t`'s prompt is turn `t-1`'s prompt plus its `output` tokens plus new `input` tokens, so
+//!   later turns share every block of the earlier ones. Fresh tokens come from a counter starting
+//!   at 2^31, so no two requests share them. `prefix = Some(g)`,
+//!   `prefix_blocks = shared_prefix_tokens / block_size`.
+//! - **Draws.** In session order: the group (one `unit`), the gap to the next session (one `unit`,
+//!   Poisson only), then per turn the input length and the output length (`below` for uniform, two
+//!   `unit`s Box–Muller for lognormal, none for fixed).
+
+use serde::{Deserialize, Serialize};
+
+use super::{ms_to_ns, RequestSpec, SessionLink};
+use crate::hash::{extend_block_hashes, BlockHash};
+use crate::rng::SimRng;
+
+/// Longest length a lognormal draw may give, in tokens.
+pub const MAX_DRAW_TOKENS: u32 = 1 << 20;
+
+/// How sessions arrive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    /// Exponential gaps with mean `1 / rate_per_s`.
+    #[default]
+    Poisson,
+    /// Exactly `1 / rate_per_s` apart.
+    Fixed,
+}
+
+/// A distribution of token counts, tagged by `dist`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LengthDist {
+    /// Always `tokens`.
+    Fixed {
+        /// The count.
+        tokens: u32,
+    },
+    /// Uniform over `min..=max`.
+    Uniform {
+        /// Smallest count.
+        min: u32,
+        /// Largest count.
+        max: u32,
+    },
+    /// `median * exp(sigma * z)`, z standard normal, rounded and clamped to
+    /// `1..=`[`MAX_DRAW_TOKENS`].
+    Lognormal {
+        /// The median count.
+        median: f64,
+        /// Standard deviation of the log.
+        sigma: f64,
+    },
+}
+
+impl LengthDist {
+    /// One draw.
+    fn sample(&self, rng: &mut SimRng) -> u32 {
+        match *self {
+            LengthDist::Fixed { tokens } => tokens,
+            LengthDist::Uniform { min, max } => {
+                min.saturating_add(rng.below(max.saturating_sub(min) as usize + 1) as u32)
+            }
+            LengthDist::Lognormal { median, sigma } => {
+                let x = (median * (sigma * standard_normal(rng)).exp()).round();
+                x.max(1.0).min(f64::from(MAX_DRAW_TOKENS)) as u32 // NaN gives 1
+            }
+        }
+    }
+
+    /// The largest count a draw can give.
+    fn max(&self) -> u64 {
+        match *self {
+            LengthDist::Fixed { tokens } => tokens.into(),
+            LengthDist::Uniform { max, .. } => max.into(),
+            LengthDist::Lognormal { .. } => MAX_DRAW_TOKENS.into(),
+        }
+    }
+
+    /// Checks the parameters; `key` names the field for the error.
+    fn validate(&self, key: &str) -> Result<(), (String, String)> {
+        let err = |k: &str, m: &str| Err((format!("{key}.{k}"), m.to_string()));
+        match *self {
+            LengthDist::Fixed { tokens: 0 } => err("tokens", "must be at least 1"),
+            LengthDist::Uniform { min: 0, .. } => err("min", "must be at least 1"),
+            LengthDist::Uniform { min, max } if min > max => err("max", "must be >= min"),
+            LengthDist::Lognormal { median, .. } if !(median.is_finite() && median > 0.0) => {
+                err("median", "must be positive and finite")
+            }
+            LengthDist::Lognormal { sigma, .. } if !(sigma.is_finite() && sigma >= 0.0) => {
+                err("sigma", "must be >= 0 and finite")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The synthetic workload's parameters (a scenario's `[workload]` table); every key has a default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SyntheticParams {
+    /// Total requests (default 1000).
+    pub requests: usize,
+    /// Shared-prefix groups (default 16).
+    pub groups: usize,
+    /// Zipf exponent of group popularity, ∝ 1/rank^s (default 1.0; 0 is uniform).
+    pub zipf_s: f64,
+    /// Tokens of each group's shared prefix (default 512).
+    pub shared_prefix_tokens: u32,
+    /// Sessions started per second (default 10.0; requests per second when `turns` is 1).
+    pub rate_per_s: f64,
+    /// Arrival process of sessions (default Poisson).
+    pub arrival: Arrival,
+    /// New prompt tokens per turn, after the shared prefix (default fixed 256).
+    pub input: LengthDist,
+    /// Tokens generated per turn (default fixed 128).
+    pub output: LengthDist,
+    /// Turns per session (default 1).
+    pub turns: u32,
+    /// Think time between a turn's completion and the next turn, ms (default 0).
+    pub think_ms: f64,
+}
+
+impl Default for SyntheticParams {
+    fn default() -> Self {
+        SyntheticParams {
+            requests: 1000,
+            groups: 16,
+            zipf_s: 1.0,
+            shared_prefix_tokens: 512,
+            rate_per_s: 10.0,
+            arrival: Arrival::Poisson,
+            input: LengthDist::Fixed { tokens: 256 },
+            output: LengthDist::Fixed { tokens: 128 },
+            turns: 1,
+            think_ms: 0.0,
+        }
+    }
+}
+
+impl SyntheticParams {
+    /// Checks ranges; on failure returns the offending key (dotted for `input.*`/`output.*`) and
+    /// what is wrong.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let err = |k: &str, m: &str| Err((k.to_string(), m.to_string()));
+        if self.requests == 0 {
+            return err("requests", "must be at least 1");
+        }
+        if self.groups == 0 {
+            return err("groups", "must be at least 1");
+        }
+        if !(self.zipf_s.is_finite() && self.zipf_s >= 0.0) {
+            return err("zipf_s", "must be >= 0 and finite");
+        }
+        if !(self.rate_per_s.is_finite() && self.rate_per_s > 0.0) {
+            return err("rate_per_s", "must be positive and finite");
+        }
+        if self.turns == 0 {
+            return err("turns", "must be at least 1");
+        }
+        if !(self.think_ms.is_finite() && self.think_ms >= 0.0) {
+            return err("think_ms", "must be >= 0 and finite");
+        }
+        self.input.validate("input")?;
+        self.output.validate("output")?;
+        let longest = u64::from(self.shared_prefix_tokens)
+            + u64::from(self.turns) * (self.input.max() + self.output.max());
+        if longest > u64::from(u32::MAX) {
+            return err("turns", "the last turn's prompt could exceed 2^32 tokens");
+        }
+        Ok(())
+    }
+}
+
+/// A standard normal draw from two `unit`s (Box–Muller, cosine branch).
+fn standard_normal(rng: &mut SimRng) -> f64 {
+    let u1 = rng.unit();
+    let u2 = rng.unit();
+    (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Generates the workload in arrival order with ids `0..requests`, every draw from `rng`. Call
+/// [`SyntheticParams::validate`] first: out-of-range values are clamped, not reported, here. A
+/// `block_size` of 0 gives requests without blocks.
+pub fn generate(p: &SyntheticParams, block_size: usize, rng: &mut SimRng) -> Vec<RequestSpec> {
+    let groups = p.groups.max(1);
+    let cumulative: Vec<f64> = (1..=groups)
+        .scan(0.0, |acc, rank| {
+            *acc += (rank as f64).powf(-p.zipf_s.max(0.0));
+            Some(*acc)
+        })
+        .collect();
+    let total_weight = cumulative[groups - 1];
+    let turns = p.turns.max(1) as usize;
+    let gap_ns = 1e9 / p.rate_per_s;
+    let mut fresh: u32 = 1 << 31;
+    let mut fresh_tokens = |n: u32, out: &mut Vec<u32>| {
+        out.extend((0..n).map(|i| fresh.wrapping_add(i)));
+        fresh = fresh.wrapping_add(n);
+    };
+    let prefix_blocks = p.shared_prefix_tokens as usize / block_size.max(1);
+
+    let mut out: Vec<RequestSpec> = Vec::with_capacity(p.requests.min(1 << 20));
+    let mut start_ns = 0.0f64;
+    for session in 0u64.. {
+        if out.len() >= p.requests {
+            break;
+        }
+        let u = rng.unit() * total_weight;
+        let g = cumulative.partition_point(|&c| c <= u).min(groups - 1);
+        let arrival_ns = start_ns.round() as u64;
+        start_ns = match p.arrival {
+            Arrival::Poisson => start_ns - (1.0 - rng.unit()).ln() * gap_ns,
+            Arrival::Fixed => (session + 1) as f64 * gap_ns,
+        };
+        let mut prompt: Vec<u32> = (0..p.shared_prefix_tokens)
+            .map(|j| (g as u32).wrapping_mul(1_000_003).wrapping_add(j))
+            .collect();
+        let mut blocks: Vec<BlockHash> = Vec::new();
+        let mut last_output = 0;
+        for turn in 0..turns.min(p.requests - out.len()) {
+            fresh_tokens(last_output, &mut prompt);
+            let input = p.input.sample(rng);
+            fresh_tokens(input, &mut prompt);
+            last_output = p.output.sample(rng);
+            if block_size > 0 {
+                let done = blocks.len() * block_size;
+                let parent = blocks.last().copied();
+                extend_block_hashes(&prompt[done..], block_size, parent, &mut blocks);
+            }
+            let id = out.len() as u64;
+            let session_link = (turns > 1).then(|| SessionLink {
+                session,
+                after: (turn > 0).then(|| id - 1),
+                delay_ns: if turn > 0 { ms_to_ns(p.think_ms) } else { 0 },
+            });
+            out.push(RequestSpec {
+                id,
+                arrival_ns,
+                input_tokens: u32::try_from(prompt.len()).unwrap_or(u32::MAX),
+                output_tokens: last_output,
+                blocks: blocks.clone(),
+                prefix: Some(g as u64),
+                prefix_blocks: if block_size > 0 { prefix_blocks } else { 0 },
+                session: session_link,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::RngKind;
+
+    fn run(p: &SyntheticParams, seed: u64) -> Vec<RequestSpec> {
+        generate(p, 16, &mut SimRng::new(RngKind::Chacha, seed))
+    }
+
+    #[test]
+    fn same_seed_same_output_different_seed_different() {
+        let p = SyntheticParams {
+            requests: 200,
+            input: LengthDist::Lognormal {
+                median: 100.0,
+                sigma: 0.5,
+            },
+            output: LengthDist::Uniform { min: 1, max: 50 },
+            ..SyntheticParams::default()
+        };
+        assert_eq!(run(&p, 7), run(&p, 7));
+        assert_ne!(run(&p, 7), run(&p, 8));
+        let py = generate(&p, 16, &mut SimRng::new(RngKind::Python, 7));
+        assert_eq!(py, generate(&p, 16, &mut SimRng::new(RngKind::Python, 7)));
+    }
+
+    #[test]
+    fn requests_have_ids_in_arrival_order_and_group_prefixes() {
+        let reqs = run(&SyntheticParams::default(), 1);
+        assert_eq!(reqs.len(), 1000);
+        assert!(reqs.iter().enumerate().all(|(i, r)| r.id == i as u64));
+        assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
+        let r = &reqs[0];
+        assert_eq!(
+            (r.input_tokens, r.output_tokens, r.blocks.len()),
+            (768, 128, 48)
+        );
+        assert_eq!(r.prefix_blocks, 32);
+        let same = reqs
+            .iter()
+            .find(|o| o.id > 0 && o.prefix == r.prefix)
+            .unwrap();
+        assert_eq!(same.blocks[..32], r.blocks[..32]);
+        assert_ne!(same.blocks[32], r.blocks[32]);
+        let other = reqs.iter().find(|o| o.prefix != r.prefix).unwrap();
+        assert_ne!(other.blocks[0], r.blocks[0]);
+    }
+
+    #[test]
+    fn zipf_makes_group_0_most_popular() {
+        let p = SyntheticParams {
+            requests: 5000,
+            ..SyntheticParams::default()
+        };
+        let mut counts = vec![0usize; p.groups];
+        for r in run(&p, 3) {
+            counts[r.prefix.unwrap() as usize] += 1;
+        }
+        assert!(counts[1..].iter().all(|&c| c < counts[0]), "{counts:?}");
+        assert!(
+            counts[0] > 2 * counts[3] && counts[0] < 6 * counts[3],
+            "{counts:?}"
+        );
+    }
+
+    #[test]
+    fn poisson_mean_gap_is_one_over_rate() {
+        let p = SyntheticParams {
+            requests: 20_000,
+            rate_per_s: 4.0,
+            ..SyntheticParams::default()
+        };
+        let reqs = run(&p, 5);
+        let mean_s = reqs.last().unwrap().arrival_ns as f64 / 1e9 / (reqs.len() - 1) as f64;
+        assert!((mean_s / 0.25 - 1.0).abs() < 0.05, "{mean_s}");
+    }
+
+    #[test]
+    fn fixed_arrivals_are_exactly_spaced() {
+        let p = SyntheticParams {
+            requests: 50,
+            arrival: Arrival::Fixed,
+            ..SyntheticParams::default()
+        };
+        let reqs = run(&p, 1);
+        assert!(reqs.iter().all(|r| r.arrival_ns == r.id * 100_000_000));
+    }
+
+    #[test]
+    fn turns_extend_prompts_and_link_sessions() {
+        let p = SyntheticParams {
+            requests: 10,
+            turns: 4,
+            think_ms: 2.5,
+            input: LengthDist::Uniform { min: 10, max: 40 },
+            ..SyntheticParams::default()
+        };
+        let reqs = run(&p, 9);
+        assert_eq!(reqs.len(), 10); // sessions of 4, 4, 2
+        for w in reqs.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            let (la, lb) = (a.session.unwrap(), b.session.unwrap());
+            if la.session == lb.session {
+                assert_eq!(
+                    lb,
+                    SessionLink {
+                        session: la.session,
+                        after: Some(a.id),
+                        delay_ns: 2_500_000
+                    }
+                );
+                assert_eq!(b.blocks[..a.blocks.len()], a.blocks[..]);
+                assert!(b.input_tokens >= a.input_tokens + a.output_tokens + 10);
+                assert_eq!((a.prefix, a.arrival_ns), (b.prefix, b.arrival_ns));
+            } else {
+                assert_eq!(
+                    (lb.session, lb.after, lb.delay_ns),
+                    (la.session + 1, None, 0)
+                );
+            }
+        }
+        assert_eq!(reqs[9].session.unwrap().session, 2);
+    }
+
+    #[test]
+    fn toml_defaults_tags_and_validation() {
+        let p: SyntheticParams = toml::from_str(
+            "requests = 5\ninput = { dist = \"lognormal\", median = 300.0, sigma = 1.0 }\narrival = \"fixed\"",
+        )
+        .unwrap();
+        assert_eq!(p.requests, 5);
+        assert_eq!(p.arrival, Arrival::Fixed);
+        assert_eq!(
+            p.input,
+            LengthDist::Lognormal {
+                median: 300.0,
+                sigma: 1.0
+            }
+        );
+        assert_eq!(p.output, SyntheticParams::default().output);
+        assert!(p.validate().is_ok());
+        assert!(toml::from_str::<SyntheticParams>("reqests = 5").is_err());
+        assert!(toml::from_str::<SyntheticParams>(
+            "input = { dist = \"fixed\", tokens = 1, x = 2 }"
+        )
+        .is_err());
+        let bad = |p: SyntheticParams| p.validate().unwrap_err().0;
+        let d = SyntheticParams::default;
+        assert_eq!(
+            bad(SyntheticParams {
+                rate_per_s: 0.0,
+                ..d()
+            }),
+            "rate_per_s"
+        );
+        assert_eq!(
+            bad(SyntheticParams {
+                rate_per_s: f64::INFINITY,
+                ..d()
+            }),
+            "rate_per_s"
+        );
+        assert_eq!(
+            bad(SyntheticParams {
+                zipf_s: -1.0,
+                ..d()
+            }),
+            "zipf_s"
+        );
+        assert_eq!(bad(SyntheticParams { groups: 0, ..d() }), "groups");
+        let uniform = LengthDist::Uniform { min: 5, max: 4 };
+        assert_eq!(
+            bad(SyntheticParams {
+                output: uniform,
+                ..d()
+            }),
+            "output.max"
+        );
+        let huge = LengthDist::Fixed { tokens: u32::MAX };
+        assert_eq!(
+            bad(SyntheticParams {
+                input: huge,
+                turns: 2,
+                ..d()
+            }),
+            "turns"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! `dynsim run` and `dynsim diff` through the real binary, and bad scenarios.
+
+mod common;
+
+use common::{bad, dynsim, ok, write};
+
+#[test]
+fn bundled_lab_scenarios_give_the_lab_numbers() {
+    let cases = [
+        ("rr", 49),
+        ("random", 48),
+        ("kv", 60),
+        ("events-on", 60),
+        ("events-off", 49),
+    ];
+    for (name, hits) in cases {
+        let out = ok(&["run", &format!("scenarios/{name}.toml"), "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["hits"], hits, "{name}");
+        assert_eq!(v["repeat_requests"], 60, "{name}");
+        for key in [
+            "requests",
+            "hit_rate",
+            "block_hit_rate",
+            "events",
+            "acks",
+            "per_worker",
+            "warnings",
+        ] {
+            assert!(v.get(key).is_some(), "{name}: missing {key}");
+        }
+    }
+}
+
+#[test]
+fn lossy_and_late_scenarios_fall_between_on_and_off() {
+    for name in ["lossy-bus", "late-events"] {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&["run", &format!("scenarios/{name}.toml"), "--json"]))
+                .unwrap();
+        let hits = v["hits"].as_u64().unwrap();
+        assert!((49..60).contains(&hits), "{name}: {hits}");
+    }
+}
+
+#[test]
+fn set_overrides_any_key_and_seed_flag_sets_the_seed() {
+    let rr = ok(&[
+        "run",
+        "scenarios/kv.toml",
+        "--json",
+        "--set",
+        "router.policy=\"rr\"",
+    ]);
+    assert!(
+        rr.contains(r#""policy":"rr""#) && rr.contains(r#""hits":49"#),
+        "{rr}"
+    );
+    let bare = ok(&[
+        "run",
+        "scenarios/kv.toml",
+        "--json",
+        "--set",
+        "router.policy=rr",
+    ]);
+    assert_eq!(rr, bare, "a bare word is taken as a string");
+    let seeded = ok(&["run", "scenarios/random.toml", "--json", "--seed", "5"]);
+    assert!(seeded.contains(r#""seed":5"#));
+    let lossy = ok(&[
+        "run",
+        "scenarios/events-on.toml",
+        "--json",
+        "--set",
+        "bus.drop_rate=1.0",
+    ]);
+    assert!(lossy.contains(r#""applied":0"#));
+}
+
+#[test]
+fn events_off_warns_in_the_table_and_on_stderr() {
+    let out = dynsim()
+        .args(["run", "scenarios/events-off.toml"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stdout.contains("warning: router.policy = \"kv-events\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("hits          49 of 60"), "{stdout}");
+    assert!(stderr.contains("bus.publish = false"), "{stderr}");
+}
+
+#[test]
+fn traces_are_identical_for_a_seed_and_diff_explains_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    ok(&["run", "scenarios/lossy-bus.toml", "--trace", &t("a.jsonl")]);
+    ok(&["run", "scenarios/lossy-bus.toml", "--trace", &t("b.jsonl")]);
+    ok(&[
+        "run",
+        "scenarios/lossy-bus.toml",
+        "--seed",
+        "2",
+        "--trace",
+        &t("c.jsonl"),
+    ]);
+    assert_eq!(
+        std::fs::read(t("a.jsonl")).unwrap(),
+        std::fs::read(t("b.jsonl")).unwrap()
+    );
+    let first = std::fs::read_to_string(t("a.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    for key in ["t_ns", "seq", "kind", "from", "to"] {
+        assert!(line.get(key).is_some(), "trace line lacks {key}");
+    }
+
+    let same = dynsim()
+        .args(["diff", &t("a.jsonl"), &t("b.jsonl")])
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&same.stdout).starts_with("identical"));
+
+    let other = dynsim()
+        .args(["diff", &t("a.jsonl"), &t("c.jsonl")])
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(1));
+    let text = String::from_utf8(other.stdout).unwrap();
+    assert!(text.contains("first difference at line"), "{text}");
+    assert!(text.contains("t_ns=") && text.contains("kind="), "{text}");
+    for metric in [
+        "routes.worker0",
+        "hits",
+        "events.published",
+        "events.dropped",
+        "events.applied",
+    ] {
+        assert!(text.contains(metric), "{metric} missing from {text}");
+    }
+}
+
+#[test]
+fn diff_recomputes_the_run_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl").to_string_lossy().into_owned();
+    let b = dir.path().join("b.jsonl").to_string_lossy().into_owned();
+    ok(&["run", "scenarios/rr.toml", "--trace", &a]);
+    ok(&["run", "scenarios/kv.toml", "--trace", &b]);
+    let out = dynsim().args(["diff", &a, &b]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = |name: &str| -> Vec<String> {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in {text}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(row("hits")[1..], ["49", "60", "+11"]);
+    assert_eq!(row("repeat_requests")[1..], ["60", "60", "+0"]);
+}
+
+#[test]
+fn diff_of_bad_input_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.jsonl", "{not json\n");
+    let line = bad(&["diff", &a, &a]);
+    assert!(line.contains("a.jsonl:1: line: not JSON"), "{line}");
+    bad(&["diff", "/no/such/trace.jsonl", &a]);
+}
+
+#[test]
+fn bad_scenarios_exit_2_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "unknown.toml",
+            "seed = 1\n[bus]\npublish = true\ndrop = 0.3\n",
+            ":4: drop: unknown field",
+        ),
+        (
+            "type.toml",
+            "seed = 1\n\n[cluster]\nworkers = \"two\"\n",
+            ":4: workers: invalid type",
+        ),
+        (
+            "range.toml",
+            "seed = 1\n[bus]\n\ndrop_rate = 1.5\n",
+            ":4: bus.drop_rate = 1.5 is outside 0..=1",
+        ),
+        (
+            "zero.toml",
+            "[cluster]\nworkers = 0\n",
+            ":2: cluster.workers = 0 must be at least 1",
+        ),
+        (
+            "policy.toml",
+            "[router]\npolicy = \"best\"\n",
+            ":2: policy: unknown variant",
+        ),
+        ("syntax.toml", "[router\npolicy = 1\n", ":1:"),
+    ];
+    for (name, text, needle) in cases {
+        let path = write(dir.path(), name, text);
+        let line = bad(&["run", &path]);
+        assert!(
+            line.contains(&format!("{name}{needle}")),
+            "{line:?} should contain {name}{needle}"
+        );
+    }
+    let line = bad(&["run", "/no/such/scenario.toml"]);
+    assert!(
+        line.contains("/no/such/scenario.toml: cannot read"),
+        "{line}"
+    );
+    let line = bad(&["run", "scenarios/kv.toml", "--set", "bus.drop_rate=2"]);
+    assert!(
+        line.contains("--set: bus.drop_rate = 2 is outside 0..=1"),
+        "{line}"
+    );
+    let line = bad(&["run", "scenarios/kv.toml", "--set", "router.policy=best"]);
+    assert!(line.contains("--set router.policy"), "{line}");
+}
+
+#[test]
+fn a_failed_run_leaves_no_trace_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    bad(&[
+        "run",
+        "scenarios/kv.toml",
+        "--set",
+        "cluster.workers=0",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(!trace.exists());
+}
