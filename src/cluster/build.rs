@@ -117,9 +117,7 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
             FIRST_WORKER + w
         );
     }
-    for (at, msg) in first {
-        sim.schedule(at, CLIENT, ROUTER, msg);
-    }
+    // Faults first: at equal times a worker goes down before that instant's arrivals are routed.
     for fault in &s.faults {
         let Fault::Restart {
             worker,
@@ -145,5 +143,8 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
                 Msg::WorkerUp { worker: *worker },
             );
         }
+    }
+    for (at, msg) in first {
+        sim.schedule(at, CLIENT, ROUTER, msg);
     }
 }

@@ -115,7 +115,7 @@ pub struct SyntheticParams {
     pub groups: usize,
     /// Zipf exponent of group popularity, ∝ 1/rank^s (default 1.0; 0 is uniform).
     pub zipf_s: f64,
-    /// Tokens of each group's shared prefix (default 512).
+    /// Tokens of each group's shared prefix (default 512; 0: no shared prefix, so no request counts as a repeat).
     pub shared_prefix_tokens: u32,
     /// Sessions started per second (default 10.0; requests per second when `turns` is 1).
     pub rate_per_s: f64,
@@ -250,7 +250,7 @@ pub fn generate(p: &SyntheticParams, block_size: usize, rng: &mut SimRng) -> Vec
                 input_tokens: u32::try_from(prompt.len()).unwrap_or(u32::MAX),
                 output_tokens: last_output,
                 blocks: blocks.clone(),
-                prefix: Some(g as u64),
+                prefix: (p.shared_prefix_tokens > 0).then_some(g as u64),
                 prefix_blocks: if block_size > 0 { prefix_blocks } else { 0 },
                 session: session_link,
             });

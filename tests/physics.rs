@@ -1,0 +1,345 @@
+//! Simulator physics: KV capacity, timing, cost and approx policies, loss attribution,
+//! disaggregation and faults.
+
+use std::path::Path;
+
+use dynsim::disagg::{self, ModelShape};
+use dynsim::report::Report;
+use dynsim::rng::RngKind;
+use dynsim::router::policy::PolicyKind;
+use dynsim::run::run_scenario;
+use dynsim::scenario::load::parse_scenario;
+use dynsim::scenario::{Fault, Limit, Scenario, Timing, Window};
+
+fn lab(policy: PolicyKind) -> Scenario {
+    let mut s = Scenario {
+        rng: RngKind::Python,
+        ..Scenario::default()
+    };
+    s.router.policy = policy;
+    s
+}
+
+fn run(s: &Scenario) -> Report {
+    run_scenario(s, Path::new("."), None).expect("runs")
+}
+
+fn run_traced(s: &Scenario) -> (Report, String) {
+    let mut trace = Vec::new();
+    let r = run_scenario(s, Path::new("."), Some(&mut trace)).expect("runs");
+    (r, String::from_utf8(trace).unwrap())
+}
+
+fn scenario_file(name: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    parse_scenario(&path, &text, &[]).unwrap()
+}
+
+#[test]
+fn more_capacity_never_lowers_rr_hits() {
+    for seed in 1..=4 {
+        let mut last = 0;
+        for cap in (7..=140).step_by(3) {
+            let mut s = lab(PolicyKind::Rr);
+            s.seed = seed;
+            s.cluster.kv_capacity_blocks = Limit::Count(cap);
+            let hits = run(&s).hits;
+            assert!(
+                hits >= last,
+                "seed {seed}: capacity {cap} gives {hits} < {last}"
+            );
+            last = hits;
+        }
+        let unbounded = run(&Scenario {
+            seed,
+            ..lab(PolicyKind::Rr)
+        })
+        .hits;
+        assert_eq!(last, unbounded, "enough capacity equals unbounded");
+    }
+}
+
+#[test]
+fn finite_capacity_evicts_and_publishes_removals() {
+    let mut s = lab(PolicyKind::KvEvents);
+    s.cluster.kv_capacity_blocks = Limit::Count(30);
+    let (r, trace) = run_traced(&s);
+    let evicted: u64 = r.per_worker.iter().map(|w| w.evicted_blocks).sum();
+    assert!(evicted > 0);
+    assert!(trace.contains(r#""kind":"KvRemoved","from":"worker"#));
+    assert!(r.misses.capacity > 0, "{:?}", r.misses);
+}
+
+#[test]
+fn measured_scenario_reproduces_the_measured_shape() {
+    for seed in 1..=3 {
+        let mut s = scenario_file("measured-2026-10-07.toml");
+        s.seed = seed;
+        s.router.policy = PolicyKind::Rr;
+        let rr = run(&s).hits;
+        assert!((35..=43).contains(&rr), "seed {seed}: rr {rr}");
+        s.router.policy = PolicyKind::Kv;
+        let kv = run(&s).hits;
+        assert!(kv >= 53, "seed {seed}: kv {kv}");
+        s.router.policy = PolicyKind::KvEvents;
+        s.bus.publish = false;
+        let blind = run(&s);
+        assert!(
+            (35..=43).contains(&blind.hits),
+            "seed {seed}: events off {}",
+            blind.hits
+        );
+        assert!(!blind.warnings.is_empty());
+    }
+}
+
+fn lone_request(timing: Timing) -> Scenario {
+    let mut s = lab(PolicyKind::Kv);
+    let text = r#"
+        [workload]
+        kind = "synthetic"
+        requests = 1
+        shared_prefix_tokens = 0
+        input = { dist = "fixed", tokens = 1500 }
+        output = { dist = "fixed", tokens = 20 }
+    "#;
+    s.workload = parse_scenario(Path::new("x.toml"), text, &[])
+        .unwrap()
+        .workload;
+    s.timing = Some(timing);
+    s
+}
+
+#[test]
+fn a_lone_requests_ttft_is_the_timing_formula() {
+    let timing = Timing {
+        request_overhead_ms: 3.0,
+        ..Timing::default()
+    };
+    let r = run(&lone_request(timing.clone()));
+    let [a, b, c] = timing.prefill_coeffs;
+    let prefill = a * 1500.0 * 1500.0 + b * 1500.0 + c + 3.0;
+    assert!(
+        (r.ttft_ms.p50 - prefill).abs() < 1e-3,
+        "{} vs {prefill}",
+        r.ttft_ms.p50
+    );
+    let decode = 19.0 * 5.74; // 19 more tokens at an empty (unbounded) cache
+    assert!(
+        (r.e2e_ms.p50 - (prefill + decode)).abs() < 1e-3,
+        "{}",
+        r.e2e_ms.p50
+    );
+}
+
+#[test]
+fn a_lone_disaggregated_requests_ttft_is_ttft_disagg() {
+    for colocated in [false, true] {
+        let timing = Timing::default();
+        let mut s = lone_request(timing.clone());
+        s.disagg.enabled = true;
+        s.disagg.colocated = colocated;
+        s.disagg.link_gbps = 0.608;
+        s.disagg.transfer_overhead_ms = 2.5;
+        let r = run(&s);
+        let [a, b, c] = timing.prefill_coeffs;
+        let prefill = a * 1500.0 * 1500.0 + b * 1500.0 + c;
+        let bpt = ModelShape::default().bytes_per_token();
+        let expected = disagg::ttft_disagg(prefill, 1500, bpt, 0.608, 2.5);
+        assert!(
+            (r.ttft_ms.p50 - expected).abs() < 1e-3,
+            "{} vs {expected}",
+            r.ttft_ms.p50
+        );
+    }
+}
+
+#[test]
+fn disagg_on_one_gpu_is_in_the_measured_band() {
+    for seed in 1..=3 {
+        let mut s = scenario_file("disagg-one-gpu.toml");
+        s.seed = seed;
+        s.disagg.enabled = false;
+        let agg = run(&s).ttft_ms.p50;
+        s.disagg.enabled = true;
+        let dis = run(&s).ttft_ms.p50;
+        let ratio = dis / agg;
+        assert!(
+            (4.7..=7.2).contains(&ratio),
+            "seed {seed}: {dis} / {agg} = {ratio}"
+        );
+    }
+}
+
+#[test]
+fn approx_with_zero_ttl_is_kv_events_without_events() {
+    for seed in 1..=5 {
+        let mut blind = lab(PolicyKind::KvEvents);
+        blind.seed = seed;
+        blind.bus.publish = false;
+        let mut approx = lab(PolicyKind::Approx);
+        approx.seed = seed;
+        approx.router.ttl_s = 0.0;
+        let (a, b) = (run(&blind), run(&approx));
+        assert_eq!(a.hits, b.hits, "seed {seed}");
+        let routed = |r: &Report| r.per_worker.iter().map(|w| w.routed).collect::<Vec<_>>();
+        assert_eq!(routed(&a), routed(&b), "seed {seed}");
+        // With a long TTL approx remembers its decisions: it routes like kv.
+        approx.router.ttl_s = 120.0;
+        let mut kv = lab(PolicyKind::Kv);
+        kv.seed = seed;
+        assert_eq!(run(&approx).hits, run(&kv).hits, "seed {seed}");
+    }
+}
+
+#[test]
+fn cost_policy_prefers_cached_workers_and_is_deterministic() {
+    let mut s = lab(PolicyKind::Cost);
+    let r = run(&s);
+    assert_eq!(
+        r.hits, 60,
+        "overlap dominates the cost when nothing is in flight"
+    );
+    s.router.temperature = 0.5;
+    s.rng = RngKind::Chacha;
+    let (a, ta) = run_traced(&s);
+    let (b, tb) = run_traced(&s);
+    assert_eq!((a.hits, ta), (b.hits, tb));
+    assert!(
+        a.hits < 60,
+        "sampling sometimes leaves the cached worker: {}",
+        a.hits
+    );
+}
+
+#[test]
+fn every_policy_reports_its_predicted_overlap() {
+    let rr = run(&lab(PolicyKind::Rr));
+    assert_eq!(rr.predicted_blocks, 0, "rr believes nothing");
+    let kv = run(&lab(PolicyKind::Kv));
+    assert_eq!(
+        kv.predicted_blocks, kv.cached_blocks,
+        "an exact index predicts the truth"
+    );
+    let mut lossy = lab(PolicyKind::KvEvents);
+    lossy.cluster.kv_capacity_blocks = Limit::Count(30);
+    lossy.bus.drop_rate = 0.5;
+    lossy.rng = RngKind::Chacha;
+    let r = run(&lossy);
+    assert!(
+        r.misses.stale_index > 0,
+        "lost removals leave stale beliefs: {:?}",
+        r.misses
+    );
+}
+
+#[test]
+fn misses_sum_to_missed_blocks_in_every_situation() {
+    for policy in [
+        PolicyKind::Rr,
+        PolicyKind::Random,
+        PolicyKind::Kv,
+        PolicyKind::KvEvents,
+        PolicyKind::Cost,
+        PolicyKind::Approx,
+    ] {
+        for cap in [Limit::Unbounded, Limit::Count(20), Limit::Count(45)] {
+            let mut s = lab(policy);
+            s.rng = RngKind::Chacha;
+            s.cluster.kv_capacity_blocks = cap;
+            s.bus.drop_rate = 0.3;
+            s.faults = vec![Fault::Restart {
+                worker: 1,
+                at_ms: 200.0,
+                down_ms: 100.0,
+            }];
+            let r = run(&s);
+            let m = r.misses;
+            assert_eq!(
+                m.cold + m.routing + m.stale_index + m.capacity,
+                r.prompt_blocks - r.cached_blocks,
+                "{policy:?} {cap:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn restarts_and_outages_lose_no_request() {
+    let mut s = lab(PolicyKind::KvEvents);
+    s.rng = RngKind::Chacha;
+    s.cluster.service_ms = 25.0; // requests are in flight when the worker goes down
+    s.faults = vec![
+        Fault::Restart {
+            worker: 0,
+            at_ms: 100.0,
+            down_ms: 150.0,
+        },
+        Fault::Restart {
+            worker: 1,
+            at_ms: 200.0,
+            down_ms: 100.0,
+        },
+    ];
+    s.bus.outages = vec![Window {
+        start_ms: 300.0,
+        end_ms: 450.0,
+    }];
+    let (r, trace) = run_traced(&s);
+    assert_eq!(r.acks, r.requests as u64);
+    assert!(r.rerouted > 0, "in-flight requests were handed back");
+    assert_eq!(r.per_worker[0].restarts, 1);
+    // Between the router learning that worker 0 is down and learning it is back, worker 0 gets
+    // no request.
+    let mut down = false;
+    for line in trace.lines() {
+        if line.contains(r#""kind":"WorkerDown","from":"worker0","to":"router""#) {
+            down = true;
+        } else if line.contains(r#""kind":"WorkerUp","from":"worker0","to":"router""#) {
+            down = false;
+        } else if down {
+            assert!(
+                !line.contains(r#""kind":"Request","from":"router","to":"worker0""#),
+                "routed to a down worker: {line}"
+            );
+        }
+    }
+    assert!(trace.contains(r#""kind":"KvCleared""#));
+}
+
+#[test]
+fn all_workers_down_holds_requests_until_one_is_back() {
+    let mut s = lab(PolicyKind::Rr);
+    s.cluster.workers = 1;
+    s.faults = vec![Fault::Restart {
+        worker: 0,
+        at_ms: 50.0,
+        down_ms: 200.0,
+    }];
+    let r = run(&s);
+    assert_eq!(r.acks, 72);
+    assert!(
+        r.queue_ms.p99 > 100.0,
+        "held requests waited: {:?}",
+        r.queue_ms
+    );
+}
+
+#[test]
+fn max_batch_queues_requests_fifo() {
+    let mut s = lab(PolicyKind::Rr);
+    s.cluster.workers = 1;
+    s.timing = Some(Timing {
+        max_batch: Limit::Count(1),
+        ..Timing::default()
+    });
+    if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
+        w.interval_ms = 1.0; // much faster than a ~18 ms prefill
+    }
+    let r = run(&s);
+    assert!(r.queue_ms.p90 > 100.0, "{:?}", r.queue_ms);
+    assert!(r.per_worker[0].utilisation > 0.9, "{:?}", r.per_worker[0]);
+}
