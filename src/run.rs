@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cluster::build::{actor_names, populate, routable_workers};
+use crate::cluster::build::{actor_names, populate, routable_workers, CLIENT};
 use crate::cluster::client::Pacing;
 use crate::cluster::Node;
 use crate::engine::Simulation;
@@ -33,7 +33,7 @@ pub struct BuiltWorkload {
 /// Builds the scenario's workload, drawing from `rng` (the run's generator: the lab workload's
 /// shuffle is its first draw, as in the reference lab). Trace paths are relative to `base_dir`.
 pub fn build_workload(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result<BuiltWorkload> {
-    let block = s.cluster.block_size;
+    let block = s.block_size();
     match &s.workload {
         Workload::PrefixRepeat(w) => {
             let shape = PrefixRepeat {
@@ -104,18 +104,56 @@ pub fn run_scenario(
     base_dir: &Path,
     trace: Option<&mut dyn Write>,
 ) -> Result<Report> {
+    run_scenario_with(
+        s,
+        base_dir,
+        RunHooks {
+            trace,
+            progress: None,
+        },
+    )
+}
+
+/// What a caller can attach to a run.
+#[derive(Default)]
+pub struct RunHooks<'a> {
+    /// Receives one JSONL line per delivered message.
+    pub trace: Option<&'a mut dyn Write>,
+    /// Called with (requests completed, requests in the workload) every 1,024 completions and
+    /// once at the end.
+    pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
+}
+
+/// Runs a validated scenario with hooks.
+pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> Result<Report> {
     let mut sim: Simulation<Node> = Simulation::new(SimRng::new(s.rng, s.seed));
     let built = build_workload(s, base_dir, sim.rng())?;
+    let total = built.specs.len() as u64;
     populate(s, built.specs, built.pacing, &mut sim);
-    match trace {
-        Some(out) => {
-            let mut writer = TraceWriter::new(out, actor_names(s), uses_events(s.router.policy));
-            sim.run(|env| writer.write(env));
-            writer
-                .finish()
-                .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
+    let mut writer = hooks
+        .trace
+        .map(|out| TraceWriter::new(out, actor_names(s), uses_events(s.router.policy)));
+    let mut progress = hooks.progress;
+    let mut done = 0u64;
+    sim.run(|env| {
+        if let Some(w) = writer.as_mut() {
+            w.write(env);
         }
-        None => sim.run(|_| {}),
+        if env.to == CLIENT {
+            done += 1;
+            if done % 1024 == 0 {
+                if let Some(p) = progress.as_mut() {
+                    p(done, total);
+                }
+            }
+        }
+    });
+    if let Some(p) = progress.as_mut() {
+        p(done, total);
+    }
+    if let Some(w) = writer {
+        w.finish()
+            .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
     }
     Ok(report(s, sim, built.trace))
 }

@@ -27,6 +27,8 @@ enum Command {
     Summarize(lab_cmds::SummarizeArgs),
     /// Runs a scenario through the cluster simulator.
     Run(run_cmds::RunArgs),
+    /// Replays a Mooncake or Azure trace through the cluster (a shortcut for a trace scenario).
+    Replay(run_cmds::ReplayArgs),
     /// Compares two traces: first diverging line and per-metric deltas (exit 1 when different).
     Diff(run_cmds::DiffArgs),
     /// Writes every lab artefact (modes.json, events.json, kvcost.json, measured.json) to a folder.
@@ -45,5 +47,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Lab(args) => lab_cmds::lab(args),
         Command::Run(args) => run_cmds::run(args),
         Command::Diff(args) => run_cmds::diff(args),
+        Command::Replay(args) => run_cmds::replay(args),
     }
 }

@@ -1,16 +1,19 @@
 //! `run` and `diff`: the engine's commands.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::ExitCode;
 use crate::diff::diff_files;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::output::AtomicFile;
-use crate::run::run_scenario;
-use crate::scenario::{load_scenario, Override};
+use crate::report::Report;
+use crate::run::{run_scenario_with, RunHooks};
+use crate::scenario::load::{parse_scenario, Loaded};
+use crate::scenario::{load_scenario, Override, TraceFormat};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -40,23 +43,132 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         });
     }
     let loaded = load_scenario(&a.scenario, &overrides)?;
-    let report = match &a.trace {
+    execute(&loaded, a.trace.as_deref(), a.json)
+}
+
+/// Runs a loaded scenario (with a progress bar on a terminal), writes the trace atomically and
+/// prints the report.
+fn execute(loaded: &Loaded, trace: Option<&Path>, json: bool) -> Result<ExitCode> {
+    let bar = progress_bar();
+    let mut tick = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let report: Report = match trace {
         Some(path) => {
             let mut file = AtomicFile::create(path)?;
-            let report = run_scenario(&loaded.scenario, &loaded.base_dir, Some(&mut file))?;
+            let hooks = RunHooks {
+                trace: Some(&mut file),
+                progress: Some(&mut tick),
+            };
+            let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
             file.commit()?;
             report
         }
-        None => run_scenario(&loaded.scenario, &loaded.base_dir, None)?,
+        None => {
+            let hooks = RunHooks {
+                trace: None,
+                progress: Some(&mut tick),
+            };
+            run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?
+        }
     };
-    let mut out = std::io::stdout().lock();
-    let text = if a.json {
+    bar.finish_and_clear();
+    let text = if json {
         serde_json::to_string(&report).expect("in-memory JSON") + "\n"
     } else {
         report.table()
     };
-    let _ = out.write_all(text.as_bytes());
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(0)
+}
+
+/// A requests-done bar on a terminal; hidden (drawing nothing) otherwise.
+fn progress_bar() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} requests  {per_sec}  eta {eta}")
+            .expect("valid template"),
+    );
+    bar
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The trace: Mooncake JSONL or Azure CSV.
+    trace: PathBuf,
+    /// The trace format (default: by extension, .csv is azure, anything else mooncake).
+    #[arg(long, value_enum)]
+    format: Option<TraceFormat>,
+    /// Workers (default: the base scenario's).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Routing policy: rr, random, kv, kv-events, cost or approx (default: the base scenario's).
+    #[arg(long)]
+    policy: Option<String>,
+    /// A scenario to take every other setting from (default: the built-in defaults).
+    #[arg(long, value_name = "BASE.toml")]
+    scenario: Option<PathBuf>,
+    /// Skip malformed rows and count them instead of stopping at the first.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Overrides any key by its dotted path, after the flags above (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<Override>,
+    /// Writes one JSONL line per delivered message.
+    #[arg(long, value_name = "OUT.jsonl")]
+    trace_out: Option<PathBuf>,
+    /// Prints one JSON object instead of the summary table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
+    let format = a
+        .format
+        .unwrap_or(match a.trace.extension().and_then(|e| e.to_str()) {
+            Some("csv") => TraceFormat::Azure,
+            _ => TraceFormat::Mooncake,
+        });
+    let path = std::path::absolute(&a.trace)
+        .map_err(|e| Error::file(&a.trace, format!("cannot resolve: {e}")))?;
+    let mut workload = toml::Table::new();
+    workload.insert("kind".into(), "trace".into());
+    workload.insert("path".into(), path.display().to_string().into());
+    let format_name = match format {
+        TraceFormat::Mooncake => "mooncake",
+        TraceFormat::Azure => "azure",
+    };
+    workload.insert("format".into(), format_name.into());
+    workload.insert("skip_bad".into(), a.skip_bad.into());
+    let mut overrides = vec![Override {
+        key: "workload".into(),
+        value: toml::Value::Table(workload),
+    }];
+    if let Some(w) = a.workers {
+        overrides.push(Override {
+            key: "cluster.workers".into(),
+            value: toml::Value::Integer(w as i64),
+        });
+    }
+    if let Some(p) = a.policy {
+        overrides.push(Override {
+            key: "router.policy".into(),
+            value: toml::Value::String(p),
+        });
+    }
+    overrides.extend(a.set);
+    let loaded = match &a.scenario {
+        Some(base) => load_scenario(base, &overrides)?,
+        None => Loaded {
+            scenario: parse_scenario(Path::new("<defaults>"), "", &overrides)?,
+            base_dir: PathBuf::from("."),
+        },
+    };
+    execute(&loaded, a.trace_out.as_deref(), a.json)
 }
 
 #[derive(Args, Debug)]

@@ -103,7 +103,7 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
             role,
             capacity: s.cluster.kv_capacity_blocks.count(),
             max_batch: s.timing.as_ref().and_then(|t| t.max_batch.count()),
-            block_size: s.cluster.block_size,
+            block_size: s.block_size(),
             timing: timing.clone(),
             publish: s.bus.publish,
             router: ROUTER,

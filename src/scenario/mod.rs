@@ -142,6 +142,9 @@ pub struct TraceWorkload {
     pub limit: Option<usize>,
     /// Skip malformed rows and count them instead of stopping (false).
     pub skip_bad: bool,
+    /// Cut each trace block into `cluster.block_size`-token engine blocks (false: route on the
+    /// trace's block ids directly, one engine block per id).
+    pub rechunk: bool,
 }
 
 impl Default for TraceWorkload {
@@ -154,6 +157,18 @@ impl Default for TraceWorkload {
             concurrency: None,
             limit: None,
             skip_bad: false,
+            rechunk: false,
+        }
+    }
+}
+
+impl Scenario {
+    /// Tokens per engine block: the trace's own block size when a trace is routed on its block
+    /// ids, `cluster.block_size` otherwise.
+    pub fn block_size(&self) -> usize {
+        match &self.workload {
+            Workload::Trace(t) if !t.rechunk => t.trace_block_size,
+            _ => self.cluster.block_size,
         }
     }
 }
@@ -203,7 +218,7 @@ mod unbounded {
 pub struct Cluster {
     /// Workers (2); with disaggregation, `disagg.prefill_workers` + `disagg.decode_workers` instead.
     pub workers: usize,
-    /// Tokens per KV block (16).
+    /// Tokens per KV block (16); a trace routed on its block ids uses the trace's block size.
     pub block_size: usize,
     /// Time a request takes when there is no `[timing]` table, ms (1.0).
     pub service_ms: f64,
