@@ -125,6 +125,8 @@ pub struct Report {
     pub throughput_rps: f64,
     /// Virtual time from start to the last delivery, ms.
     pub duration_ms: f64,
+    /// Messages the engine delivered.
+    pub messages: u64,
     /// Per worker.
     pub per_worker: Vec<WorkerReport>,
     /// Trace rows read and skipped, for trace workloads.

@@ -164,6 +164,7 @@ fn uses_events(p: PolicyKind) -> bool {
 
 fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Report {
     let duration_ns = sim.now();
+    let messages = sim.delivered();
     let names = actor_names(s);
     let routable = routable_workers(s);
     let mut client = None;
@@ -232,6 +233,7 @@ fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Repo
             round_py(client.acks.len() as f64 / (duration_ns as f64 / 1e9), 3)
         },
         duration_ms: round_py(duration_ns as f64 / 1e6, 3),
+        messages,
         per_worker,
         trace,
         warnings: Vec::new(),

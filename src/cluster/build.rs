@@ -144,7 +144,5 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
             );
         }
     }
-    for (at, msg) in first {
-        sim.schedule(at, CLIENT, ROUTER, msg);
-    }
+    sim.schedule_stream(CLIENT, ROUTER, first);
 }

@@ -111,7 +111,7 @@ impl Actor for Client {
             return;
         };
         let i = ack.request as usize;
-        self.acks.push(ack);
+        self.acks.push(*ack);
         let now = ctx.now();
         match self.pacing {
             Pacing::OpenLoop => {

@@ -35,7 +35,7 @@ pub enum Msg {
         worker: usize,
     },
     /// A request completed (worker → router, then router → client).
-    Ack(Ack),
+    Ack(Box<Ack>),
     /// A worker's own timer: the phase `phase` of `request` ends (worker → itself).
     Timer {
         /// The request.
@@ -78,7 +78,7 @@ pub struct Routed {
     /// Whether its prefix had reached the router before (set by the router on arrival).
     pub repeat: bool,
     /// Filled by a disaggregated prefill worker: what it found cached and when prefill ended.
-    pub prefill: Option<PrefillOutcome>,
+    pub prefill: Option<Box<PrefillOutcome>>,
 }
 
 /// What a prefill worker found and did, carried to the decode worker with the KV.

@@ -246,8 +246,9 @@ impl Worker {
         let Some(Job::Decode(routed)) = self.queue.pop_front() else {
             unreachable!("called for a decode job");
         };
-        let outcome = routed
+        let outcome = *routed
             .prefill
+            .as_deref()
             .expect("a handed-off request carries its prefill");
         let duration = self
             .setup
@@ -327,7 +328,7 @@ impl Worker {
                 let peers = &self.setup.decode_peers;
                 let peer = peers[(request % peers.len() as u64) as usize];
                 let mut routed = run.routed;
-                routed.prefill = Some(run.outcome);
+                routed.prefill = Some(Box::new(run.outcome));
                 ctx.send(peer, Msg::Handoff(routed), ms_to_ns(delay_ms));
                 self.try_start(ctx);
             }
@@ -366,7 +367,7 @@ impl Worker {
             done_ns: ctx.now(),
         };
         self.stats.completed += 1;
-        ctx.send(self.setup.router, Msg::Ack(ack), 0);
+        ctx.send(self.setup.router, Msg::Ack(Box::new(ack)), 0);
         self.try_start(ctx);
     }
 

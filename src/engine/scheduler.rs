@@ -1,7 +1,7 @@
 //! The scheduler: virtual time, one ordered queue of pending deliveries, one mailbox per actor.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -10,36 +10,47 @@ use super::Nanos;
 use crate::rng::SimRng;
 
 /// Pending deliveries, earliest `(time, seq)` first.
+///
+/// The heap holds only small keys `(time, seq, slot)`; the messages wait in a slab of slots that
+/// are reused, so sifting the heap never moves a message.
 pub struct EventQueue<M> {
-    heap: BinaryHeap<Pending<M>>,
+    heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
+    slots: Vec<Option<Parked<M>>>,
+    free: Vec<u32>,
     next_seq: u64,
+    /// Deliveries known in advance, in `(time, seq)` order, merged with the heap on pop so that
+    /// a long workload does not sit in (and slow down) the heap.
+    stream: VecDeque<(Nanos, u64, Parked<M>)>,
 }
 
-struct Pending<M>(Envelope<M>);
-
-impl<M> PartialEq for Pending<M> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.0.time, self.0.seq) == (other.0.time, other.0.seq)
-    }
-}
-impl<M> Eq for Pending<M> {}
-impl<M> PartialOrd for Pending<M> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<M> Ord for Pending<M> {
-    /// Reversed, so that the max-heap pops the earliest `(time, seq)`.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.0.time, other.0.seq).cmp(&(self.0.time, self.0.seq))
-    }
+struct Parked<M> {
+    from: ActorId,
+    to: ActorId,
+    msg: M,
 }
 
 impl<M> EventQueue<M> {
     fn new() -> Self {
         EventQueue {
             heap: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             next_seq: 0,
+            stream: VecDeque::new(),
+        }
+    }
+
+    /// Appends deliveries known in advance; they get the next `seq`s in order, exactly as if each
+    /// had been pushed. Times must not decrease along the stream nor go below earlier stream items.
+    fn extend_stream(&mut self, items: impl IntoIterator<Item = (Nanos, ActorId, ActorId, M)>) {
+        for (time, from, to, msg) in items {
+            debug_assert!(
+                self.stream.back().is_none_or(|last| last.0 <= time),
+                "a stream is in time order"
+            );
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.stream.push_back((time, seq, Parked { from, to, msg }));
         }
     }
 
@@ -47,17 +58,49 @@ impl<M> EventQueue<M> {
     pub(super) fn push(&mut self, time: Nanos, from: ActorId, to: ActorId, msg: M) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Pending(Envelope {
+        let parked = Some(Parked { from, to, msg });
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = parked;
+                slot
+            }
+            None => {
+                self.slots.push(parked);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending messages")
+            }
+        };
+        self.heap.push(Reverse((time, seq, slot)));
+    }
+
+    fn pop(&mut self) -> Option<Envelope<M>> {
+        let stream_first = match (self.stream.front(), self.heap.peek()) {
+            (Some(&(t, q, _)), Some(&Reverse((ht, hq, _)))) => (t, q) < (ht, hq),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if stream_first {
+            let (time, seq, Parked { from, to, msg }) =
+                self.stream.pop_front().expect("checked non-empty");
+            return Some(Envelope {
+                time,
+                seq,
+                from,
+                to,
+                msg,
+            });
+        }
+        let Reverse((time, seq, slot)) = self.heap.pop()?;
+        let Parked { from, to, msg } = self.slots[slot as usize]
+            .take()
+            .expect("a queued key has a parked message");
+        self.free.push(slot);
+        Some(Envelope {
             time,
             seq,
             from,
             to,
             msg,
-        }));
-    }
-
-    fn pop(&mut self) -> Option<Envelope<M>> {
-        self.heap.pop().map(|p| p.0)
+        })
     }
 }
 
@@ -90,7 +133,8 @@ impl<A: Actor> Simulation<A> {
 
     /// Adds an actor and returns its address (addresses count up from 0).
     pub fn add(&mut self, actor: A) -> ActorId {
-        let (inbox, mailbox) = crossbeam_channel::unbounded();
+        // One delivery at a time: the mailbox never holds more than one message.
+        let (inbox, mailbox) = crossbeam_channel::bounded(1);
         self.slots.push(Slot {
             actor,
             inbox,
@@ -102,6 +146,16 @@ impl<A: Actor> Simulation<A> {
     /// Schedules a message from outside the actors (the initial workload, injected faults).
     pub fn schedule(&mut self, at: Nanos, from: ActorId, to: ActorId, msg: A::Msg) {
         self.queue.push(at, from, to, msg);
+    }
+
+    /// Schedules deliveries known in advance (a workload's arrivals), sorted here by time (stably,
+    /// so equal times keep their order). They are ordered with every other delivery by
+    /// `(time, seq)` exactly as if each had been [`Simulation::schedule`]d, but wait outside the
+    /// heap, so a long workload costs nothing per step.
+    pub fn schedule_stream(&mut self, from: ActorId, to: ActorId, mut items: Vec<(Nanos, A::Msg)>) {
+        items.sort_by_key(|(t, _)| *t);
+        self.queue
+            .extend_stream(items.into_iter().map(|(t, msg)| (t, from, to, msg)));
     }
 
     /// The run's generator, for draws made before the first delivery (e.g. a workload shuffle).
