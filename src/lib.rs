@@ -47,7 +47,8 @@
 //!
 //! Pure logic (no channels, threads, clocks or files): [`hash`], [`index`], [`worker_set`],
 //! [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`], [`workload`], [`lab`].
-//! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`].
+//! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`]; [`sweep`]
+//! runs a scenario over a grid of settings on threads and writes results and plots.
 
 pub mod cli;
 pub mod cluster;
@@ -67,6 +68,7 @@ pub mod router;
 pub mod run;
 pub mod scenario;
 pub mod summarize;
+pub mod sweep;
 pub mod trace;
 pub mod worker_set;
 pub mod workload;

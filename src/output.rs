@@ -49,6 +49,13 @@ impl AtomicFile {
     /// Flushes to disk and renames the temporary file over the destination.
     pub fn commit(self) -> Result<()> {
         let fail = |e: std::io::Error| Error::file(&self.path, format!("cannot write: {e}"));
+        // Temporary files are created private (0600); an output is an ordinary file.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::Permissions::from_mode(0o644);
+            self.tmp.as_file().set_permissions(mode).map_err(fail)?;
+        }
         self.tmp.as_file().sync_all().map_err(fail)?;
         let path = self.path.clone();
         self.tmp
@@ -87,6 +94,12 @@ mod tests {
         write_atomic(&path, b"{}\n").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"{}\n");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o644, "an output is readable by others, not private");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod lab_cmds;
 mod parse;
 mod run_cmds;
+mod sweep_cmds;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +34,10 @@ enum Command {
     Diff(run_cmds::DiffArgs),
     /// Writes every lab artefact (modes.json, events.json, kvcost.json, measured.json) to a folder.
     Lab(lab_cmds::LabArgs),
+    /// Runs a scenario over every combination of a sweep file's axes: results.json, .csv, plots.
+    Sweep(sweep_cmds::SweepArgs),
+    /// Merges the output folders of `sweep --shard` runs into the unsharded sweep's outputs.
+    Merge(sweep_cmds::MergeArgs),
 }
 
 /// What a finished command asks `main` to exit with.
@@ -48,5 +53,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run(args) => run_cmds::run(args),
         Command::Diff(args) => run_cmds::diff(args),
         Command::Replay(args) => run_cmds::replay(args),
+        Command::Sweep(args) => sweep_cmds::sweep(args),
+        Command::Merge(args) => sweep_cmds::merge(args),
     }
 }

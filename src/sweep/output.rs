@@ -1,0 +1,356 @@
+//! A sweep's results and its output folder: `results.json`, `results.csv` and, once the results
+//! are complete, one plot per metric. Merging shards goes through the same writer, so merged
+//! shards equal the unsharded sweep byte for byte.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+use super::plot;
+use crate::error::{read_text, Error, Result};
+use crate::output::{pretty_json, write_atomic};
+
+/// The contents of `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepResults {
+    /// The base scenario as written in the sweep file.
+    pub base: String,
+    /// Metric paths, in file order.
+    pub metrics: Vec<String>,
+    /// The axes, in file order.
+    pub axes: Vec<AxisValues>,
+    /// Points in the whole sweep (not only this shard's).
+    pub points_total: usize,
+    /// The points run, in index order.
+    pub points: Vec<PointResult>,
+}
+
+/// One axis: its scenario key and values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AxisValues {
+    /// The dotted scenario key.
+    pub key: String,
+    /// Its values, in file order.
+    pub values: Vec<Json>,
+}
+
+/// One point's settings and metrics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointResult {
+    /// Position in the product of the axes (the first axis varies slowest).
+    pub index: usize,
+    /// Axis key → value.
+    pub axes: Map<String, Json>,
+    /// Metric → value.
+    pub metrics: Map<String, Json>,
+}
+
+impl SweepResults {
+    /// Whether every point of the sweep is here.
+    pub fn is_complete(&self) -> bool {
+        self.points.len() == self.points_total
+    }
+
+    /// Each axis' value index at point `index`.
+    pub fn combination(&self, index: usize) -> Vec<usize> {
+        let lens: Vec<usize> = self.axes.iter().map(|a| a.values.len()).collect();
+        super::combination(&lens, index)
+    }
+}
+
+/// Replaces every float by the value serde_json reads back from its own text, so that results
+/// read from a shard's `results.json` equal the results that wrote it (serde_json's default float
+/// parser can be one unit off on 17-digit values).
+pub fn canonical(results: &mut SweepResults) {
+    for a in &mut results.axes {
+        a.values.iter_mut().for_each(settle);
+    }
+    for p in &mut results.points {
+        p.axes.values_mut().for_each(settle);
+        p.metrics.values_mut().for_each(settle);
+    }
+}
+
+fn settle(v: &mut Json) {
+    match v {
+        Json::Number(n) if n.is_f64() => {
+            for _ in 0..8 {
+                let text = serde_json::to_string(n).expect("a number serialises");
+                let back: serde_json::Number = serde_json::from_str(&text).expect("reads back");
+                if back == *n {
+                    break;
+                }
+                *n = back;
+            }
+        }
+        Json::Array(a) => a.iter_mut().for_each(settle),
+        Json::Object(m) => m.values_mut().for_each(settle),
+        _ => {}
+    }
+}
+
+/// The files of the output folder, by name: `results.json`, `results.csv` and, when `results`
+/// is complete, `<metric>.svg` for each metric (dots replaced by underscores).
+pub fn render(results: &SweepResults) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut files = vec![
+        ("results.json".to_string(), pretty_json(results)),
+        ("results.csv".to_string(), csv_bytes(results)?),
+    ];
+    if results.is_complete() {
+        for m in &results.metrics {
+            files.push((plot::file_name(m), plot::svg(results, m).into_bytes()));
+        }
+    }
+    Ok(files)
+}
+
+/// Writes rendered files into `dir` (created if missing), each atomically.
+pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::file(dir, format!("cannot create folder: {e}")))?;
+    for (name, bytes) in files {
+        write_atomic(&dir.join(name), bytes)?;
+    }
+    Ok(())
+}
+
+/// `results.csv`: axis keys then metric names; one row per point; values as JSON text, strings
+/// unquoted.
+pub fn csv_bytes(results: &SweepResults) -> Result<Vec<u8>> {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    let fail = |e: csv::Error| Error::file("results.csv", e.to_string());
+    let header = results
+        .axes
+        .iter()
+        .map(|a| a.key.as_str())
+        .chain(results.metrics.iter().map(String::as_str));
+    w.write_record(header).map_err(fail)?;
+    for p in &results.points {
+        let axes = results.axes.iter().map(|a| p.axes.get(&a.key));
+        let metrics = results.metrics.iter().map(|m| p.metrics.get(m));
+        let row: Vec<String> = axes.chain(metrics).map(cell).collect();
+        w.write_record(&row).map_err(fail)?;
+    }
+    w.into_inner()
+        .map_err(|e| Error::file("results.csv", e.to_string()))
+}
+
+fn cell(v: Option<&Json>) -> String {
+    match v {
+        None => String::new(),
+        Some(Json::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Reads `dir/results.json`.
+pub fn read_results(dir: &Path) -> Result<SweepResults> {
+    let path = dir.join("results.json");
+    let text = read_text(&path)?;
+    serde_json::from_str(&text).map_err(|e| {
+        Error::field(
+            &path,
+            e.line(),
+            "results",
+            format!("not a sweep's results: {e}"),
+        )
+    })
+}
+
+/// Unions the points of shards (folder, results) of one sweep into complete results: they must
+/// describe the same sweep and hold every point exactly once.
+pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
+    let mut shards = shards.into_iter();
+    let (first_dir, mut merged) = shards
+        .next()
+        .ok_or_else(|| Error::arg("merge", "no shard folders given"))?;
+    let mut from: BTreeMap<usize, Vec<PathBuf>> = BTreeMap::new();
+    check_points(&first_dir, &merged)?;
+    for p in &merged.points {
+        from.entry(p.index).or_default().push(first_dir.clone());
+    }
+    for (dir, r) in shards {
+        let differs = [
+            ("base", r.base != merged.base),
+            ("metrics", r.metrics != merged.metrics),
+            ("axes", r.axes != merged.axes),
+            ("points_total", r.points_total != merged.points_total),
+        ];
+        if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
+            return Err(Error::file(
+                &dir,
+                format!(
+                    "not the same sweep as {}: {what} differs",
+                    first_dir.display()
+                ),
+            ));
+        }
+        check_points(&dir, &r)?;
+        for p in r.points {
+            from.entry(p.index).or_default().push(dir.clone());
+            merged.points.push(p);
+        }
+    }
+    let duplicate: Vec<String> = from
+        .iter()
+        .filter(|(_, dirs)| dirs.len() > 1)
+        .map(|(i, dirs)| {
+            let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            format!("{i} (in {})", dirs.join(", "))
+        })
+        .collect();
+    if !duplicate.is_empty() {
+        return Err(Error::arg(
+            "merge",
+            format!("points given more than once: {}", duplicate.join("; ")),
+        ));
+    }
+    let missing: Vec<usize> = (0..merged.points_total)
+        .filter(|i| !from.contains_key(i))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::arg(
+            "merge",
+            format!(
+                "{} of {} points missing (is a shard missing?): {}",
+                missing.len(),
+                merged.points_total,
+                list(&missing)
+            ),
+        ));
+    }
+    merged.points.sort_by_key(|p| p.index);
+    canonical(&mut merged);
+    Ok(merged)
+}
+
+/// Checks that a shard's points belong to its sweep: index in range, axes as the index says,
+/// every metric present.
+fn check_points(dir: &Path, r: &SweepResults) -> Result<()> {
+    let lens: usize = r.axes.iter().map(|a| a.values.len()).product();
+    if r.axes.is_empty() || lens != r.points_total {
+        return Err(Error::file(
+            dir,
+            format!(
+                "points_total {} is not the product of the axes' lengths",
+                r.points_total
+            ),
+        ));
+    }
+    for p in &r.points {
+        let bad = |m: &str| Error::file(dir, format!("point {}: {m}", p.index));
+        if p.index >= r.points_total {
+            return Err(bad("index out of range"));
+        }
+        let expected: Map<String, Json> = r
+            .axes
+            .iter()
+            .zip(r.combination(p.index))
+            .map(|(a, v)| (a.key.clone(), a.values[v].clone()))
+            .collect();
+        if p.axes != expected {
+            return Err(bad("axis values do not match its index"));
+        }
+        if !r.metrics.iter().all(|m| p.metrics.contains_key(m))
+            || p.metrics.len() != r.metrics.len()
+        {
+            return Err(bad("metrics do not match the sweep's"));
+        }
+    }
+    Ok(())
+}
+
+/// `1, 2, 5` — at most 20 numbers, then `...`.
+fn list(indices: &[usize]) -> String {
+    let mut parts: Vec<String> = indices.iter().take(20).map(usize::to_string).collect();
+    if indices.len() > 20 {
+        parts.push("...".into());
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn results(indices: &[usize]) -> SweepResults {
+        let mut r = SweepResults {
+            base: "b.toml".into(),
+            metrics: vec!["m".into()],
+            axes: vec![AxisValues {
+                key: "seed".into(),
+                values: vec![json!(1), json!(2), json!(3)],
+            }],
+            points_total: 3,
+            points: vec![],
+        };
+        for &i in indices {
+            r.points.push(PointResult {
+                index: i,
+                axes: [("seed".to_string(), json!(i + 1))].into_iter().collect(),
+                metrics: [("m".to_string(), json!(0.1 * i as f64))]
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn merging_shards_gives_the_whole_sweep() {
+        let whole = {
+            let mut r = results(&[0, 1, 2]);
+            canonical(&mut r);
+            r
+        };
+        let shards = vec![("a".into(), results(&[1])), ("b".into(), results(&[0, 2]))];
+        assert_eq!(merge(shards).unwrap(), whole);
+        let err = merge(vec![("a".into(), results(&[1]))]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "merge: 2 of 3 points missing (is a shard missing?): 0, 2"
+        );
+        let err = merge(vec![
+            ("a".into(), results(&[0, 1])),
+            ("b".into(), results(&[1, 2])),
+        ]);
+        assert!(err.unwrap_err().to_string().contains("1 (in a, b)"));
+        let mut other = results(&[2]);
+        other.base = "c.toml".into();
+        let err = merge(vec![("a".into(), results(&[0, 1])), ("b".into(), other)]);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "b: not the same sweep as a: base differs"
+        );
+    }
+
+    #[test]
+    fn canonical_floats_read_back_equal() {
+        let mut r = results(&[0, 1, 2]);
+        r.points[1].metrics.insert("m".into(), json!(0.1 + 0.2));
+        canonical(&mut r);
+        let back: SweepResults = serde_json::from_slice(&pretty_json(&r)).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(pretty_json(&back), pretty_json(&r));
+    }
+
+    #[test]
+    fn csv_has_axes_then_metrics_and_unquoted_strings() {
+        let mut r = results(&[0]);
+        r.axes.push(AxisValues {
+            key: "router.policy".into(),
+            values: vec![json!("rr")],
+        });
+        r.points[0].axes.insert("router.policy".into(), json!("rr"));
+        let text = String::from_utf8(csv_bytes(&r).unwrap()).unwrap();
+        assert_eq!(text, "seed,router.policy,m\n1,rr,0.0\n");
+    }
+}

@@ -1,0 +1,189 @@
+//! Running a sweep's points on worker threads.
+//!
+//! Each point is a whole simulation run inside one thread (the engine is `Rc`-based and never
+//! crosses threads); threads take the next point from an atomic counter and results are stored
+//! by point index, so the results do not depend on the number of threads.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use serde_json::Value as Json;
+
+use super::output::{canonical, AxisValues, PointResult, SweepResults};
+use super::{check_metrics, lookup, Shard, Sweep};
+use crate::error::{Error, Result};
+use crate::run::run_scenario;
+use crate::scenario::Scenario;
+
+/// Runs the points of `sweep` that `shard` selects on `jobs` threads, calling `done` after each
+/// point. Every point's scenario (the shard's or not) is loaded and every metric checked before
+/// anything runs.
+pub fn run_sweep(
+    sweep: &Sweep,
+    shard: Shard,
+    jobs: usize,
+    done: &(dyn Fn() + Sync),
+) -> Result<SweepResults> {
+    let indices: Vec<usize> = (0..sweep.points_total())
+        .filter(|&i| shard.selects(i))
+        .collect();
+    // Every point is loaded (so every shard rejects the same bad values), the shard's are kept.
+    let mut loaded = Vec::with_capacity(indices.len());
+    for i in 0..sweep.points_total() {
+        let point = sweep.load_point(i)?;
+        if shard.selects(i) {
+            loaded.push(point);
+        }
+    }
+    check_metrics(sweep, &report_shape()?)?;
+    let values = parallel_map(
+        &loaded,
+        jobs,
+        |l| {
+            let report = run_scenario(&l.scenario, &l.base_dir, None)?;
+            Ok(serde_json::to_value(&report).expect("a report serialises to JSON"))
+        },
+        done,
+    )?;
+    let mut points = Vec::with_capacity(indices.len());
+    for (&index, report) in indices.iter().zip(&values) {
+        let mut metrics = serde_json::Map::new();
+        for m in &sweep.metrics {
+            let v = lookup(report, m).ok_or_else(|| {
+                Error::field(
+                    &sweep.path,
+                    sweep.metric_line(m),
+                    "metrics",
+                    format!("{m:?} is not in the report of point {index}"),
+                )
+            })?;
+            metrics.insert(m.clone(), v.clone());
+        }
+        points.push(PointResult {
+            index,
+            axes: axes_of(sweep, index),
+            metrics,
+        });
+    }
+    let mut results = SweepResults {
+        base: sweep.base.clone(),
+        metrics: sweep.metrics.clone(),
+        axes: sweep
+            .axes
+            .iter()
+            .map(|a| AxisValues {
+                key: a.key.clone(),
+                values: a.values.iter().map(to_json).collect(),
+            })
+            .collect(),
+        points_total: sweep.points_total(),
+        points,
+    };
+    canonical(&mut results);
+    Ok(results)
+}
+
+/// Point `index`'s axis values by key.
+fn axes_of(sweep: &Sweep, index: usize) -> serde_json::Map<String, Json> {
+    sweep
+        .axes
+        .iter()
+        .zip(sweep.combination(index))
+        .map(|(a, v)| (a.key.clone(), to_json(&a.values[v])))
+        .collect()
+}
+
+fn to_json(v: &toml::Value) -> Json {
+    serde_json::to_value(v).expect("a TOML value converts to JSON")
+}
+
+/// The JSON shape of a report, from a run of the default (lab-sized) scenario, with the
+/// trace-only fields present.
+fn report_shape() -> Result<Json> {
+    let report = run_scenario(&Scenario::default(), Path::new("."), None)?;
+    let mut shape = serde_json::to_value(&report).expect("a report serialises to JSON");
+    if let Json::Object(m) = &mut shape {
+        m.entry("trace").or_insert_with(|| {
+            serde_json::to_value(crate::report::TraceRows::default()).expect("serialises")
+        });
+    }
+    Ok(shape)
+}
+
+/// `f` over `items` on `jobs` scoped threads; results in item order. On errors, the error of the
+/// lowest failing item (no new item starts once one has failed).
+pub fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    f: impl Fn(&T) -> Result<R> + Sync,
+    done: &(dyn Fn() + Sync),
+) -> Result<Vec<R>> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let jobs = jobs.clamp(1, items.len().max(1));
+    let mut out: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    while !failed.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        let r = f(item);
+                        if r.is_err() {
+                            failed.store(true, Ordering::Relaxed);
+                        }
+                        done();
+                        mine.push((i, r));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_keep_item_order_whatever_the_threads() {
+        let items: Vec<u64> = (0..50).collect();
+        let square = |x: &u64| Ok(x * x);
+        let one = parallel_map(&items, 1, square, &|| ()).unwrap();
+        let four = parallel_map(&items, 4, square, &|| ()).unwrap();
+        assert_eq!(one, four);
+        assert_eq!(four[7], 49);
+        assert!(parallel_map(&[] as &[u64], 3, square, &|| ())
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn the_lowest_failing_item_is_reported() {
+        let items: Vec<u64> = (0..40).collect();
+        for jobs in [1, 3] {
+            let err = parallel_map(
+                &items,
+                jobs,
+                |&x| {
+                    if x % 10 == 5 {
+                        Err(Error::arg("x", x.to_string()))
+                    } else {
+                        Ok(x)
+                    }
+                },
+                &|| (),
+            )
+            .unwrap_err();
+            assert_eq!(err.to_string(), "x: 5");
+        }
+    }
+}
