@@ -139,6 +139,8 @@ pub struct Report {
 /// The request-level part of a report, tallied from the acks.
 #[derive(Clone, Debug, Default)]
 pub struct Tally {
+    /// Completed requests.
+    pub acks: u64,
     /// Repeat requests.
     pub repeat_requests: usize,
     /// Hits.
@@ -162,27 +164,29 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Tallies acks over `workers` routable workers.
-    pub fn of(acks: &[Ack], workers: usize) -> Self {
-        let mut t = Tally {
+    /// An empty tally over `workers` routable workers.
+    pub fn new(workers: usize) -> Self {
+        Tally {
             hits_by_worker: vec![0; workers],
             ..Tally::default()
-        };
-        for a in acks {
-            t.repeat_requests += usize::from(a.repeat);
-            if a.repeat && a.prefix_hit {
-                t.hits += 1;
-                t.hits_by_worker[a.prefill_worker] += 1;
-            }
-            t.prompt_blocks += u64::from(a.prompt_blocks);
-            t.cached_blocks += u64::from(a.cached_blocks);
-            t.predicted_blocks += u64::from(a.predicted_blocks);
-            t.misses.add(&a.misses);
-            t.ttft_ns.push(a.first_token_ns - a.arrived_ns);
-            t.e2e_ns.push(a.done_ns - a.arrived_ns);
-            t.queue_ns.push(a.started_ns - a.arrived_ns);
         }
-        t
+    }
+
+    /// Adds one completed request.
+    pub fn add(&mut self, a: &Ack) {
+        self.acks += 1;
+        self.repeat_requests += usize::from(a.repeat);
+        if a.repeat && a.prefix_hit {
+            self.hits += 1;
+            self.hits_by_worker[a.prefill_worker] += 1;
+        }
+        self.prompt_blocks += u64::from(a.prompt_blocks);
+        self.cached_blocks += u64::from(a.cached_blocks);
+        self.predicted_blocks += u64::from(a.predicted_blocks);
+        self.misses.add(&a.misses);
+        self.ttft_ns.push(a.first_token_ns - a.arrived_ns);
+        self.e2e_ns.push(a.done_ns - a.arrived_ns);
+        self.queue_ns.push(a.started_ns - a.arrived_ns);
     }
 
     /// Cached / prompt blocks, 4 places.

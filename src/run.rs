@@ -3,14 +3,14 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cluster::build::{actor_names, populate, routable_workers, CLIENT};
+use crate::cluster::build::{actor_names, populate, CLIENT};
 use crate::cluster::client::Pacing;
 use crate::cluster::Node;
 use crate::engine::Simulation;
 use crate::error::{Error, Result};
 use crate::hash::block_hashes;
 use crate::lab::rate;
-use crate::report::{EventCounts, Percentiles, Report, Tally, TraceRows, WorkerReport};
+use crate::report::{EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
 use crate::round::round_py;
 use crate::router::policy::PolicyKind;
@@ -166,7 +166,6 @@ fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Repo
     let duration_ns = sim.now();
     let messages = sim.delivered();
     let names = actor_names(s);
-    let routable = routable_workers(s);
     let mut client = None;
     let mut router = None;
     let mut bus = None;
@@ -179,12 +178,12 @@ fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Repo
             Node::Worker(w) => workers.push(w),
         }
     }
-    let (client, router, bus) = (
+    let (mut client, router, bus) = (
         client.expect("one client"),
         router.expect("one router"),
         bus.expect("one bus"),
     );
-    let tally = Tally::of(&client.acks, routable);
+    let tally = std::mem::take(&mut client.tally);
     let routed = router.policy().routed();
     let per_worker = workers
         .iter()
@@ -230,7 +229,7 @@ fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Repo
         throughput_rps: if duration_ns == 0 {
             0.0
         } else {
-            round_py(client.acks.len() as f64 / (duration_ns as f64 / 1e9), 3)
+            round_py(tally.acks as f64 / (duration_ns as f64 / 1e9), 3)
         },
         duration_ms: round_py(duration_ns as f64 / 1e6, 3),
         messages,

@@ -56,7 +56,7 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
     let routable = routable_workers(s);
     let total = worker_count(s);
     let truth = Truth::shared(routable);
-    let mut client = Client::new(specs, pacing, ROUTER);
+    let mut client = Client::new(specs, pacing, ROUTER, routable);
     let first = client.initial();
     let policy = Policy::new(
         PolicyConfig {

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::workload::RequestSpec;
 
-use super::messages::{Ack, Msg, Routed};
+use super::messages::{Msg, Routed};
+use crate::report::Tally;
 
 /// How the client paces requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,13 +28,14 @@ pub struct Client {
     next: usize,
     followers: HashMap<u64, Vec<usize>>,
     sent: usize,
-    /// Acknowledgements of completed requests, in completion order.
-    pub acks: Vec<Ack>,
+    /// The outcomes of completed requests.
+    pub tally: Tally,
 }
 
 impl Client {
     /// A client for `specs` (in arrival order, ids equal to positions) sending to `router`.
-    pub fn new(specs: Vec<RequestSpec>, pacing: Pacing, router: ActorId) -> Self {
+    /// Outcomes are tallied over `workers` routable workers.
+    pub fn new(specs: Vec<RequestSpec>, pacing: Pacing, router: ActorId, workers: usize) -> Self {
         let mut followers: HashMap<u64, Vec<usize>> = HashMap::new();
         if pacing == Pacing::OpenLoop {
             for (i, s) in specs.iter().enumerate() {
@@ -42,7 +44,6 @@ impl Client {
                 }
             }
         }
-        let n = specs.len();
         Client {
             specs: specs.into_iter().map(Arc::new).collect(),
             pacing,
@@ -50,7 +51,7 @@ impl Client {
             next: 0,
             followers,
             sent: 0,
-            acks: Vec::with_capacity(n),
+            tally: Tally::new(workers),
         }
     }
 
@@ -111,10 +112,13 @@ impl Actor for Client {
             return;
         };
         let i = ack.request as usize;
-        self.acks.push(*ack);
+        self.tally.add(&ack);
         let now = ctx.now();
         match self.pacing {
             Pacing::OpenLoop => {
+                if self.followers.is_empty() {
+                    return;
+                }
                 for next in self.followers.remove(&(i as u64)).unwrap_or_default() {
                     let spec = &self.specs[next];
                     let delay_ns = spec.session.map_or(0, |l| l.delay_ns);

@@ -15,7 +15,8 @@ use std::collections::{BTreeSet, HashMap};
 use crate::hash::BlockHash;
 use crate::index::BlockHashBuilder;
 
-/// A worker's KV cache, with a capacity in blocks or unbounded.
+/// A worker's KV cache, with a capacity in blocks or unbounded (an unbounded cache never evicts,
+/// so it keeps no eviction order).
 #[derive(Clone, Debug)]
 pub struct KvCache {
     capacity: Option<usize>,
@@ -160,7 +161,7 @@ impl KvCache {
             entry.pins -= 1;
             if entry.pins == 0 {
                 self.pinned -= 1;
-                if entry.children == 0 {
+                if entry.children == 0 && self.capacity.is_some() {
                     self.evictable.insert((entry.last_use, *block));
                 }
             }
@@ -180,7 +181,7 @@ impl KvCache {
         let entry = self.blocks.get_mut(&block).expect("cached block");
         if entry.pins == 0 {
             self.pinned += 1;
-            if entry.children == 0 {
+            if entry.children == 0 && self.capacity.is_some() {
                 self.evictable.remove(&(entry.last_use, block));
             }
         }

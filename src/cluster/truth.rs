@@ -6,16 +6,15 @@
 //! no policy ever sees it.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::rc::Rc;
 
 use crate::hash::BlockHash;
-use crate::index::{BlockHashBuilder, KvIndex, MatchScratch};
+use crate::index::{KvIndex, MatchScratch};
 
 /// The cluster's true KV state.
 pub struct Truth {
     held: KvIndex,
-    ever: HashSet<BlockHash, BlockHashBuilder>,
+    ever_held: KvIndex,
     scratch: MatchScratch,
     overlaps: Vec<usize>,
 }
@@ -28,7 +27,7 @@ impl Truth {
     pub fn shared(n_workers: usize) -> SharedTruth {
         Rc::new(RefCell::new(Truth {
             held: KvIndex::new(n_workers),
-            ever: HashSet::default(),
+            ever_held: KvIndex::new(n_workers),
             scratch: MatchScratch::default(),
             overlaps: Vec::new(),
         }))
@@ -37,7 +36,7 @@ impl Truth {
     /// `worker` stored `blocks`.
     pub fn stored(&mut self, worker: usize, blocks: &[BlockHash]) {
         self.held.store(worker, blocks);
-        self.ever.extend(blocks.iter().copied());
+        self.ever_held.store(worker, blocks);
     }
 
     /// `worker` evicted `blocks`.
@@ -52,7 +51,12 @@ impl Truth {
 
     /// Whether any worker ever computed `block`.
     pub fn ever_computed(&self, block: BlockHash) -> bool {
-        self.ever.contains(&block)
+        self.ever_held.anyone_holds(block)
+    }
+
+    /// Whether `worker` ever held `block` (it may have evicted it since, or restarted).
+    pub fn ever_held_by(&self, worker: usize, block: BlockHash) -> bool {
+        self.ever_held.holds(worker, block)
     }
 
     /// The deepest prefix of `blocks` that some worker other than `chosen` holds now.

@@ -9,12 +9,11 @@
 //! to a decode worker over the link), `Decode` (decodes handed-off requests) and `Colocated`
 //! (prefill and decode on one GPU: both phases compete for the same slots).
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::disagg;
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hash::BlockHash;
-use crate::index::BlockHashBuilder;
 use crate::workload::ms_to_ns;
 
 use super::kv_cache::KvCache;
@@ -96,7 +95,8 @@ enum Job {
 
 struct Running {
     routed: Routed,
-    pinned: Vec<BlockHash>,
+    /// Blocks of the prompt pinned in the cache, from the front (0 for decode jobs).
+    pinned: usize,
     outcome: PrefillOutcome,
     first_token_ns: Nanos,
 }
@@ -106,12 +106,11 @@ pub struct Worker {
     setup: WorkerSetup,
     cache: KvCache,
     queue: VecDeque<Job>,
-    running: BTreeMap<u64, Running>,
+    running: HashMap<u64, Running>,
     up: bool,
     epoch: u32,
     busy_since: Option<Nanos>,
     processed: HashSet<u64>,
-    ever: HashSet<BlockHash, BlockHashBuilder>,
     /// What the worker did.
     pub stats: WorkerStats,
 }
@@ -123,12 +122,11 @@ impl Worker {
             cache: KvCache::new(setup.capacity),
             setup,
             queue: VecDeque::new(),
-            running: BTreeMap::new(),
+            running: HashMap::new(),
             up: true,
             epoch: 0,
             busy_since: None,
             processed: HashSet::new(),
-            ever: HashSet::default(),
             stats: WorkerStats::default(),
         }
     }
@@ -186,7 +184,7 @@ impl Worker {
         let Some(adm) = self.cache.admit(cacheable) else {
             return false;
         };
-        let pinned = cacheable.to_vec();
+        let pinned = cacheable.len();
         let Some(Job::Prefill(routed)) = self.queue.pop_front() else {
             unreachable!("checked above");
         };
@@ -196,7 +194,7 @@ impl Worker {
             adm.cached,
             routed.predicted_blocks as usize,
             routed.others_held_blocks as usize,
-            &self.ever,
+            me,
             &self.setup.truth.borrow(),
         );
         {
@@ -204,7 +202,6 @@ impl Worker {
             truth.removed(me, &adm.evicted);
             truth.stored(me, &adm.stored);
         }
-        self.ever.extend(adm.stored.iter().copied());
         self.stats.evicted_blocks += adm.evicted.len() as u64;
         if !adm.evicted.is_empty() {
             let blocks = adm.evicted;
@@ -254,13 +251,13 @@ impl Worker {
             .setup
             .timing
             .decode_ns(routed.spec.output_tokens, self.active_fraction());
-        self.begin(routed, Vec::new(), outcome, Phase::Decode, duration, ctx);
+        self.begin(routed, 0, outcome, Phase::Decode, duration, ctx);
     }
 
     fn begin(
         &mut self,
         routed: Routed,
-        pinned: Vec<BlockHash>,
+        pinned: usize,
         outcome: PrefillOutcome,
         phase: Phase,
         duration: Nanos,
@@ -315,7 +312,7 @@ impl Worker {
             }
             (Phase::Prefill, _) => {
                 let run = self.remove_running(request, ctx);
-                self.cache.release(&run.pinned);
+                self.cache.release(&run.routed.spec.blocks[..run.pinned]);
                 let link = self.setup.link.expect("prefill roles have a link");
                 let tokens = u64::from(run.routed.spec.input_tokens);
                 let delay_ms = disagg::ttft_disagg(
@@ -348,7 +345,7 @@ impl Worker {
 
     fn finish(&mut self, request: u64, ctx: &mut Context<'_, Msg>) {
         let run = self.remove_running(request, ctx);
-        self.cache.release(&run.pinned);
+        self.cache.release(&run.routed.spec.blocks[..run.pinned]);
         let o = run.outcome;
         let spec = &run.routed.spec;
         let ack = Ack {
@@ -384,7 +381,10 @@ impl Worker {
         if let Some(since) = self.busy_since.take() {
             self.stats.busy_ns += ctx.now() - since;
         }
-        let running = std::mem::take(&mut self.running);
+        // Hand back in request order: the map's own order must not leak into the run.
+        let mut running: Vec<(u64, Running)> =
+            std::mem::take(&mut self.running).into_iter().collect();
+        running.sort_unstable_by_key(|(id, _)| *id);
         for (_, run) in running {
             self.hand_back(run.routed, ctx);
         }
@@ -411,14 +411,14 @@ pub fn classify(
     cached: usize,
     predicted: usize,
     others_held: usize,
-    own_ever: &HashSet<BlockHash, BlockHashBuilder>,
+    worker: usize,
     truth: &Truth,
 ) -> Misses {
     let mut m = Misses::default();
     for (j, b) in blocks.iter().enumerate().skip(cached) {
         if j < predicted {
             m.stale_index += 1;
-        } else if own_ever.contains(b) {
+        } else if truth.ever_held_by(worker, *b) {
             m.capacity += 1;
         } else if j < others_held {
             m.routing += 1;
