@@ -23,6 +23,42 @@
 //! - **KV transfer.** Disaggregated serving moves a prompt's KV from the prefill to the decode GPU:
 //!   [`disagg`] holds the formulas (GB/s = 1e9 bytes/s, MiB = 2^20 bytes).
 //!
+//! ## The simulator
+//!
+//! - **Actors and messages.** A client, a router, a KV event bus and workers are actors
+//!   ([`cluster::Node`]) exchanging one message type ([`cluster::messages::Msg`]): `Request`,
+//!   `KvStored`, `KvRemoved`, `KvCleared`, `Ack`, and a worker's own `Timer`s.
+//! - **Scheduler.** [`engine::Simulation`] owns virtual time (integer nanoseconds) and one queue of
+//!   pending deliveries ordered by `(time, seq)`, `seq` assigned when a message is sent. It
+//!   delivers one message at a time into the target's crossbeam mailbox and steps that actor,
+//!   which replies only through its [`engine::Context`]. One seeded generator serves the run, so
+//!   the same scenario and seed give a byte-identical trace.
+//! - **Scenario.** A TOML file ([`scenario::Scenario`]): workload, cluster, router policy, bus,
+//!   timing, disaggregation and faults, every key with a default. [`run::run_scenario`] runs one
+//!   and returns a [`report::Report`].
+//! - **The silent failure.** An events-fed router whose workers publish nothing (or whose bus
+//!   loses the events) routes on load alone, like round-robin, and real deployments raise no
+//!   error. dynsim puts a warning in the report when a kv-events run applied no event, or far
+//!   fewer than were published.
+//! - **Where the misses come from.** Every missed prompt block is attributed to one cause:
+//!   `cold` (never computed), `routing` (another worker held it), `stale_index` (the router
+//!   believed the chosen worker held it) or `capacity` (evicted).
+//!
+//! ```
+//! use std::path::Path;
+//! use dynsim::router::policy::PolicyKind;
+//! use dynsim::scenario::Scenario;
+//!
+//! // The lab workload on 2 workers, an events router, workers publishing nothing.
+//! let mut s = Scenario::default();
+//! s.router.policy = PolicyKind::KvEvents;
+//! s.bus.publish = false;
+//! let report = dynsim::run::run_scenario(&s, Path::new("."), None).unwrap();
+//! assert_eq!(report.events.applied, 0);
+//! assert!(report.warnings[0].contains("bus.publish = false"));
+//! assert_eq!(report.acks, report.requests as u64); // requests are never lost, only events
+//! ```
+//!
 //! ## The lab calculations
 //!
 //! ```
@@ -46,7 +82,10 @@
 //! ## Layout
 //!
 //! Pure logic (no channels, threads, clocks or files): [`hash`], [`index`], [`worker_set`],
-//! [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`], [`workload`], [`lab`].
+//! [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`], [`workload`], [`lab`],
+//! and the pure parts of the cluster ([`cluster::kv_cache`], [`cluster::timing`],
+//! [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
+//! ([`cluster`]), wired from a [`scenario`] by [`run`]; results in [`report`], [`trace`], [`diff`].
 //! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`]; [`sweep`]
 //! runs a scenario over a grid of settings on threads and writes results and plots.
 

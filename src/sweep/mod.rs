@@ -16,7 +16,7 @@
 //! with one `--set` per axis ([`Override`]). Metrics are dotted paths into the run report's JSON
 //! (`ttft_ms.p50`, `events.applied`, `per_worker.0.routed`).
 //!
-//! - [`file`]: reading and checking the sweep file.
+//! - [`file`](mod@file): reading and checking the sweep file.
 //! - [`run`]: running the points in parallel (any `--jobs` gives the same results).
 //! - [`output`]: `results.json`, `results.csv`, merging shards.
 //! - [`plot`]: one SVG per metric.
