@@ -98,7 +98,11 @@ mod tests {
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o644, "an output is readable by others, not private");
+            assert_eq!(
+                mode & 0o777,
+                0o644,
+                "an output is readable by others, not private"
+            );
         }
     }
 
