@@ -200,18 +200,3 @@ fn every_request_gets_exactly_one_ack_whatever_the_bus_loses() {
         assert_eq!(acked_ids, (0..72).collect::<Vec<u64>>());
     }
 }
-
-#[test]
-fn misses_sum_to_missed_blocks() {
-    for policy in [PolicyKind::Rr, PolicyKind::Kv, PolicyKind::KvEvents] {
-        let mut s = lab_scenario(policy, true);
-        s.bus.drop_rate = 0.5;
-        s.rng = RngKind::Chacha;
-        let r = run(&s);
-        let m = r.misses;
-        assert_eq!(
-            m.cold + m.routing + m.stale_index + m.capacity,
-            r.prompt_blocks - r.cached_blocks
-        );
-    }
-}
