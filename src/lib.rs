@@ -96,6 +96,7 @@ pub mod disagg;
 pub mod engine;
 pub mod error;
 pub mod hash;
+pub mod hashers;
 pub mod index;
 pub mod lab;
 pub mod output;

@@ -40,6 +40,11 @@ pub fn is_empty(set: &[u64]) -> bool {
     set.iter().all(|w| *w == 0)
 }
 
+/// How many workers `set` holds.
+pub fn len(set: &[u64]) -> usize {
+    set.iter().map(|w| w.count_ones() as usize).sum()
+}
+
 /// The workers in `set`, in increasing order.
 pub fn iter(set: &[u64]) -> impl Iterator<Item = usize> + '_ {
     set.iter().enumerate().flat_map(|(i, &word)| {
@@ -76,7 +81,9 @@ mod tests {
         assert!(contains(&set, 129) && contains(&set, 3) && !contains(&set, 4));
         remove(&mut set, 129);
         assert_eq!(iter(&set).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(len(&set), 1);
         remove(&mut set, 3);
         assert!(is_empty(&set));
+        assert_eq!(len(&set), 0);
     }
 }

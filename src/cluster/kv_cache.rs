@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::hash::BlockHash;
-use crate::index::BlockHashBuilder;
+use crate::hashers::BlockHashBuilder;
 
 /// A worker's KV cache, with a capacity in blocks or unbounded (an unbounded cache never evicts,
 /// so it keeps no eviction order).

@@ -4,6 +4,8 @@
 
 use std::collections::{HashSet, VecDeque};
 
+use crate::hashers::IdBuilder;
+
 use crate::engine::{Actor, ActorId, Context, Envelope};
 use crate::router::policy::Policy;
 
@@ -31,7 +33,7 @@ pub struct RouterActor {
     workers: Vec<ActorId>,
     client: ActorId,
     pending: VecDeque<Routed>,
-    seen_prefixes: HashSet<u64>,
+    seen_prefixes: HashSet<u64, IdBuilder>,
     truth: SharedTruth,
     /// What the router did.
     pub stats: RouterStats,
@@ -45,7 +47,7 @@ impl RouterActor {
             workers,
             client,
             pending: VecDeque::new(),
-            seen_prefixes: HashSet::new(),
+            seen_prefixes: HashSet::default(),
             truth,
             stats: RouterStats::default(),
         }

@@ -11,6 +11,8 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use crate::hashers::IdBuilder;
+
 use crate::disagg;
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hash::BlockHash;
@@ -106,11 +108,11 @@ pub struct Worker {
     setup: WorkerSetup,
     cache: KvCache,
     queue: VecDeque<Job>,
-    running: HashMap<u64, Running>,
+    running: HashMap<u64, Running, IdBuilder>,
     up: bool,
     epoch: u32,
     busy_since: Option<Nanos>,
-    processed: HashSet<u64>,
+    processed: HashSet<u64, IdBuilder>,
     /// What the worker did.
     pub stats: WorkerStats,
 }
@@ -122,11 +124,11 @@ impl Worker {
             cache: KvCache::new(setup.capacity),
             setup,
             queue: VecDeque::new(),
-            running: HashMap::new(),
+            running: HashMap::default(),
             up: true,
             epoch: 0,
             busy_since: None,
-            processed: HashSet::new(),
+            processed: HashSet::default(),
             stats: WorkerStats::default(),
         }
     }

@@ -8,9 +8,9 @@
 //! where workers publish nothing (the lab's third classic mistake): the router would look healthy
 //! while real workers' caches are unknown to it.
 
-use crate::hash::{block_hashes, BlockHash};
+use crate::hash::{block_names, BlockHash, BlockNames16, FAST_BLOCK};
 use crate::index::{KvIndex, MatchScratch};
-use crate::router::select::least_loaded;
+use crate::router::select::{least_loaded, LeastLoaded};
 
 /// A KV-aware router over `n_workers` workers.
 #[derive(Clone)]
@@ -18,8 +18,12 @@ pub struct KvRouter {
     block: usize,
     index: KvIndex,
     routed: Vec<u64>,
+    /// The least-routed worker overall, for requests every worker is a candidate for.
+    least_routed: LeastLoaded,
     events_only: bool,
     scratch: MatchScratch,
+    /// The block names of the request being routed (kept for its allocation).
+    hashes: Vec<BlockHash>,
 }
 
 /// One routing decision with what the router believed about it.
@@ -55,24 +59,68 @@ impl KvRouter {
             block,
             index: KvIndex::new(n_workers),
             routed: vec![0; n_workers],
+            least_routed: LeastLoaded::new(&vec![0; n_workers]),
             events_only,
             scratch: MatchScratch::default(),
+            hashes: Vec::new(),
         }
     }
 
     /// Routes a prompt and returns the chosen worker.
+    ///
+    /// The same choice as [`KvRouter::route_hashes`] on [`crate::block_hashes`] of the prompt, but
+    /// each block is looked up as soon as it is hashed, and the events router hashes nothing past
+    /// the first block no worker holds (it stores nothing, so it needs no further name).
     pub fn route(&mut self, tokens: &[u32]) -> usize {
-        let hashes = block_hashes(tokens, self.block);
-        self.route_hashes(&hashes).worker
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        // One loop per block size class, so the common one runs without the other's code.
+        let depth = if self.block == FAST_BLOCK {
+            self.match_names(BlockNames16::new(tokens), &mut hashes)
+        } else {
+            self.match_names(block_names(tokens, self.block), &mut hashes)
+        };
+        let worker = self.choose(depth);
+        if !self.events_only {
+            // The chosen worker already holds the first `depth` blocks.
+            self.index.store(worker, &hashes[depth..]);
+        }
+        self.hashes = hashes;
+        worker
+    }
+
+    /// Hashes and matches in one pass; the self-tracking router also collects every name into
+    /// `hashes` (it stores them), the events router stops hashing where the match stops.
+    #[inline]
+    fn match_names(
+        &mut self,
+        mut names: impl ExactSizeIterator<Item = BlockHash>,
+        hashes: &mut Vec<BlockHash>,
+    ) -> usize {
+        if self.events_only {
+            return self.index.find_matches_iter(names, &mut self.scratch);
+        }
+        // Written through a slice sized up front: no capacity check or length update per name.
+        let n = names.len();
+        hashes.resize(n, BlockHash(0));
+        let mut slots = hashes.iter_mut();
+        let depth = self.index.find_matches_iter(
+            names.by_ref().zip(slots.by_ref()).map(|(name, slot)| {
+                *slot = name;
+                name
+            }),
+            &mut self.scratch,
+        );
+        for (name, slot) in names.zip(slots) {
+            *slot = name;
+        }
+        depth
     }
 
     /// Routes a prompt already cut into block names (hashing it once is the caller's job).
     pub fn route_hashes(&mut self, hashes: &[BlockHash]) -> Decision {
         let depth = self.index.find_matches(hashes, &mut self.scratch);
-        let routed = &self.routed;
-        let worker = least_loaded(self.scratch.best(), |w| routed[w])
-            .expect("at least one worker is always a candidate");
-        self.routed[worker] += 1;
+        let worker = self.choose(depth);
         if !self.events_only {
             // The chosen worker already holds the first `depth` blocks.
             self.index.store(worker, &hashes[depth..]);
@@ -81,6 +129,23 @@ impl KvRouter {
             worker,
             predicted_overlap: depth,
         }
+    }
+
+    /// Rules 2 and 3 among the workers with the deepest overlap (`depth` blocks) found by the
+    /// last match, then counts the request for the chosen worker.
+    fn choose(&mut self, depth: usize) -> usize {
+        let n_workers = self.routed.len();
+        let worker = if depth == 0 || self.scratch.best_count() == n_workers {
+            // Every worker is a candidate: the tracker answers without a scan.
+            self.least_routed.min()
+        } else {
+            let routed = &self.routed;
+            least_loaded(self.scratch.best(), |w| routed[w])
+                .expect("at least one worker is always a candidate")
+        };
+        self.routed[worker] += 1;
+        self.least_routed.increment(worker);
+        worker
     }
 
     /// A KV-stored event: `worker` now holds `hashes`.
@@ -112,6 +177,7 @@ impl KvRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::block_hashes;
 
     fn prompt(prefix: u32, tail: u32) -> Vec<u32> {
         let mut t: Vec<u32> = (0..8).map(|j| prefix * 1000 + j).collect();
@@ -165,5 +231,82 @@ mod tests {
         r.on_event(1, &hashes);
         r.on_removed(1, &hashes);
         assert_eq!(r.route(&prompt(1, 1)), 0);
+    }
+
+    /// A slow copy of the original router: block names first, a scan of every candidate.
+    struct Reference {
+        index: KvIndex,
+        routed: Vec<u64>,
+        events_only: bool,
+    }
+
+    impl Reference {
+        fn route(&mut self, tokens: &[u32], block: usize) -> usize {
+            let hashes = block_hashes(tokens, block);
+            let mut scratch = MatchScratch::default();
+            let depth = self.index.find_matches(&hashes, &mut scratch);
+            let worker = least_loaded(scratch.best(), |w| self.routed[w]).unwrap();
+            self.routed[worker] += 1;
+            if !self.events_only {
+                self.index.store(worker, &hashes[depth..]);
+            }
+            worker
+        }
+    }
+
+    #[test]
+    fn fused_route_chooses_like_hashing_first() {
+        // Prompts from a few shared prefixes, routed by route() and by the reference, with events
+        // and removals in between; 1 to 300 workers (one word, several words, spilled sets).
+        for workers in [1, 2, 5, 64, 65, 130, 300] {
+            for events_only in [false, true] {
+                let block = if workers % 2 == 0 { 16 } else { 3 };
+                let mut fast = if events_only {
+                    KvRouter::with_events(workers, block)
+                } else {
+                    KvRouter::new(workers, block)
+                };
+                let mut slow = Reference {
+                    index: KvIndex::new(workers),
+                    routed: vec![0; workers],
+                    events_only,
+                };
+                let mut x: u64 = workers as u64;
+                for i in 0..600u32 {
+                    x = x
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    let family = (x >> 40) as u32 % 7;
+                    let shared = ((x >> 20) as usize % 6) * block;
+                    let len = shared + (x >> 50) as usize % (4 * block);
+                    let tokens: Vec<u32> = (0..len as u32)
+                        .map(|t| {
+                            if (t as usize) < shared {
+                                family * 1000 + t
+                            } else {
+                                i * 7 + t
+                            }
+                        })
+                        .collect();
+                    let (a, b) = (fast.route(&tokens), slow.route(&tokens, block));
+                    assert_eq!(a, b, "workers {workers} events {events_only} request {i}");
+                    let hashes = block_hashes(&tokens, block);
+                    if events_only && i % 3 != 0 {
+                        // Workers publish, and now and then another worker does too.
+                        for w in [a, (a + i as usize) % workers] {
+                            fast.on_event(w, &hashes);
+                            slow.index.store(w, &hashes);
+                        }
+                    }
+                    if i % 11 == 0 {
+                        let w = (x >> 8) as usize % workers;
+                        fast.on_removed(w, &hashes[hashes.len() / 2..]);
+                        slow.index.remove(w, &hashes[hashes.len() / 2..]);
+                    }
+                }
+                assert_eq!(fast.routed(), &slow.routed[..]);
+                assert_eq!(fast.index().entries(), slow.index.entries());
+            }
+        }
     }
 }

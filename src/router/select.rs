@@ -17,6 +17,212 @@ pub fn least_loaded(
     best.map(|(_, worker)| worker)
 }
 
+/// The least-loaded of *all* workers (the lowest index on ties), kept up to date as loads grow
+/// by one: what [`least_loaded`] over every worker returns, without a scan.
+///
+/// Workers are grouped in buckets of equal load, linked in increasing load order (the layout of an
+/// O(1) LFU cache). The head bucket, the least load, keeps its workers in a bit set with one
+/// summary bit per non-empty word, so [`LeastLoaded::min`] is two `trailing_zeros` (one more
+/// word per 4,096 workers beyond the first 4,096); the others keep an unordered list.
+/// [`LeastLoaded::increment`] moves a worker to the next bucket in O(1). When the head empties,
+/// the next bucket becomes the head and its list turns into bits: that costs one bit per member,
+/// and each member is incremented at least once before it can happen again, so it is O(1) per
+/// increment amortised. Memory is O(workers).
+#[derive(Clone, Debug)]
+pub struct LeastLoaded {
+    /// Each worker's bucket.
+    bucket_of: Vec<u32>,
+    /// Each worker's index in its bucket's list (meaningless in the head bucket).
+    pos: Vec<u32>,
+    buckets: Vec<Bucket>,
+    /// Buckets to reuse (their lists keep their capacity).
+    free: Vec<u32>,
+    head: u32,
+    /// The head bucket's workers, and which of those words are non-zero.
+    head_bits: Vec<u64>,
+    head_summary: Vec<u64>,
+    head_count: usize,
+}
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+struct Bucket {
+    load: u64,
+    prev: u32,
+    next: u32,
+    members: Vec<u32>,
+}
+
+impl LeastLoaded {
+    /// A tracker over `loads.len()` workers (at least one) with these loads.
+    ///
+    /// # Panics
+    /// Panics if `loads` is empty or holds 2^32 - 1 workers or more.
+    pub fn new(loads: &[u64]) -> Self {
+        assert!(!loads.is_empty(), "at least one worker");
+        assert!(
+            u32::try_from(loads.len()).is_ok_and(|n| n < NONE),
+            "fewer than 2^32 - 1 workers"
+        );
+        let n = loads.len();
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by_key(|&w| (loads[w as usize], w));
+        let words = n.div_ceil(64);
+        let mut tracker = LeastLoaded {
+            bucket_of: vec![0; n],
+            pos: vec![0; n],
+            buckets: Vec::new(),
+            free: Vec::new(),
+            head: 0,
+            head_bits: vec![0; words],
+            head_summary: vec![0; words.div_ceil(64)],
+            head_count: 0,
+        };
+        let mut last = NONE;
+        for w in order {
+            let load = loads[w as usize];
+            if last == NONE || tracker.buckets[last as usize].load != load {
+                let b = tracker.buckets.len() as u32;
+                tracker.buckets.push(Bucket {
+                    load,
+                    prev: last,
+                    next: NONE,
+                    members: Vec::new(),
+                });
+                if last != NONE {
+                    tracker.buckets[last as usize].next = b;
+                }
+                last = b;
+            }
+            tracker.push(last, w as usize);
+        }
+        tracker.make_head(0);
+        tracker
+    }
+
+    /// The worker with the least load, the lowest index on ties.
+    #[inline]
+    pub fn min(&self) -> usize {
+        for (i, &summary) in self.head_summary.iter().enumerate() {
+            if summary != 0 {
+                let word = i * 64 + summary.trailing_zeros() as usize;
+                return word * 64 + self.head_bits[word].trailing_zeros() as usize;
+            }
+        }
+        unreachable!("the head bucket is never empty")
+    }
+
+    /// The load of `worker`.
+    pub fn load(&self, worker: usize) -> u64 {
+        self.buckets[self.bucket_of[worker] as usize].load
+    }
+
+    /// Records that `worker`'s load grew by one.
+    ///
+    /// # Panics
+    /// Panics if `worker` is out of range.
+    pub fn increment(&mut self, worker: usize) {
+        let b = self.bucket_of[worker];
+        let load = self.buckets[b as usize].load;
+        // Leave the bucket.
+        if b == self.head {
+            let word = &mut self.head_bits[worker / 64];
+            *word &= !(1u64 << (worker % 64));
+            if *word == 0 {
+                self.head_summary[worker / 4096] &= !(1u64 << (worker / 64 % 64));
+            }
+            self.head_count -= 1;
+        } else {
+            let members = &mut self.buckets[b as usize].members;
+            let at = self.pos[worker] as usize;
+            members.swap_remove(at);
+            if let Some(&moved) = members.get(at) {
+                self.pos[moved as usize] = at as u32;
+            }
+        }
+        // Join the bucket of the next load, made if missing.
+        let next = self.buckets[b as usize].next;
+        let target = if next != NONE && self.buckets[next as usize].load == load + 1 {
+            next
+        } else {
+            let t = self.new_bucket(load + 1, b, next);
+            self.buckets[b as usize].next = t;
+            if next != NONE {
+                self.buckets[next as usize].prev = t;
+            }
+            t
+        };
+        self.push(target, worker);
+        // Drop the old bucket if it emptied; an emptied head hands over to the next bucket.
+        if b == self.head {
+            if self.head_count == 0 {
+                self.unlink(b);
+                self.make_head(target);
+            }
+        } else if self.buckets[b as usize].members.is_empty() {
+            self.unlink(b);
+        }
+    }
+
+    fn push(&mut self, bucket: u32, worker: usize) {
+        let members = &mut self.buckets[bucket as usize].members;
+        self.pos[worker] = members.len() as u32;
+        members.push(worker as u32);
+        self.bucket_of[worker] = bucket;
+    }
+
+    fn new_bucket(&mut self, load: u64, prev: u32, next: u32) -> u32 {
+        let bucket = Bucket {
+            load,
+            prev,
+            next,
+            members: Vec::new(),
+        };
+        match self.free.pop() {
+            Some(b) => {
+                let members = std::mem::take(&mut self.buckets[b as usize].members);
+                self.buckets[b as usize] = Bucket { members, ..bucket };
+                b
+            }
+            None => {
+                self.buckets.push(bucket);
+                (self.buckets.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes an empty bucket out of the list and keeps it for reuse.
+    fn unlink(&mut self, b: u32) {
+        let Bucket { prev, next, .. } = self.buckets[b as usize];
+        if prev != NONE {
+            self.buckets[prev as usize].next = next;
+        }
+        if next != NONE {
+            self.buckets[next as usize].prev = prev;
+        }
+        self.free.push(b);
+    }
+
+    /// Makes `b` (the least load, its predecessor gone) the head: its list becomes the bits,
+    /// which are all clear when this is called.
+    fn make_head(&mut self, b: u32) {
+        self.head = b;
+        self.buckets[b as usize].prev = NONE;
+        let members = std::mem::take(&mut self.buckets[b as usize].members);
+        for &w in &members {
+            let w = w as usize;
+            self.head_bits[w / 64] |= 1u64 << (w % 64);
+            self.head_summary[w / 4096] |= 1u64 << (w / 64 % 64);
+        }
+        self.head_count = members.len();
+        // Keep the allocation for when this bucket is reused.
+        let mut members = members;
+        members.clear();
+        self.buckets[b as usize].members = members;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,5 +233,35 @@ mod tests {
         assert_eq!(least_loaded([0, 1, 2], |w| loads[w]), Some(1));
         assert_eq!(least_loaded([0, 1, 2, 3], |w| loads[w]), Some(3));
         assert_eq!(least_loaded([], |w| loads[w]), None);
+    }
+
+    #[test]
+    fn tracker_agrees_with_a_scan_as_loads_grow() {
+        // Seeded pseudo-random increments, including to workers that are not the minimum, from
+        // uneven starting loads; worker counts around word and summary boundaries.
+        let mut x: u64 = 7;
+        for n in [1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 100, 256, 4097] {
+            let mut loads: Vec<u64> = (0..n).map(|w| (w as u64 * 7) % 3).collect();
+            let mut tracker = LeastLoaded::new(&loads);
+            let steps = if n > 1000 { 20_000 } else { 3_000 };
+            for step in 0..steps {
+                let scan = least_loaded(0..n, |w| loads[w]).unwrap();
+                assert_eq!(tracker.min(), scan, "n {n} step {step}");
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                // Mostly the minimum (the router's zero-overlap choice), else anyone, and now and
+                // then one worker many times (a hot prefix).
+                let w = match step % 5 {
+                    0..=2 => scan,
+                    3 => (x >> 33) as usize % n,
+                    _ => n / 2,
+                };
+                loads[w] += 1;
+                tracker.increment(w);
+                assert_eq!(tracker.load(w), loads[w]);
+            }
+            assert!(tracker.buckets.len() <= n + 1, "buckets are reused");
+        }
     }
 }

@@ -1,0 +1,390 @@
+//! The router's index: which worker holds which block.
+//!
+//! One hash table maps a block name to its holders, the set of workers holding that block. Matching
+//! a request walks its blocks once, front to back, intersecting the set of workers that held every
+//! block so far with the holders of the next block, and stops at the first block no remaining worker
+//! holds. The cost is one table lookup per matched block plus one word operation per 64 workers: it
+//! does not grow with the number of workers the way one set scan per worker would.
+//!
+//! Holders are stored in the table's value, one `u64` per block, so that a lookup touches one
+//! bucket and storing a block costs one table operation:
+//!
+//! - with up to 64 workers the value *is* the bit set of holders;
+//! - with more, it holds up to three worker ids inline (most blocks have one holder), and a block
+//!   with a fourth holder moves to a bit set of its own ([`crate::worker_set`], one `u64` per 64
+//!   workers) in a side array, which the value then points to.
+//!
+//! The index stores no order of its own: nothing iterates the hash table into a result, so runs are
+//! deterministic whatever the table's layout.
+
+mod holders;
+mod walk;
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use crate::hash::BlockHash;
+use crate::worker_set;
+
+use crate::hashers::BlockHashBuilder;
+use holders::*;
+pub use walk::MatchScratch;
+
+/// Which workers hold which blocks, as the router believes it.
+#[derive(Clone)]
+pub struct KvIndex {
+    n_workers: usize,
+    words: usize,
+    /// Whether blocks may list their holders inline (more than 64 workers, ids fit in 20 bits).
+    inline: bool,
+    /// Block name -> holders (see the module documentation).
+    slots: HashMap<BlockHash, u64, BlockHashBuilder>,
+    /// The bit sets of blocks with more holders than fit inline, `words` words each.
+    holders: Vec<u64>,
+    free_slots: Vec<u32>,
+    entries: usize,
+}
+
+impl KvIndex {
+    /// An empty index for `n_workers` workers.
+    pub fn new(n_workers: usize) -> Self {
+        let words = worker_set::words_for(n_workers);
+        KvIndex {
+            n_workers,
+            words,
+            inline: words > 1 && words * 64 <= 1 << ID_BITS,
+            slots: HashMap::default(),
+            holders: Vec::new(),
+            free_slots: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    /// The number of workers this index tracks.
+    pub fn n_workers(&self) -> usize {
+        self.n_workers
+    }
+
+    /// The number of distinct blocks held by at least one worker.
+    pub fn blocks(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The number of (block, worker) pairs held.
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// Heap bytes used by the index: the table, the spilled holder sets and their free list.
+    ///
+    /// The table (std's `HashMap`, hashbrown) has a power-of-two number of buckets, at most 7/8
+    /// full; each bucket holds one 16-byte (name, holders) pair and one control byte, and the
+    /// control bytes repeat the first 16 at the end for the group probe. Exact for the table as
+    /// std lays it out today, up to the allocator's rounding.
+    pub fn heap_bytes(&self) -> usize {
+        table_bytes(
+            self.slots.capacity(),
+            std::mem::size_of::<(BlockHash, u64)>(),
+        ) + self.holders.capacity() * 8
+            + self.free_slots.capacity() * 4
+    }
+
+    /// Records that `worker` holds every block in `blocks`.
+    ///
+    /// # Panics
+    /// Panics if `worker` is not below the worker count rounded up to a multiple of 64.
+    pub fn store(&mut self, worker: usize, blocks: &[BlockHash]) {
+        assert!(
+            worker < self.words * 64,
+            "worker {worker} out of range for {} workers",
+            self.n_workers
+        );
+        let KvIndex {
+            words,
+            inline,
+            slots,
+            holders,
+            free_slots,
+            entries,
+            ..
+        } = self;
+        if *words == 1 {
+            let bit = 1u64 << worker;
+            for &block in blocks {
+                let set = slots.entry(block).or_insert(0);
+                *entries += usize::from(*set & bit == 0);
+                *set |= bit;
+            }
+            return;
+        }
+        for &block in blocks {
+            match slots.entry(block) {
+                Entry::Vacant(vacant) => {
+                    let value = if *inline {
+                        inline_push(0, worker)
+                    } else {
+                        spill(holders, free_slots, *words, [worker])
+                    };
+                    vacant.insert(value);
+                    *entries += 1;
+                }
+                Entry::Occupied(mut occupied) => {
+                    let value = occupied.get_mut();
+                    if *value & SPILLED != 0 {
+                        let set = set_mut(holders, *words, *value);
+                        if !worker_set::contains(set, worker) {
+                            worker_set::insert(set, worker);
+                            *entries += 1;
+                        }
+                    } else if !inline_has(*value, worker) {
+                        *value = if inline_count(*value) < INLINE_MAX {
+                            inline_push(*value, worker)
+                        } else {
+                            let ids = inline_ids(*value).chain([worker]);
+                            spill(holders, free_slots, *words, ids)
+                        };
+                        *entries += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records that `worker` no longer holds any block in `blocks` (unknown blocks are ignored).
+    pub fn remove(&mut self, worker: usize, blocks: &[BlockHash]) {
+        if worker >= self.words * 64 {
+            return; // never stored
+        }
+        let KvIndex {
+            words,
+            slots,
+            holders,
+            free_slots,
+            entries,
+            ..
+        } = self;
+        for block in blocks {
+            let Some(value) = slots.get_mut(block) else {
+                continue;
+            };
+            let emptied = if *words == 1 {
+                let bit = 1u64 << worker;
+                if *value & bit == 0 {
+                    continue;
+                }
+                *value &= !bit;
+                *value == 0
+            } else if *value & SPILLED != 0 {
+                let set = set_mut(holders, *words, *value);
+                if !worker_set::contains(set, worker) {
+                    continue;
+                }
+                worker_set::remove(set, worker);
+                let emptied = worker_set::is_empty(set);
+                if emptied {
+                    free_slots.push(*value as u32);
+                }
+                emptied
+            } else {
+                let Some(i) = (0..inline_count(*value)).find(|&i| inline_id(*value, i) == worker)
+                else {
+                    continue;
+                };
+                *value = inline_remove(*value, i);
+                inline_count(*value) == 0
+            };
+            *entries -= 1;
+            if emptied {
+                slots.remove(block);
+            }
+        }
+    }
+
+    /// Forgets every block `worker` holds (a `KvCleared` event or a restart).
+    pub fn clear_worker(&mut self, worker: usize) {
+        let blocks: Vec<BlockHash> = self
+            .slots
+            .iter()
+            .filter(|(_, &value)| self.value_holds(value, worker))
+            .map(|(&block, _)| block)
+            .collect();
+        // Order does not matter: each removal is independent of the others.
+        self.remove(worker, &blocks);
+    }
+
+    /// Whether `worker` holds `block`.
+    pub fn holds(&self, worker: usize, block: BlockHash) -> bool {
+        self.slots
+            .get(&block)
+            .is_some_and(|&value| self.value_holds(value, worker))
+    }
+
+    /// Whether any worker holds `block`.
+    pub fn anyone_holds(&self, block: BlockHash) -> bool {
+        self.slots.contains_key(&block)
+    }
+    fn value_holds(&self, value: u64, worker: usize) -> bool {
+        if worker >= self.words * 64 {
+            false
+        } else if self.words == 1 {
+            value & (1u64 << worker) != 0
+        } else if value & SPILLED != 0 {
+            worker_set::contains(self.set(value), worker)
+        } else {
+            inline_has(value, worker)
+        }
+    }
+
+    /// The bit set a spilled `value` points to.
+    fn set(&self, value: u64) -> &[u64] {
+        let start = value as u32 as usize * self.words;
+        &self.holders[start..start + self.words]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::block_hashes;
+
+    fn names(prefix: u32, n_blocks: usize) -> Vec<BlockHash> {
+        let tokens: Vec<u32> = (0..n_blocks as u32 * 4)
+            .map(|t| prefix * 1000 + t)
+            .collect();
+        block_hashes(&tokens, 4)
+    }
+
+    #[test]
+    fn overlap_is_contiguous_from_the_front() {
+        let mut index = KvIndex::new(3);
+        let req = names(1, 4);
+        index.store(0, &req[..2]);
+        index.store(1, &[req[0], req[2], req[3]]); // a hole at block 1
+        index.store(2, &req);
+        let mut scratch = MatchScratch::default();
+        let mut overlaps = Vec::new();
+        let depth = index.overlaps(&req, &mut scratch, &mut overlaps);
+        assert_eq!(depth, 4);
+        assert_eq!(overlaps, vec![2, 1, 4]);
+        assert_eq!(scratch.best().collect::<Vec<_>>(), vec![2]);
+    }
+
+    #[test]
+    fn no_match_makes_every_worker_a_candidate() {
+        let index = KvIndex::new(70);
+        let mut scratch = MatchScratch::default();
+        assert_eq!(index.find_matches(&names(5, 3), &mut scratch), 0);
+        assert_eq!(scratch.best().count(), 70);
+    }
+
+    #[test]
+    fn remove_and_clear_forget_blocks() {
+        let mut index = KvIndex::new(2);
+        let req = names(2, 3);
+        index.store(0, &req);
+        index.store(1, &req);
+        assert_eq!(index.entries(), 6);
+        index.remove(0, &req[1..2]);
+        assert!(!index.holds(0, req[1]) && index.holds(1, req[1]));
+        index.clear_worker(1);
+        assert_eq!(index.entries(), 2);
+        assert!(!index.anyone_holds(req[1]));
+        assert_eq!(index.blocks(), 2);
+        let mut overlaps = Vec::new();
+        index.overlaps(&req, &mut MatchScratch::default(), &mut overlaps);
+        assert_eq!(overlaps, vec![1, 0]);
+    }
+
+    #[test]
+    fn storing_twice_counts_once() {
+        let mut index = KvIndex::new(1);
+        let req = names(3, 2);
+        index.store(0, &req);
+        index.store(0, &req);
+        assert_eq!(index.entries(), 2);
+    }
+
+    #[test]
+    fn inline_and_spilled_holders_agree_with_a_reference() {
+        // 200 workers: blocks start with inline ids, spill at a fourth holder, and keep working
+        // after holders leave; freed spill slots are reused.
+        use std::collections::HashSet;
+        let workers = 200;
+        let mut index = KvIndex::new(workers);
+        let mut reference: Vec<HashSet<BlockHash>> = vec![HashSet::new(); workers];
+        let req = names(9, 6);
+        let mut x: u64 = 1;
+        for step in 0..3_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // A few workers, so that blocks gain and lose holders around the inline limit.
+            let w = [0, 63, 64, 199, 100, 5][(x >> 40) as usize % 6];
+            let from = (x >> 20) as usize % req.len();
+            let span = &req[from..(from + 1 + (x >> 50) as usize % 3).min(req.len())];
+            if (x >> 60) % 3 == 0 {
+                index.remove(w, span);
+                span.iter().for_each(|b| {
+                    reference[w].remove(b);
+                });
+            } else {
+                index.store(w, span);
+                reference[w].extend(span);
+            }
+            let mut overlaps = Vec::new();
+            let depth = index.overlaps(&req, &mut MatchScratch::default(), &mut overlaps);
+            let expected: Vec<usize> = reference.iter().map(|s| crate::overlap(&req, s)).collect();
+            assert_eq!(overlaps, expected, "step {step}");
+            assert_eq!(depth, *expected.iter().max().unwrap());
+            let mut scratch = MatchScratch::default();
+            for len in 0..=req.len() {
+                let d = index.find_matches(&req[..len], &mut scratch);
+                let best: Vec<usize> = scratch.best().collect();
+                let expected_best: Vec<usize> = (0..workers)
+                    .filter(|&w| crate::overlap(&req[..len], &reference[w]) == d)
+                    .collect();
+                assert_eq!(best, expected_best, "step {step} len {len}");
+                assert_eq!(scratch.best_count(), best.len());
+            }
+            for (b, block) in req.iter().enumerate() {
+                for w in [0, 5, 63, 64, 100, 199, 1] {
+                    assert_eq!(
+                        index.holds(w, *block),
+                        reference[w].contains(block),
+                        "{b} {w}"
+                    );
+                }
+            }
+            let entries: usize = reference.iter().map(HashSet::len).sum();
+            assert_eq!(index.entries(), entries);
+        }
+        // Some blocks spilled; at most one set per block exists at once, and freed ones are reused.
+        assert!(!index.holders.is_empty());
+        assert!(index.holders.len() <= req.len() * index.words);
+    }
+
+    #[test]
+    fn workers_past_the_count_but_within_the_word_are_ignored_by_matching() {
+        let mut index = KvIndex::new(3);
+        let req = names(4, 2);
+        index.store(5, &req);
+        assert!(index.holds(5, req[0]));
+        assert_eq!(index.find_matches(&req, &mut MatchScratch::default()), 0);
+    }
+
+    #[test]
+    fn heap_bytes_per_entry_stay_under_64() {
+        // One holder per block (the least favourable case: nothing shared): the table alone.
+        for workers in [4, 64, 256, 1000] {
+            let mut index = KvIndex::new(workers);
+            for p in 0..200u32 {
+                index.store(p as usize % workers, &names(p, 100));
+            }
+            let per_entry = index.heap_bytes() as f64 / index.entries() as f64;
+            assert!(
+                per_entry <= 64.0,
+                "{workers} workers: {per_entry} bytes per entry"
+            );
+        }
+    }
+}

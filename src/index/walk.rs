@@ -1,0 +1,280 @@
+//! Matching: one walk over a request's blocks gives the deepest overlap, the workers that have
+//! it, and (when asked) every worker's own overlap.
+
+use super::holders::{inline_has, inline_ids, inline_push, INLINE_MAX, SPILLED};
+use super::KvIndex;
+use crate::hash::BlockHash;
+use crate::worker_set;
+
+/// Reusable buffers for [`KvIndex::find_matches`], so that routing allocates nothing.
+#[derive(Clone)]
+pub struct MatchScratch {
+    active: Vec<u64>,
+    next: Vec<u64>,
+    /// How many workers `active` holds, when the walk knew it (else `UNCOUNTED`).
+    active_len: usize,
+}
+
+const UNCOUNTED: usize = usize::MAX;
+
+impl Default for MatchScratch {
+    fn default() -> Self {
+        MatchScratch {
+            active: Vec::new(),
+            next: Vec::new(),
+            active_len: UNCOUNTED,
+        }
+    }
+}
+
+impl KvIndex {
+    /// Walks `hashes` once and returns the deepest overlap any worker has (blocks held counted from
+    /// the front); afterwards [`MatchScratch::best`] is the set of workers with that overlap (all
+    /// workers when it is 0). Stops at the first block no remaining worker holds.
+    pub fn find_matches(&self, hashes: &[BlockHash], scratch: &mut MatchScratch) -> usize {
+        self.walk::<false>(hashes.iter().copied(), scratch, |_, _| {})
+    }
+
+    /// Like [`KvIndex::find_matches`], for block names produced one at a time: the walk takes
+    /// names from `hashes` up to and including the first block no remaining worker holds, and no
+    /// further, so a caller that hashes lazily ([`crate::hash::block_names`]) hashes nothing past
+    /// it and overlaps the hashing of one block with the lookup of the one before.
+    pub fn find_matches_iter(
+        &self,
+        hashes: impl IntoIterator<Item = BlockHash>,
+        scratch: &mut MatchScratch,
+    ) -> usize {
+        self.walk::<false>(hashes.into_iter(), scratch, |_, _| {})
+    }
+
+    /// Like [`KvIndex::find_matches`], and also writes every worker's own overlap into
+    /// `overlaps` (resized to the worker count).
+    pub fn overlaps(
+        &self,
+        hashes: &[BlockHash],
+        scratch: &mut MatchScratch,
+        overlaps: &mut Vec<usize>,
+    ) -> usize {
+        overlaps.clear();
+        overlaps.resize(self.n_workers, 0);
+        let depth = self.walk::<true>(hashes.iter().copied(), scratch, |worker, overlap| {
+            overlaps[worker] = overlap
+        });
+        for worker in worker_set::iter(&scratch.active) {
+            overlaps[worker] = depth;
+        }
+        depth
+    }
+
+    /// The walk behind the matching functions. With `TRACK`, `dropped_out(worker, depth)` is called
+    /// for every worker that held the first `depth` (> 0) blocks but not the next.
+    #[inline]
+    fn walk<const TRACK: bool>(
+        &self,
+        hashes: impl Iterator<Item = BlockHash>,
+        scratch: &mut MatchScratch,
+        dropped_out: impl FnMut(usize, usize),
+    ) -> usize {
+        if self.words == 1 {
+            self.walk_one_word::<TRACK>(hashes, scratch, dropped_out)
+        } else {
+            self.walk_words::<TRACK>(hashes, scratch, dropped_out)
+        }
+    }
+
+    /// Up to 64 workers: the candidates live in one register and each block costs one lookup and
+    /// one AND.
+    #[inline]
+    fn walk_one_word<const TRACK: bool>(
+        &self,
+        hashes: impl Iterator<Item = BlockHash>,
+        scratch: &mut MatchScratch,
+        mut dropped_out: impl FnMut(usize, usize),
+    ) -> usize {
+        let mut all = [0u64];
+        worker_set::fill_all(&mut all, self.n_workers);
+        let mut active = all[0];
+        let mut depth = 0;
+        for block in hashes {
+            let Some(&held) = self.slots.get(&block) else {
+                break;
+            };
+            let next = active & held;
+            if next == 0 {
+                break;
+            }
+            if TRACK && depth > 0 {
+                let mut gone = active & !next;
+                while gone != 0 {
+                    dropped_out(gone.trailing_zeros() as usize, depth);
+                    gone &= gone - 1;
+                }
+            }
+            active = next;
+            depth += 1;
+        }
+        scratch.active.clear();
+        scratch.active.push(active);
+        scratch.active_len = UNCOUNTED;
+        depth
+    }
+
+    /// More than 64 workers. The candidates start as a bit set in `scratch` (every worker, then
+    /// the holders of spilled blocks); the first block with inline holders cuts them to at most
+    /// three ids, and from there on the walk keeps that short list in registers and tests each
+    /// block's holders against it, whatever the worker count.
+    fn walk_words<const TRACK: bool>(
+        &self,
+        mut hashes: impl Iterator<Item = BlockHash>,
+        scratch: &mut MatchScratch,
+        mut dropped_out: impl FnMut(usize, usize),
+    ) -> usize {
+        let words = self.words;
+        if scratch.active.len() != words {
+            scratch.active.resize(words, 0);
+        }
+        worker_set::fill_all(&mut scratch.active, self.n_workers);
+        scratch.active_len = UNCOUNTED;
+        let mut depth = 0;
+        // Phase 1: candidates as a bit set.
+        let (mut ids, mut len) = loop {
+            let Some(block) = hashes.next() else {
+                return depth;
+            };
+            let Some(&value) = self.slots.get(&block) else {
+                return depth;
+            };
+            if value & SPILLED != 0 {
+                if scratch.next.len() != words {
+                    scratch.next.resize(words, 0);
+                }
+                let held = self.set(value);
+                let mut any = 0;
+                for ((next, &active), &held) in
+                    scratch.next.iter_mut().zip(&scratch.active).zip(held)
+                {
+                    *next = active & held;
+                    any |= *next;
+                }
+                if any == 0 {
+                    return depth;
+                }
+                if TRACK && depth > 0 {
+                    for (word_index, (&active, &next)) in
+                        scratch.active.iter().zip(&scratch.next).enumerate()
+                    {
+                        let mut gone = active & !next;
+                        while gone != 0 {
+                            dropped_out(word_index * 64 + gone.trailing_zeros() as usize, depth);
+                            gone &= gone - 1;
+                        }
+                    }
+                }
+                std::mem::swap(&mut scratch.active, &mut scratch.next);
+                depth += 1;
+                continue;
+            }
+            let mut ids = [0usize; INLINE_MAX as usize];
+            let mut len = 0;
+            for id in inline_ids(value) {
+                if worker_set::contains(&scratch.active, id) {
+                    ids[len] = id;
+                    len += 1;
+                }
+            }
+            if len == 0 {
+                return depth;
+            }
+            if TRACK && depth > 0 {
+                for worker in worker_set::iter(&scratch.active) {
+                    if !ids[..len].contains(&worker) {
+                        dropped_out(worker, depth);
+                    }
+                }
+            }
+            depth += 1;
+            break (ids, len);
+        };
+        // Phase 2: at most three candidates, as a list; one candidate (the common case: a prefix
+        // one worker holds) gets a loop of its own, with the candidate in a register.
+        if len == 1 {
+            let id = ids[0];
+            // The value of a block this worker holds alone: one compare in the common case,
+            // which keeps the work waiting on each lookup (out of order, next to the hashing)
+            // as short as with one word.
+            let alone = inline_push(0, id);
+            for block in hashes {
+                let Some(&value) = self.slots.get(&block) else {
+                    break;
+                };
+                let held = if value == alone {
+                    true
+                } else if value & SPILLED != 0 {
+                    worker_set::contains(self.set(value), id)
+                } else {
+                    inline_has(value, id)
+                };
+                if !held {
+                    // Nobody continues: the walk ends with this one candidate.
+                    break;
+                }
+                depth += 1;
+            }
+            scratch.active.fill(0);
+            worker_set::insert(&mut scratch.active, id);
+            scratch.active_len = 1;
+            return depth;
+        }
+        for block in hashes {
+            let Some(&value) = self.slots.get(&block) else {
+                break;
+            };
+            let mut kept = [0usize; INLINE_MAX as usize];
+            let mut kept_len = 0;
+            for &id in &ids[..len] {
+                let held = if value & SPILLED != 0 {
+                    worker_set::contains(self.set(value), id)
+                } else {
+                    inline_has(value, id)
+                };
+                kept[kept_len] = id;
+                kept_len += usize::from(held);
+            }
+            if kept_len == 0 {
+                break;
+            }
+            if TRACK {
+                for &id in &ids[..len] {
+                    if !kept[..kept_len].contains(&id) {
+                        dropped_out(id, depth);
+                    }
+                }
+            }
+            ids = kept;
+            len = kept_len;
+            depth += 1;
+        }
+        scratch.active.fill(0);
+        for &id in &ids[..len] {
+            worker_set::insert(&mut scratch.active, id);
+        }
+        scratch.active_len = len;
+        depth
+    }
+}
+
+impl MatchScratch {
+    /// The workers with the deepest overlap found by the last match.
+    pub fn best(&self) -> impl Iterator<Item = usize> + '_ {
+        worker_set::iter(&self.active)
+    }
+
+    /// How many workers have the deepest overlap found by the last match.
+    pub fn best_count(&self) -> usize {
+        if self.active_len == UNCOUNTED {
+            worker_set::len(&self.active)
+        } else {
+            self.active_len
+        }
+    }
+}
