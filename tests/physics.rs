@@ -343,3 +343,21 @@ fn max_batch_queues_requests_fifo() {
     assert!(r.queue_ms.p90 > 100.0, "{:?}", r.queue_ms);
     assert!(r.per_worker[0].utilisation > 0.9, "{:?}", r.per_worker[0]);
 }
+
+#[test]
+fn in_flight_load_counts_only_unfinished_requests() {
+    use dynsim::router::policy::LoadKind;
+    // A blind events router breaks ties on load. Counting requests routed so far alternates
+    // workers (like rr); counting requests in flight sees every worker idle at each arrival
+    // (service 1 ms, arrivals 10 ms apart) and keeps the lowest index.
+    let mut s = lab(PolicyKind::KvEvents);
+    s.bus.publish = false;
+    let routed = |r: &Report| r.per_worker.iter().map(|w| w.routed).collect::<Vec<_>>();
+    assert_eq!(routed(&run(&s)), vec![36, 36]);
+    s.router.load = LoadKind::InFlight;
+    assert_eq!(routed(&run(&s)), vec![72, 0]);
+    // With requests overlapping (service 25 ms), in-flight load spreads them again.
+    s.cluster.service_ms = 25.0;
+    let spread = routed(&run(&s));
+    assert!(spread[1] > 20, "{spread:?}");
+}
