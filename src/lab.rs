@@ -81,15 +81,6 @@ pub struct SimReport {
     pub publish: Option<&'static str>,
 }
 
-/// `hits / total` rounded like Python's `round(x, 4)`; 0.0 when `total` is 0.
-pub fn rate(hits: usize, total: usize) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        round_py(hits as f64 / total as f64, 4)
-    }
-}
-
 /// Runs the lab simulation. Callers validate `workers >= 1` and `block >= 1`.
 pub fn run_sim(p: &SimParams) -> SimReport {
     let mut rng = SimRng::new(p.rng, p.seed);

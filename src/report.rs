@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::cluster::messages::{Ack, Misses};
-use crate::lab::rate;
+use crate::round::rate;
 use crate::round::round_py;
 
 /// Counts of KV events.

@@ -16,9 +16,26 @@ pub fn round_py(x: f64, digits: usize) -> f64 {
         .expect("formatted float parses")
 }
 
+/// `hits / total` rounded like Python's `round(x, 4)` (the lab's rate format); 0.0 when `total`
+/// is 0.
+pub fn rate(hits: usize, total: usize) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        round_py(hits as f64 / total as f64, 4)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::round_py;
+    use super::{rate, round_py};
+
+    #[test]
+    fn rates_round_to_four_places_and_zero_without_a_total() {
+        assert_eq!(rate(26, 64), 0.4062);
+        assert_eq!(rate(49, 60), 0.8167);
+        assert_eq!(rate(0, 0), 0.0);
+    }
 
     #[test]
     fn exact_ties_go_to_even() {

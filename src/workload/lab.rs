@@ -96,7 +96,7 @@ impl LabHits {
 
     /// hits / repeat_requests, rounded like Python's `round(x, 4)`; 0.0 without repeats.
     pub fn hit_rate(&self) -> f64 {
-        crate::lab::rate(self.hits, self.repeat_requests)
+        crate::round::rate(self.hits, self.repeat_requests)
     }
 }
 
