@@ -361,3 +361,53 @@ fn in_flight_load_counts_only_unfinished_requests() {
     let spread = routed(&run(&s));
     assert!(spread[1] > 20, "{spread:?}");
 }
+
+#[test]
+fn no_eviction_and_no_restart_means_no_capacity_miss() {
+    // All requests arrive at once: every decision is made before any prefill starts, so blocks
+    // computed later by other workers were cold when the router decided, not evicted.
+    for policy in [PolicyKind::Rr, PolicyKind::Random, PolicyKind::Kv] {
+        let mut s = lab(policy);
+        if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
+            w.interval_ms = 0.0;
+        }
+        let r = run(&s);
+        assert_eq!(r.misses.capacity, 0, "{policy:?}: {:?}", r.misses);
+        s.timing = Some(Timing {
+            max_batch: Limit::Count(1),
+            ..Timing::default()
+        });
+        if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
+            w.interval_ms = 1.0;
+        }
+        let r = run(&s);
+        assert_eq!(r.misses.capacity, 0, "{policy:?} queued: {:?}", r.misses);
+    }
+}
+
+#[test]
+fn a_decode_worker_restart_neither_loops_nor_loses_requests() {
+    let mut s = lab(PolicyKind::Kv);
+    s.disagg.enabled = true;
+    s.disagg.prefill_workers = 1;
+    s.disagg.decode_workers = 2;
+    s.faults = vec![Fault::Restart {
+        worker: 1, // the first decode worker
+        at_ms: 100.0,
+        down_ms: 1_000.0,
+    }];
+    let r = run(&s);
+    assert_eq!(r.acks, 72);
+    assert!(
+        r.rerouted <= 2,
+        "handed back at most what it held: {}",
+        r.rerouted
+    );
+    // With every decode worker down, prefilled requests wait for one instead of bouncing.
+    s.disagg.decode_workers = 1;
+    s.cluster.service_ms = 0.0;
+    s.disagg.link_gbps = 1e6;
+    let r = run(&s);
+    assert_eq!(r.acks, 72);
+    assert!(r.rerouted <= 2, "{}", r.rerouted);
+}

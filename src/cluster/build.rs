@@ -94,8 +94,8 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
             (true, false, false) => Role::Decode,
         };
         let decode_peers = match role {
-            Role::Prefill => (routable..total).map(|k| FIRST_WORKER + k).collect(),
-            Role::Colocated => vec![FIRST_WORKER + w],
+            Role::Prefill => (routable..total).map(|k| (k, FIRST_WORKER + k)).collect(),
+            Role::Colocated => vec![(w, FIRST_WORKER + w)],
             Role::Unified | Role::Decode => Vec::new(),
         };
         let setup = WorkerSetup {
@@ -125,9 +125,13 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
             down_ms,
         } = fault;
         let (down, up) = (ms_to_ns(*at_ms), ms_to_ns(at_ms + down_ms));
+        // The worker itself; the router for a routable worker, the prefill workers (which hand
+        // off to it) for a decode worker.
         let mut targets = vec![FIRST_WORKER + worker];
         if *worker < routable {
             targets.push(ROUTER);
+        } else {
+            targets.extend((0..routable).map(|p| FIRST_WORKER + p));
         }
         for to in targets {
             sim.schedule(

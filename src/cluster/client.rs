@@ -96,6 +96,7 @@ impl Client {
             worker: 0,
             predicted_blocks: 0,
             others_held_blocks: 0,
+            ever_computed_blocks: 0,
             retries: 0,
             repeat: false,
             prefill: None,

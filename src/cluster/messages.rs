@@ -73,6 +73,9 @@ pub struct Routed {
     /// The deepest prefix (blocks) any other worker truly held at decision time, for attributing
     /// misses to routing.
     pub others_held_blocks: u32,
+    /// The deepest prefix (blocks) some worker had ever computed at decision time, for telling
+    /// cold misses from capacity misses.
+    pub ever_computed_blocks: u32,
     /// How many times the request was handed back by a failing worker.
     pub retries: u32,
     /// Whether its prefix had reached the router before (set by the router on arrival).
@@ -114,7 +117,8 @@ pub struct Misses {
     pub routing: u64,
     /// The router believed the chosen worker held it, but it did not.
     pub stale_index: u64,
-    /// The block had been computed but was evicted (by the chosen worker or everywhere).
+    /// The chosen worker had held the block and lost it (eviction or restart), or the block had
+    /// been computed before the decision and evicted everywhere.
     pub capacity: u64,
 }
 

@@ -66,7 +66,11 @@ impl RouterActor {
         let blocks = &routed.spec.blocks;
         let now = ctx.now();
         let d = self.policy.route(blocks, now, ctx.rng());
-        let others = self.truth.borrow_mut().others_best(blocks, d.worker);
+        let (others, ever) = {
+            let mut truth = self.truth.borrow_mut();
+            let others = truth.others_best(blocks, d.worker);
+            (others, truth.ever_computed_depth(blocks))
+        };
         tracing::trace!(
             request = routed.spec.id,
             worker = d.worker,
@@ -76,6 +80,7 @@ impl RouterActor {
         routed.worker = d.worker;
         routed.predicted_blocks = d.predicted_blocks as u32;
         routed.others_held_blocks = others as u32;
+        routed.ever_computed_blocks = ever as u32;
         self.stats.decisions += 1;
         ctx.send(self.workers[d.worker], Msg::Request(routed), 0);
     }

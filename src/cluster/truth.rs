@@ -49,9 +49,9 @@ impl Truth {
         self.held.clear_worker(worker);
     }
 
-    /// Whether any worker ever computed `block`.
-    pub fn ever_computed(&self, block: BlockHash) -> bool {
-        self.ever_held.anyone_holds(block)
+    /// The deepest prefix of `blocks` that some worker had computed by now.
+    pub fn ever_computed_depth(&mut self, blocks: &[BlockHash]) -> usize {
+        self.ever_held.find_matches(blocks, &mut self.scratch)
     }
 
     /// Whether `worker` ever held `block` (it may have evicted it since, or restarted).

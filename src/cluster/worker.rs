@@ -67,8 +67,9 @@ pub struct WorkerSetup {
     pub router: ActorId,
     /// The bus's address.
     pub bus: ActorId,
-    /// Decode workers a prefill worker hands off to (request id modulo their count).
-    pub decode_peers: Vec<ActorId>,
+    /// Decode workers a prefill worker hands off to, as (worker number, address): the first that
+    /// is up, starting from the request id modulo their count.
+    pub decode_peers: Vec<(usize, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
     /// Ground truth for loss attribution.
@@ -112,6 +113,10 @@ pub struct Worker {
     up: bool,
     epoch: u32,
     busy_since: Option<Nanos>,
+    /// Whether each decode peer is up (prefill roles learn of peer faults).
+    peers_up: Vec<bool>,
+    /// Prefilled requests waiting for a decode peer to come back up.
+    waiting_for_peer: VecDeque<Routed>,
     processed: HashSet<u64, IdBuilder>,
     /// What the worker did.
     pub stats: WorkerStats,
@@ -122,6 +127,8 @@ impl Worker {
     pub fn new(setup: WorkerSetup) -> Self {
         Worker {
             cache: KvCache::new(setup.capacity),
+            peers_up: vec![true; setup.decode_peers.len()],
+            waiting_for_peer: VecDeque::new(),
             setup,
             queue: VecDeque::new(),
             running: HashMap::default(),
@@ -196,6 +203,7 @@ impl Worker {
             adm.cached,
             routed.predicted_blocks as usize,
             routed.others_held_blocks as usize,
+            routed.ever_computed_blocks as usize,
             me,
             &self.setup.truth.borrow(),
         );
@@ -315,23 +323,46 @@ impl Worker {
             (Phase::Prefill, _) => {
                 let run = self.remove_running(request, ctx);
                 self.cache.release(&run.routed.spec.blocks[..run.pinned]);
-                let link = self.setup.link.expect("prefill roles have a link");
-                let tokens = u64::from(run.routed.spec.input_tokens);
-                let delay_ms = disagg::ttft_disagg(
-                    0.0,
-                    tokens,
-                    link.bytes_per_token,
-                    link.gbps,
-                    link.overhead_ms,
-                );
-                let peers = &self.setup.decode_peers;
-                let peer = peers[(request % peers.len() as u64) as usize];
                 let mut routed = run.routed;
                 routed.prefill = Some(Box::new(run.outcome));
-                ctx.send(peer, Msg::Handoff(routed), ms_to_ns(delay_ms));
+                self.hand_off(routed, ctx);
                 self.try_start(ctx);
             }
             (Phase::Decode, _) => self.finish(request, ctx),
+        }
+    }
+
+    /// Sends a prefilled request's KV over the link to the first decode peer that is up (from the
+    /// request id modulo their count), or keeps it until one comes back.
+    fn hand_off(&mut self, routed: Routed, ctx: &mut Context<'_, Msg>) {
+        let n = self.setup.decode_peers.len();
+        let start = (routed.spec.id % n as u64) as usize;
+        let Some(k) = (0..n).map(|k| (start + k) % n).find(|&k| self.peers_up[k]) else {
+            self.waiting_for_peer.push_back(routed);
+            return;
+        };
+        let link = self.setup.link.expect("prefill roles have a link");
+        let tokens = u64::from(routed.spec.input_tokens);
+        let delay_ms = disagg::ttft_disagg(
+            0.0,
+            tokens,
+            link.bytes_per_token,
+            link.gbps,
+            link.overhead_ms,
+        );
+        let peer = self.setup.decode_peers[k].1;
+        ctx.send(peer, Msg::Handoff(routed), ms_to_ns(delay_ms));
+    }
+
+    /// A decode peer went down or came back.
+    fn peer_changed(&mut self, worker: usize, up: bool, ctx: &mut Context<'_, Msg>) {
+        if let Some(k) = self.setup.decode_peers.iter().position(|p| p.0 == worker) {
+            self.peers_up[k] = up;
+        }
+        if up {
+            for routed in std::mem::take(&mut self.waiting_for_peer) {
+                self.hand_off(routed, ctx);
+            }
         }
     }
 
@@ -394,6 +425,9 @@ impl Worker {
             let (Job::Prefill(r) | Job::Decode(r)) = job;
             self.hand_back(r, ctx);
         }
+        for r in std::mem::take(&mut self.waiting_for_peer) {
+            self.hand_back(r, ctx);
+        }
         self.cache.clear();
         self.processed.clear();
         if matches!(self.setup.role, Role::Decode) {
@@ -406,13 +440,16 @@ impl Worker {
 }
 
 /// Attributes each missed block (positions `cached..`) to one cause, in this order: the router
-/// believed the worker held it (stale index); the worker had it once (capacity); another worker
-/// held it at decision time (routing); it was computed somewhere before (capacity); else cold.
+/// believed the worker held it (stale index); the worker had held it and lost it (capacity);
+/// another worker held it at decision time (routing); it had been computed before the decision
+/// and was evicted everywhere (capacity); else nobody had computed it when the router decided
+/// (cold). Decision-time facts come with the request (`predicted`, `others_held`, `ever_computed`).
 pub fn classify(
     blocks: &[BlockHash],
     cached: usize,
     predicted: usize,
     others_held: usize,
+    ever_computed: usize,
     worker: usize,
     truth: &Truth,
 ) -> Misses {
@@ -424,7 +461,7 @@ pub fn classify(
             m.capacity += 1;
         } else if j < others_held {
             m.routing += 1;
-        } else if truth.ever_computed(*b) {
+        } else if j < ever_computed {
             m.capacity += 1;
         } else {
             m.cold += 1;
@@ -453,11 +490,13 @@ impl Actor for Worker {
                 epoch,
             } if epoch == self.epoch => self.phase_ended(request, phase, ctx),
             Msg::Timer { .. } => {} // set before a restart: the request was handed back
-            Msg::WorkerDown { .. } => self.go_down(ctx),
-            Msg::WorkerUp { .. } => {
+            Msg::WorkerDown { worker } if worker == self.setup.index => self.go_down(ctx),
+            Msg::WorkerUp { worker } if worker == self.setup.index => {
                 self.up = true;
                 self.try_start(ctx);
             }
+            Msg::WorkerDown { worker } => self.peer_changed(worker, false, ctx),
+            Msg::WorkerUp { worker } => self.peer_changed(worker, true, ctx),
             Msg::KvStored { .. } | Msg::KvRemoved { .. } | Msg::KvCleared { .. } | Msg::Ack(_) => {
                 debug_assert!(false, "workers receive no {}", env.msg.kind());
             }
