@@ -37,25 +37,44 @@ impl Default for ModelShape {
 }
 
 impl ModelShape {
-    /// KV bytes one token occupies for this model.
+    /// KV bytes one token occupies for this model (`u64::MAX` if that overflows; scenario and
+    /// command-line checks reject such shapes).
     pub fn bytes_per_token(&self) -> u64 {
         kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, self.dtype_bytes)
     }
 }
 
-/// KV bytes per token: layers x KV heads x head dim x 2 (K and V) x bytes per element.
+/// KV bytes per token: layers x KV heads x head dim x 2 (K and V) x bytes per element
+/// (`u64::MAX` if that overflows; [`checked_kv_bytes_per_token`] tells).
 pub fn kv_bytes_per_token(layers: u64, kv_heads: u64, head_dim: u64, dtype_bytes: u64) -> u64 {
-    layers * kv_heads * head_dim * 2 * dtype_bytes
+    checked_kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes).unwrap_or(u64::MAX)
+}
+
+/// [`kv_bytes_per_token`], `None` when the product does not fit in 64 bits.
+pub fn checked_kv_bytes_per_token(
+    layers: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    dtype_bytes: u64,
+) -> Option<u64> {
+    [kv_heads, head_dim, 2, dtype_bytes]
+        .into_iter()
+        .try_fold(layers, u64::checked_mul)
+}
+
+/// Bytes of `tokens` tokens' KV, as a float (exact below 2^53 bytes, never overflowing).
+fn kv_bytes(tokens: u64, bytes_per_token: u64) -> f64 {
+    tokens as f64 * bytes_per_token as f64
 }
 
 /// The KV size of `tokens` tokens in MiB (2^20 bytes).
 pub fn kv_mib(tokens: u64, bytes_per_token: u64) -> f64 {
-    (tokens * bytes_per_token) as f64 / MIB
+    kv_bytes(tokens, bytes_per_token) / MIB
 }
 
 /// Milliseconds to move `tokens` tokens' KV over a link of `gbps` GB/s (1e9 bytes/s).
 pub fn transfer_ms(tokens: u64, bytes_per_token: u64, gbps: f64) -> f64 {
-    (tokens * bytes_per_token) as f64 / (gbps * GBPS) * 1e3
+    kv_bytes(tokens, bytes_per_token) / (gbps * GBPS) * 1e3
 }
 
 /// Time to first token with disaggregation: prefill, then the KV transfer, then a fixed overhead.
@@ -77,7 +96,7 @@ pub fn effective_gbps(nbytes: u64, ms: f64) -> f64 {
 /// The link speed in GB/s at which moving `tokens` tokens' KV costs exactly `saved_ms`, the time
 /// disaggregation saves elsewhere: any faster link pays for the transfer.
 pub fn breakeven_gbps(tokens: u64, bytes_per_token: u64, saved_ms: f64) -> f64 {
-    effective_gbps(tokens * bytes_per_token, saved_ms)
+    kv_bytes(tokens, bytes_per_token) / (saved_ms / 1e3) / GBPS
 }
 
 #[cfg(test)]

@@ -26,9 +26,9 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
-    /// A setting is out of range: `at: key = value problem`, where `at` is `file:line`, the file
-    /// alone (the key took its default) or `--set`.
-    #[error("{at}: {key} = {value} {problem}")]
+    /// A setting is out of range: `at: key = value problem` (`at: key problem` when the value is
+    /// not known), where `at` is `file:line`, the file alone (the key took its default) or `--set`.
+    #[error("{at}: {key}{} {problem}", if .value.is_empty() { String::new() } else { format!(" = {}", .value) })]
     Setting {
         /// Where the setting was made.
         at: String,

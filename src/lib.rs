@@ -41,8 +41,9 @@
 //!   error. dynsim puts a warning in the report when a kv-events run applied no event, or far
 //!   fewer than were published.
 //! - **Where the misses come from.** Every missed prompt block is attributed to one cause:
-//!   `cold` (never computed), `routing` (another worker held it), `stale_index` (the router
-//!   believed the chosen worker held it) or `capacity` (evicted).
+//!   `cold` (nobody had computed it when the router decided), `routing` (another worker held
+//!   it), `stale_index` (the router believed the chosen worker held it) or `capacity` (the chosen
+//!   worker had it and lost it, or it was evicted everywhere).
 //!
 //! ```
 //! use std::path::Path;

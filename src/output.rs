@@ -12,16 +12,21 @@ use crate::error::{Error, Result};
 /// Writes `bytes` to `path` atomically (temp file + rename), or to stdout when `path` is `-`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if path.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        return out
-            .write_all(bytes)
-            .and_then(|_| out.flush())
-            .map_err(|e| Error::file("<stdout>", e.to_string()));
+        return write_stdout(bytes);
     }
     let mut file = AtomicFile::create(path)?;
     file.write_all(bytes)
         .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
     file.commit()
+}
+
+/// Writes `bytes` to standard output; a failed write (a full disk, a closed pipe) is an error,
+/// not a panic and not silence. Every command prints through this.
+pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|_| out.flush())
+        .map_err(|e| Error::file("<stdout>", format!("cannot write: {e}")))
 }
 
 /// A file being written: a temporary file beside the destination that [`AtomicFile::commit`]

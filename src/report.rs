@@ -123,7 +123,7 @@ pub struct Report {
     pub queue_ms: Percentiles,
     /// Completed requests per second of virtual time.
     pub throughput_rps: f64,
-    /// Virtual time from start to the last delivery, ms.
+    /// Virtual time from the start to the last completion, ms.
     pub duration_ms: f64,
     /// Messages the engine delivered.
     pub messages: u64,
@@ -141,6 +141,8 @@ pub struct Report {
 pub struct Tally {
     /// Completed requests.
     pub acks: u64,
+    /// When the last request completed, ns.
+    pub last_done_ns: u64,
     /// Repeat requests.
     pub repeat_requests: usize,
     /// Hits.
@@ -175,6 +177,7 @@ impl Tally {
     /// Adds one completed request.
     pub fn add(&mut self, a: &Ack) {
         self.acks += 1;
+        self.last_done_ns = self.last_done_ns.max(a.done_ns);
         self.repeat_requests += usize::from(a.repeat);
         if a.repeat && a.prefix_hit {
             self.hits += 1;

@@ -180,12 +180,12 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         (
             "unknown.toml",
             "seed = 1\n[bus]\npublish = true\ndrop = 0.3\n",
-            ":4: drop: unknown field",
+            ":4: bus.drop: unknown field",
         ),
         (
             "type.toml",
             "seed = 1\n\n[cluster]\nworkers = \"two\"\n",
-            ":4: workers: invalid type",
+            ":4: cluster.workers: invalid type",
         ),
         (
             "range.toml",
@@ -200,19 +200,20 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         (
             "policy.toml",
             "[router]\npolicy = \"best\"\n",
-            ":2: policy: unknown variant",
+            ":2: router.policy: unknown variant",
         ),
         ("syntax.toml", "[router\npolicy = 1\n", ":1:"),
         ("timing.toml", "seed = 1\n[timing]\nmax_batch = 0\n", ":3: timing.max_batch = 0 must be at least 1"),
-        ("timing_key.toml", "[timing]\nprefill = [1.0]\n", ":2: prefill: unknown field"),
-        ("coeffs.toml", "[timing]\nprefill_coeffs = [1.0, 2.0]\n", ":2: prefill_coeffs: invalid length"),
-        ("disagg.toml", "[disagg]\nenabled = true\n\nlink_gbps = 0.0\n", ":4: disagg.link_gbps = 0 must be a finite number > 0"),
+        ("timing_key.toml", "[timing]\nprefill = [1.0]\n", ":2: timing.prefill: unknown field"),
+        ("coeffs.toml", "[timing]\nprefill_coeffs = [1.0, 2.0]\n", ":2: timing.prefill_coeffs: invalid length"),
+        ("disagg.toml", "[disagg]\nenabled = true\n\nlink_gbps = 0.0\n", ":4: disagg.link_gbps = 0.0 must be a finite number > 0"),
         ("coloc.toml", "[disagg]\nenabled = true\ncolocated = true\nprefill_workers = 2\ndecode_workers = 1\n", ":5: disagg.decode_workers = 1 must equal prefill_workers"),
         ("fault.toml", "[cluster]\nworkers = 2\n\n[[faults]]\nkind = \"restart\"\nworker = 5\nat_ms = 1.0\ndown_ms = 2.0\n", ":6: faults[0].worker = 5 is not a worker"),
-        ("fault_kind.toml", "[[faults]]\nkind = \"explode\"\nworker = 0\n", ":2: kind: unknown variant"),
-        ("fault_time.toml", "faults = [{ kind = \"restart\", worker = 0, at_ms = 1.0, down_ms = -2.0 }]\n", ":1: faults[0].down_ms = -2 must be a finite number > 0"),
-        ("outage.toml", "[bus]\noutages = [{ start_ms = 5.0, end_ms = 1.0 }]\n", ":2: bus.outages[0].end_ms = 1 must be"),
-        ("capacity.toml", "[cluster]\nkv_capacity_blocks = \"lots\"\n", ":2: kv_capacity_blocks:"),
+        ("fault_kind.toml", "[[faults]]\nkind = \"explode\"\nworker = 0\n", ":2: faults.kind: unknown variant"),
+        ("fault_time.toml", "faults = [{ kind = \"restart\", worker = 0, at_ms = 1.0, down_ms = -2.0 }]\n", ":1: faults[0].down_ms = -2.0 must be a finite number > 0"),
+        ("outage.toml", "[bus]\noutages = [{ start_ms = 5.0, end_ms = 1.0 }]\n", ":2: bus.outages[0].end_ms = 1.0 must be"),
+        ("tagged.toml", "[workload]\nkind = \"prefix-repeat\"\nprefixes = 3\nbogus = 1\n", ":4: workload.bogus: unknown field"),
+        ("capacity.toml", "[cluster]\nkv_capacity_blocks = \"lots\"\n", ":2: cluster.kv_capacity_blocks:"),
     ];
     for (name, text, needle) in cases {
         let path = write(dir.path(), name, text);
@@ -229,7 +230,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
     );
     let line = bad(&["run", "scenarios/kv.toml", "--set", "bus.drop_rate=2"]);
     assert!(
-        line.contains("--set: bus.drop_rate = 2 is outside 0..=1"),
+        line.contains("--set: bus.drop_rate = 2.0 is outside 0..=1"),
         "{line}"
     );
     let line = bad(&["run", "scenarios/kv.toml", "--set", "router.policy=best"]);

@@ -4,13 +4,14 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::parse::{at_least_one, non_negative, positive, yes_no};
+use super::parse::{at_least_one, at_least_one_u64, non_negative, positive, workers, yes_no};
 use super::ExitCode;
-use crate::disagg::ModelShape;
+use crate::disagg::{checked_kv_bytes_per_token, ModelShape};
 use crate::error::{Error, Result};
 use crate::lab::{self, KvCostParams, LabMode, SimParams, LAB_LINKS_GBPS, LAB_TOKENS};
-use crate::output::{pretty_json, write_atomic};
+use crate::output::{pretty_json, write_atomic, write_stdout};
 use crate::rng::RngKind;
+use crate::scenario::validate::{MAX_PROMPT_TOKENS, MAX_REQUESTS};
 use crate::summarize::summarize_file;
 use crate::workload::lab::PrefixRepeat;
 
@@ -23,7 +24,7 @@ pub struct SimArgs {
     #[arg(long, value_parser = yes_no, value_name = "yes|no")]
     publish: Option<bool>,
     /// Workers.
-    #[arg(long, default_value = "2", value_parser = at_least_one)]
+    #[arg(long, default_value = "2", value_parser = workers)]
     workers: usize,
     /// Distinct prefixes.
     #[arg(long, default_value_t = 12)]
@@ -49,11 +50,24 @@ pub struct SimArgs {
 }
 
 /// Prints one JSON line.
-fn print_line<T: serde::Serialize>(value: &T) {
-    println!("{}", serde_json::to_string(value).expect("in-memory JSON"));
+fn print_line<T: serde::Serialize>(value: &T) -> Result<()> {
+    let line = serde_json::to_string(value).expect("in-memory JSON") + "\n";
+    write_stdout(line.as_bytes())
 }
 
 pub fn sim(a: SimArgs) -> Result<ExitCode> {
+    if a.prefixes.saturating_mul(a.reps) > MAX_REQUESTS {
+        return Err(Error::arg(
+            "--reps",
+            format!("--prefixes x --reps must be at most {MAX_REQUESTS} requests"),
+        ));
+    }
+    if a.plen.saturating_add(a.tail) > MAX_PROMPT_TOKENS {
+        return Err(Error::arg(
+            "--tail",
+            format!("--plen + --tail must be at most {MAX_PROMPT_TOKENS} tokens"),
+        ));
+    }
     if a.publish.is_some() && a.mode != LabMode::KvEvents {
         return Err(Error::arg(
             "--publish",
@@ -74,29 +88,29 @@ pub fn sim(a: SimArgs) -> Result<ExitCode> {
         block: a.block,
         rng: a.rng,
     });
-    print_line(&report);
+    print_line(&report)?;
     Ok(0)
 }
 
 #[derive(Args, Debug)]
 pub struct KvcostArgs {
     /// Prompt tokens.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     tokens: u64,
     /// Link speed in GB/s (1e9 bytes/s).
     #[arg(long, value_parser = positive, allow_hyphen_values = true)]
     gbps: f64,
     /// Model layers (default: Qwen3-0.6B's 28).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one_u64)]
     layers: Option<u64>,
     /// KV heads per layer (default 8).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one_u64)]
     kv_heads: Option<u64>,
     /// Dimensions per head (default 128).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one_u64)]
     head_dim: Option<u64>,
     /// Bytes per element (default 2).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one_u64)]
     dtype_bytes: Option<u64>,
     /// Prefill time in ms: adds ttft_disagg_ms.
     #[arg(long, value_parser = non_negative, allow_hyphen_values = true)]
@@ -120,14 +134,34 @@ pub fn kvcost(a: KvcostArgs) -> Result<ExitCode> {
     if a.overhead_ms.is_some() && a.prefill_ms.is_none() {
         return Err(Error::arg("--overhead-ms", "needs --prefill-ms"));
     }
-    print_line(&lab::kvcost(&KvCostParams {
+    if checked_kv_bytes_per_token(
+        model.layers,
+        model.kv_heads,
+        model.head_dim,
+        model.dtype_bytes,
+    )
+    .is_none()
+    {
+        return Err(Error::arg(
+            "--layers",
+            "the model's KV bytes per token overflow 64 bits",
+        ));
+    }
+    let report = lab::kvcost(&KvCostParams {
         tokens: a.tokens,
         gbps: a.gbps,
         model,
         prefill_ms: a.prefill_ms,
         overhead_ms: a.overhead_ms,
         saved_ms: a.saved_ms,
-    }));
+    });
+    if !report.transfer_ms.is_finite() {
+        return Err(Error::arg(
+            "--gbps",
+            "is too small: the transfer time is not a finite number",
+        ));
+    }
+    print_line(&report)?;
     Ok(0)
 }
 

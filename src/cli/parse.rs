@@ -1,5 +1,7 @@
 //! Value parsers shared by the subcommands: each rejects bad values with a one-line reason.
 
+use crate::scenario::validate::MAX_WORKERS;
+
 /// A count of at least 1 (`--workers`, `--block`).
 pub fn at_least_one(s: &str) -> Result<usize, String> {
     let n: usize = s
@@ -9,6 +11,20 @@ pub fn at_least_one(s: &str) -> Result<usize, String> {
         return Err("must be at least 1".into());
     }
     Ok(n)
+}
+
+/// A worker count: 1 to [`MAX_WORKERS`].
+pub fn workers(s: &str) -> Result<usize, String> {
+    let n = at_least_one(s)?;
+    if n > MAX_WORKERS {
+        return Err(format!("must be at most {MAX_WORKERS}"));
+    }
+    Ok(n)
+}
+
+/// A count of at least 1 as u64 (`--layers`, `--kv-heads`, `--head-dim`, `--dtype-bytes`).
+pub fn at_least_one_u64(s: &str) -> Result<u64, String> {
+    at_least_one(s).map(|n| n as u64)
 }
 
 /// A positive, finite number (`--gbps`).

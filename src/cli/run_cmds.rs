@@ -1,6 +1,6 @@
 //! `run` and `diff`: the engine's commands.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -9,9 +9,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::ExitCode;
 use crate::diff::diff_files;
 use crate::error::{Error, Result};
-use crate::output::AtomicFile;
+use crate::output::{write_stdout, AtomicFile};
 use crate::report::Report;
-use crate::run::{run_scenario_with, RunHooks};
+use crate::router::policy::PolicyKind;
+use crate::run::{policy_name, run_scenario_with, RunHooks};
 use crate::scenario::load::{parse_scenario, Loaded};
 use crate::scenario::{load_scenario, Override, TraceFormat};
 
@@ -35,14 +36,11 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
-    let mut overrides = a.set;
+    let mut loaded = load_scenario(&a.scenario, &a.set)?;
+    // Set directly: a u64 seed above 2^63 has no TOML spelling.
     if let Some(seed) = a.seed {
-        overrides.push(Override {
-            key: "seed".into(),
-            value: toml::Value::Integer(seed as i64),
-        });
+        loaded.scenario.seed = seed;
     }
-    let loaded = load_scenario(&a.scenario, &overrides)?;
     execute(&loaded, a.trace.as_deref(), a.json)
 }
 
@@ -79,7 +77,7 @@ fn execute(loaded: &Loaded, trace: Option<&Path>, json: bool) -> Result<ExitCode
     } else {
         report.table()
     };
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    write_stdout(text.as_bytes())?;
     Ok(0)
 }
 
@@ -104,11 +102,11 @@ pub struct ReplayArgs {
     #[arg(long, value_enum)]
     format: Option<TraceFormat>,
     /// Workers (default: the base scenario's).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse::workers)]
     workers: Option<usize>,
-    /// Routing policy: rr, random, kv, kv-events, cost or approx (default: the base scenario's).
-    #[arg(long)]
-    policy: Option<String>,
+    /// Routing policy (default: the base scenario's).
+    #[arg(long, value_enum)]
+    policy: Option<PolicyKind>,
     /// A scenario to take every other setting from (default: the built-in defaults).
     #[arg(long, value_name = "BASE.toml")]
     scenario: Option<PathBuf>,
@@ -133,8 +131,13 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
             Some("csv") => TraceFormat::Azure,
             _ => TraceFormat::Mooncake,
         });
-    let path = std::path::absolute(&a.trace)
-        .map_err(|e| Error::file(&a.trace, format!("cannot resolve: {e}")))?;
+    // Relative to the current folder: as typed without a base scenario (whose folder would
+    // otherwise be the reference), absolute with one.
+    let path = match &a.scenario {
+        None => a.trace.clone(),
+        Some(_) => std::path::absolute(&a.trace)
+            .map_err(|e| Error::file(&a.trace, format!("cannot resolve: {e}")))?,
+    };
     let mut workload = toml::Table::new();
     workload.insert("kind".into(), "trace".into());
     workload.insert("path".into(), path.display().to_string().into());
@@ -157,7 +160,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     if let Some(p) = a.policy {
         overrides.push(Override {
             key: "router.policy".into(),
-            value: toml::Value::String(p),
+            value: toml::Value::String(policy_name(p)),
         });
     }
     overrides.extend(a.set);
@@ -165,7 +168,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
         Some(base) => load_scenario(base, &overrides)?,
         None => Loaded {
             scenario: parse_scenario(Path::new("<defaults>"), "", &overrides)?,
-            base_dir: PathBuf::from("."),
+            base_dir: PathBuf::new(),
         },
     };
     execute(&loaded, a.trace_out.as_deref(), a.json)
@@ -181,6 +184,6 @@ pub struct DiffArgs {
 
 pub fn diff(a: DiffArgs) -> Result<ExitCode> {
     let d = diff_files(&a.a, &a.b)?;
-    print!("{}", d.render());
+    write_stdout(d.render().as_bytes())?;
     Ok(if d.first.is_none() { 0 } else { 1 })
 }

@@ -1,6 +1,6 @@
 //! `sweep` and `merge`: a scenario over a grid of settings, and sharded sweeps put back together.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -43,7 +43,7 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let files = render(&results)?;
     write_dir(&a.out, &files)?;
-    report(&a.out, results.points.len(), results.points_total, &files);
+    report(&a.out, results.points.len(), results.points_total, &files)?;
     Ok(0)
 }
 
@@ -68,19 +68,19 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
     let results = merge_shards(shards)?;
     let files = render(&results)?;
     write_dir(&a.out, &files)?;
-    report(&a.out, results.points.len(), results.points_total, &files);
+    report(&a.out, results.points.len(), results.points_total, &files)?;
     Ok(0)
 }
 
 /// One line on stdout: what was written where.
-fn report(out: &Path, points: usize, total: usize, files: &[(String, Vec<u8>)]) {
+fn report(out: &Path, points: usize, total: usize, files: &[(String, Vec<u8>)]) -> Result<()> {
     let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
     let line = format!(
         "{points} of {total} points -> {}: {}\n",
         out.display(),
         names.join(", ")
     );
-    let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    crate::output::write_stdout(line.as_bytes())
 }
 
 /// A points-done bar on a terminal; hidden (drawing nothing) otherwise.

@@ -102,7 +102,11 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
             index: w,
             role,
             capacity: s.cluster.kv_capacity_blocks.count(),
-            max_batch: s.timing.as_ref().and_then(|t| t.max_batch.count()),
+            // Colocated prefill and decode share one GPU: one phase of one request at a time.
+            max_batch: match role {
+                Role::Colocated => Some(1),
+                _ => s.timing.as_ref().and_then(|t| t.max_batch.count()),
+            },
             block_size: s.block_size(),
             timing: timing.clone(),
             publish: s.bus.publish,

@@ -7,7 +7,7 @@
 //!
 //! Roles: `Unified` (aggregated serving: prefill then decode in one slot), `Prefill` (hands the KV
 //! to a decode worker over the link), `Decode` (decodes handed-off requests) and `Colocated`
-//! (prefill and decode on one GPU: both phases compete for the same slots).
+//! (prefill and decode on one GPU: one phase of one request at a time).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 

@@ -42,9 +42,11 @@ impl<M> Context<'_, M> {
         self.me
     }
 
-    /// Sends `msg` to `to`, delivered `delay` nanoseconds from now.
+    /// Sends `msg` to `to`, delivered `delay` nanoseconds from now (at the end of time, `u64::MAX`
+    /// ns, if that is later).
     pub fn send(&mut self, to: ActorId, msg: M, delay: Nanos) {
-        self.queue.push(self.now + delay, self.me, to, msg);
+        self.queue
+            .push(self.now.saturating_add(delay), self.me, to, msg);
     }
 
     /// The run's seeded generator (one per simulation: draws happen in delivery order).

@@ -20,7 +20,7 @@ use crate::router::select::least_loaded;
 use crate::router::ttl::TtlIndex;
 
 /// Which routing policy the router runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyKind {
     /// Round-robin.

@@ -103,27 +103,50 @@ fn set_path(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<()
     Ok(())
 }
 
-/// A TOML syntax or type error, as `file:line: key: message`.
+/// A TOML syntax or type error, as `file:line: key: message`, the key dotted with its table
+/// (`bus.drop_rate`). An unknown field that toml reports at its table's header is moved to the
+/// line that spells it.
 fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
     let message = e.message().trim().to_string();
-    match e.span() {
-        Some(span) => {
-            let line = line_of(text, span.start);
-            let key = text
-                .lines()
-                .nth(line - 1)
-                .map(|l| l.split('=').next().unwrap_or("").trim())
-                .unwrap_or("")
-                .to_string();
-            let key = if key.is_empty() {
-                "line".to_string()
-            } else {
-                key
-            };
-            Error::field(path, line, key, message)
-        }
-        None => Error::file(path, message),
+    let Some(span) = e.span() else {
+        return Error::file(path, message);
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut line = line_of(text, span.start);
+    if let Some(field) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+    {
+        let spelled = (line..=lines.len())
+            .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
+            .find(|&n| key_of(lines[n - 1]) == Some(field));
+        line = spelled.unwrap_or(line);
     }
+    let here = lines.get(line - 1).copied().unwrap_or("");
+    let key = match (key_of(here), table_above(&lines, line)) {
+        (Some(k), Some(t)) => format!("{t}.{k}"),
+        (Some(k), None) => k.to_string(),
+        (None, Some(t)) => t,
+        (None, None) => "line".to_string(),
+    };
+    Error::field(path, line, key, message)
+}
+
+/// The key a `key = value` line sets.
+fn key_of(line: &str) -> Option<&str> {
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    (!key.is_empty() && !key.starts_with('[')).then_some(key)
+}
+
+/// The table whose header is on or above 1-based `line` (`[bus]` → `bus`, `[[faults]]` →
+/// `faults`).
+fn table_above(lines: &[&str], line: usize) -> Option<String> {
+    lines[..line.min(lines.len())].iter().rev().find_map(|l| {
+        let l = l.trim();
+        l.starts_with('[')
+            .then(|| l.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+    })
 }
 
 /// Points an out-of-range setting at its `--set`, its line, or (a default) the file.

@@ -348,7 +348,8 @@ pub struct Disagg {
     pub link_gbps: f64,
     /// Fixed cost per transfer, ms (0.0).
     pub transfer_overhead_ms: f64,
-    /// Prefill and decode share one GPU: their work serialises (false).
+    /// Prefill and decode share one GPU: their work serialises, one phase of one request at a
+    /// time whatever `timing.max_batch` says (false).
     pub colocated: bool,
     /// The model's KV shape (Qwen3-0.6B).
     pub model: ModelShape,

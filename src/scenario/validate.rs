@@ -31,14 +31,44 @@ fn at_least_one(key: &str, n: usize) -> Result<(), Invalid> {
 
 fn non_negative(key: &str, x: f64) -> Result<(), Invalid> {
     if !x.is_finite() || x < 0.0 {
-        return Err(bad(key, x, "must be a finite number >= 0"));
+        return Err(bad(key, format!("{x:?}"), "must be a finite number >= 0"));
+    }
+    Ok(())
+}
+
+/// The longest time a setting may name, ms: about 31.7 years, so that every virtual time fits in
+/// 64-bit nanoseconds with room to add.
+pub const MAX_MS: f64 = 1e12;
+/// The most workers a cluster may have.
+pub const MAX_WORKERS: usize = 65_536;
+/// The most requests a generated workload may have.
+pub const MAX_REQUESTS: usize = 10_000_000;
+/// The longest generated prompt, tokens.
+pub const MAX_PROMPT_TOKENS: usize = 1_000_000;
+
+/// A duration or instant in ms: finite, >= 0, at most [`MAX_MS`].
+fn time_ms(key: &str, x: f64) -> Result<(), Invalid> {
+    non_negative(key, x)?;
+    if x > MAX_MS {
+        return Err(bad(
+            key,
+            format!("{x:?}"),
+            "must be at most 1e12 ms (about 31.7 years)",
+        ));
+    }
+    Ok(())
+}
+
+fn at_most(key: &str, n: usize, max: usize) -> Result<(), Invalid> {
+    if n > max {
+        return Err(bad(key, n, &format!("must be at most {max}")));
     }
     Ok(())
 }
 
 fn positive(key: &str, x: f64) -> Result<(), Invalid> {
     if !x.is_finite() || x <= 0.0 {
-        return Err(bad(key, x, "must be a finite number > 0"));
+        return Err(bad(key, format!("{x:?}"), "must be a finite number > 0"));
     }
     Ok(())
 }
@@ -68,7 +98,17 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         Workload::PrefixRepeat(w) => {
             at_least_one("workload.prefixes", w.prefixes)?;
             at_least_one("workload.reps", w.reps)?;
-            non_negative("workload.interval_ms", w.interval_ms)?;
+            at_most(
+                "workload.reps",
+                w.reps,
+                MAX_REQUESTS / w.prefixes.min(MAX_REQUESTS),
+            )?;
+            at_most(
+                "workload.tail_len",
+                w.tail_len,
+                MAX_PROMPT_TOKENS.saturating_sub(w.prefix_len),
+            )?;
+            time_ms("workload.interval_ms", w.interval_ms)?;
         }
         Workload::Trace(t) => {
             if t.path.is_empty() {
@@ -90,28 +130,40 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     }
     let c = &s.cluster;
     at_least_one("cluster.workers", c.workers)?;
+    at_most("cluster.workers", c.workers, MAX_WORKERS)?;
     at_least_one("cluster.block_size", c.block_size)?;
-    non_negative("cluster.service_ms", c.service_ms)?;
+    time_ms("cluster.service_ms", c.service_ms)?;
     limit("cluster.kv_capacity_blocks", c.kv_capacity_blocks)?;
 
     let r = &s.router;
     non_negative("router.overlap_weight", r.overlap_weight)?;
     non_negative("router.temperature", r.temperature)?;
-    non_negative("router.ttl_s", r.ttl_s)?;
+    time_ms("router.ttl_s", r.ttl_s * 1e3).map_err(|_| {
+        bad(
+            "router.ttl_s",
+            format!("{:?}", r.ttl_s),
+            "must be a number of seconds in 0..=1e9",
+        )
+    })?;
 
     let b = &s.bus;
     if !(0.0..=1.0).contains(&b.drop_rate) {
-        return Err(bad("bus.drop_rate", b.drop_rate, "is outside 0..=1"));
+        return Err(bad(
+            "bus.drop_rate",
+            format!("{:?}", b.drop_rate),
+            "is outside 0..=1",
+        ));
     }
-    non_negative("bus.latency_ms", b.latency_ms)?;
-    non_negative("bus.jitter_ms", b.jitter_ms)?;
+    time_ms("bus.latency_ms", b.latency_ms)?;
+    time_ms("bus.jitter_ms", b.jitter_ms)?;
     for (i, w) in b.outages.iter().enumerate() {
-        non_negative(&format!("bus.outages[{i}].start_ms"), w.start_ms)?;
-        if !(w.end_ms.is_finite() && w.end_ms > w.start_ms) {
+        time_ms(&format!("bus.outages[{i}].start_ms"), w.start_ms)?;
+        time_ms(&format!("bus.outages[{i}].end_ms"), w.end_ms)?;
+        if w.end_ms <= w.start_ms {
             return Err(bad(
                 &format!("bus.outages[{i}].end_ms"),
-                w.end_ms,
-                "must be a finite number after start_ms",
+                format!("{:?}", w.end_ms),
+                "must be after start_ms",
             ));
         }
     }
@@ -125,15 +177,17 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                 return Err(bad(name, format!("{coeffs:?}"), "must be finite numbers"));
             }
         }
-        non_negative("timing.decode_floor_ms", t.decode_floor_ms)?;
+        time_ms("timing.decode_floor_ms", t.decode_floor_ms)?;
         limit("timing.max_batch", t.max_batch)?;
-        non_negative("timing.request_overhead_ms", t.request_overhead_ms)?;
+        time_ms("timing.request_overhead_ms", t.request_overhead_ms)?;
     }
 
     let d = &s.disagg;
     if d.enabled {
         at_least_one("disagg.prefill_workers", d.prefill_workers)?;
         at_least_one("disagg.decode_workers", d.decode_workers)?;
+        at_most("disagg.prefill_workers", d.prefill_workers, MAX_WORKERS)?;
+        at_most("disagg.decode_workers", d.decode_workers, MAX_WORKERS)?;
         if d.colocated && d.prefill_workers != d.decode_workers {
             return Err(bad(
                 "disagg.decode_workers",
@@ -143,14 +197,26 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
     }
     positive("disagg.link_gbps", d.link_gbps)?;
-    non_negative("disagg.transfer_overhead_ms", d.transfer_overhead_ms)?;
+    time_ms("disagg.transfer_overhead_ms", d.transfer_overhead_ms)?;
     for (name, v) in [
         ("disagg.model.layers", d.model.layers),
         ("disagg.model.kv_heads", d.model.kv_heads),
         ("disagg.model.head_dim", d.model.head_dim),
         ("disagg.model.dtype_bytes", d.model.dtype_bytes),
     ] {
-        at_least_one(name, v as usize)?;
+        if v == 0 {
+            return Err(bad(name, v, "must be at least 1"));
+        }
+    }
+    let m = &d.model;
+    if crate::disagg::checked_kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
+        .is_none()
+    {
+        return Err(bad(
+            "disagg.model.layers",
+            m.layers,
+            "makes the KV bytes per token overflow 64 bits",
+        ));
     }
 
     let workers = worker_count(s);
@@ -168,8 +234,24 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                         &format!("is not a worker (there are {workers}: 0..{workers})"),
                     ));
                 }
-                non_negative(&format!("faults[{i}].at_ms"), *at_ms)?;
+                time_ms(&format!("faults[{i}].at_ms"), *at_ms)?;
                 positive(&format!("faults[{i}].down_ms"), *down_ms)?;
+                time_ms(&format!("faults[{i}].down_ms"), *down_ms)?;
+                let overlaps = s.faults[..i].iter().any(|earlier| {
+                    let Fault::Restart {
+                        worker: w,
+                        at_ms: a,
+                        down_ms: d,
+                    } = earlier;
+                    w == worker && *a < at_ms + down_ms && *at_ms < a + d
+                });
+                if overlaps {
+                    return Err(bad(
+                        &format!("faults[{i}].at_ms"),
+                        format!("{at_ms:?}"),
+                        "overlaps an earlier restart of the same worker",
+                    ));
+                }
             }
         }
     }

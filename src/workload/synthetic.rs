@@ -153,23 +153,23 @@ impl SyntheticParams {
     /// what is wrong.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let err = |k: &str, m: &str| Err((k.to_string(), m.to_string()));
-        if self.requests == 0 {
-            return err("requests", "must be at least 1");
+        if !(1..=10_000_000).contains(&self.requests) {
+            return err("requests", "must be in 1..=10000000");
         }
-        if self.groups == 0 {
-            return err("groups", "must be at least 1");
+        if !(1..=10_000_000).contains(&self.groups) {
+            return err("groups", "must be in 1..=10000000");
         }
         if !(self.zipf_s.is_finite() && self.zipf_s >= 0.0) {
             return err("zipf_s", "must be >= 0 and finite");
         }
-        if !(self.rate_per_s.is_finite() && self.rate_per_s > 0.0) {
-            return err("rate_per_s", "must be positive and finite");
+        if !(self.rate_per_s.is_finite() && (1e-6..=1e9).contains(&self.rate_per_s)) {
+            return err("rate_per_s", "must be in 1e-6..=1e9 per second");
         }
         if self.turns == 0 {
             return err("turns", "must be at least 1");
         }
-        if !(self.think_ms.is_finite() && self.think_ms >= 0.0) {
-            return err("think_ms", "must be >= 0 and finite");
+        if !(self.think_ms.is_finite() && (0.0..=1e12).contains(&self.think_ms)) {
+            return err("think_ms", "must be in 0..=1e12 ms");
         }
         self.input.validate("input")?;
         self.output.validate("output")?;
