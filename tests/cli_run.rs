@@ -251,3 +251,92 @@ fn a_failed_run_leaves_no_trace_file() {
     ]);
     assert!(!trace.exists());
 }
+
+#[test]
+fn absurd_sizes_and_times_exit_2_instead_of_overflowing() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "sim",
+                "--mode",
+                "random",
+                "--workers",
+                "18446744073709551615",
+            ],
+            "--workers",
+        ),
+        (
+            &["sim", "--mode", "kv", "--prefixes", "100000000000"],
+            "--reps",
+        ),
+        (
+            &["kvcost", "--tokens", "1500", "--gbps", "1e-320"],
+            "--gbps",
+        ),
+        (
+            &[
+                "run",
+                "scenarios/kv.toml",
+                "--set",
+                "cluster.workers=1000000000000",
+            ],
+            "must be at most 65536",
+        ),
+        (
+            &[
+                "run",
+                "scenarios/kv.toml",
+                "--set",
+                "workload.interval_ms=1e300",
+            ],
+            "must be at most 1e12 ms",
+        ),
+        (
+            &[
+                "run",
+                "scenarios/kv.toml",
+                "--set",
+                "disagg.model.layers=4611686018427387904",
+            ],
+            "overflow 64 bits",
+        ),
+    ];
+    for (args, needle) in cases {
+        let line = bad(args);
+        assert!(line.contains(needle), "{args:?}: {line}");
+    }
+}
+
+#[test]
+fn overlapping_restarts_of_one_worker_are_rejected() {
+    let line = bad(&[
+        "run",
+        "scenarios/kv.toml",
+        "--set",
+        r#"faults=[{kind="restart",worker=1,at_ms=100.0,down_ms=200.0},{kind="restart",worker=1,at_ms=200.0,down_ms=50.0}]"#,
+    ]);
+    assert!(line.contains("faults[1].at_ms = 200.0 overlaps"), "{line}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_stdout_write_is_an_error_not_a_panic() {
+    for args in [
+        &["sim", "--mode", "kv"][..],
+        &["run", "scenarios/kv.toml", "--json"][..],
+        &["kvcost", "--tokens", "1", "--gbps", "1"][..],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("dynsim"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("<stdout>: cannot write"));
+    }
+}

@@ -9,6 +9,7 @@
 //! [`build`] wires the actors from a validated scenario in one place; [`Node`] is the actor
 //! enum the scheduler steps.
 
+pub mod attribution;
 pub mod build;
 pub mod bus;
 pub mod client;

@@ -24,13 +24,18 @@ pub type SharedTruth = Rc<RefCell<Truth>>;
 
 impl Truth {
     /// Truth for `n_workers` empty workers.
-    pub fn shared(n_workers: usize) -> SharedTruth {
-        Rc::new(RefCell::new(Truth {
+    pub fn new(n_workers: usize) -> Self {
+        Truth {
             held: KvIndex::new(n_workers),
             ever_held: KvIndex::new(n_workers),
             scratch: MatchScratch::default(),
             overlaps: Vec::new(),
-        }))
+        }
+    }
+
+    /// [`Truth::new`], shared by a simulation's actors.
+    pub fn shared(n_workers: usize) -> SharedTruth {
+        Rc::new(RefCell::new(Truth::new(n_workers)))
     }
 
     /// `worker` stored `blocks`.

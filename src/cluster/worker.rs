@@ -15,13 +15,13 @@ use crate::hashers::IdBuilder;
 
 use crate::disagg;
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
-use crate::hash::BlockHash;
 use crate::workload::ms_to_ns;
 
+use super::attribution::classify;
 use super::kv_cache::KvCache;
-use super::messages::{Ack, Misses, Msg, Phase, PrefillOutcome, Routed};
+use super::messages::{Ack, Msg, Phase, PrefillOutcome, Routed};
 use super::timing::TimingModel;
-use super::truth::{SharedTruth, Truth};
+use super::truth::SharedTruth;
 
 /// What a worker does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -437,37 +437,6 @@ impl Worker {
         let worker = self.setup.index;
         self.publish(Msg::KvCleared { worker }, ctx);
     }
-}
-
-/// Attributes each missed block (positions `cached..`) to one cause, in this order: the router
-/// believed the worker held it (stale index); the worker had held it and lost it (capacity);
-/// another worker held it at decision time (routing); it had been computed before the decision
-/// and was evicted everywhere (capacity); else nobody had computed it when the router decided
-/// (cold). Decision-time facts come with the request (`predicted`, `others_held`, `ever_computed`).
-pub fn classify(
-    blocks: &[BlockHash],
-    cached: usize,
-    predicted: usize,
-    others_held: usize,
-    ever_computed: usize,
-    worker: usize,
-    truth: &Truth,
-) -> Misses {
-    let mut m = Misses::default();
-    for (j, b) in blocks.iter().enumerate().skip(cached) {
-        if j < predicted {
-            m.stale_index += 1;
-        } else if truth.ever_held_by(worker, *b) {
-            m.capacity += 1;
-        } else if j < others_held {
-            m.routing += 1;
-        } else if j < ever_computed {
-            m.capacity += 1;
-        } else {
-            m.cold += 1;
-        }
-    }
-    m
 }
 
 impl Actor for Worker {
