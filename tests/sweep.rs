@@ -111,6 +111,13 @@ fn a_shard_writes_its_points_and_no_plot() {
     assert_eq!(v["points_total"], 12);
     let csv = std::fs::read_to_string(Path::new(&s1).join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), 5);
+    // A shard written over a complete sweep leaves no plot of the old results behind.
+    let full = out(dir.path(), "full");
+    ok(&["sweep", &sweep, "--out", &full]);
+    assert!(files(&full).keys().any(|n| n.ends_with(".svg")));
+    ok(&["sweep", &sweep, "--out", &full, "--shard", "0/3"]);
+    let names: Vec<String> = files(&full).into_keys().collect();
+    assert_eq!(names, ["results.csv", "results.json"]);
 }
 
 #[test]

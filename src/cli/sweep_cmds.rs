@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::ExitCode;
 use crate::error::Result;
-use crate::sweep::output::{render, write_dir};
+use crate::sweep::output::{remove_stale_plots, render, write_dir};
 use crate::sweep::{load_sweep, merge as merge_shards, read_results, run_sweep, Shard};
 
 /// `dynsim sweep`'s arguments.
@@ -43,6 +43,9 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let files = render(&results)?;
     write_dir(&a.out, &files)?;
+    if results.points.len() < results.points_total {
+        remove_stale_plots(&a.out, &results.metrics)?;
+    }
     report(&a.out, results.points.len(), results.points_total, &files)?;
     Ok(0)
 }

@@ -119,6 +119,20 @@ pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
     Ok(())
 }
 
+/// Removes the plots of `metrics` left in `dir` by an earlier, complete sweep, so that a shard
+/// written there does not sit beside plots of other results. Missing files are fine.
+pub fn remove_stale_plots(dir: &Path, metrics: &[String]) -> Result<()> {
+    for metric in metrics {
+        let path = dir.join(super::plot::file_name(metric));
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::file(&path, format!("cannot remove stale plot: {e}"))),
+        }
+    }
+    Ok(())
+}
+
 /// `results.csv`: axis keys then metric names; one row per point; values as JSON text, strings
 /// unquoted.
 pub fn csv_bytes(results: &SweepResults) -> Result<Vec<u8>> {
