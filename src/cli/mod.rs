@@ -3,6 +3,7 @@
 
 mod lab_cmds;
 mod parse;
+mod progress;
 mod run_cmds;
 mod sweep_cmds;
 

@@ -1,16 +1,15 @@
 //! `run` and `diff`: the engine's commands.
 
-use std::io::IsTerminal;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
+use super::progress::progress_bar;
 use super::ExitCode;
 use crate::diff::diff_files;
 use crate::error::{Error, Result};
 use crate::output::{write_stdout, AtomicFile};
-use crate::report::Report;
 use crate::router::policy::PolicyKind;
 use crate::run::{policy_name, run_scenario_with, RunHooks};
 use crate::scenario::load::{parse_scenario, Loaded};
@@ -47,30 +46,20 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
 /// Runs a loaded scenario (with a progress bar on a terminal), writes the trace atomically and
 /// prints the report.
 fn execute(loaded: &Loaded, trace: Option<&Path>, json: bool) -> Result<ExitCode> {
-    let bar = progress_bar();
+    let bar = progress_bar(0, "requests");
     let mut tick = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let report: Report = match trace {
-        Some(path) => {
-            let mut file = AtomicFile::create(path)?;
-            let hooks = RunHooks {
-                trace: Some(&mut file),
-                progress: Some(&mut tick),
-            };
-            let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
-            file.commit()?;
-            report
-        }
-        None => {
-            let hooks = RunHooks {
-                trace: None,
-                progress: Some(&mut tick),
-            };
-            run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?
-        }
+    let mut file = trace.map(AtomicFile::create).transpose()?;
+    let hooks = RunHooks {
+        trace: file.as_mut().map(|f| f as &mut dyn Write),
+        progress: Some(&mut tick),
     };
+    let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
+    if let Some(file) = file {
+        file.commit()?;
+    }
     bar.finish_and_clear();
     let text = if json {
         serde_json::to_string(&report).expect("in-memory JSON") + "\n"
@@ -79,19 +68,6 @@ fn execute(loaded: &Loaded, trace: Option<&Path>, json: bool) -> Result<ExitCode
     };
     write_stdout(text.as_bytes())?;
     Ok(0)
-}
-
-/// A requests-done bar on a terminal; hidden (drawing nothing) otherwise.
-fn progress_bar() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} requests  {per_sec}  eta {eta}")
-            .expect("valid template"),
-    );
-    bar
 }
 
 #[derive(Args, Debug)]

@@ -1,11 +1,10 @@
 //! `sweep` and `merge`: a scenario over a grid of settings, and sharded sweeps put back together.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
+use super::progress::progress_bar;
 use super::ExitCode;
 use crate::error::Result;
 use crate::sweep::output::{remove_stale_plots, render, write_dir};
@@ -37,7 +36,7 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let selected = (0..sweep.points_total())
         .filter(|&i| shard.selects(i))
         .count();
-    let bar = progress_bar(selected as u64);
+    let bar = progress_bar(selected as u64, "points");
     let tick = || bar.inc(1);
     let results = run_sweep(&sweep, shard, jobs, &tick)?;
     bar.finish_and_clear();
@@ -84,17 +83,4 @@ fn report(out: &Path, points: usize, total: usize, files: &[(String, Vec<u8>)]) 
         names.join(", ")
     );
     crate::output::write_stdout(line.as_bytes())
-}
-
-/// A points-done bar on a terminal; hidden (drawing nothing) otherwise.
-fn progress_bar(points: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(points);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} points  {elapsed}  eta {eta}")
-            .expect("valid template"),
-    );
-    bar
 }
