@@ -3,6 +3,8 @@
 //!
 //! Each iteration is a whole `run_scenario`: workload generation (or trace parsing), the run and
 //! the report. Run with `cargo bench --bench engine`.
+// criterion_group! and criterion_main! define public functions without docs.
+#![allow(missing_docs)]
 
 use std::path::Path;
 use std::time::Duration;

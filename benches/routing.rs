@@ -11,6 +11,8 @@
 //!
 //! Quick run: `cargo bench --bench routing -- --quick` (a filter such as `route/` narrows it).
 //! Inputs are seeded (ChaCha8, fixed seeds) and identical on every run.
+// criterion_group! and criterion_main! define public functions without docs.
+#![allow(missing_docs)]
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashSet;
@@ -85,7 +87,7 @@ impl Warm {
         for h in &self.hashes {
             let worker = r.route_hashes(h).worker;
             if events {
-                r.on_event(worker, h);
+                r.on_event(worker.index(), h);
             }
         }
         r
@@ -173,7 +175,7 @@ fn bench_route(c: &mut Criterion) {
                     report_memory(&format!("route kv {workers}w/{len}"), kv.index());
                     let first = kv.route_hashes(&block_hashes(&hit, BLOCK));
                     assert_eq!(
-                        first.predicted_overlap,
+                        first.predicted_blocks,
                         len / BLOCK,
                         "the hit prompt is warm"
                     );

@@ -49,6 +49,17 @@ pub enum Error {
     },
 }
 
+/// One invalid setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    /// Dotted key path, e.g. `bus.drop_rate` or `faults[0].worker`.
+    pub key: String,
+    /// The value as written.
+    pub value: String,
+    /// What is wrong, e.g. `is outside 0..=1`.
+    pub problem: String,
+}
+
 /// Shorthand for results in dynsim.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

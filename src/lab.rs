@@ -13,7 +13,7 @@ use crate::router::KvRouter;
 use crate::workload::lab::{LabHits, PrefixRepeat};
 
 /// How `sim` routes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LabMode {
     /// Request i goes to worker i % workers.
@@ -24,6 +24,25 @@ pub enum LabMode {
     Kv,
     /// The events-fed KV router; with `publish` the chosen worker publishes the request's blocks.
     KvEvents,
+}
+
+impl LabMode {
+    /// Every mode's name, as `--mode` spells it.
+    pub const NAMES: &'static [&'static str] = &["rr", "random", "kv", "kv-events"];
+}
+
+impl std::str::FromStr for LabMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "rr" => Ok(LabMode::Rr),
+            "random" => Ok(LabMode::Random),
+            "kv" => Ok(LabMode::Kv),
+            "kv-events" => Ok(LabMode::KvEvents),
+            _ => Err(format!("{s:?} is not a mode (rr, random, kv, kv-events)")),
+        }
+    }
 }
 
 /// The parameters of one `sim` run.
@@ -97,7 +116,7 @@ pub fn run_sim(p: &SimParams) -> SimReport {
             (LabMode::Random, _) => rng.below(p.workers),
             (_, Some(router)) => {
                 let hashes = block_hashes(&p.workload.tokens(i, k), p.block);
-                let worker = router.route_hashes(&hashes).worker;
+                let worker = router.route_hashes(&hashes).worker.index();
                 if p.mode == LabMode::KvEvents && p.publish {
                     router.on_event(worker, &hashes);
                 }

@@ -47,12 +47,11 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use dynsim::router::policy::PolicyKind;
 //! use dynsim::scenario::Scenario;
 //!
 //! // The lab workload on 2 workers, an events router, workers publishing nothing.
 //! let mut s = Scenario::default();
-//! s.router.policy = PolicyKind::KvEvents;
+//! s.router.policy = "kv-events".into();
 //! s.bus.publish = false;
 //! let report = dynsim::run::run_scenario(&s, Path::new("."), None).unwrap();
 //! assert_eq!(report.events.applied, 0);
@@ -90,6 +89,8 @@
 //! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`]; [`sweep`]
 //! runs a scenario over a grid of settings on threads and writes results and plots.
 
+#![forbid(unsafe_code)]
+
 pub mod cli;
 pub mod cluster;
 pub mod diff;
@@ -98,7 +99,9 @@ pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod hashers;
+pub mod ids;
 pub mod index;
+pub mod kv_event;
 pub mod lab;
 pub mod output;
 pub mod py_random;

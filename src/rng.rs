@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::py_random::PyRandom;
 
 /// Which generator a run draws from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum RngKind {
     /// rand_chacha's ChaCha8, seeded with `seed_from_u64`.
@@ -19,6 +19,23 @@ pub enum RngKind {
     Chacha,
     /// CPython's `random.Random(seed)`, bit for bit.
     Python,
+}
+
+impl RngKind {
+    /// Every kind's name, as scenarios and flags spell it.
+    pub const NAMES: &'static [&'static str] = &["chacha", "python"];
+}
+
+impl std::str::FromStr for RngKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "chacha" => Ok(RngKind::Chacha),
+            "python" => Ok(RngKind::Python),
+            _ => Err(format!("{s:?} is not a generator (chacha, python)")),
+        }
+    }
 }
 
 /// A seeded generator of either kind, with the few draws the simulator needs.

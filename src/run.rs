@@ -3,22 +3,23 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cluster::build::{actor_names, populate, CLIENT};
+use crate::cluster::build::populate;
 use crate::cluster::client::Pacing;
+use crate::cluster::topology::Topology;
 use crate::cluster::Node;
-use crate::engine::Simulation;
+use crate::engine::{ms_to_ns, Simulation};
 use crate::error::{Error, Result};
 use crate::hash::block_hashes;
+use crate::ids::RequestId;
 use crate::report::{EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
-use crate::round::rate;
-use crate::round::round_py;
-use crate::router::policy::PolicyKind;
+use crate::round::{rate, round_py};
+use crate::router::registry;
 use crate::scenario::{Scenario, TraceFormat, Workload};
 use crate::trace::TraceWriter;
 use crate::workload::lab::PrefixRepeat;
 use crate::workload::trace::TraceOptions;
-use crate::workload::{azure, mooncake, ms_to_ns, synthetic, RequestSpec};
+use crate::workload::{azure, mooncake, synthetic, RequestSpec};
 
 /// A workload's requests, how to pace them, and (for traces) what was read.
 pub struct BuiltWorkload {
@@ -50,7 +51,7 @@ pub fn build_workload(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result
                 .map(|(i, k)| {
                     let tokens = shape.tokens(i, k);
                     RequestSpec {
-                        id: i as u64,
+                        id: RequestId(i as u64),
                         arrival_ns: (i as u64).saturating_mul(interval),
                         input_tokens: tokens.len() as u32,
                         output_tokens: w.output_tokens,
@@ -129,17 +130,19 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
     let mut sim: Simulation<Node> = Simulation::new(SimRng::new(s.rng, s.seed));
     let built = build_workload(s, base_dir, sim.rng())?;
     let total = built.specs.len() as u64;
-    populate(s, built.specs, built.pacing, &mut sim);
+    let topology = populate(s, built.specs, built.pacing, &mut sim);
+    let client = topology.client();
+    let events_applied = registry::learns_from_events(&s.router.policy);
     let mut writer = hooks
         .trace
-        .map(|out| TraceWriter::new(out, actor_names(s), uses_events(s.router.policy)));
+        .map(|out| TraceWriter::new(out, topology.clone(), events_applied));
     let mut progress = hooks.progress;
     let mut done = 0u64;
     sim.run(|env| {
         if let Some(w) = writer.as_mut() {
             w.write(env);
         }
-        if env.to == CLIENT {
+        if env.to == client {
             done += 1;
             if done % 1024 == 0 {
                 if let Some(p) = progress.as_mut() {
@@ -155,17 +158,17 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
         w.finish()
             .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
     }
-    Ok(report(s, sim, built.trace))
+    Ok(report(s, &topology, sim, built.trace))
 }
 
-fn uses_events(p: PolicyKind) -> bool {
-    matches!(p, PolicyKind::KvEvents | PolicyKind::Cost)
-}
-
-fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Report {
+fn report(
+    s: &Scenario,
+    topology: &Topology,
+    sim: Simulation<Node>,
+    trace: Option<TraceRows>,
+) -> Report {
     let last_delivery_ns = sim.now();
     let messages = sim.delivered();
-    let names = actor_names(s);
     let mut client = None;
     let mut router = None;
     let mut bus = None;
@@ -191,12 +194,13 @@ fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Repo
     } else {
         last_delivery_ns
     };
-    let routed = router.policy().routed();
+    let routed = router.loads().routed();
     let per_worker = workers
         .iter()
+        .zip(topology.workers())
         .enumerate()
-        .map(|(w, worker)| WorkerReport {
-            name: names[3 + w].clone(),
+        .map(|(w, (worker, slot))| WorkerReport {
+            name: slot.name.clone(),
             routed: routed.get(w).copied().unwrap_or(0),
             hits: tally.hits_by_worker.get(w).copied().unwrap_or(0),
             completed: worker.stats.completed,
@@ -219,7 +223,7 @@ fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Repo
     };
     let mut report = Report {
         scenario: s.name.clone(),
-        policy: policy_name(s.router.policy),
+        policy: s.router.policy.clone(),
         seed: s.seed,
         requests: client.total(),
         repeat_requests: tally.repeat_requests,
@@ -254,20 +258,12 @@ fn report(s: &Scenario, sim: Simulation<Node>, trace: Option<TraceRows>) -> Repo
     report
 }
 
-/// The policy's name as written in scenarios.
-pub fn policy_name(p: PolicyKind) -> String {
-    serde_json::to_value(p)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// Makes the silent failures loud.
 fn warnings(s: &Scenario, r: &Report, decisions: u64) -> Vec<String> {
     let mut out = Vec::new();
-    let policy = policy_name(s.router.policy);
+    let policy = &s.router.policy;
     let e = &r.events;
-    if uses_events(s.router.policy) && decisions > 0 {
+    if registry::learns_from_events(policy) && decisions > 0 {
         if e.applied == 0 {
             let cause = if !s.bus.publish {
                 "workers are not publishing KV events (bus.publish = false)".to_string()

@@ -8,25 +8,27 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use crate::cluster::messages::{Msg, Phase};
+use crate::cluster::topology::Topology;
 use crate::engine::Envelope;
 use crate::hash::BlockHash;
+use crate::kv_event::KvEvent;
 
 /// Writes trace lines to any writer.
 pub struct TraceWriter<'a> {
     out: io::BufWriter<&'a mut dyn Write>,
-    names: Vec<String>,
+    topology: Topology,
     events_applied: bool,
     line: String,
     error: Option<io::Error>,
 }
 
 impl<'a> TraceWriter<'a> {
-    /// A writer naming actors by address with `names`; `events_applied` says whether the router's
+    /// A writer naming actors as `topology` does; `events_applied` says whether the router's
     /// policy applies KV events.
-    pub fn new(out: &'a mut dyn Write, names: Vec<String>, events_applied: bool) -> Self {
+    pub fn new(out: &'a mut dyn Write, topology: Topology, events_applied: bool) -> Self {
         TraceWriter {
             out: io::BufWriter::with_capacity(1 << 16, out),
-            names,
+            topology,
             events_applied,
             line: String::with_capacity(256),
             error: None,
@@ -39,7 +41,7 @@ impl<'a> TraceWriter<'a> {
             return;
         }
         self.line.clear();
-        format_line(&mut self.line, env, &self.names, self.events_applied);
+        format_line(&mut self.line, env, &self.topology, self.events_applied);
         if let Err(e) = self.out.write_all(self.line.as_bytes()) {
             self.error = Some(e);
         }
@@ -66,53 +68,54 @@ fn blocks_json(s: &mut String, blocks: &[BlockHash]) {
 }
 
 /// Appends the JSONL line (with its newline) of one delivery to `s`.
-pub fn format_line(s: &mut String, env: &Envelope<Msg>, names: &[String], events_applied: bool) {
+pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, events_applied: bool) {
     let _ = write!(
         s,
         r#"{{"t_ns":{},"seq":{},"kind":"{}","from":"{}","to":"{}""#,
         env.time,
         env.seq,
         env.msg.kind(),
-        names[env.from],
-        names[env.to]
+        topology.name(env.from),
+        topology.name(env.to)
     );
-    let to_router = names[env.to] == "router";
+    let to_router = topology.is_router(env.to);
     let applied = |s: &mut String| {
         if to_router {
             let _ = write!(s, r#","applied":{events_applied}"#);
         }
     };
     match &env.msg {
-        Msg::Request(r) | Msg::Handoff(r) => {
+        Msg::Request(r) | Msg::HandBack(r) | Msg::Handoff(r) => {
             let prefix = r.spec.prefix.map_or("null".to_string(), |p| p.to_string());
+            let worker = r.worker.map_or("null".to_string(), |w| w.to_string());
             let _ = write!(
                 s,
                 r#","request":{},"prefix":{},"blocks":{},"worker":{},"predicted_blocks":{},"repeat":{},"retries":{}"#,
                 r.spec.id,
                 prefix,
                 r.spec.blocks.len(),
-                r.worker,
+                worker,
                 r.predicted_blocks,
                 r.repeat,
                 r.retries
             );
         }
-        Msg::KvStored {
+        Msg::Kv(KvEvent::Stored {
             worker,
             parent,
             blocks,
-        } => {
+        }) => {
             let parent = parent.map_or("null".to_string(), |p| p.0.to_string());
             let _ = write!(s, r#","worker":{worker},"parent":{parent},"blocks":"#);
             blocks_json(s, blocks);
             applied(s);
         }
-        Msg::KvRemoved { worker, blocks } => {
+        Msg::Kv(KvEvent::Removed { worker, blocks }) => {
             let _ = write!(s, r#","worker":{worker},"blocks":"#);
             blocks_json(s, blocks);
             applied(s);
         }
-        Msg::KvCleared { worker } => {
+        Msg::Kv(KvEvent::Cleared { worker }) => {
             let _ = write!(s, r#","worker":{worker}"#);
             applied(s);
         }

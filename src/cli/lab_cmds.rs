@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::parse::{at_least_one, at_least_one_u64, non_negative, positive, workers, yes_no};
+use super::parse::{
+    at_least_one, at_least_one_u64, choice, non_negative, positive, workers, yes_no,
+};
 use super::ExitCode;
 use crate::disagg::{checked_kv_bytes_per_token, ModelShape};
 use crate::error::{Error, Result};
@@ -18,7 +20,7 @@ use crate::workload::lab::PrefixRepeat;
 #[derive(Args, Debug)]
 pub struct SimArgs {
     /// Routing mode.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = choice::<LabMode>(LabMode::NAMES))]
     mode: LabMode,
     /// Whether workers publish KV events (only with --mode kv-events; default yes).
     #[arg(long, value_parser = yes_no, value_name = "yes|no")]
@@ -45,7 +47,7 @@ pub struct SimArgs {
     #[arg(long, default_value = "16", value_parser = at_least_one)]
     block: usize,
     /// Generator: python reproduces CPython's random.Random(seed) bit for bit.
-    #[arg(long, value_enum, default_value_t = RngKind::Python)]
+    #[arg(long, value_parser = choice::<RngKind>(RngKind::NAMES), default_value = "python")]
     rng: RngKind,
 }
 

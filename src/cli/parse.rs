@@ -53,3 +53,16 @@ pub fn yes_no(s: &str) -> Result<bool, String> {
         _ => Err(format!("{s:?} is not yes or no")),
     }
 }
+
+/// A value parser accepting exactly `names` (clap lists them in help and errors), converted with
+/// the type's `FromStr`.
+pub fn choice<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names).map(|s| {
+        s.parse::<T>()
+            .unwrap_or_else(|_| unreachable!("clap accepted only listed names"))
+    })
+}

@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::parse::choice;
 use super::progress::progress_bar;
 use super::ExitCode;
 use crate::diff::diff_files;
 use crate::error::{Error, Result};
 use crate::output::{write_stdout, AtomicFile};
-use crate::router::policy::PolicyKind;
-use crate::run::{policy_name, run_scenario_with, RunHooks};
+use crate::router::registry;
+use crate::run::{run_scenario_with, RunHooks};
 use crate::scenario::load::{parse_scenario, Loaded};
 use crate::scenario::{load_scenario, Override, TraceFormat};
 
@@ -75,14 +76,14 @@ pub struct ReplayArgs {
     /// The trace: Mooncake JSONL or Azure CSV.
     trace: PathBuf,
     /// The trace format (default: by extension, .csv is azure, anything else mooncake).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = choice::<TraceFormat>(TraceFormat::NAMES))]
     format: Option<TraceFormat>,
     /// Workers (default: the base scenario's).
     #[arg(long, value_parser = super::parse::workers)]
     workers: Option<usize>,
     /// Routing policy (default: the base scenario's).
-    #[arg(long, value_enum)]
-    policy: Option<PolicyKind>,
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(registry::names()))]
+    policy: Option<String>,
     /// A scenario to take every other setting from (default: the built-in defaults).
     #[arg(long, value_name = "BASE.toml")]
     scenario: Option<PathBuf>,
@@ -117,11 +118,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     let mut workload = toml::Table::new();
     workload.insert("kind".into(), "trace".into());
     workload.insert("path".into(), path.display().to_string().into());
-    let format_name = match format {
-        TraceFormat::Mooncake => "mooncake",
-        TraceFormat::Azure => "azure",
-    };
-    workload.insert("format".into(), format_name.into());
+    workload.insert("format".into(), format.name().into());
     workload.insert("skip_bad".into(), a.skip_bad.into());
     let mut overrides = vec![Override {
         key: "workload".into(),
@@ -136,7 +133,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     if let Some(p) = a.policy {
         overrides.push(Override {
             key: "router.policy".into(),
-            value: toml::Value::String(policy_name(p)),
+            value: toml::Value::String(p),
         });
     }
     overrides.extend(a.set);

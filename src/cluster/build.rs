@@ -1,78 +1,58 @@
-//! Wiring: a validated [`Scenario`] and its workload become a ready-to-run simulation.
-//!
-//! Addresses: 0 client, 1 router, 2 bus, then the workers (prefill workers first when
-//! disaggregated, then decode workers). Routable workers are numbered from 0 in that order.
+//! Wiring: a validated [`Scenario`] and its workload become a ready-to-run simulation, laid out
+//! as its [`Topology`] says.
 
-use crate::engine::{ActorId, Simulation};
-use crate::router::policy::{Policy, PolicyConfig};
-use crate::scenario::{validate::worker_count, Fault, Scenario};
-use crate::workload::{ms_to_ns, RequestSpec};
+use crate::engine::{ms_to_ns, Simulation};
+use crate::router::loads::LoadBook;
+use crate::router::policy::PolicySetup;
+use crate::router::registry;
+use crate::scenario::{Fault, Scenario};
+use crate::workload::RequestSpec;
 
 use super::bus::BusActor;
 use super::client::{Client, Pacing};
 use super::messages::Msg;
 use super::router_actor::RouterActor;
 use super::timing::TimingModel;
+use super::topology::{Role, Topology};
 use super::truth::Truth;
-use super::worker::{Link, Role, Worker, WorkerSetup};
+use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
 
-/// The client's address.
-pub const CLIENT: ActorId = 0;
-/// The router's address.
-pub const ROUTER: ActorId = 1;
-/// The bus's address.
-pub const BUS: ActorId = 2;
-/// The first worker's address.
-pub const FIRST_WORKER: ActorId = 3;
-
-/// The number of workers the router routes to (prefill workers when disaggregated).
-pub fn routable_workers(s: &Scenario) -> usize {
-    if s.disagg.enabled {
-        s.disagg.prefill_workers
-    } else {
-        s.cluster.workers
-    }
-}
-
-/// Display names of the actors, by address.
-pub fn actor_names(s: &Scenario) -> Vec<String> {
-    let mut names = vec!["client".to_string(), "router".into(), "bus".into()];
-    let routable = routable_workers(s);
-    for w in 0..worker_count(s) {
-        names.push(match (s.disagg.enabled, w < routable) {
-            (false, _) => format!("worker{w}"),
-            (true, true) if s.disagg.colocated => format!("gpu{w}"),
-            (true, true) => format!("prefill{w}"),
-            (true, false) => format!("decode{}", w - routable),
-        });
-    }
-    names
-}
-
-/// Builds the simulation: actors, the workload's first deliveries and injected faults. `sim`
-/// must be new (its generator may already have drawn the workload).
-pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut Simulation<Node>) {
-    let routable = routable_workers(s);
-    let total = worker_count(s);
+/// Builds the simulation: actors, the workload's first deliveries and injected faults, and
+/// returns the topology it laid out. `sim` must be new (its generator may already have drawn the
+/// workload).
+pub fn populate(
+    s: &Scenario,
+    specs: Vec<RequestSpec>,
+    pacing: Pacing,
+    sim: &mut Simulation<Node>,
+) -> Topology {
+    let topo = Topology::of(s);
+    let routable = topo.routable().len();
     let truth = Truth::shared(routable);
-    let mut client = Client::new(specs, pacing, ROUTER, routable);
+    let mut client = Client::new(specs, pacing, topo.router(), routable);
     let first = client.initial();
-    let policy = Policy::new(
-        PolicyConfig {
-            kind: s.router.policy,
-            load: s.router.load,
-            overlap_weight: s.router.overlap_weight,
-            temperature: s.router.temperature,
-            ttl_ns: ms_to_ns(s.router.ttl_s * 1e3),
-        },
-        routable,
+    let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
+    let policy = (entry.build)(&PolicySetup {
+        name: entry.name,
+        workers: routable,
+        settings: s.router.settings.get(entry.name),
+    })
+    .expect("a validated scenario's policy settings build");
+    let router = RouterActor::new(
+        policy,
+        entry.learns_from_events,
+        LoadBook::new(routable, s.router.load),
+        topo.routable().iter().map(|w| w.addr).collect(),
+        topo.client(),
+        truth.clone(),
     );
-    let worker_ids: Vec<ActorId> = (0..routable).map(|w| FIRST_WORKER + w).collect();
-    assert_eq!(sim.add(Node::Client(Box::new(client))), CLIENT);
-    let router = RouterActor::new(policy, worker_ids, CLIENT, truth.clone());
-    assert_eq!(sim.add(Node::Router(Box::new(router))), ROUTER);
-    assert_eq!(sim.add(Node::Bus(BusActor::new(&s.bus, ROUTER))), BUS);
+    let added = [
+        sim.add(Node::Client(Box::new(client))),
+        sim.add(Node::Router(Box::new(router))),
+        sim.add(Node::Bus(BusActor::new(&s.bus, topo.router()))),
+    ];
+    assert_eq!(added, [topo.client(), topo.router(), topo.bus()]);
 
     let timing = match &s.timing {
         Some(t) => TimingModel::Polynomial(t.clone()),
@@ -86,39 +66,28 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
         gbps: d.link_gbps,
         overhead_ms: d.transfer_overhead_ms,
     });
-    for w in 0..total {
-        let role = match (d.enabled, d.colocated, w < routable) {
-            (false, _, _) => Role::Unified,
-            (true, true, _) => Role::Colocated,
-            (true, false, true) => Role::Prefill,
-            (true, false, false) => Role::Decode,
-        };
-        let decode_peers = match role {
-            Role::Prefill => (routable..total).map(|k| (k, FIRST_WORKER + k)).collect(),
-            Role::Colocated => vec![(w, FIRST_WORKER + w)],
-            Role::Unified | Role::Decode => Vec::new(),
-        };
+    for slot in topo.workers() {
         let setup = WorkerSetup {
-            index: w,
-            role,
+            index: slot.id,
+            role: slot.role,
             capacity: s.cluster.kv_capacity_blocks.count(),
             // Colocated prefill and decode share one GPU: one phase of one request at a time.
-            max_batch: match role {
+            max_batch: match slot.role {
                 Role::Colocated => Some(1),
                 _ => s.timing.as_ref().and_then(|t| t.max_batch.count()),
             },
             block_size: s.block_size(),
             timing: timing.clone(),
             publish: s.bus.publish,
-            router: ROUTER,
-            bus: BUS,
-            decode_peers,
+            router: topo.router(),
+            bus: topo.bus(),
+            decode_peers: topo.handoff_peers(slot.id),
             link,
             truth: truth.clone(),
         };
         assert_eq!(
             sim.add(Node::Worker(Box::new(Worker::new(setup)))),
-            FIRST_WORKER + w
+            slot.addr
         );
     }
     // Faults first: at equal times a worker goes down before that instant's arrivals are routed.
@@ -129,28 +98,14 @@ pub fn populate(s: &Scenario, specs: Vec<RequestSpec>, pacing: Pacing, sim: &mut
             down_ms,
         } = fault;
         let (down, up) = (ms_to_ns(*at_ms), ms_to_ns(at_ms + down_ms));
-        // The worker itself; the router for a routable worker, the prefill workers (which hand
-        // off to it) for a decode worker.
-        let mut targets = vec![FIRST_WORKER + worker];
-        if *worker < routable {
-            targets.push(ROUTER);
-        } else {
-            targets.extend((0..routable).map(|p| FIRST_WORKER + p));
-        }
+        let slot = topo.worker(crate::ids::WorkerId::at(*worker));
+        let mut targets = vec![slot.addr];
+        targets.extend(topo.fault_listeners(slot.id));
         for to in targets {
-            sim.schedule(
-                down,
-                FIRST_WORKER + worker,
-                to,
-                Msg::WorkerDown { worker: *worker },
-            );
-            sim.schedule(
-                up,
-                FIRST_WORKER + worker,
-                to,
-                Msg::WorkerUp { worker: *worker },
-            );
+            sim.schedule(down, slot.addr, to, Msg::WorkerDown { worker: slot.id });
+            sim.schedule(up, slot.addr, to, Msg::WorkerUp { worker: slot.id });
         }
     }
-    sim.schedule_stream(CLIENT, ROUTER, first);
+    sim.schedule_stream(topo.client(), topo.router(), first);
+    topo
 }

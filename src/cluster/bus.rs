@@ -6,10 +6,9 @@
 //! only when a setting needs them (a drop rate strictly between 0 and 1, a jitter above 0), so a
 //! perfect bus consumes no randomness and leaves the other components' draws unchanged.
 
-use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
+use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::rng::SimRng;
 use crate::scenario::Bus as BusConfig;
-use crate::workload::ms_to_ns;
 
 use super::messages::Msg;
 

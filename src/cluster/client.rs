@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
+use crate::ids::RequestId;
 use crate::workload::RequestSpec;
 
 use super::messages::{Msg, Routed};
-use crate::report::Tally;
+use super::tally::Tally;
 
 /// How the client paces requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +27,8 @@ pub struct Client {
     pacing: Pacing,
     router: ActorId,
     next: usize,
-    followers: HashMap<u64, Vec<usize>>,
+    /// Later session turns by the turn they wait for (looked up only, never iterated).
+    followers: HashMap<RequestId, Vec<usize>>,
     sent: usize,
     /// The outcomes of completed requests.
     pub tally: Tally,
@@ -36,7 +38,7 @@ impl Client {
     /// A client for `specs` (in arrival order, ids equal to positions) sending to `router`.
     /// Outcomes are tallied over `workers` routable workers.
     pub fn new(specs: Vec<RequestSpec>, pacing: Pacing, router: ActorId, workers: usize) -> Self {
-        let mut followers: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut followers: HashMap<RequestId, Vec<usize>> = HashMap::new();
         if pacing == Pacing::OpenLoop {
             for (i, s) in specs.iter().enumerate() {
                 if let Some(after) = s.session.and_then(|l| l.after) {
@@ -93,7 +95,7 @@ impl Client {
         Msg::Request(Routed {
             spec: Arc::clone(&self.specs[i]),
             arrived_ns: at,
-            worker: 0,
+            worker: None,
             predicted_blocks: 0,
             others_held_blocks: 0,
             ever_computed_blocks: 0,
@@ -112,7 +114,6 @@ impl Actor for Client {
             debug_assert!(false, "the client receives only acks");
             return;
         };
-        let i = ack.request as usize;
         self.tally.add(&ack);
         let now = ctx.now();
         match self.pacing {
@@ -120,7 +121,7 @@ impl Actor for Client {
                 if self.followers.is_empty() {
                     return;
                 }
-                for next in self.followers.remove(&(i as u64)).unwrap_or_default() {
+                for next in self.followers.remove(&ack.request).unwrap_or_default() {
                     let spec = &self.specs[next];
                     let delay_ns = spec.session.map_or(0, |l| l.delay_ns);
                     let at = (now + delay_ns).max(spec.arrival_ns);

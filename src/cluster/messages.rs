@@ -4,42 +4,26 @@
 use std::sync::Arc;
 
 use crate::engine::Nanos;
-use crate::hash::BlockHash;
+use crate::ids::{RequestId, WorkerId};
+use crate::kv_event::KvEvent;
 use crate::workload::RequestSpec;
 
 /// Every message the cluster's actors exchange.
 #[derive(Clone, Debug)]
 pub enum Msg {
-    /// A request: client → router on arrival, router → worker once routed, and worker → router
-    /// when a worker goes down and hands back work it had not finished.
+    /// A request: client → router on arrival, router → worker once routed.
     Request(Routed),
-    /// A worker stored new blocks (worker → bus → router).
-    KvStored {
-        /// The worker that stored them.
-        worker: usize,
-        /// The block before the first stored one (`None`: the stored blocks start the prompt).
-        parent: Option<BlockHash>,
-        /// The newly stored blocks, in prompt order.
-        blocks: Vec<BlockHash>,
-    },
-    /// A worker evicted blocks (worker → bus → router).
-    KvRemoved {
-        /// The worker that evicted them.
-        worker: usize,
-        /// The evicted blocks.
-        blocks: Vec<BlockHash>,
-    },
-    /// A worker lost its whole cache, e.g. on restart (worker → bus → router).
-    KvCleared {
-        /// The worker whose cache is empty.
-        worker: usize,
-    },
+    /// A request handed back by a worker that went down before finishing it (worker → router),
+    /// to be routed again.
+    HandBack(Routed),
+    /// A KV event (worker → bus → router).
+    Kv(KvEvent),
     /// A request completed (worker → router, then router → client).
     Ack(Box<Ack>),
     /// A worker's own timer: the phase `phase` of `request` ends (worker → itself).
     Timer {
         /// The request.
-        request: u64,
+        request: RequestId,
         /// Which phase ended.
         phase: Phase,
         /// The worker's restart epoch when the timer was set; stale timers are ignored.
@@ -47,15 +31,15 @@ pub enum Msg {
     },
     /// KV for a disaggregated request arrives at its decode worker (prefill worker → decode worker).
     Handoff(Routed),
-    /// Fault injection: `worker` goes down (to the worker and the router).
+    /// Fault injection: `worker` goes down (to the worker and to those that send it work).
     WorkerDown {
         /// The worker.
-        worker: usize,
+        worker: WorkerId,
     },
-    /// Fault injection: `worker` is back (to the worker and the router).
+    /// Fault injection: `worker` is back.
     WorkerUp {
         /// The worker.
-        worker: usize,
+        worker: WorkerId,
     },
 }
 
@@ -66,8 +50,8 @@ pub struct Routed {
     pub spec: Arc<RequestSpec>,
     /// When the request reached the router (its arrival), ns.
     pub arrived_ns: Nanos,
-    /// The worker the router chose (a prefill worker when disaggregated).
-    pub worker: usize,
+    /// The worker the router chose (a prefill worker when disaggregated); `None` until routed.
+    pub worker: Option<WorkerId>,
     /// Blocks the router believed the chosen worker held, from the front.
     pub predicted_blocks: u32,
     /// The deepest prefix (blocks) any other worker truly held at decision time, for attributing
@@ -88,7 +72,7 @@ pub struct Routed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrefillOutcome {
     /// The prefill worker.
-    pub worker: usize,
+    pub worker: WorkerId,
     /// Blocks it already held.
     pub cached_blocks: u32,
     /// Whether it still held the whole shared prefix (the lab hit).
@@ -141,11 +125,11 @@ impl Misses {
 #[derive(Clone, Debug)]
 pub struct Ack {
     /// The request's id.
-    pub request: u64,
+    pub request: RequestId,
     /// The worker that produced the output (the decode worker when disaggregated).
-    pub worker: usize,
+    pub worker: WorkerId,
     /// The worker that prefilled it (equal to `worker` unless disaggregated).
-    pub prefill_worker: usize,
+    pub prefill_worker: WorkerId,
     /// Prompt blocks.
     pub prompt_blocks: u32,
     /// Prompt blocks the prefill worker really held when prefill started.
@@ -173,9 +157,8 @@ impl Msg {
     pub fn kind(&self) -> &'static str {
         match self {
             Msg::Request(_) => "Request",
-            Msg::KvStored { .. } => "KvStored",
-            Msg::KvRemoved { .. } => "KvRemoved",
-            Msg::KvCleared { .. } => "KvCleared",
+            Msg::HandBack(_) => "HandBack",
+            Msg::Kv(e) => e.kind(),
             Msg::Ack(_) => "Ack",
             Msg::Timer { .. } => "Timer",
             Msg::Handoff(_) => "Handoff",
@@ -184,11 +167,8 @@ impl Msg {
         }
     }
 
-    /// Whether this is a KV event (the only messages the bus may lose).
+    /// Whether this is a KV event (the only messages the bus carries, and may lose).
     pub fn is_kv_event(&self) -> bool {
-        matches!(
-            self,
-            Msg::KvStored { .. } | Msg::KvRemoved { .. } | Msg::KvCleared { .. }
-        )
+        matches!(self, Msg::Kv(_))
     }
 }

@@ -16,7 +16,9 @@ pub mod client;
 pub mod kv_cache;
 pub mod messages;
 pub mod router_actor;
+pub mod tally;
 pub mod timing;
+pub mod topology;
 pub mod truth;
 pub mod worker;
 

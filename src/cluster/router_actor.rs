@@ -1,13 +1,14 @@
-//! The router actor: a thin adapter around [`Policy`]. It routes arrivals (and requests handed
-//! back by a failing worker), applies the KV events the bus delivers, keeps load bookkeeping from
-//! acks, and holds requests while every worker is down.
+//! The router actor: a thin adapter around a [`RoutingPolicy`] and the router's [`LoadBook`].
+//! It routes arrivals and hand-backs, feeds the KV events the bus delivers to a policy that
+//! learns from them, keeps its load book from acks, and holds requests while every worker is
+//! down.
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::hashers::IdBuilder;
-
 use crate::engine::{Actor, ActorId, Context, Envelope};
-use crate::router::policy::Policy;
+use crate::hashers::IdBuilder;
+use crate::router::loads::LoadBook;
+use crate::router::policy::{RouteRequest, RoutingPolicy};
 
 use super::messages::{Msg, Routed};
 use super::truth::SharedTruth;
@@ -29,7 +30,9 @@ pub struct RouterStats {
 
 /// The router actor.
 pub struct RouterActor {
-    policy: Policy,
+    policy: Box<dyn RoutingPolicy>,
+    learns_from_events: bool,
+    loads: LoadBook,
     workers: Vec<ActorId>,
     client: ActorId,
     pending: VecDeque<Routed>,
@@ -40,10 +43,20 @@ pub struct RouterActor {
 }
 
 impl RouterActor {
-    /// A router sending to `workers` (actor addresses, by worker number) and acking to `client`.
-    pub fn new(policy: Policy, workers: Vec<ActorId>, client: ActorId, truth: SharedTruth) -> Self {
+    /// A router running `policy` (fed KV events if it `learns_from_events`), sending to `workers`
+    /// (actor addresses, by worker number) and acking to `client`.
+    pub fn new(
+        policy: Box<dyn RoutingPolicy>,
+        learns_from_events: bool,
+        loads: LoadBook,
+        workers: Vec<ActorId>,
+        client: ActorId,
+        truth: SharedTruth,
+    ) -> Self {
         RouterActor {
             policy,
+            learns_from_events,
+            loads,
             workers,
             client,
             pending: VecDeque::new(),
@@ -53,36 +66,50 @@ impl RouterActor {
         }
     }
 
-    /// The policy (its counters and index).
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    /// The router's load book (requests routed per worker, in flight).
+    pub fn loads(&self) -> &LoadBook {
+        &self.loads
     }
 
     fn route(&mut self, mut routed: Routed, ctx: &mut Context<'_, Msg>) {
-        if !self.policy.any_up() {
+        if !self.loads.any_up() {
             self.pending.push_back(routed);
             return;
         }
-        let blocks = &routed.spec.blocks;
-        let now = ctx.now();
-        let d = self.policy.route(blocks, now, ctx.rng());
+        let spec = &routed.spec;
+        let req = RouteRequest {
+            id: spec.id,
+            blocks: &spec.blocks,
+            input_tokens: spec.input_tokens,
+            session: spec.session.map(|l| l.session),
+            now: ctx.now(),
+        };
+        let d = self.policy.decide(&req, &self.loads, ctx.rng());
+        self.loads.routed_to(spec.id, d.worker, spec.blocks.len());
+        self.policy.on_routed(&req, &d);
         let (others, ever) = {
             let mut truth = self.truth.borrow_mut();
-            let others = truth.others_best(blocks, d.worker);
-            (others, truth.ever_computed_depth(blocks))
+            let others = truth.others_best(&spec.blocks, d.worker.index());
+            (others, truth.ever_computed_depth(&spec.blocks))
         };
         tracing::trace!(
-            request = routed.spec.id,
-            worker = d.worker,
+            request = spec.id.0,
+            worker = d.worker.0,
             predicted = d.predicted_blocks,
             "route"
         );
-        routed.worker = d.worker;
+        routed.worker = Some(d.worker);
         routed.predicted_blocks = d.predicted_blocks as u32;
         routed.others_held_blocks = others as u32;
         routed.ever_computed_blocks = ever as u32;
         self.stats.decisions += 1;
-        ctx.send(self.workers[d.worker], Msg::Request(routed), 0);
+        ctx.send(self.workers[d.worker.index()], Msg::Request(routed), 0);
+    }
+
+    fn finished(&mut self, request: crate::ids::RequestId) {
+        if let Some(worker) = self.loads.finished(request) {
+            self.policy.on_finished(worker, request);
+        }
     }
 }
 
@@ -92,39 +119,32 @@ impl Actor for RouterActor {
     fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
         match env.msg {
             Msg::Request(mut routed) => {
-                if env.from == self.client {
-                    if let Some(p) = routed.spec.prefix {
-                        routed.repeat = !self.seen_prefixes.insert(p);
-                    }
-                } else {
-                    // Handed back by a worker that went down: it no longer counts there.
-                    self.policy
-                        .finished(routed.worker, routed.spec.blocks.len());
-                    self.stats.rerouted += 1;
+                if let Some(p) = routed.spec.prefix {
+                    routed.repeat = !self.seen_prefixes.insert(p);
                 }
                 self.route(routed, ctx);
             }
-            Msg::KvStored { worker, blocks, .. } => {
-                self.stats.events_received += 1;
-                self.stats.events_applied += u64::from(self.policy.on_stored(worker, &blocks));
+            Msg::HandBack(routed) => {
+                // It no longer counts where it was.
+                self.finished(routed.spec.id);
+                self.stats.rerouted += 1;
+                self.route(routed, ctx);
             }
-            Msg::KvRemoved { worker, blocks } => {
+            Msg::Kv(event) => {
                 self.stats.events_received += 1;
-                self.stats.events_applied += u64::from(self.policy.on_removed(worker, &blocks));
-            }
-            Msg::KvCleared { worker } => {
-                self.stats.events_received += 1;
-                self.stats.events_applied += u64::from(self.policy.on_cleared(worker));
+                if self.learns_from_events {
+                    self.policy.on_event(&event);
+                    self.stats.events_applied += 1;
+                }
             }
             Msg::Ack(ack) => {
                 self.stats.acks += 1;
-                self.policy
-                    .finished(ack.prefill_worker, ack.prompt_blocks as usize);
+                self.finished(ack.request);
                 ctx.send(self.client, Msg::Ack(ack), 0);
             }
-            Msg::WorkerDown { worker } => self.policy.set_up(worker, false),
+            Msg::WorkerDown { worker } => self.loads.set_up(worker, false),
             Msg::WorkerUp { worker } => {
-                self.policy.set_up(worker, true);
+                self.loads.set_up(worker, true);
                 for routed in std::mem::take(&mut self.pending) {
                     self.route(routed, ctx);
                 }

@@ -5,9 +5,8 @@
 //! ms = 4.209989e-7·t² + 0.01518344·t + 16.50142 for t new tokens, decode ms per token =
 //! −25.74·u² + 54.01·u + 5.74 for u the worker's active KV fraction, with a 1 ms floor.
 
-use crate::engine::Nanos;
+use crate::engine::{ms_to_ns, Nanos};
 use crate::scenario::Timing;
-use crate::workload::ms_to_ns;
 
 /// A worker's timing model.
 #[derive(Clone, Debug, PartialEq)]

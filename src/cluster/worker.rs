@@ -14,27 +14,16 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use crate::hashers::IdBuilder;
 
 use crate::disagg;
-use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
-use crate::workload::ms_to_ns;
+use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
+use crate::ids::{RequestId, WorkerId};
+use crate::kv_event::KvEvent;
 
 use super::attribution::classify;
 use super::kv_cache::KvCache;
 use super::messages::{Ack, Msg, Phase, PrefillOutcome, Routed};
 use super::timing::TimingModel;
+use super::topology::Role;
 use super::truth::SharedTruth;
-
-/// What a worker does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// Aggregated serving.
-    Unified,
-    /// Disaggregated prefill.
-    Prefill,
-    /// Disaggregated decode.
-    Decode,
-    /// Disaggregated prefill and decode sharing one GPU.
-    Colocated,
-}
 
 /// The KV link between prefill and decode workers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -50,7 +39,7 @@ pub struct Link {
 /// Everything a worker is built from.
 pub struct WorkerSetup {
     /// The worker's number in events, acks and reports.
-    pub index: usize,
+    pub index: WorkerId,
     /// Its role.
     pub role: Role,
     /// KV capacity in blocks (`None`: unbounded).
@@ -69,7 +58,7 @@ pub struct WorkerSetup {
     pub bus: ActorId,
     /// Decode workers a prefill worker hands off to, as (worker number, address): the first that
     /// is up, starting from the request id modulo their count.
-    pub decode_peers: Vec<(usize, ActorId)>,
+    pub decode_peers: Vec<(WorkerId, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
     /// Ground truth for loss attribution.
@@ -109,7 +98,7 @@ pub struct Worker {
     setup: WorkerSetup,
     cache: KvCache,
     queue: VecDeque<Job>,
-    running: HashMap<u64, Running, IdBuilder>,
+    running: HashMap<RequestId, Running, IdBuilder>,
     up: bool,
     epoch: u32,
     busy_since: Option<Nanos>,
@@ -141,7 +130,7 @@ impl Worker {
     }
 
     /// The worker's number.
-    pub fn index(&self) -> usize {
+    pub fn index(&self) -> WorkerId {
         self.setup.index
     }
 
@@ -204,27 +193,27 @@ impl Worker {
             routed.predicted_blocks as usize,
             routed.others_held_blocks as usize,
             routed.ever_computed_blocks as usize,
-            me,
+            me.index(),
             &self.setup.truth.borrow(),
         );
         {
             let mut truth = self.setup.truth.borrow_mut();
-            truth.removed(me, &adm.evicted);
-            truth.stored(me, &adm.stored);
+            truth.removed(me.index(), &adm.evicted);
+            truth.stored(me.index(), &adm.stored);
         }
         self.stats.evicted_blocks += adm.evicted.len() as u64;
         if !adm.evicted.is_empty() {
             let blocks = adm.evicted;
-            self.publish(Msg::KvRemoved { worker: me, blocks }, ctx);
+            self.publish(Msg::Kv(KvEvent::Removed { worker: me, blocks }), ctx);
         }
         if !adm.stored.is_empty() {
             let (parent, blocks) = (adm.parent, adm.stored);
             self.publish(
-                Msg::KvStored {
+                Msg::Kv(KvEvent::Stored {
                     worker: me,
                     parent,
                     blocks,
-                },
+                }),
                 ctx,
             );
         }
@@ -298,7 +287,7 @@ impl Worker {
         );
     }
 
-    fn phase_ended(&mut self, request: u64, phase: Phase, ctx: &mut Context<'_, Msg>) {
+    fn phase_ended(&mut self, request: RequestId, phase: Phase, ctx: &mut Context<'_, Msg>) {
         match (phase, self.setup.role) {
             (Phase::Prefill, Role::Unified) => {
                 let u = self.active_fraction();
@@ -336,7 +325,7 @@ impl Worker {
     /// request id modulo their count), or keeps it until one comes back.
     fn hand_off(&mut self, routed: Routed, ctx: &mut Context<'_, Msg>) {
         let n = self.setup.decode_peers.len();
-        let start = (routed.spec.id % n as u64) as usize;
+        let start = (routed.spec.id.0 % n as u64) as usize;
         let Some(k) = (0..n).map(|k| (start + k) % n).find(|&k| self.peers_up[k]) else {
             self.waiting_for_peer.push_back(routed);
             return;
@@ -355,7 +344,7 @@ impl Worker {
     }
 
     /// A decode peer went down or came back.
-    fn peer_changed(&mut self, worker: usize, up: bool, ctx: &mut Context<'_, Msg>) {
+    fn peer_changed(&mut self, worker: WorkerId, up: bool, ctx: &mut Context<'_, Msg>) {
         if let Some(k) = self.setup.decode_peers.iter().position(|p| p.0 == worker) {
             self.peers_up[k] = up;
         }
@@ -366,7 +355,7 @@ impl Worker {
         }
     }
 
-    fn remove_running(&mut self, request: u64, ctx: &Context<'_, Msg>) -> Running {
+    fn remove_running(&mut self, request: RequestId, ctx: &Context<'_, Msg>) -> Running {
         let run = self.running.remove(&request).expect("running request");
         if self.running.is_empty() {
             if let Some(since) = self.busy_since.take() {
@@ -376,7 +365,7 @@ impl Worker {
         run
     }
 
-    fn finish(&mut self, request: u64, ctx: &mut Context<'_, Msg>) {
+    fn finish(&mut self, request: RequestId, ctx: &mut Context<'_, Msg>) {
         let run = self.remove_running(request, ctx);
         self.cache.release(&run.routed.spec.blocks[..run.pinned]);
         let o = run.outcome;
@@ -404,7 +393,7 @@ impl Worker {
     fn hand_back(&self, mut routed: Routed, ctx: &mut Context<'_, Msg>) {
         routed.retries += 1;
         routed.prefill = None;
-        ctx.send(self.setup.router, Msg::Request(routed), 0);
+        ctx.send(self.setup.router, Msg::HandBack(routed), 0);
     }
 
     fn go_down(&mut self, ctx: &mut Context<'_, Msg>) {
@@ -415,7 +404,7 @@ impl Worker {
             self.stats.busy_ns += ctx.now() - since;
         }
         // Hand back in request order: the map's own order must not leak into the run.
-        let mut running: Vec<(u64, Running)> =
+        let mut running: Vec<(RequestId, Running)> =
             std::mem::take(&mut self.running).into_iter().collect();
         running.sort_unstable_by_key(|(id, _)| *id);
         for (_, run) in running {
@@ -433,9 +422,12 @@ impl Worker {
         if matches!(self.setup.role, Role::Decode) {
             return;
         }
-        self.setup.truth.borrow_mut().cleared(self.setup.index);
+        self.setup
+            .truth
+            .borrow_mut()
+            .cleared(self.setup.index.index());
         let worker = self.setup.index;
-        self.publish(Msg::KvCleared { worker }, ctx);
+        self.publish(Msg::Kv(KvEvent::Cleared { worker }), ctx);
     }
 }
 
@@ -466,7 +458,7 @@ impl Actor for Worker {
             }
             Msg::WorkerDown { worker } => self.peer_changed(worker, false, ctx),
             Msg::WorkerUp { worker } => self.peer_changed(worker, true, ctx),
-            Msg::KvStored { .. } | Msg::KvRemoved { .. } | Msg::KvCleared { .. } | Msg::Ack(_) => {
+            Msg::Kv(_) | Msg::Ack(_) | Msg::HandBack(_) => {
                 debug_assert!(false, "workers receive no {}", env.msg.kind());
             }
         }

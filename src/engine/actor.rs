@@ -1,26 +1,9 @@
-//! Actors, the context they act through, and the envelope a message travels in.
+//! Actors and the context they act through.
 
-use super::scheduler::EventQueue;
-use super::Nanos;
+use super::envelope::{ActorId, Envelope};
+use super::queue::EventQueue;
+use super::time::Nanos;
 use crate::rng::SimRng;
-
-/// An actor's address: its index in the simulation, in the order actors were added.
-pub type ActorId = usize;
-
-/// A message in flight or being delivered.
-#[derive(Clone, Debug)]
-pub struct Envelope<M> {
-    /// Delivery time.
-    pub time: Nanos,
-    /// Global send order: ties in `time` are delivered in `seq` order.
-    pub seq: u64,
-    /// Sender.
-    pub from: ActorId,
-    /// Receiver.
-    pub to: ActorId,
-    /// The message.
-    pub msg: M,
-}
 
 /// What an actor can do while it handles a message: read the clock, draw from the run's one
 /// generator, and send messages (delivered after a delay, never immediately re-entrant).

@@ -1,108 +1,12 @@
-//! The scheduler: virtual time, one ordered queue of pending deliveries, one mailbox per actor.
-
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+//! The scheduler: virtual time, the queue of pending deliveries, one mailbox per actor.
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::actor::{Actor, ActorId, Context, Envelope};
-use super::Nanos;
+use super::actor::{Actor, Context};
+use super::envelope::{ActorId, Envelope};
+use super::queue::EventQueue;
+use super::time::Nanos;
 use crate::rng::SimRng;
-
-/// Pending deliveries, earliest `(time, seq)` first.
-///
-/// The heap holds only small keys `(time, seq, slot)`; the messages wait in a slab of slots that
-/// are reused, so sifting the heap never moves a message.
-pub struct EventQueue<M> {
-    heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
-    slots: Vec<Option<Parked<M>>>,
-    free: Vec<u32>,
-    next_seq: u64,
-    /// Deliveries known in advance, in `(time, seq)` order, merged with the heap on pop so that
-    /// a long workload does not sit in (and slow down) the heap.
-    stream: VecDeque<(Nanos, u64, Parked<M>)>,
-}
-
-struct Parked<M> {
-    from: ActorId,
-    to: ActorId,
-    msg: M,
-}
-
-impl<M> EventQueue<M> {
-    fn new() -> Self {
-        EventQueue {
-            heap: BinaryHeap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            next_seq: 0,
-            stream: VecDeque::new(),
-        }
-    }
-
-    /// Appends deliveries known in advance; they get the next `seq`s in order, exactly as if each
-    /// had been pushed. Times must not decrease along the stream nor go below earlier stream items.
-    fn extend_stream(&mut self, items: impl IntoIterator<Item = (Nanos, ActorId, ActorId, M)>) {
-        for (time, from, to, msg) in items {
-            debug_assert!(
-                self.stream.back().is_none_or(|last| last.0 <= time),
-                "a stream is in time order"
-            );
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.stream.push_back((time, seq, Parked { from, to, msg }));
-        }
-    }
-
-    /// Schedules a delivery; `seq` is assigned now, in send order.
-    pub(super) fn push(&mut self, time: Nanos, from: ActorId, to: ActorId, msg: M) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let parked = Some(Parked { from, to, msg });
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = parked;
-                slot
-            }
-            None => {
-                self.slots.push(parked);
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 pending messages")
-            }
-        };
-        self.heap.push(Reverse((time, seq, slot)));
-    }
-
-    fn pop(&mut self) -> Option<Envelope<M>> {
-        let stream_first = match (self.stream.front(), self.heap.peek()) {
-            (Some(&(t, q, _)), Some(&Reverse((ht, hq, _)))) => (t, q) < (ht, hq),
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if stream_first {
-            let (time, seq, Parked { from, to, msg }) =
-                self.stream.pop_front().expect("checked non-empty");
-            return Some(Envelope {
-                time,
-                seq,
-                from,
-                to,
-                msg,
-            });
-        }
-        let Reverse((time, seq, slot)) = self.heap.pop()?;
-        let Parked { from, to, msg } = self.slots[slot as usize]
-            .take()
-            .expect("a queued key has a parked message");
-        self.free.push(slot);
-        Some(Envelope {
-            time,
-            seq,
-            from,
-            to,
-            msg,
-        })
-    }
-}
 
 struct Slot<A: Actor> {
     actor: A,
@@ -140,7 +44,7 @@ impl<A: Actor> Simulation<A> {
             inbox,
             mailbox,
         });
-        self.slots.len() - 1
+        ActorId(u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 actors"))
     }
 
     /// Schedules a message from outside the actors (the initial workload, injected faults).
@@ -183,13 +87,13 @@ impl<A: Actor> Simulation<A> {
         self.now = env.time;
         self.delivered += 1;
         observe(&env);
-        let slot = &mut self.slots[env.to];
+        let slot = &mut self.slots[env.to.index()];
         slot.inbox
             .send(env)
             .expect("the simulation owns both ends of every mailbox");
         let mut ctx = Context {
             now: self.now,
-            me: 0,
+            me: ActorId(0),
             queue: &mut self.queue,
             rng: &mut self.rng,
         };
@@ -212,7 +116,7 @@ impl<A: Actor> Simulation<A> {
 
     /// The actor at `id`.
     pub fn actor(&self, id: ActorId) -> &A {
-        &self.slots[id].actor
+        &self.slots[id.index()].actor
     }
 }
 
@@ -241,11 +145,11 @@ mod tests {
     fn ping_pong_advances_virtual_time() {
         let mut sim = Simulation::new(SimRng::new(RngKind::Chacha, 0));
         let a = sim.add(Echo {
-            peer: 1,
+            peer: ActorId(1),
             seen: vec![],
         });
         let b = sim.add(Echo {
-            peer: 0,
+            peer: ActorId(0),
             seen: vec![],
         });
         sim.schedule(0, b, a, 0);
@@ -261,7 +165,7 @@ mod tests {
     fn ties_are_delivered_in_send_order() {
         let mut sim = Simulation::new(SimRng::new(RngKind::Chacha, 0));
         let a = sim.add(Echo {
-            peer: 0,
+            peer: ActorId(0),
             seen: vec![],
         });
         for n in [9, 7, 8] {
@@ -274,5 +178,48 @@ mod tests {
             order,
             vec![(50, 3, 6), (100, 0, 9), (100, 1, 7), (100, 2, 8)]
         );
+    }
+
+    #[test]
+    fn stream_and_heap_interleave_by_time_then_send_order() {
+        // At t = 100: heap 9 (seq 0), stream 11 and 12 (seqs 1, 2), heap 7 (seq 3). Echo answers
+        // the 4 delivered at 50 with a 5 for t = 60 (seq 5), after everything scheduled before.
+        let mut sim = Simulation::new(SimRng::new(RngKind::Chacha, 0));
+        let a = sim.add(Echo {
+            peer: ActorId(0),
+            seen: vec![],
+        });
+        sim.schedule(100, a, a, 9);
+        sim.schedule_stream(a, a, vec![(100, 11), (100, 12)]);
+        sim.schedule(100, a, a, 7);
+        sim.schedule(50, a, a, 4);
+        let mut order = Vec::new();
+        sim.run(|env| order.push((env.time, env.seq, env.msg)));
+        assert_eq!(
+            order,
+            vec![
+                (50, 4, 4),
+                (60, 5, 5),
+                (100, 0, 9),
+                (100, 1, 11),
+                (100, 2, 12),
+                (100, 3, 7),
+            ],
+            "equal times are delivered in seq order, whether they waited in the heap or the stream"
+        );
+    }
+
+    #[test]
+    fn a_stream_sorts_its_items_by_time_keeping_equal_times_in_order() {
+        let mut sim = Simulation::new(SimRng::new(RngKind::Chacha, 0));
+        let a = sim.add(Echo {
+            peer: ActorId(0),
+            seen: vec![],
+        });
+        sim.schedule_stream(a, a, vec![(30, 8), (10, 6), (30, 9), (10, 7)]);
+        sim.schedule(20, a, a, 100); // a heap item between the stream's two instants
+        let mut order = Vec::new();
+        sim.run(|env| order.push((env.time, env.msg)));
+        assert_eq!(order, vec![(10, 6), (10, 7), (20, 100), (30, 8), (30, 9)]);
     }
 }

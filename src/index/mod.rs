@@ -24,6 +24,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use crate::hash::BlockHash;
+use crate::kv_event::KvEvent;
 use crate::worker_set;
 
 use crate::hashers::BlockHashBuilder;
@@ -210,6 +211,15 @@ impl KvIndex {
             .collect();
         // Order does not matter: each removal is independent of the others.
         self.remove(worker, &blocks);
+    }
+
+    /// Applies a KV event: the one way every events-fed index learns.
+    pub fn apply(&mut self, event: &KvEvent) {
+        match event {
+            KvEvent::Stored { worker, blocks, .. } => self.store(worker.index(), blocks),
+            KvEvent::Removed { worker, blocks } => self.remove(worker.index(), blocks),
+            KvEvent::Cleared { worker } => self.clear_worker(worker.index()),
+        }
     }
 
     /// Whether `worker` holds `block`.

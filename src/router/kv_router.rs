@@ -1,38 +1,53 @@
 //! The lab's KV-aware router.
 //!
-//! Rules: (1) the worker with the most overlapping blocks, (2) then the fewest requests routed to
-//! it so far, (3) then the lowest index; the chosen worker's count goes up right after the choice.
-//! The self-tracking router ([`KvRouter::new`]) then records every block of the request for that
-//! worker. The events router ([`KvRouter::with_events`]) never records its own decisions: it learns
-//! only from [`KvRouter::on_event`]. Recording decisions in events mode would hide the failure
-//! where workers publish nothing (the lab's third classic mistake): the router would look healthy
+//! It chooses by the lab rule ([`LabRule`]): (1) the worker with the most overlapping blocks,
+//! (2) then the fewest requests routed to it so far, (3) then the lowest index; the chosen
+//! worker's count goes up right after the choice. The self-tracking router ([`KvRouter::new`])
+//! then records every block of the request for that worker. The events router
+//! ([`KvRouter::with_events`]) never records its own decisions: it learns only from
+//! [`KvRouter::on_event`]. Recording decisions in events mode would hide the failure where
+//! workers publish nothing (the lab's third classic mistake): the router would look healthy
 //! while real workers' caches are unknown to it.
 
 use crate::hash::{block_names, BlockHash, BlockNames16, FAST_BLOCK};
-use crate::index::{KvIndex, MatchScratch};
-use crate::router::select::{least_loaded, LeastLoaded};
+use crate::ids::WorkerId;
+use crate::index::KvIndex;
+use crate::router::lab_rule::{LabRule, LoadView};
+use crate::router::select::LeastLoaded;
+use crate::router::Decision;
 
 /// A KV-aware router over `n_workers` workers.
 #[derive(Clone)]
 pub struct KvRouter {
     block: usize,
-    index: KvIndex,
-    routed: Vec<u64>,
-    /// The least-routed worker overall, for requests every worker is a candidate for.
-    least_routed: LeastLoaded,
+    rule: LabRule,
+    routed: Routed,
     events_only: bool,
-    scratch: MatchScratch,
     /// The block names of the request being routed (kept for its allocation).
     hashes: Vec<BlockHash>,
 }
 
-/// One routing decision with what the router believed about it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision {
-    /// The chosen worker.
-    pub worker: usize,
-    /// Blocks the router believed the chosen worker held, counted from the front.
-    pub predicted_overlap: usize,
+/// Requests routed to each worker: the lab's load. Every worker is always up.
+#[derive(Clone)]
+struct Routed {
+    counts: Vec<u64>,
+    /// The least-routed worker overall, for requests every worker is a candidate for.
+    least: LeastLoaded,
+}
+
+impl LoadView for Routed {
+    fn load(&self, worker: usize) -> u64 {
+        self.counts[worker]
+    }
+    fn is_up(&self, _worker: usize) -> bool {
+        true
+    }
+    fn all_up(&self) -> bool {
+        true
+    }
+    fn least_of_all(&self) -> Option<usize> {
+        Some(self.least.min())
+    }
 }
 
 impl KvRouter {
@@ -57,11 +72,12 @@ impl KvRouter {
         assert!(block > 0, "block size must be at least 1 token");
         KvRouter {
             block,
-            index: KvIndex::new(n_workers),
-            routed: vec![0; n_workers],
-            least_routed: LeastLoaded::new(&vec![0; n_workers]),
+            rule: LabRule::new(n_workers),
+            routed: Routed {
+                counts: vec![0; n_workers],
+                least: LeastLoaded::new(&vec![0; n_workers]),
+            },
             events_only,
-            scratch: MatchScratch::default(),
             hashes: Vec::new(),
         }
     }
@@ -71,7 +87,7 @@ impl KvRouter {
     /// The same choice as [`KvRouter::route_hashes`] on [`crate::block_hashes`] of the prompt, but
     /// each block is looked up as soon as it is hashed, and the events router hashes nothing past
     /// the first block no worker holds (it stores nothing, so it needs no further name).
-    pub fn route(&mut self, tokens: &[u32]) -> usize {
+    pub fn route(&mut self, tokens: &[u32]) -> WorkerId {
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
         // One loop per block size class, so the common one runs without the other's code.
@@ -83,7 +99,9 @@ impl KvRouter {
         let worker = self.choose(depth);
         if !self.events_only {
             // The chosen worker already holds the first `depth` blocks.
-            self.index.store(worker, &hashes[depth..]);
+            self.rule
+                .index_mut()
+                .store(worker.index(), &hashes[depth..]);
         }
         self.hashes = hashes;
         worker
@@ -98,19 +116,18 @@ impl KvRouter {
         hashes: &mut Vec<BlockHash>,
     ) -> usize {
         if self.events_only {
-            return self.index.find_matches_iter(names, &mut self.scratch);
+            return self.rule.matches_iter(names);
         }
         // Written through a slice sized up front: no capacity check or length update per name.
         let n = names.len();
         hashes.resize(n, BlockHash(0));
         let mut slots = hashes.iter_mut();
-        let depth = self.index.find_matches_iter(
-            names.by_ref().zip(slots.by_ref()).map(|(name, slot)| {
+        let depth = self
+            .rule
+            .matches_iter(names.by_ref().zip(slots.by_ref()).map(|(name, slot)| {
                 *slot = name;
                 name
-            }),
-            &mut self.scratch,
-        );
+            }));
         for (name, slot) in names.zip(slots) {
             *slot = name;
         }
@@ -119,53 +136,50 @@ impl KvRouter {
 
     /// Routes a prompt already cut into block names (hashing it once is the caller's job).
     pub fn route_hashes(&mut self, hashes: &[BlockHash]) -> Decision {
-        let depth = self.index.find_matches(hashes, &mut self.scratch);
+        let depth = self.rule.matches(hashes);
         let worker = self.choose(depth);
         if !self.events_only {
             // The chosen worker already holds the first `depth` blocks.
-            self.index.store(worker, &hashes[depth..]);
+            self.rule
+                .index_mut()
+                .store(worker.index(), &hashes[depth..]);
         }
         Decision {
             worker,
-            predicted_overlap: depth,
+            predicted_blocks: depth,
         }
     }
 
-    /// Rules 2 and 3 among the workers with the deepest overlap (`depth` blocks) found by the
-    /// last match, then counts the request for the chosen worker.
-    fn choose(&mut self, depth: usize) -> usize {
-        let n_workers = self.routed.len();
-        let worker = if depth == 0 || self.scratch.best_count() == n_workers {
-            // Every worker is a candidate: the tracker answers without a scan.
-            self.least_routed.min()
-        } else {
-            let routed = &self.routed;
-            least_loaded(self.scratch.best(), |w| routed[w])
-                .expect("at least one worker is always a candidate")
-        };
-        self.routed[worker] += 1;
-        self.least_routed.increment(worker);
+    /// Rules 2 and 3 after the last match, then counts the request for the chosen worker.
+    fn choose(&mut self, depth: usize) -> WorkerId {
+        let worker = self
+            .rule
+            .choose(depth, &self.routed)
+            .expect("every worker is up, so one is a candidate")
+            .worker;
+        self.routed.counts[worker.index()] += 1;
+        self.routed.least.increment(worker.index());
         worker
     }
 
     /// A KV-stored event: `worker` now holds `hashes`.
     pub fn on_event(&mut self, worker: usize, hashes: &[BlockHash]) {
-        self.index.store(worker, hashes);
+        self.rule.index_mut().store(worker, hashes);
     }
 
     /// A KV-removed event: `worker` no longer holds `hashes`.
     pub fn on_removed(&mut self, worker: usize, hashes: &[BlockHash]) {
-        self.index.remove(worker, hashes);
+        self.rule.index_mut().remove(worker, hashes);
     }
 
     /// Requests routed to each worker so far.
     pub fn routed(&self) -> &[u64] {
-        &self.routed
+        &self.routed.counts
     }
 
     /// The router's index (its belief of who holds what).
     pub fn index(&self) -> &KvIndex {
-        &self.index
+        self.rule.index()
     }
 
     /// Tokens per block.
@@ -178,6 +192,8 @@ impl KvRouter {
 mod tests {
     use super::*;
     use crate::hash::block_hashes;
+    use crate::index::MatchScratch;
+    use crate::router::select::least_loaded;
 
     fn prompt(prefix: u32, tail: u32) -> Vec<u32> {
         let mut t: Vec<u32> = (0..8).map(|j| prefix * 1000 + j).collect();
@@ -188,40 +204,40 @@ mod tests {
     #[test]
     fn rule_1_most_overlap_wins_over_load() {
         let mut r = KvRouter::new(2, 4);
-        assert_eq!(r.route(&prompt(1, 0)), 0);
-        assert_eq!(r.route(&prompt(2, 1)), 1);
-        assert_eq!(r.route(&prompt(1, 2)), 0); // worker 0 has prefix 1, though loads are equal
-        assert_eq!(r.route(&prompt(1, 3)), 0); // and again, though worker 0 is now busier
+        assert_eq!(r.route(&prompt(1, 0)).index(), 0);
+        assert_eq!(r.route(&prompt(2, 1)).index(), 1);
+        assert_eq!(r.route(&prompt(1, 2)).index(), 0); // worker 0 has prefix 1, though loads are equal
+        assert_eq!(r.route(&prompt(1, 3)).index(), 0); // and again, though worker 0 is now busier
         assert_eq!(r.routed(), &[3, 1]);
     }
 
     #[test]
     fn rule_2_fewest_routed_then_rule_3_lowest_index() {
         let mut r = KvRouter::new(3, 4);
-        assert_eq!(r.route(&prompt(1, 0)), 0); // all tie: lowest index
-        assert_eq!(r.route(&prompt(2, 1)), 1); // no overlap: fewest routed
-        assert_eq!(r.route(&prompt(3, 2)), 2);
-        assert_eq!(r.route(&prompt(4, 3)), 0);
+        assert_eq!(r.route(&prompt(1, 0)).index(), 0); // all tie: lowest index
+        assert_eq!(r.route(&prompt(2, 1)).index(), 1); // no overlap: fewest routed
+        assert_eq!(r.route(&prompt(3, 2)).index(), 2);
+        assert_eq!(r.route(&prompt(4, 3)).index(), 0);
     }
 
     #[test]
     fn short_request_goes_to_least_loaded() {
         let mut r = KvRouter::new(2, 16);
         r.route(&prompt(1, 0));
-        assert_eq!(r.route(&[1, 2, 3]), 1);
-        assert_eq!(r.route(&[]), 0);
+        assert_eq!(r.route(&[1, 2, 3]).index(), 1);
+        assert_eq!(r.route(&[]).index(), 0);
     }
 
     #[test]
     fn events_router_never_records_its_own_decisions() {
         // The classic mistake: an events router that records its decisions looks like kv mode.
         let mut r = KvRouter::with_events(2, 4);
-        assert_eq!(r.route(&prompt(1, 0)), 0);
+        assert_eq!(r.route(&prompt(1, 0)).index(), 0);
         assert_eq!(r.index().entries(), 0);
-        assert_eq!(r.route(&prompt(1, 1)), 1); // no belief: falls back to load, like rr
+        assert_eq!(r.route(&prompt(1, 1)).index(), 1); // no belief: falls back to load, like rr
         let hashes = block_hashes(&prompt(1, 2), 4);
         r.on_event(1, &hashes);
-        assert_eq!(r.route(&prompt(1, 3)), 1);
+        assert_eq!(r.route(&prompt(1, 3)).index(), 1);
     }
 
     #[test]
@@ -230,7 +246,7 @@ mod tests {
         let hashes = block_hashes(&prompt(1, 0), 4);
         r.on_event(1, &hashes);
         r.on_removed(1, &hashes);
-        assert_eq!(r.route(&prompt(1, 1)), 0);
+        assert_eq!(r.route(&prompt(1, 1)).index(), 0);
     }
 
     /// A slow copy of the original router: block names first, a scan of every candidate.
@@ -288,7 +304,7 @@ mod tests {
                             }
                         })
                         .collect();
-                    let (a, b) = (fast.route(&tokens), slow.route(&tokens, block));
+                    let (a, b) = (fast.route(&tokens).index(), slow.route(&tokens, block));
                     assert_eq!(a, b, "workers {workers} events {events_only} request {i}");
                     let hashes = block_hashes(&tokens, block);
                     if events_only && i % 3 != 0 {

@@ -1,14 +1,33 @@
 //! Routing: which worker gets a request.
 //!
-//! - [`select`]: the lab's selection rule (most overlap, then least load, then lowest index),
-//!   shared by the lab router and the engine's policies so both choose identically.
+//! - [`lab_rule`]: the lab's rule (most overlap, then least load, then lowest number), the one
+//!   place it lives, used by the lab router and by the engine's policies alike.
 //! - [`kv_router`]: the lab's [`KvRouter`], self-tracking or fed by KV events.
-//! - [`policy`]: the engine's policies (rr, random, kv, kv-events, cost, approx).
+//! - [`policy`]: the [`RoutingPolicy`](policy::RoutingPolicy) trait the engine's router runs.
+//! - [`registry`]: every policy by name, and which learn from KV events.
+//! - [`policies`]: the policies, one file each.
+//! - [`loads`]: the router's own bookkeeping of what it routed (load, up/down).
+//! - [`select`]: least-loaded selection, with an O(1) tracker for the lab's load.
 //! - [`ttl`]: expiring beliefs for the approx policy.
 
 pub mod kv_router;
+pub mod lab_rule;
+pub mod loads;
+pub mod policies;
 pub mod policy;
+pub mod registry;
 pub mod select;
 pub mod ttl;
 
 pub use kv_router::KvRouter;
+
+use crate::ids::WorkerId;
+
+/// A routing decision and what the router believed about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The chosen worker.
+    pub worker: WorkerId,
+    /// Blocks the router believed the chosen worker held, counted from the front.
+    pub predicted_blocks: usize,
+}

@@ -1,5 +1,6 @@
-//! The lab's selection rule: (1) most overlapping blocks, (2) then the least load, (3) then the
-//! lowest worker index.
+//! Least-loaded selection, the lab rule's second and third steps (the least load, then the lowest
+//! worker number): a scan over candidates, and an O(1) tracker of the least-loaded worker for
+//! loads that only grow.
 
 /// Among `candidates` (worker indices in increasing order, all with the same, deepest overlap),
 /// the one with the least `load`, the lowest index on ties. `None` if there is no candidate.

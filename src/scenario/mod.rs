@@ -10,11 +10,13 @@
 pub mod load;
 pub mod validate;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::disagg::ModelShape;
 use crate::rng::RngKind;
-use crate::router::policy::{LoadKind, PolicyKind};
+use crate::router::loads::LoadKind;
 use crate::workload::synthetic::SyntheticParams;
 
 pub use load::{load_scenario, Override};
@@ -115,13 +117,38 @@ impl Default for PrefixRepeatWorkload {
 }
 
 /// Trace file formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TraceFormat {
     /// Mooncake JSONL with block hash ids.
     Mooncake,
     /// Azure LLM inference CSV (lengths only).
     Azure,
+}
+
+impl TraceFormat {
+    /// Every format's name, as scenarios and `--format` spell it.
+    pub const NAMES: &'static [&'static str] = &["mooncake", "azure"];
+
+    /// The format's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceFormat::Mooncake => "mooncake",
+            TraceFormat::Azure => "azure",
+        }
+    }
+}
+
+impl std::str::FromStr for TraceFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mooncake" => Ok(TraceFormat::Mooncake),
+            "azure" => Ok(TraceFormat::Azure),
+            _ => Err(format!("{s:?} is not a trace format (mooncake, azure)")),
+        }
+    }
 }
 
 /// `kind = "trace"`.
@@ -239,28 +266,26 @@ impl Default for Cluster {
 
 /// `[router]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct Router {
-    /// rr | random | kv | kv-events | cost | approx (kv).
-    pub policy: PolicyKind,
-    /// routed | in-flight (routed).
+    /// The routing policy, by name (kv): one of [`crate::router::registry::POLICIES`].
+    pub policy: String,
+    /// The load of the lab rule's second step: routed | in-flight (routed).
     pub load: LoadKind,
-    /// cost: weight of the blocks a worker would prefill (1.0).
-    pub overlap_weight: f64,
-    /// cost: softmax temperature, 0 = lowest cost wins (0.0).
-    pub temperature: f64,
-    /// approx: seconds a recorded decision is believed (120).
-    pub ttl_s: f64,
+    /// Policies' settings, one `[router.NAME]` table per policy (for example `[router.cost]`
+    /// `temperature = 0.5`), each documented in the policy's module under
+    /// [`crate::router::policies`]. Only the chosen policy's table is used; every table is
+    /// checked.
+    #[serde(flatten)]
+    pub settings: BTreeMap<String, toml::Value>,
 }
 
 impl Default for Router {
     fn default() -> Self {
         Router {
-            policy: PolicyKind::Kv,
+            policy: "kv".to_string(),
             load: LoadKind::Routed,
-            overlap_weight: 1.0,
-            temperature: 0.0,
-            ttl_s: 120.0,
+            settings: BTreeMap::new(),
         }
     }
 }

@@ -1,18 +1,11 @@
 //! Range checks on a deserialised scenario. Each failure names the dotted key, its value and the
 //! problem, so the loader can point at the line that set it.
 
-use super::{Fault, Limit, Scenario, Workload};
+pub use crate::error::Invalid;
 
-/// One invalid setting.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Invalid {
-    /// Dotted key path, e.g. `bus.drop_rate` or `faults[0].worker`.
-    pub key: String,
-    /// The value as written.
-    pub value: String,
-    /// What is wrong, e.g. `is outside 0..=1`.
-    pub problem: String,
-}
+use super::{Fault, Limit, Scenario, Workload};
+use crate::router::policy::PolicySetup;
+use crate::router::registry;
 
 fn bad(key: &str, value: impl ToString, problem: &str) -> Invalid {
     Invalid {
@@ -135,17 +128,6 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     time_ms("cluster.service_ms", c.service_ms)?;
     limit("cluster.kv_capacity_blocks", c.kv_capacity_blocks)?;
 
-    let r = &s.router;
-    non_negative("router.overlap_weight", r.overlap_weight)?;
-    non_negative("router.temperature", r.temperature)?;
-    time_ms("router.ttl_s", r.ttl_s * 1e3).map_err(|_| {
-        bad(
-            "router.ttl_s",
-            format!("{:?}", r.ttl_s),
-            "must be a number of seconds in 0..=1e9",
-        )
-    })?;
-
     let b = &s.bus;
     if !(0.0..=1.0).contains(&b.drop_rate) {
         return Err(bad(
@@ -219,6 +201,8 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         ));
     }
 
+    validate_router(s)?;
+
     let workers = worker_count(s);
     for (i, f) in s.faults.iter().enumerate() {
         match f {
@@ -256,4 +240,51 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
     }
     Ok(())
+}
+
+/// `[router]`: a known policy, and every `[router.NAME]` table a known policy's valid settings.
+fn validate_router(s: &Scenario) -> Result<(), Invalid> {
+    let r = &s.router;
+    let known = || registry::names().join(", ");
+    if registry::entry(&r.policy).is_none() {
+        return Err(bad(
+            "router.policy",
+            format!("{:?}", r.policy),
+            &format!("is not a policy (one of {})", known()),
+        ));
+    }
+    let workers = routable_workers(s);
+    for (name, value) in &r.settings {
+        let Some(entry) = registry::entry(name) else {
+            let moved = match name.as_str() {
+                "overlap_weight" | "temperature" => Some("cost"),
+                "ttl_s" => Some("approx"),
+                _ => None,
+            };
+            let problem = match moved {
+                Some(p) => format!("moved to the policy's own table: [router.{p}] {name} = ..."),
+                None => format!(
+                    "is not a [router] setting (policy, load) nor a policy's table (one of {})",
+                    known()
+                ),
+            };
+            return Err(bad(&format!("router.{name}"), value, &problem));
+        };
+        let setup = PolicySetup {
+            name: entry.name,
+            workers,
+            settings: Some(value),
+        };
+        (entry.build)(&setup)?;
+    }
+    Ok(())
+}
+
+/// The number of workers the router routes to (prefill workers when disaggregated).
+pub fn routable_workers(s: &Scenario) -> usize {
+    if s.disagg.enabled {
+        s.disagg.prefill_workers
+    } else {
+        s.cluster.workers
+    }
 }

@@ -18,12 +18,14 @@
 //!
 //! - [`file`](mod@file): reading and checking the sweep file.
 //! - [`run`]: running the points in parallel (any `--jobs` gives the same results).
+//! - [`results`]: what `results.json` holds.
 //! - [`output`]: `results.json`, `results.csv`, merging shards.
 //! - [`plot`]: one SVG per metric.
 
 pub mod file;
 pub mod output;
 pub mod plot;
+pub mod results;
 pub mod run;
 
 use std::path::PathBuf;
@@ -36,7 +38,8 @@ use crate::scenario::load::Loaded;
 use crate::scenario::{load_scenario, Override};
 
 pub use file::{load_sweep, parse_sweep};
-pub use output::{merge, read_results, AxisValues, PointResult, SweepResults};
+pub use output::{merge, read_results};
+pub use results::{AxisValues, PointResult, SweepResults};
 pub use run::run_sweep;
 
 /// A sweep file, checked.

@@ -9,7 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value as Json;
 
-use super::output::SweepResults;
+use super::results::SweepResults;
 
 /// The plot's file name for `metric`: dots replaced by underscores, `.svg`.
 pub fn file_name(metric: &str) -> String {
@@ -302,7 +302,7 @@ fn draw(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::output::{AxisValues, PointResult};
+    use crate::sweep::results::{AxisValues, PointResult};
     use serde_json::json;
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde_json::Value as Json;
 
-use super::output::{canonical, AxisValues, PointResult, SweepResults};
+use super::results::{canonical, AxisValues, PointResult, SweepResults};
 use super::{check_metrics, lookup, Shard, Sweep};
 use crate::error::{Error, Result};
 use crate::run::run_scenario;

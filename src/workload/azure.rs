@@ -16,6 +16,7 @@ use super::trace::{collect_rows, numbered_lines, TraceOptions, TraceStats};
 use super::RequestSpec;
 use crate::error::{Error, Result};
 use crate::hash::chain_ids;
+use crate::ids::RequestId;
 
 /// The expected header columns, in order.
 const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];
@@ -65,7 +66,7 @@ pub fn parse_azure(
             let full = context as u64 / opts.block_size as u64;
             let ids: Vec<u64> = (0..full).map(|k| ID_TAG ^ (id << 32) ^ k).collect();
             RequestSpec {
-                id,
+                id: RequestId(id),
                 arrival_ns: ((t - origin) as f64 / opts.speedup).round() as u64,
                 input_tokens: context,
                 output_tokens: generated,

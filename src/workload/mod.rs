@@ -17,12 +17,13 @@ pub mod synthetic;
 pub mod trace;
 
 use crate::hash::BlockHash;
+use crate::ids::RequestId;
 
 /// One request as a workload describes it, before the cluster sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestSpec {
     /// Position in arrival order, from 0.
-    pub id: u64,
+    pub id: RequestId,
     /// Open-loop arrival time in virtual nanoseconds from the start of the run. For a later turn
     /// of a session ([`RequestSpec::session`]) it is only a lower bound: the turn also waits for
     /// the previous turn to complete.
@@ -49,12 +50,7 @@ pub struct SessionLink {
     /// The session's id (any number unique to the session).
     pub session: u64,
     /// The `id` of the previous turn, `None` for the first turn.
-    pub after: Option<u64>,
+    pub after: Option<RequestId>,
     /// Think time after the previous turn completes, ns.
     pub delay_ns: u64,
-}
-
-/// Converts milliseconds to whole virtual nanoseconds (rounded to nearest; negative gives 0).
-pub fn ms_to_ns(ms: f64) -> u64 {
-    (ms * 1e6).round().max(0.0) as u64
 }

@@ -27,9 +27,11 @@ use serde_json::Value;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::trace::{collect_rows, numbered_lines, TraceOptions, TraceStats};
-use super::{ms_to_ns, RequestSpec, SessionLink};
+use super::{RequestSpec, SessionLink};
+use crate::engine::ms_to_ns;
 use crate::error::{Error, Result};
 use crate::hash::{chain_ids, BlockHash, ROOT_SEED};
+use crate::ids::RequestId;
 
 /// A session id as the trace spells it: `"7"` and `7` are different sessions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -77,9 +79,9 @@ pub fn parse_mooncake(
     rows.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
 
     // Lookups only: the map's iteration order never reaches the output.
-    let mut sessions: HashMap<SessionKey, (u64, u64)> = HashMap::new();
+    let mut sessions: HashMap<SessionKey, (u64, RequestId)> = HashMap::new();
     let mut out = Vec::with_capacity(rows.len());
-    for (id, row) in (0u64..).zip(rows) {
+    for (id, row) in (0u64..).map(RequestId).zip(rows) {
         let full = row.input as usize / opts.block_size;
         let blocks = if ratio == 1 {
             chain_ids(&row.hash_ids)
@@ -285,7 +287,7 @@ mod tests {
         assert_eq!(reqs[1].blocks, chain_ids(&[7]));
         assert_eq!(reqs[1].prefix, reqs[0].prefix);
         assert_eq!((reqs[2].blocks.len(), reqs[2].prefix), (0, None));
-        assert_eq!((reqs[2].id, reqs[2].prefix_blocks), (2, 0));
+        assert_eq!((reqs[2].id, reqs[2].prefix_blocks), (RequestId(2), 0));
     }
 
     #[test]
@@ -367,7 +369,10 @@ mod tests {
         let firsts: Vec<_> = reqs.iter().map(|r| r.blocks[0]).collect();
         let want: Vec<_> = [2, 1, 3].iter().map(|&i| chain_ids(&[i])[0]).collect();
         assert_eq!(firsts, want);
-        assert_eq!(reqs.iter().map(|r| r.id).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(
+            reqs.iter().map(|r| r.id.0).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
     }
 
     #[test]
@@ -391,9 +396,9 @@ mod tests {
         };
         assert_eq!(reqs[0].session, link(0, None, 0));
         assert_eq!(reqs[1].session, link(1, None, 0));
-        assert_eq!(reqs[2].session, link(0, Some(0), 1_500_000));
+        assert_eq!(reqs[2].session, link(0, Some(RequestId(0)), 1_500_000));
         assert_eq!(reqs[3].session, None);
-        assert_eq!(reqs[4].session, link(0, Some(2), 0));
+        assert_eq!(reqs[4].session, link(0, Some(RequestId(2)), 0));
         assert_eq!(reqs[5].session, link(2, None, 0)); // "7" is not 7
     }
 

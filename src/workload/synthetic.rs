@@ -19,8 +19,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ms_to_ns, RequestSpec, SessionLink};
+use super::{RequestSpec, SessionLink};
+use crate::engine::ms_to_ns;
 use crate::hash::{extend_block_hashes, BlockHash};
+use crate::ids::RequestId;
 use crate::rng::SimRng;
 
 /// Longest length a lognormal draw may give, in tokens.
@@ -241,11 +243,11 @@ pub fn generate(p: &SyntheticParams, block_size: usize, rng: &mut SimRng) -> Vec
             let id = out.len() as u64;
             let session_link = (turns > 1).then(|| SessionLink {
                 session,
-                after: (turn > 0).then(|| id - 1),
+                after: (turn > 0).then(|| RequestId(id - 1)),
                 delay_ns: if turn > 0 { ms_to_ns(p.think_ms) } else { 0 },
             });
             out.push(RequestSpec {
-                id,
+                id: RequestId(id),
                 arrival_ns,
                 input_tokens: u32::try_from(prompt.len()).unwrap_or(u32::MAX),
                 output_tokens: last_output,
@@ -289,7 +291,10 @@ mod tests {
     fn requests_have_ids_in_arrival_order_and_group_prefixes() {
         let reqs = run(&SyntheticParams::default(), 1);
         assert_eq!(reqs.len(), 1000);
-        assert!(reqs.iter().enumerate().all(|(i, r)| r.id == i as u64));
+        assert!(reqs
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.id == RequestId(i as u64)));
         assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
         let r = &reqs[0];
         assert_eq!(
@@ -299,7 +304,7 @@ mod tests {
         assert_eq!(r.prefix_blocks, 32);
         let same = reqs
             .iter()
-            .find(|o| o.id > 0 && o.prefix == r.prefix)
+            .find(|o| o.id > RequestId(0) && o.prefix == r.prefix)
             .unwrap();
         assert_eq!(same.blocks[..32], r.blocks[..32]);
         assert_ne!(same.blocks[32], r.blocks[32]);
@@ -344,7 +349,7 @@ mod tests {
             ..SyntheticParams::default()
         };
         let reqs = run(&p, 1);
-        assert!(reqs.iter().all(|r| r.arrival_ns == r.id * 100_000_000));
+        assert!(reqs.iter().all(|r| r.arrival_ns == r.id.0 * 100_000_000));
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! The lab commands (`sim`, `kvcost`, `summarize`, `lab`) through the real binary.
 
-mod common;
-
-use common::{bad, ok, write};
+use crate::common::{bad, ok, write};
 
 #[test]
 fn sim_defaults_print_the_reference_lines() {

@@ -5,18 +5,17 @@ use std::path::Path;
 use dynsim::lab::{run_sim, LabMode, SimParams};
 use dynsim::report::Report;
 use dynsim::rng::RngKind;
-use dynsim::router::policy::PolicyKind;
 use dynsim::run::run_scenario;
 use dynsim::scenario::{PrefixRepeatWorkload, Scenario, Workload};
 use dynsim::workload::lab::PrefixRepeat;
 use proptest::prelude::*;
 
-fn lab_scenario(policy: PolicyKind, publish: bool) -> Scenario {
+fn lab_scenario(policy: &str, publish: bool) -> Scenario {
     let mut s = Scenario {
         rng: RngKind::Python,
         ..Scenario::default()
     };
-    s.router.policy = policy;
+    s.router.policy = policy.into();
     s.bus.publish = publish;
     s
 }
@@ -31,12 +30,12 @@ fn run_traced(s: &Scenario) -> (Report, Vec<u8>) {
     (report, trace)
 }
 
-const MODES: [(PolicyKind, bool, LabMode); 5] = [
-    (PolicyKind::Rr, true, LabMode::Rr),
-    (PolicyKind::Random, true, LabMode::Random),
-    (PolicyKind::Kv, true, LabMode::Kv),
-    (PolicyKind::KvEvents, true, LabMode::KvEvents),
-    (PolicyKind::KvEvents, false, LabMode::KvEvents),
+const MODES: [(&str, bool, LabMode); 5] = [
+    ("rr", true, LabMode::Rr),
+    ("random", true, LabMode::Random),
+    ("kv", true, LabMode::Kv),
+    ("kv-events", true, LabMode::KvEvents),
+    ("kv-events", false, LabMode::KvEvents),
 ];
 
 #[test]
@@ -101,7 +100,7 @@ proptest! {
 
 #[test]
 fn same_seed_gives_a_byte_identical_trace() {
-    for policy in [PolicyKind::Random, PolicyKind::KvEvents] {
+    for policy in ["random", "kv-events"] {
         let mut s = lab_scenario(policy, true);
         s.rng = RngKind::Chacha;
         s.bus.drop_rate = 0.3;
@@ -121,9 +120,9 @@ fn same_seed_gives_a_byte_identical_trace() {
 
 #[test]
 fn drop_rate_0_is_events_on_and_1_is_events_off() {
-    let on = run(&lab_scenario(PolicyKind::KvEvents, true));
-    let off = run(&lab_scenario(PolicyKind::KvEvents, false));
-    let mut s = lab_scenario(PolicyKind::KvEvents, true);
+    let on = run(&lab_scenario("kv-events", true));
+    let off = run(&lab_scenario("kv-events", false));
+    let mut s = lab_scenario("kv-events", true);
     s.bus.drop_rate = 0.0;
     assert_eq!(run(&s).hits, on.hits);
     s.bus.drop_rate = 1.0;
@@ -140,7 +139,7 @@ fn drop_rate_0_is_events_on_and_1_is_events_off() {
 
 #[test]
 fn no_publishing_applies_nothing_and_warns() {
-    let r = run(&lab_scenario(PolicyKind::KvEvents, false));
+    let r = run(&lab_scenario("kv-events", false));
     assert_eq!((r.events.published, r.events.applied), (0, 0));
     assert_eq!(r.warnings.len(), 1);
     assert!(
@@ -149,15 +148,13 @@ fn no_publishing_applies_nothing_and_warns() {
         r.warnings
     );
     // A healthy run has no warning.
-    assert!(run(&lab_scenario(PolicyKind::KvEvents, true))
-        .warnings
-        .is_empty());
+    assert!(run(&lab_scenario("kv-events", true)).warnings.is_empty());
 }
 
 #[test]
 fn events_later_than_the_arrival_gap_lose_hits() {
-    let prompt = run(&lab_scenario(PolicyKind::KvEvents, true));
-    let mut late = lab_scenario(PolicyKind::KvEvents, true);
+    let prompt = run(&lab_scenario("kv-events", true));
+    let mut late = lab_scenario("kv-events", true);
     late.bus.latency_ms = 25.0; // arrivals are 10 ms apart
     let late = run(&late);
     assert!(
@@ -172,7 +169,7 @@ fn events_later_than_the_arrival_gap_lose_hits() {
 #[test]
 fn every_request_gets_exactly_one_ack_whatever_the_bus_loses() {
     for drop_rate in [0.0, 0.3, 0.7, 1.0] {
-        let mut s = lab_scenario(PolicyKind::KvEvents, true);
+        let mut s = lab_scenario("kv-events", true);
         s.rng = RngKind::Chacha;
         s.bus.drop_rate = drop_rate;
         let (r, trace) = run_traced(&s);

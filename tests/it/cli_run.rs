@@ -1,8 +1,6 @@
 //! `dynsim run` and `dynsim diff` through the real binary, and bad scenarios.
 
-mod common;
-
-use common::{bad, dynsim, ok, write};
+use crate::common::{bad, dynsim, ok, write};
 
 #[test]
 fn bundled_lab_scenarios_give_the_lab_numbers() {
@@ -200,7 +198,32 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         (
             "policy.toml",
             "[router]\npolicy = \"best\"\n",
-            ":2: router.policy: unknown variant",
+            ":2: router.policy = \"best\" is not a policy (one of rr, random, kv, kv-events, cost, approx)",
+        ),
+        (
+            "moved.toml",
+            "[router]\npolicy = \"approx\"\nttl_s = 5.0\n",
+            ":3: router.ttl_s = 5.0 moved to the policy's own table: [router.approx] ttl_s = ...",
+        ),
+        (
+            "table.toml",
+            "[router]\npolicy = \"cost\"\n\n[router.cost]\noverlap_weight = 1.0\ntemperature = -1.0\n",
+            ":6: router.cost.temperature = -1.0 must be a finite number >= 0",
+        ),
+        (
+            "table_key.toml",
+            "[router.approx]\nttl = 5\n",
+            ":2: router.approx.ttl = 5 unknown field `ttl`, expected `ttl_s`",
+        ),
+        (
+            "table_type.toml",
+            "[router.cost]\ntemperature = \"hot\"\n",
+            ":2: router.cost.temperature = \"hot\" invalid type: string \"hot\", expected f64",
+        ),
+        (
+            "not_policy.toml",
+            "[router.fastest]\nspeed = 1\n",
+            ":1: router.fastest = { speed = 1 } is not a [router] setting",
         ),
         ("syntax.toml", "[router\npolicy = 1\n", ":1:"),
         ("timing.toml", "seed = 1\n[timing]\nmax_batch = 0\n", ":3: timing.max_batch = 0 must be at least 1"),
@@ -234,7 +257,10 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         "{line}"
     );
     let line = bad(&["run", "scenarios/kv.toml", "--set", "router.policy=best"]);
-    assert!(line.contains("--set router.policy"), "{line}");
+    assert!(
+        line.contains("--set: router.policy = \"best\" is not a policy"),
+        "{line}"
+    );
 }
 
 #[test]

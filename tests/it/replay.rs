@@ -1,11 +1,9 @@
 //! Trace replay through the real binary: the published reuse figure, bad rows, Azure CSV,
 //! closed-loop sessions and concurrency.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{bad, ok, write};
+use crate::common::{bad, ok, write};
 use serde_json::Value;
 
 const CONVERSATION: &str = "data/traces/mooncake_conversation_trace.jsonl";

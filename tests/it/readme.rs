@@ -2,9 +2,7 @@
 //! of a ```console block is run, and its output compared (stdout, or stderr when it fails).
 //! Examples whose output is elided (`...`) or that read files not in the repository are skipped.
 
-mod common;
-
-use common::dynsim;
+use crate::common::dynsim;
 
 #[test]
 fn readme_console_examples_are_current() {

@@ -6,17 +6,16 @@ use std::path::Path;
 use dynsim::disagg::{self, ModelShape};
 use dynsim::report::Report;
 use dynsim::rng::RngKind;
-use dynsim::router::policy::PolicyKind;
 use dynsim::run::run_scenario;
 use dynsim::scenario::load::parse_scenario;
 use dynsim::scenario::{Fault, Limit, Scenario, Timing, Window};
 
-fn lab(policy: PolicyKind) -> Scenario {
+fn lab(policy: &str) -> Scenario {
     let mut s = Scenario {
         rng: RngKind::Python,
         ..Scenario::default()
     };
-    s.router.policy = policy;
+    s.router.policy = policy.into();
     s
 }
 
@@ -43,7 +42,7 @@ fn more_capacity_never_lowers_rr_hits() {
     for seed in 1..=4 {
         let mut last = 0;
         for cap in (7..=140).step_by(3) {
-            let mut s = lab(PolicyKind::Rr);
+            let mut s = lab("rr");
             s.seed = seed;
             s.cluster.kv_capacity_blocks = Limit::Count(cap);
             let hits = run(&s).hits;
@@ -53,18 +52,14 @@ fn more_capacity_never_lowers_rr_hits() {
             );
             last = hits;
         }
-        let unbounded = run(&Scenario {
-            seed,
-            ..lab(PolicyKind::Rr)
-        })
-        .hits;
+        let unbounded = run(&Scenario { seed, ..lab("rr") }).hits;
         assert_eq!(last, unbounded, "enough capacity equals unbounded");
     }
 }
 
 #[test]
 fn finite_capacity_evicts_and_publishes_removals() {
-    let mut s = lab(PolicyKind::KvEvents);
+    let mut s = lab("kv-events");
     s.cluster.kv_capacity_blocks = Limit::Count(30);
     let (r, trace) = run_traced(&s);
     let evicted: u64 = r.per_worker.iter().map(|w| w.evicted_blocks).sum();
@@ -78,13 +73,13 @@ fn measured_scenario_reproduces_the_measured_shape() {
     for seed in 1..=3 {
         let mut s = scenario_file("measured-2026-10-07.toml");
         s.seed = seed;
-        s.router.policy = PolicyKind::Rr;
+        s.router.policy = "rr".into();
         let rr = run(&s).hits;
         assert!((35..=43).contains(&rr), "seed {seed}: rr {rr}");
-        s.router.policy = PolicyKind::Kv;
+        s.router.policy = "kv".into();
         let kv = run(&s).hits;
         assert!(kv >= 53, "seed {seed}: kv {kv}");
-        s.router.policy = PolicyKind::KvEvents;
+        s.router.policy = "kv-events".into();
         s.bus.publish = false;
         let blind = run(&s);
         assert!(
@@ -97,7 +92,7 @@ fn measured_scenario_reproduces_the_measured_shape() {
 }
 
 fn lone_request(timing: Timing) -> Scenario {
-    let mut s = lab(PolicyKind::Kv);
+    let mut s = lab("kv");
     let text = r#"
         [workload]
         kind = "synthetic"
@@ -177,19 +172,25 @@ fn disagg_on_one_gpu_is_in_the_measured_band() {
 #[test]
 fn approx_with_zero_ttl_is_kv_events_without_events() {
     for seed in 1..=5 {
-        let mut blind = lab(PolicyKind::KvEvents);
+        let mut blind = lab("kv-events");
         blind.seed = seed;
         blind.bus.publish = false;
-        let mut approx = lab(PolicyKind::Approx);
+        let mut approx = lab("approx");
         approx.seed = seed;
-        approx.router.ttl_s = 0.0;
+        approx
+            .router
+            .settings
+            .insert("approx".into(), toml::toml! { ttl_s = 0.0 }.into());
         let (a, b) = (run(&blind), run(&approx));
         assert_eq!(a.hits, b.hits, "seed {seed}");
         let routed = |r: &Report| r.per_worker.iter().map(|w| w.routed).collect::<Vec<_>>();
         assert_eq!(routed(&a), routed(&b), "seed {seed}");
         // With a long TTL approx remembers its decisions: it routes like kv.
-        approx.router.ttl_s = 120.0;
-        let mut kv = lab(PolicyKind::Kv);
+        approx
+            .router
+            .settings
+            .insert("approx".into(), toml::toml! { ttl_s = 120.0 }.into());
+        let mut kv = lab("kv");
         kv.seed = seed;
         assert_eq!(run(&approx).hits, run(&kv).hits, "seed {seed}");
     }
@@ -197,13 +198,15 @@ fn approx_with_zero_ttl_is_kv_events_without_events() {
 
 #[test]
 fn cost_policy_prefers_cached_workers_and_is_deterministic() {
-    let mut s = lab(PolicyKind::Cost);
+    let mut s = lab("cost");
     let r = run(&s);
     assert_eq!(
         r.hits, 60,
         "overlap dominates the cost when nothing is in flight"
     );
-    s.router.temperature = 0.5;
+    s.router
+        .settings
+        .insert("cost".into(), toml::toml! { temperature = 0.5 }.into());
     s.rng = RngKind::Chacha;
     let (a, ta) = run_traced(&s);
     let (b, tb) = run_traced(&s);
@@ -217,14 +220,14 @@ fn cost_policy_prefers_cached_workers_and_is_deterministic() {
 
 #[test]
 fn every_policy_reports_its_predicted_overlap() {
-    let rr = run(&lab(PolicyKind::Rr));
+    let rr = run(&lab("rr"));
     assert_eq!(rr.predicted_blocks, 0, "rr believes nothing");
-    let kv = run(&lab(PolicyKind::Kv));
+    let kv = run(&lab("kv"));
     assert_eq!(
         kv.predicted_blocks, kv.cached_blocks,
         "an exact index predicts the truth"
     );
-    let mut lossy = lab(PolicyKind::KvEvents);
+    let mut lossy = lab("kv-events");
     lossy.cluster.kv_capacity_blocks = Limit::Count(30);
     lossy.bus.drop_rate = 0.5;
     lossy.rng = RngKind::Chacha;
@@ -238,14 +241,7 @@ fn every_policy_reports_its_predicted_overlap() {
 
 #[test]
 fn misses_sum_to_missed_blocks_in_every_situation() {
-    for policy in [
-        PolicyKind::Rr,
-        PolicyKind::Random,
-        PolicyKind::Kv,
-        PolicyKind::KvEvents,
-        PolicyKind::Cost,
-        PolicyKind::Approx,
-    ] {
+    for policy in ["rr", "random", "kv", "kv-events", "cost", "approx"] {
         for cap in [Limit::Unbounded, Limit::Count(20), Limit::Count(45)] {
             let mut s = lab(policy);
             s.rng = RngKind::Chacha;
@@ -269,7 +265,7 @@ fn misses_sum_to_missed_blocks_in_every_situation() {
 
 #[test]
 fn restarts_and_outages_lose_no_request() {
-    let mut s = lab(PolicyKind::KvEvents);
+    let mut s = lab("kv-events");
     s.rng = RngKind::Chacha;
     s.cluster.service_ms = 25.0; // requests are in flight when the worker goes down
     s.faults = vec![
@@ -312,7 +308,7 @@ fn restarts_and_outages_lose_no_request() {
 
 #[test]
 fn all_workers_down_holds_requests_until_one_is_back() {
-    let mut s = lab(PolicyKind::Rr);
+    let mut s = lab("rr");
     s.cluster.workers = 1;
     s.faults = vec![Fault::Restart {
         worker: 0,
@@ -330,7 +326,7 @@ fn all_workers_down_holds_requests_until_one_is_back() {
 
 #[test]
 fn max_batch_queues_requests_fifo() {
-    let mut s = lab(PolicyKind::Rr);
+    let mut s = lab("rr");
     s.cluster.workers = 1;
     s.timing = Some(Timing {
         max_batch: Limit::Count(1),
@@ -346,11 +342,11 @@ fn max_batch_queues_requests_fifo() {
 
 #[test]
 fn in_flight_load_counts_only_unfinished_requests() {
-    use dynsim::router::policy::LoadKind;
+    use dynsim::router::loads::LoadKind;
     // A blind events router breaks ties on load. Counting requests routed so far alternates
     // workers (like rr); counting requests in flight sees every worker idle at each arrival
     // (service 1 ms, arrivals 10 ms apart) and keeps the lowest index.
-    let mut s = lab(PolicyKind::KvEvents);
+    let mut s = lab("kv-events");
     s.bus.publish = false;
     let routed = |r: &Report| r.per_worker.iter().map(|w| w.routed).collect::<Vec<_>>();
     assert_eq!(routed(&run(&s)), vec![36, 36]);
@@ -366,7 +362,7 @@ fn in_flight_load_counts_only_unfinished_requests() {
 fn no_eviction_and_no_restart_means_no_capacity_miss() {
     // All requests arrive at once: every decision is made before any prefill starts, so blocks
     // computed later by other workers were cold when the router decided, not evicted.
-    for policy in [PolicyKind::Rr, PolicyKind::Random, PolicyKind::Kv] {
+    for policy in ["rr", "random", "kv"] {
         let mut s = lab(policy);
         if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
             w.interval_ms = 0.0;
@@ -387,7 +383,7 @@ fn no_eviction_and_no_restart_means_no_capacity_miss() {
 
 #[test]
 fn a_decode_worker_restart_neither_loops_nor_loses_requests() {
-    let mut s = lab(PolicyKind::Kv);
+    let mut s = lab("kv");
     s.disagg.enabled = true;
     s.disagg.prefill_workers = 1;
     s.disagg.decode_workers = 2;

@@ -1,6 +1,10 @@
 //! Pinned results: performance work must leave every output bit-identical. The trace hashes and
 //! summaries below were produced before the engine was optimised (and cross-checked against the
 //! unoptimised build); a change here means results changed, not just speed.
+//!
+//! Re-pinned once since, when an arrival's trace line began to say `"worker":null` (the router
+//! has not chosen yet) instead of a placeholder `0`: every other byte of the five traces was
+//! checked equal to the earlier pins' traces.
 
 use std::path::Path;
 
@@ -22,17 +26,21 @@ fn traced(name: &str) -> (dynsim::report::Report, Vec<u8>) {
 #[test]
 fn bundled_scenario_traces_are_pinned() {
     let pinned: [(&str, u64, usize); 5] = [
-        ("kv.toml", 14_396_522_344_105_064_929, 504),
-        ("lossy-bus.toml", 18_095_920_477_365_499_027, 486),
-        ("late-events.toml", 8_672_042_999_261_324_576, 504),
-        ("measured-2026-10-07.toml", 10_834_021_139_934_215_846, 552),
-        ("disagg-one-gpu.toml", 4_493_269_660_658_444_481, 1_800),
+        ("kv.toml", 17_921_973_740_106_736_746, 504),
+        ("lossy-bus.toml", 11_490_923_226_191_852_272, 486),
+        ("late-events.toml", 15_571_747_827_916_740_647, 504),
+        ("measured-2026-10-07.toml", 14_024_208_300_763_369_864, 552),
+        ("disagg-one-gpu.toml", 1_846_700_828_468_138_497, 1_800),
     ];
-    for (name, hash, lines) in pinned {
-        let (_, trace) = traced(name);
-        let n = trace.iter().filter(|&&b| b == b'\n').count();
-        assert_eq!((xxh3_64(&trace), n), (hash, lines), "{name}");
-    }
+    let got: Vec<(&str, u64, usize)> = pinned
+        .iter()
+        .map(|&(name, _, _)| {
+            let (_, trace) = traced(name);
+            let n = trace.iter().filter(|&&b| b == b'\n').count();
+            (name, xxh3_64(&trace), n)
+        })
+        .collect();
+    assert_eq!(got, pinned);
 }
 
 #[test]

@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests that drive the real `dynsim` binary.
-#![allow(dead_code)]
 
 use std::path::Path;
 

@@ -1,11 +1,9 @@
 //! `dynsim sweep` and `dynsim merge` through the real binary, on a small lab-workload base.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{bad, ok, write};
+use crate::common::{bad, ok, write};
 
 /// A lab-workload scenario small enough for a point to take a few milliseconds.
 const BASE: &str = r#"name = "tiny"
@@ -188,7 +186,7 @@ fn bad_sweep_files_exit_2_with_file_and_line() {
         ),
         (
             "base = \"base.toml\"\nmetrics = [\"hit_rate\"]\n[axes]\n\"router.policy\" = [\"rr\", \"best\"]\n",
-            ":4: router.policy: \"best\": unknown variant",
+            ":4: router.policy = \"best\" is not a policy",
         ),
     ];
     for (text, expected) in cases {

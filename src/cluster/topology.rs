@@ -1,0 +1,237 @@
+//! The topology: every actor's address and name, each worker's number and role, and the KV links
+//! between prefill and decode workers, computed once from a scenario.
+//!
+//! It is the one place that knows how actors are laid out: the wiring ([`super::build`]), fault
+//! injection, the trace writer and the reports ask it, and nothing else computes an address or
+//! compares a name.
+//!
+//! Layout: the client, the router, the bus, then the workers in worker-number order (prefill
+//! workers first when disaggregated, then decode workers). Routable workers are numbered from 0.
+
+use crate::engine::ActorId;
+use crate::ids::WorkerId;
+use crate::scenario::validate::{routable_workers, worker_count};
+use crate::scenario::Scenario;
+
+/// What a worker does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Aggregated serving.
+    Unified,
+    /// Disaggregated prefill.
+    Prefill,
+    /// Disaggregated decode.
+    Decode,
+    /// Disaggregated prefill and decode sharing one GPU.
+    Colocated,
+}
+
+/// One worker's place in the topology.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerSlot {
+    /// Its number.
+    pub id: WorkerId,
+    /// Its actor address.
+    pub addr: ActorId,
+    /// Its role.
+    pub role: Role,
+    /// Its display name (`worker0`, `prefill0`, `decode1`, `gpu0`).
+    pub name: String,
+    /// Whether the router sends it requests.
+    pub routable: bool,
+}
+
+/// A KV transfer link: a prefill worker hands prefilled requests to a decode worker over it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvLink {
+    /// The sending (prefill or colocated) worker.
+    pub from: WorkerId,
+    /// The receiving decode worker (itself for a colocated GPU).
+    pub to: WorkerId,
+}
+
+/// Every actor of a run.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    client: ActorId,
+    router: ActorId,
+    bus: ActorId,
+    workers: Vec<WorkerSlot>,
+    links: Vec<KvLink>,
+    names: Vec<String>,
+}
+
+impl Topology {
+    /// The topology a validated scenario asks for.
+    pub fn of(s: &Scenario) -> Self {
+        let routable = routable_workers(s);
+        let total = worker_count(s);
+        let (client, router, bus) = (ActorId(0), ActorId(1), ActorId(2));
+        let mut names = vec!["client".to_string(), "router".into(), "bus".into()];
+        let d = &s.disagg;
+        let workers: Vec<WorkerSlot> = (0..total)
+            .map(|w| {
+                let (role, name) = match (d.enabled, d.colocated, w < routable) {
+                    (false, _, _) => (Role::Unified, format!("worker{w}")),
+                    (true, true, _) => (Role::Colocated, format!("gpu{w}")),
+                    (true, false, true) => (Role::Prefill, format!("prefill{w}")),
+                    (true, false, false) => (Role::Decode, format!("decode{}", w - routable)),
+                };
+                let addr = ActorId(u32::try_from(names.len()).expect("fewer than 2^32 actors"));
+                names.push(name.clone());
+                WorkerSlot {
+                    id: WorkerId::at(w),
+                    addr,
+                    role,
+                    name,
+                    routable: w < routable,
+                }
+            })
+            .collect();
+        let mut links = Vec::new();
+        for p in workers.iter().filter(|w| w.routable) {
+            match p.role {
+                Role::Prefill => {
+                    links.extend(workers.iter().filter(|d| d.role == Role::Decode).map(|d| {
+                        KvLink {
+                            from: p.id,
+                            to: d.id,
+                        }
+                    }))
+                }
+                Role::Colocated => links.push(KvLink {
+                    from: p.id,
+                    to: p.id,
+                }),
+                Role::Unified | Role::Decode => {}
+            }
+        }
+        Topology {
+            client,
+            router,
+            bus,
+            workers,
+            links,
+            names,
+        }
+    }
+
+    /// The client's address.
+    pub fn client(&self) -> ActorId {
+        self.client
+    }
+
+    /// The router's address.
+    pub fn router(&self) -> ActorId {
+        self.router
+    }
+
+    /// The bus's address.
+    pub fn bus(&self) -> ActorId {
+        self.bus
+    }
+
+    /// Every worker, by number.
+    pub fn workers(&self) -> &[WorkerSlot] {
+        &self.workers
+    }
+
+    /// The worker numbered `w`.
+    pub fn worker(&self, w: WorkerId) -> &WorkerSlot {
+        &self.workers[w.index()]
+    }
+
+    /// The workers the router sends requests to, by number (a prefix of [`Topology::workers`]).
+    pub fn routable(&self) -> &[WorkerSlot] {
+        let n = self.workers.iter().take_while(|w| w.routable).count();
+        &self.workers[..n]
+    }
+
+    /// The KV links, by sending worker then receiving worker.
+    pub fn links(&self) -> &[KvLink] {
+        &self.links
+    }
+
+    /// The workers `from` hands prefilled requests to, as (number, address), in number order.
+    pub fn handoff_peers(&self, from: WorkerId) -> Vec<(WorkerId, ActorId)> {
+        self.links
+            .iter()
+            .filter(|l| l.from == from)
+            .map(|l| (l.to, self.worker(l.to).addr))
+            .collect()
+    }
+
+    /// Who must hear that `w` went down or came back, besides itself: the router for a routable
+    /// worker, the workers that hand off to it for a decode worker.
+    pub fn fault_listeners(&self, w: WorkerId) -> Vec<ActorId> {
+        if self.worker(w).routable {
+            vec![self.router]
+        } else {
+            self.links
+                .iter()
+                .filter(|l| l.to == w)
+                .map(|l| self.worker(l.from).addr)
+                .collect()
+        }
+    }
+
+    /// The actor's display name.
+    pub fn name(&self, a: ActorId) -> &str {
+        &self.names[a.index()]
+    }
+
+    /// Every actor's display name, by address.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Whether `a` is a router.
+    pub fn is_router(&self, a: ActorId) -> bool {
+        a == self.router
+    }
+
+    /// The number of actors.
+    pub fn actors(&self) -> usize {
+        self.names.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disaggregated_layout_links_every_prefill_worker_to_every_decode_worker() {
+        let mut s = Scenario::default();
+        s.disagg.enabled = true;
+        s.disagg.prefill_workers = 2;
+        s.disagg.decode_workers = 2;
+        let t = Topology::of(&s);
+        assert_eq!(
+            t.names(),
+            ["client", "router", "bus", "prefill0", "prefill1", "decode0", "decode1"]
+        );
+        assert_eq!(t.routable().len(), 2);
+        assert_eq!(
+            t.handoff_peers(WorkerId(1)),
+            vec![(WorkerId(2), ActorId(5)), (WorkerId(3), ActorId(6))]
+        );
+        assert_eq!(t.fault_listeners(WorkerId(0)), vec![t.router()]);
+        assert_eq!(t.fault_listeners(WorkerId(3)), vec![ActorId(3), ActorId(4)]);
+        assert!(t.is_router(ActorId(1)) && !t.is_router(ActorId(3)));
+    }
+
+    #[test]
+    fn a_colocated_gpu_links_to_itself() {
+        let mut s = Scenario::default();
+        s.disagg.enabled = true;
+        s.disagg.colocated = true;
+        let t = Topology::of(&s);
+        assert_eq!(t.names(), ["client", "router", "bus", "gpu0"]);
+        assert_eq!(
+            t.handoff_peers(WorkerId(0)),
+            vec![(WorkerId(0), ActorId(3))]
+        );
+        assert_eq!(t.worker(WorkerId(0)).role, Role::Colocated);
+    }
+}

@@ -1,0 +1,172 @@
+//! The router's own bookkeeping of what it routed: requests routed to each worker, those still in
+//! flight (and their prompt blocks), and which workers are up.
+//!
+//! A router only counts what it routed itself: an ack or a hand-back for a request it does not
+//! know (routed by another router) changes nothing, so several routers, or a second tier, never
+//! drive a count below zero.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hashers::IdBuilder;
+use crate::ids::{RequestId, WorkerId};
+
+use super::lab_rule::LoadView;
+
+/// What "load" means in the lab rule's second step (`router.load`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadKind {
+    /// Requests routed so far (the lab's).
+    #[default]
+    Routed,
+    /// Requests routed and not yet acknowledged.
+    InFlight,
+}
+
+/// A router's view of its workers' load, from its own decisions and acks.
+#[derive(Clone, Debug)]
+pub struct LoadBook {
+    kind: LoadKind,
+    routed: Vec<u64>,
+    in_flight: Vec<u64>,
+    in_flight_blocks: Vec<u64>,
+    up: Vec<bool>,
+    up_count: usize,
+    /// Requests routed here and not yet finished: worker and prompt blocks (looked up by id
+    /// only; the table's order never reaches a result).
+    open: HashMap<RequestId, (WorkerId, u64), IdBuilder>,
+}
+
+impl LoadBook {
+    /// A book over `n_workers` workers, all up, comparing loads of `kind`.
+    pub fn new(n_workers: usize, kind: LoadKind) -> Self {
+        LoadBook {
+            kind,
+            routed: vec![0; n_workers],
+            in_flight: vec![0; n_workers],
+            in_flight_blocks: vec![0; n_workers],
+            up: vec![true; n_workers],
+            up_count: n_workers,
+            open: HashMap::default(),
+        }
+    }
+
+    /// The number of workers.
+    pub fn workers(&self) -> usize {
+        self.up.len()
+    }
+
+    /// Records a request sent to `worker` with `blocks` prompt blocks.
+    pub fn routed_to(&mut self, request: RequestId, worker: WorkerId, blocks: usize) {
+        let w = worker.index();
+        self.routed[w] += 1;
+        self.in_flight[w] += 1;
+        self.in_flight_blocks[w] += blocks as u64;
+        if let Some((earlier, b)) = self.open.insert(request, (worker, blocks as u64)) {
+            // Routed again without a hand-back (cannot happen with one router): the earlier
+            // placement no longer counts.
+            self.in_flight[earlier.index()] -= 1;
+            self.in_flight_blocks[earlier.index()] -= b;
+        }
+    }
+
+    /// A request completed or came back: the worker this router had sent it to, or `None` if
+    /// this router did not route it.
+    pub fn finished(&mut self, request: RequestId) -> Option<WorkerId> {
+        let (worker, blocks) = self.open.remove(&request)?;
+        self.in_flight[worker.index()] -= 1;
+        self.in_flight_blocks[worker.index()] -= blocks;
+        Some(worker)
+    }
+
+    /// Marks a worker down (it gets no requests) or up.
+    pub fn set_up(&mut self, worker: WorkerId, up: bool) {
+        let w = worker.index();
+        if self.up[w] != up {
+            self.up[w] = up;
+            if up {
+                self.up_count += 1;
+            } else {
+                self.up_count -= 1;
+            }
+        }
+    }
+
+    /// Whether any worker is up.
+    pub fn any_up(&self) -> bool {
+        self.up_count > 0
+    }
+
+    /// Whether `worker` is up.
+    pub fn up(&self, worker: usize) -> bool {
+        self.up[worker]
+    }
+
+    /// The workers that are up, in increasing order.
+    pub fn up_workers(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.up.len()).filter(|&w| self.up[w])
+    }
+
+    /// Requests routed to each worker so far (re-routes included).
+    pub fn routed(&self) -> &[u64] {
+        &self.routed
+    }
+
+    /// Requests routed to `worker` and not finished.
+    pub fn in_flight(&self, worker: usize) -> u64 {
+        self.in_flight[worker]
+    }
+
+    /// Prompt blocks of the requests in flight on `worker`.
+    pub fn in_flight_blocks(&self, worker: usize) -> u64 {
+        self.in_flight_blocks[worker]
+    }
+}
+
+impl LoadView for LoadBook {
+    fn load(&self, worker: usize) -> u64 {
+        match self.kind {
+            LoadKind::Routed => self.routed[worker],
+            LoadKind::InFlight => self.in_flight[worker],
+        }
+    }
+    fn is_up(&self, worker: usize) -> bool {
+        self.up[worker]
+    }
+    fn all_up(&self) -> bool {
+        self.up_count == self.up.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_requests_this_router_routed_are_counted_down() {
+        let mut book = LoadBook::new(2, LoadKind::InFlight);
+        book.routed_to(RequestId(7), WorkerId(1), 4);
+        assert_eq!((book.in_flight(1), book.in_flight_blocks(1)), (1, 4));
+        assert_eq!(book.finished(RequestId(8)), None, "not routed here");
+        assert_eq!(book.finished(RequestId(7)), Some(WorkerId(1)));
+        assert_eq!(book.finished(RequestId(7)), None, "finished once");
+        assert_eq!((book.in_flight(1), book.in_flight_blocks(1)), (0, 0));
+        assert_eq!(book.routed(), &[0, 1]);
+    }
+
+    #[test]
+    fn up_and_down() {
+        let mut book = LoadBook::new(3, LoadKind::Routed);
+        book.set_up(WorkerId(1), false);
+        book.set_up(WorkerId(1), false);
+        assert!(!book.all_up() && book.any_up());
+        assert_eq!(book.up_workers().collect::<Vec<_>>(), vec![0, 2]);
+        book.set_up(WorkerId(0), false);
+        book.set_up(WorkerId(2), false);
+        assert!(!book.any_up());
+        book.set_up(WorkerId(2), true);
+        assert_eq!(book.up_workers().collect::<Vec<_>>(), vec![2]);
+    }
+}

@@ -1,0 +1,72 @@
+//! `kv` and `kv-events`: the lab rule ([`LabRule`]: most overlap, then least load, then lowest
+//! number) over an index fed by the router's own decisions (`kv`) or only by KV events
+//! (`kv-events`). The load is `router.load` (requests routed, or in flight).
+//!
+//! `kv-events` never records its own decisions: doing so would hide the failure where workers
+//! publish nothing (the router would look healthy while it routes blind).
+
+use crate::error::Invalid;
+use crate::kv_event::KvEvent;
+use crate::rng::SimRng;
+use crate::router::lab_rule::LabRule;
+use crate::router::loads::LoadBook;
+use crate::router::policy::{NoSettings, PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
+use crate::router::Decision;
+
+/// `kv`: self-tracking.
+pub const KV: PolicyEntry = PolicyEntry {
+    name: "kv",
+    summary: "the lab rule over the router's own decisions",
+    learns_from_events: false,
+    build: build_kv,
+};
+
+/// `kv-events`: fed by KV events only.
+pub const KV_EVENTS: PolicyEntry = PolicyEntry {
+    name: "kv-events",
+    summary: "the lab rule over KV events only",
+    learns_from_events: true,
+    build: build_kv_events,
+};
+
+fn build_kv(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
+    setup.settings::<NoSettings>()?;
+    Ok(Box::new(LabPolicy {
+        rule: LabRule::new(setup.workers),
+        self_tracking: true,
+    }))
+}
+
+fn build_kv_events(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
+    setup.settings::<NoSettings>()?;
+    Ok(Box::new(LabPolicy {
+        rule: LabRule::new(setup.workers),
+        self_tracking: false,
+    }))
+}
+
+struct LabPolicy {
+    rule: LabRule,
+    self_tracking: bool,
+}
+
+impl RoutingPolicy for LabPolicy {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+        self.rule
+            .decide(req.blocks, loads)
+            .expect("the router decides only when a worker is up")
+    }
+
+    fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        if self.self_tracking {
+            // The chosen worker already holds the first `predicted_blocks`.
+            self.rule
+                .index_mut()
+                .store(d.worker.index(), &req.blocks[d.predicted_blocks..]);
+        }
+    }
+
+    fn on_event(&mut self, event: &KvEvent) {
+        self.rule.index_mut().apply(event);
+    }
+}

@@ -1,0 +1,62 @@
+//! Every routing policy, by name: the one place that lists them and says which learn from KV
+//! events. A new policy is one file in `policies/` and one line in [`POLICIES`].
+
+use super::policies::{approx, cost, lab, random, rr};
+pub use super::policy::PolicyEntry;
+
+/// The policies, in the order help texts list them.
+pub const POLICIES: &[PolicyEntry] = &[
+    rr::ENTRY,
+    random::ENTRY,
+    lab::KV,
+    lab::KV_EVENTS,
+    cost::ENTRY,
+    approx::ENTRY,
+];
+
+/// The entry named `name`.
+pub fn entry(name: &str) -> Option<&'static PolicyEntry> {
+    POLICIES.iter().find(|p| p.name == name)
+}
+
+/// Every policy's name, in registry order.
+pub fn names() -> Vec<&'static str> {
+    POLICIES.iter().map(|p| p.name).collect()
+}
+
+/// Whether the policy named `name` learns from KV events (`false` for an unknown name).
+pub fn learns_from_events(name: &str) -> bool {
+    entry(name).is_some_and(|p| p.learns_from_events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::policy::PolicySetup;
+
+    #[test]
+    fn names_are_unique_and_every_policy_builds_with_its_defaults() {
+        let mut seen = std::collections::BTreeSet::new();
+        for p in POLICIES {
+            assert!(seen.insert(p.name), "{} twice", p.name);
+            let setup = PolicySetup {
+                name: p.name,
+                workers: 3,
+                settings: None,
+            };
+            assert!((p.build)(&setup).is_ok(), "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn settings_of_another_policy_are_refused_by_name() {
+        let table: toml::Value = toml::from_str("nonsense = 1").unwrap();
+        let setup = PolicySetup {
+            name: "rr",
+            workers: 2,
+            settings: Some(&table),
+        };
+        let err = (entry("rr").unwrap().build)(&setup).err().unwrap();
+        assert_eq!(err.key, "router.rr.nonsense");
+    }
+}

@@ -1,0 +1,87 @@
+//! A sweep's results: what `results.json` holds, shared by the runner, the writer, the merger and
+//! the plots.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+/// The contents of `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepResults {
+    /// The base scenario as written in the sweep file.
+    pub base: String,
+    /// Metric paths, in file order.
+    pub metrics: Vec<String>,
+    /// The axes, in file order.
+    pub axes: Vec<AxisValues>,
+    /// Points in the whole sweep (not only this shard's).
+    pub points_total: usize,
+    /// The points run, in index order.
+    pub points: Vec<PointResult>,
+}
+
+/// One axis: its scenario key and values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AxisValues {
+    /// The dotted scenario key.
+    pub key: String,
+    /// Its values, in file order.
+    pub values: Vec<Json>,
+}
+
+/// One point's settings and metrics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointResult {
+    /// Position in the product of the axes (the first axis varies slowest).
+    pub index: usize,
+    /// Axis key → value.
+    pub axes: Map<String, Json>,
+    /// Metric → value.
+    pub metrics: Map<String, Json>,
+}
+
+impl SweepResults {
+    /// Whether every point of the sweep is here.
+    pub fn is_complete(&self) -> bool {
+        self.points.len() == self.points_total
+    }
+
+    /// Each axis' value index at point `index`.
+    pub fn combination(&self, index: usize) -> Vec<usize> {
+        let lens: Vec<usize> = self.axes.iter().map(|a| a.values.len()).collect();
+        super::combination(&lens, index)
+    }
+}
+
+/// Replaces every float by the value serde_json reads back from its own text, so that results
+/// read from a shard's `results.json` equal the results that wrote it (serde_json's default float
+/// parser can be one unit off on 17-digit values).
+pub fn canonical(results: &mut SweepResults) {
+    for a in &mut results.axes {
+        a.values.iter_mut().for_each(settle);
+    }
+    for p in &mut results.points {
+        p.axes.values_mut().for_each(settle);
+        p.metrics.values_mut().for_each(settle);
+    }
+}
+
+fn settle(v: &mut Json) {
+    match v {
+        Json::Number(n) if n.is_f64() => {
+            for _ in 0..8 {
+                let text = serde_json::to_string(n).expect("a number serialises");
+                let back: serde_json::Number = serde_json::from_str(&text).expect("reads back");
+                if back == *n {
+                    break;
+                }
+                *n = back;
+            }
+        }
+        Json::Array(a) => a.iter_mut().for_each(settle),
+        Json::Object(m) => m.values_mut().for_each(settle),
+        _ => {}
+    }
+}

@@ -1,0 +1,14 @@
+//! The integration tests: one binary, one module per concern.
+
+mod common;
+
+mod cli_lab;
+mod cli_run;
+mod engine;
+mod lab_parity;
+mod physics;
+mod pinned;
+mod properties;
+mod readme;
+mod replay;
+mod sweep;
