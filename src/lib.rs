@@ -111,6 +111,7 @@ pub mod round;
 pub mod router;
 pub mod run;
 pub mod scenario;
+pub mod sketch;
 pub mod summarize;
 pub mod sweep;
 pub mod trace;

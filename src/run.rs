@@ -16,12 +16,15 @@ use crate::rng::SimRng;
 use crate::round::{rate, round_py};
 use crate::router::registry;
 use crate::scenario::{Scenario, TraceFormat, Workload};
+use crate::sketch::LogHistogram;
 use crate::trace::TraceWriter;
 use crate::workload::lab::PrefixRepeat;
 use crate::workload::trace::TraceOptions;
 use crate::workload::{azure, mooncake, synthetic, RequestSpec};
 
-/// A workload's requests, how to pace them, and (for traces) what was read.
+/// A workload's requests, how to pace them, (for traces) what was read, and the run's generator
+/// as the workload left it.
+#[derive(Clone)]
 pub struct BuiltWorkload {
     /// Requests in arrival order.
     pub specs: Vec<RequestSpec>,
@@ -29,11 +32,27 @@ pub struct BuiltWorkload {
     pub pacing: Pacing,
     /// Trace rows read and skipped.
     pub trace: Option<TraceRows>,
+    /// The run's generator after the workload's draws (the lab's shuffle is its first draw, as
+    /// in the reference lab), for the run to continue from.
+    pub rng: SimRng,
 }
 
-/// Builds the scenario's workload, drawing from `rng` (the run's generator: the lab workload's
-/// shuffle is its first draw, as in the reference lab). Trace paths are relative to `base_dir`.
-pub fn build_workload(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result<BuiltWorkload> {
+/// Builds the scenario's workload, drawing from the run's generator (seeded by the scenario).
+/// Trace paths are relative to `base_dir`.
+pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
+    let mut rng = SimRng::new(s.rng, s.seed);
+    let (specs, pacing, trace) = workload_specs(s, base_dir, &mut rng)?;
+    Ok(BuiltWorkload {
+        specs,
+        pacing,
+        trace,
+        rng,
+    })
+}
+
+type Specs = (Vec<RequestSpec>, Pacing, Option<TraceRows>);
+
+fn workload_specs(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result<Specs> {
     let block = s.block_size();
     match &s.workload {
         Workload::PrefixRepeat(w) => {
@@ -62,17 +81,9 @@ pub fn build_workload(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result
                     }
                 })
                 .collect();
-            Ok(BuiltWorkload {
-                specs,
-                pacing: Pacing::OpenLoop,
-                trace: None,
-            })
+            Ok((specs, Pacing::OpenLoop, None))
         }
-        Workload::Synthetic(p) => Ok(BuiltWorkload {
-            specs: synthetic::generate(p, block, rng),
-            pacing: Pacing::OpenLoop,
-            trace: None,
-        }),
+        Workload::Synthetic(p) => Ok((synthetic::generate(p, block, rng), Pacing::OpenLoop, None)),
         Workload::Trace(t) => {
             let path = base_dir.join(&t.path);
             let text = crate::error::read_text(&path)?;
@@ -87,14 +98,14 @@ pub fn build_workload(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result
                 TraceFormat::Mooncake => mooncake::parse_mooncake(&path, &text, &opts)?,
                 TraceFormat::Azure => azure::parse_azure(&path, &text, &opts)?,
             };
-            Ok(BuiltWorkload {
+            Ok((
                 specs,
-                pacing: t.concurrency.map_or(Pacing::OpenLoop, Pacing::ClosedLoop),
-                trace: Some(TraceRows {
+                t.concurrency.map_or(Pacing::OpenLoop, Pacing::ClosedLoop),
+                Some(TraceRows {
                     rows: stats.rows,
                     skipped: stats.skipped,
                 }),
-            })
+            ))
         }
     }
 }
@@ -127,8 +138,13 @@ pub struct RunHooks<'a> {
 
 /// Runs a validated scenario with hooks.
 pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> Result<Report> {
-    let mut sim: Simulation<Node> = Simulation::new(SimRng::new(s.rng, s.seed));
-    let built = build_workload(s, base_dir, sim.rng())?;
+    run_built(s, build_workload(s, base_dir)?, hooks)
+}
+
+/// Runs a validated scenario on a workload [`build_workload`] built for it (a caller that runs
+/// one workload many times builds it once).
+pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
+    let mut sim: Simulation<Node> = Simulation::new(built.rng);
     let total = built.specs.len() as u64;
     let topology = populate(s, built.specs, built.pacing, &mut sim);
     let client = topology.client();
@@ -195,25 +211,37 @@ fn report(
         last_delivery_ns
     };
     let routed = router.loads().routed();
+    let mut itl = LogHistogram::default();
+    let mut preempted = 0;
     let per_worker = workers
         .iter()
         .zip(topology.workers())
         .enumerate()
-        .map(|(w, (worker, slot))| WorkerReport {
-            name: slot.name.clone(),
-            routed: routed.get(w).copied().unwrap_or(0),
-            hits: tally.hits_by_worker.get(w).copied().unwrap_or(0),
-            completed: worker.stats.completed,
-            utilisation: if duration_ns == 0 {
-                0.0
-            } else {
-                round_py(
-                    (worker.stats.busy_ns as f64 / duration_ns as f64).min(1.0),
-                    4,
-                )
-            },
-            evicted_blocks: worker.stats.evicted_blocks,
-            restarts: worker.stats.restarts,
+        .map(|(w, (worker, slot))| {
+            let sched = worker.scheduler_stats();
+            itl.merge(worker.itl());
+            preempted += sched.preemptions;
+            WorkerReport {
+                name: slot.name.clone(),
+                routed: routed.get(w).copied().unwrap_or(0),
+                hits: tally.hits_by_worker.get(w).copied().unwrap_or(0),
+                completed: worker.stats.completed,
+                utilisation: if duration_ns == 0 {
+                    0.0
+                } else {
+                    round_py((sched.busy_ns as f64 / duration_ns as f64).min(1.0), 4)
+                },
+                steps: sched.steps,
+                mean_batch_tokens: if sched.steps == 0 {
+                    0.0
+                } else {
+                    round_py(sched.batch_tokens as f64 / sched.steps as f64, 1)
+                },
+                preemptions: sched.preemptions,
+                peak_kv_blocks: worker.peak_kv_blocks() as u64,
+                evicted_blocks: worker.stats.evicted_blocks,
+                restarts: worker.stats.restarts,
+            }
         })
         .collect();
     let events = EventCounts {
@@ -230,6 +258,7 @@ fn report(
         hits: tally.hits,
         hit_rate: rate(tally.hits, tally.repeat_requests),
         block_hit_rate: tally.block_hit_rate(),
+        prefix_reuse: tally.prefix_reuse(),
         prompt_blocks: tally.prompt_blocks,
         cached_blocks: tally.cached_blocks,
         predicted_blocks: tally.predicted_blocks,
@@ -237,14 +266,15 @@ fn report(
         events,
         acks: router.stats.acks,
         rerouted: router.stats.rerouted,
+        rejected: tally.rejected,
+        preemptions: preempted,
         ttft_ms: Percentiles::of_ns(tally.ttft_ns),
         e2e_ms: Percentiles::of_ns(tally.e2e_ns),
         queue_ms: Percentiles::of_ns(tally.queue_ns),
-        throughput_rps: if duration_ns == 0 {
-            0.0
-        } else {
-            round_py(tally.acks as f64 / (duration_ns as f64 / 1e9), 3)
-        },
+        tpot_ms: Percentiles::of_ns(tally.tpot_ns),
+        itl_ms: Percentiles::of_sketch(&itl),
+        throughput_rps: per_second(tally.acks - tally.rejected, duration_ns),
+        output_tokens_per_s: per_second(tally.output_tokens, duration_ns),
         duration_ms: round_py(duration_ns as f64 / 1e6, 3),
         messages,
         per_worker,
@@ -256,6 +286,15 @@ fn report(
         tracing::warn!("{w}");
     }
     report
+}
+
+/// `count` per second of `duration_ns` (3 places; 0 for an empty run).
+fn per_second(count: u64, duration_ns: u64) -> f64 {
+    if duration_ns == 0 {
+        0.0
+    } else {
+        round_py(count as f64 / (duration_ns as f64 / 1e9), 3)
+    }
 }
 
 /// Makes the silent failures loud.
@@ -289,6 +328,17 @@ fn warnings(s: &Scenario, r: &Report, decisions: u64) -> Vec<String> {
         out.push(format!(
             "only {} of {} requests completed",
             r.acks, r.requests
+        ));
+    }
+    if r.rejected > 0 {
+        out.push(format!(
+            "{} requests were rejected: their prompt and output need more KV blocks than a worker \
+             has (cluster.kv_capacity_blocks = {})",
+            r.rejected,
+            s.cluster
+                .kv_capacity_blocks
+                .count()
+                .map_or("unbounded".to_string(), |c| c.to_string())
         ));
     }
     out

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::cluster::messages::{Msg, Phase};
+use crate::cluster::messages::Msg;
 use crate::cluster::topology::Topology;
 use crate::engine::Envelope;
 use crate::hash::BlockHash;
@@ -123,7 +123,7 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
             let m = &a.misses;
             let _ = write!(
                 s,
-                r#","request":{},"worker":{},"prefill_worker":{},"prompt_blocks":{},"cached_blocks":{},"predicted_blocks":{},"repeat":{},"prefix_hit":{},"misses":{{"cold":{},"routing":{},"stale_index":{},"capacity":{}}},"ttft_ns":{},"e2e_ns":{}"#,
+                r#","request":{},"worker":{},"prefill_worker":{},"prompt_blocks":{},"cached_blocks":{},"predicted_blocks":{},"repeat":{},"prefix_hit":{},"misses":{{"cold":{},"routing":{},"stale_index":{},"capacity":{}}},"ttft_ns":{},"e2e_ns":{},"output_tokens":{},"preemptions":{},"rejected":{}"#,
                 a.request,
                 a.worker,
                 a.prefill_worker,
@@ -137,22 +137,20 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
                 m.stale_index,
                 m.capacity,
                 a.first_token_ns - a.arrived_ns,
-                a.done_ns - a.arrived_ns
+                a.done_ns - a.arrived_ns,
+                a.output_tokens,
+                a.preemptions,
+                a.rejected
             );
         }
-        Msg::Timer {
-            request,
-            phase,
-            epoch,
-        } => {
-            let phase = match phase {
-                Phase::Prefill => "prefill",
-                Phase::Decode => "decode",
-            };
-            let _ = write!(
-                s,
-                r#","request":{request},"phase":"{phase}","epoch":{epoch}"#
-            );
+        Msg::PrefillDone { request } => {
+            let _ = write!(s, r#","request":{request}"#);
+        }
+        Msg::StepStart { epoch } => {
+            let _ = write!(s, r#","epoch":{epoch}"#);
+        }
+        Msg::StepEnd { epoch, plan, steps } => {
+            let _ = write!(s, r#","epoch":{epoch},"plan":{plan},"steps":{steps}"#);
         }
         Msg::WorkerDown { worker } | Msg::WorkerUp { worker } => {
             let _ = write!(s, r#","worker":{worker}"#);

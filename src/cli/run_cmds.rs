@@ -115,15 +115,42 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
         Some(_) => std::path::absolute(&a.trace)
             .map_err(|e| Error::file(&a.trace, format!("cannot resolve: {e}")))?,
     };
-    let mut workload = toml::Table::new();
-    workload.insert("kind".into(), "trace".into());
-    workload.insert("path".into(), path.display().to_string().into());
-    workload.insert("format".into(), format.name().into());
-    workload.insert("skip_bad".into(), a.skip_bad.into());
-    let mut overrides = vec![Override {
-        key: "workload".into(),
-        value: toml::Value::Table(workload),
-    }];
+    // A base scenario that replays a trace keeps its other trace settings (rechunk, speedup,
+    // trace_block_size, ...): only the file and its format change. Otherwise the workload is
+    // this trace with the defaults.
+    let base_is_trace = a.scenario.as_deref().is_some_and(|p| {
+        crate::error::read_text(p)
+            .ok()
+            .and_then(|t| t.parse::<toml::Table>().ok())
+            .and_then(|t| {
+                t.get("workload")?
+                    .get("kind")?
+                    .as_str()
+                    .map(|k| k == "trace")
+            })
+            .unwrap_or(false)
+    });
+    let mut fields = toml::Table::new();
+    fields.insert("path".into(), path.display().to_string().into());
+    fields.insert("format".into(), format.name().into());
+    if a.skip_bad {
+        fields.insert("skip_bad".into(), true.into());
+    }
+    let mut overrides: Vec<Override> = if base_is_trace {
+        fields
+            .into_iter()
+            .map(|(k, v)| Override {
+                key: format!("workload.{k}"),
+                value: v,
+            })
+            .collect()
+    } else {
+        fields.insert("kind".into(), "trace".into());
+        vec![Override {
+            key: "workload".into(),
+            value: toml::Value::Table(fields),
+        }]
+    };
     if let Some(w) = a.workers {
         overrides.push(Override {
             key: "cluster.workers".into(),

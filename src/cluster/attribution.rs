@@ -1,34 +1,33 @@
 //! Loss attribution: why each missed prompt block was missed.
 //!
-//! A block the serving worker did not hold when prefill started is attributed to exactly one
-//! cause, so the causes sum to the missed blocks. Facts about the routing decision (what the
+//! A block the serving worker did not hold when it admitted the request is attributed to exactly
+//! one cause, so the causes sum to the missed blocks. Facts about the routing decision (what the
 //! router believed, what other workers held, how much had ever been computed) travel with the
-//! request; what the worker itself ever held comes from the ground truth.
+//! request; what the worker itself remembered having held comes from its KV pool at admission.
 
 use crate::hash::BlockHash;
 
 use super::messages::Misses;
-use super::truth::Truth;
 
 /// Attributes each missed block (positions `cached..`) to one cause, in this order: the router
-/// believed the worker held it (stale index); the worker had held it and lost it (capacity);
-/// another worker held it at decision time (routing); it had been computed before the decision
-/// and was evicted everywhere (capacity); else nobody had computed it when the router decided
-/// (cold). Decision-time facts come with the request (`predicted`, `others_held`, `ever_computed`).
+/// believed the worker held it (stale index); the worker had held it and lost it (capacity: it
+/// still remembered the first `own_remembered` blocks); another worker held it at decision
+/// time (routing); it had been computed before the decision and was evicted everywhere
+/// (capacity); else nobody had computed it when the router decided (cold). Decision-time facts
+/// come with the request (`predicted`, `others_held`, `ever_computed`).
 pub fn classify(
     blocks: &[BlockHash],
     cached: usize,
     predicted: usize,
     others_held: usize,
     ever_computed: usize,
-    worker: usize,
-    truth: &Truth,
+    own_remembered: usize,
 ) -> Misses {
     let mut m = Misses::default();
-    for (j, b) in blocks.iter().enumerate().skip(cached) {
+    for j in cached..blocks.len() {
         if j < predicted {
             m.stale_index += 1;
-        } else if truth.ever_held_by(worker, *b) {
+        } else if j < own_remembered {
             m.capacity += 1;
         } else if j < others_held {
             m.routing += 1;
@@ -49,12 +48,9 @@ mod tests {
     #[test]
     fn each_missed_block_gets_one_cause_in_priority_order() {
         let blocks = block_hashes(&(0..96).collect::<Vec<u32>>(), 16); // 6 blocks
-        let mut truth = Truth::new(2);
-        truth.stored(0, &blocks[..4]); // worker 0 computed blocks 0..4 once
-        truth.removed(0, &blocks[2..4]); // and evicted 2 and 3
-                                         // Worker 0 holds 2 blocks; the router believed 3; another worker held 4 at decision
-                                         // time; 5 had been computed somewhere by then.
-        let m = classify(&blocks, 2, 3, 4, 5, 0, &truth);
+                                                                       // The worker holds 2 blocks and remembers having held 4; the router believed 3; another
+                                                                       // worker held 4 at decision time; 5 had been computed somewhere by then.
+        let m = classify(&blocks, 2, 3, 4, 5, 4);
         assert_eq!(
             (m.stale_index, m.capacity, m.routing, m.cold),
             (1, 1 + 1, 0, 1),
@@ -62,7 +58,7 @@ mod tests {
              before, gone everywhere), 5 cold"
         );
         assert_eq!(m.total(), 4);
-        let m = classify(&blocks, 0, 0, 6, 6, 1, &truth);
+        let m = classify(&blocks, 0, 0, 6, 6, 0);
         assert_eq!(
             (m.routing, m.total()),
             (6, 6),

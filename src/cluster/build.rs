@@ -5,16 +5,17 @@ use crate::engine::{ms_to_ns, Simulation};
 use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
-use crate::scenario::{Fault, Scenario};
+use crate::scenario::{AdmissionKind, Fault, PreemptionKind, Scenario};
 use crate::workload::RequestSpec;
 
 use super::bus::BusActor;
 use super::client::{Client, Pacing};
 use super::messages::Msg;
 use super::router_actor::RouterActor;
-use super::timing::TimingModel;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
+use super::worker::scheduler::{Admission, Preemption, SchedulerConfig};
+use super::worker::timing::TimingModel;
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
 
@@ -29,13 +30,14 @@ pub fn populate(
 ) -> Topology {
     let topo = Topology::of(s);
     let routable = topo.routable().len();
-    let truth = Truth::shared(routable);
+    let truth = Truth::shared();
     let mut client = Client::new(specs, pacing, topo.router(), routable);
     let first = client.initial();
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let policy = (entry.build)(&PolicySetup {
         name: entry.name,
         workers: routable,
+        block_size: s.block_size(),
         settings: s.router.settings.get(entry.name),
     })
     .expect("a validated scenario's policy settings build");
@@ -45,6 +47,7 @@ pub fn populate(
         LoadBook::new(routable, s.router.load),
         topo.routable().iter().map(|w| w.addr).collect(),
         topo.client(),
+        ms_to_ns(s.timing.request_overhead_ms),
         truth.clone(),
     );
     let added = [
@@ -54,12 +57,6 @@ pub fn populate(
     ];
     assert_eq!(added, [topo.client(), topo.router(), topo.bus()]);
 
-    let timing = match &s.timing {
-        Some(t) => TimingModel::Polynomial(t.clone()),
-        None => TimingModel::Fixed {
-            service_ms: s.cluster.service_ms,
-        },
-    };
     let d = &s.disagg;
     let link = d.enabled.then(|| Link {
         bytes_per_token: d.model.bytes_per_token(),
@@ -70,14 +67,7 @@ pub fn populate(
         let setup = WorkerSetup {
             index: slot.id,
             role: slot.role,
-            capacity: s.cluster.kv_capacity_blocks.count(),
-            // Colocated prefill and decode share one GPU: one phase of one request at a time.
-            max_batch: match slot.role {
-                Role::Colocated => Some(1),
-                _ => s.timing.as_ref().and_then(|t| t.max_batch.count()),
-            },
-            block_size: s.block_size(),
-            timing: timing.clone(),
+            scheduler: scheduler_config(s, slot.role),
             publish: s.bus.publish,
             router: topo.router(),
             bus: topo.bus(),
@@ -108,4 +98,26 @@ pub fn populate(
     }
     sim.schedule_stream(topo.client(), topo.router(), first);
     topo
+}
+
+/// A worker's step scheduler settings, from the scenario and its role.
+pub fn scheduler_config(s: &Scenario, role: Role) -> SchedulerConfig {
+    let sch = &s.scheduler;
+    SchedulerConfig {
+        block_size: s.block_size(),
+        kv_capacity: s.cluster.kv_capacity_blocks.count(),
+        max_num_seqs: sch.max_num_seqs.count(),
+        max_num_batched_tokens: sch.max_num_batched_tokens.count(),
+        chunked_prefill: sch.chunked_prefill,
+        preemption: match sch.preemption {
+            PreemptionKind::Lifo => Preemption::Lifo,
+            PreemptionKind::Fifo => Preemption::Fifo,
+        },
+        admission: match sch.admission {
+            AdmissionKind::Chunk => Admission::Chunk,
+            AdmissionKind::WholePrompt => Admission::WholePrompt,
+        },
+        prefill_only: matches!(role, Role::Prefill | Role::Colocated),
+        timing: TimingModel::of(&s.timing),
+    }
 }

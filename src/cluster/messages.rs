@@ -18,16 +18,27 @@ pub enum Msg {
     HandBack(Routed),
     /// A KV event (worker → bus → router).
     Kv(KvEvent),
-    /// A request completed (worker → router, then router → client).
-    Ack(Box<Ack>),
-    /// A worker's own timer: the phase `phase` of `request` ends (worker → itself).
-    Timer {
+    /// A request produced its first token: its prefill is done (worker → router).
+    PrefillDone {
         /// The request.
         request: RequestId,
-        /// Which phase ended.
-        phase: Phase,
+    },
+    /// A request completed (worker → router, then router → client).
+    Ack(Box<Ack>),
+    /// A worker's own timer: schedule the next step now (worker → itself, at once, so that
+    /// every request reaching the worker at this instant joins the step).
+    StepStart {
         /// The worker's restart epoch when the timer was set; stale timers are ignored.
         epoch: u32,
+    },
+    /// A worker's own timer: the planned step (or decode stretch) ends (worker → itself).
+    StepEnd {
+        /// The worker's restart epoch when the timer was set.
+        epoch: u32,
+        /// Which plan: a stretch cut short by an arrival leaves a stale end behind.
+        plan: u64,
+        /// Steps the plan covers.
+        steps: u32,
     },
     /// KV for a disaggregated request arrives at its decode worker (prefill worker → decode worker).
     Handoff(Routed),
@@ -79,17 +90,10 @@ pub struct PrefillOutcome {
     pub prefix_hit: bool,
     /// Missed blocks by cause.
     pub misses: Misses,
-    /// When the request started prefill, ns.
+    /// Prompt tokens taken from its cache instead of computed (the hit capped one token short).
+    pub cached_tokens: u64,
+    /// When the request was first admitted (its prefill started), ns.
     pub started_ns: Nanos,
-}
-
-/// A worker's phases of serving a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Prompt processing up to the first token.
-    Prefill,
-    /// Token generation after the first token.
-    Decode,
 }
 
 /// Missed prompt blocks of one request, by cause (they sum to the missed blocks).
@@ -150,6 +154,17 @@ pub struct Ack {
     pub first_token_ns: Nanos,
     /// Last token, ns.
     pub done_ns: Nanos,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Prompt tokens the prefill worker took from its cache instead of computing them.
+    pub cached_tokens: u64,
+    /// Tokens generated.
+    pub output_tokens: u64,
+    /// Times it was preempted (and recomputed).
+    pub preemptions: u32,
+    /// Refused: its whole sequence can never fit in the worker's KV (or its prompt in one step
+    /// without chunked prefill). No token was produced.
+    pub rejected: bool,
 }
 
 impl Msg {
@@ -159,8 +174,10 @@ impl Msg {
             Msg::Request(_) => "Request",
             Msg::HandBack(_) => "HandBack",
             Msg::Kv(e) => e.kind(),
+            Msg::PrefillDone { .. } => "PrefillDone",
             Msg::Ack(_) => "Ack",
-            Msg::Timer { .. } => "Timer",
+            Msg::StepStart { .. } => "StepStart",
+            Msg::StepEnd { .. } => "StepEnd",
             Msg::Handoff(_) => "Handoff",
             Msg::WorkerDown { .. } => "WorkerDown",
             Msg::WorkerUp { .. } => "WorkerUp",

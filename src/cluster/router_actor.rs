@@ -5,7 +5,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::engine::{Actor, ActorId, Context, Envelope};
+use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
@@ -35,6 +35,8 @@ pub struct RouterActor {
     loads: LoadBook,
     workers: Vec<ActorId>,
     client: ActorId,
+    /// Delay from a decision to the request joining the worker's queue.
+    dispatch_ns: Nanos,
     pending: VecDeque<Routed>,
     seen_prefixes: HashSet<u64, IdBuilder>,
     truth: SharedTruth,
@@ -44,13 +46,14 @@ pub struct RouterActor {
 
 impl RouterActor {
     /// A router running `policy` (fed KV events if it `learns_from_events`), sending to `workers`
-    /// (actor addresses, by worker number) and acking to `client`.
+    /// (actor addresses, by worker number) `dispatch_ns` after deciding, and acking to `client`.
     pub fn new(
         policy: Box<dyn RoutingPolicy>,
         learns_from_events: bool,
         loads: LoadBook,
         workers: Vec<ActorId>,
         client: ActorId,
+        dispatch_ns: Nanos,
         truth: SharedTruth,
     ) -> Self {
         RouterActor {
@@ -59,6 +62,7 @@ impl RouterActor {
             loads,
             workers,
             client,
+            dispatch_ns,
             pending: VecDeque::new(),
             seen_prefixes: HashSet::default(),
             truth,
@@ -88,7 +92,7 @@ impl RouterActor {
         self.loads.routed_to(spec.id, d.worker, spec.blocks.len());
         self.policy.on_routed(&req, &d);
         let (others, ever) = {
-            let mut truth = self.truth.borrow_mut();
+            let truth = self.truth.borrow();
             let others = truth.others_best(&spec.blocks, d.worker.index());
             (others, truth.ever_computed_depth(&spec.blocks))
         };
@@ -103,7 +107,8 @@ impl RouterActor {
         routed.others_held_blocks = others as u32;
         routed.ever_computed_blocks = ever as u32;
         self.stats.decisions += 1;
-        ctx.send(self.workers[d.worker.index()], Msg::Request(routed), 0);
+        let to = self.workers[d.worker.index()];
+        ctx.send(to, Msg::Request(routed), self.dispatch_ns);
     }
 
     fn finished(&mut self, request: crate::ids::RequestId) {
@@ -137,6 +142,11 @@ impl Actor for RouterActor {
                     self.stats.events_applied += 1;
                 }
             }
+            Msg::PrefillDone { request } => {
+                if let Some(worker) = self.loads.worker_of(request) {
+                    self.policy.on_prefill_done(worker, request);
+                }
+            }
             Msg::Ack(ack) => {
                 self.stats.acks += 1;
                 self.finished(ack.request);
@@ -149,7 +159,7 @@ impl Actor for RouterActor {
                     self.route(routed, ctx);
                 }
             }
-            Msg::Timer { .. } | Msg::Handoff(_) => {
+            Msg::StepStart { .. } | Msg::StepEnd { .. } | Msg::Handoff(_) => {
                 debug_assert!(false, "the router receives no {}", env.msg.kind());
             }
         }

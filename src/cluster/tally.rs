@@ -30,6 +30,18 @@ pub struct Tally {
     pub e2e_ns: Vec<u64>,
     /// Queue times, ns.
     pub queue_ns: Vec<u64>,
+    /// Time per output token after the first, of requests with two or more, ns.
+    pub tpot_ns: Vec<u64>,
+    /// Requests refused by a worker (never fit its KV).
+    pub rejected: u64,
+    /// Prompt tokens of completed requests.
+    pub input_tokens: u64,
+    /// Prompt tokens taken from a cache instead of computed, at first admission.
+    pub cached_tokens: u64,
+    /// Tokens generated.
+    pub output_tokens: u64,
+    /// Preemptions the completed requests went through.
+    pub preemptions: u64,
 }
 
 impl Tally {
@@ -41,10 +53,22 @@ impl Tally {
         }
     }
 
-    /// Adds one completed request.
+    /// Adds one completed (or rejected) request. A rejected request counts only as rejected.
     pub fn add(&mut self, a: &Ack) {
         self.acks += 1;
         self.last_done_ns = self.last_done_ns.max(a.done_ns);
+        if a.rejected {
+            self.rejected += 1;
+            return;
+        }
+        self.input_tokens += u64::from(a.input_tokens);
+        self.cached_tokens += a.cached_tokens;
+        self.output_tokens += a.output_tokens;
+        self.preemptions += u64::from(a.preemptions);
+        if a.output_tokens >= 2 {
+            let per = (a.done_ns - a.first_token_ns) as f64 / (a.output_tokens - 1) as f64;
+            self.tpot_ns.push(per.round() as u64);
+        }
         self.repeat_requests += usize::from(a.repeat);
         if a.repeat && a.prefix_hit {
             self.hits += 1;
@@ -57,6 +81,11 @@ impl Tally {
         self.ttft_ns.push(a.first_token_ns - a.arrived_ns);
         self.e2e_ns.push(a.done_ns - a.arrived_ns);
         self.queue_ns.push(a.started_ns - a.arrived_ns);
+    }
+
+    /// Prompt tokens taken from a cache / prompt tokens, 4 places (Dynamo's prefix reuse).
+    pub fn prefix_reuse(&self) -> f64 {
+        rate(self.cached_tokens as usize, self.input_tokens as usize)
     }
 
     /// Cached / prompt blocks, 4 places.

@@ -1,83 +1,62 @@
-//! Ground truth for loss attribution: which worker really holds which block, and which blocks
-//! were ever computed anywhere.
+//! Ground truth for loss attribution: which worker really holds which block, and which blocks a
+//! worker held not long ago.
 //!
-//! This is measurement instrumentation, not a channel: workers write it as their caches change,
-//! the router actor reads it only to annotate a decision with what other workers truly held, and
-//! no policy ever sees it.
+//! This is measurement instrumentation, not a channel: it reads the routable workers' KV pools
+//! (shared with their schedulers), the router actor asks it only to annotate a decision with
+//! what other workers truly held, and no policy ever sees it. It keeps nothing of its own, so it
+//! costs nothing per stored block and no memory beyond the pools' (each pool remembers one
+//! capacity's worth of evicted blocks: see [`KvPool`](super::worker::kv::KvPool)).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::hash::BlockHash;
-use crate::index::{KvIndex, MatchScratch};
 
-/// The cluster's true KV state.
+use super::worker::kv::SharedPool;
+
+/// The cluster's true KV state: the routable workers' pools, by worker number.
+#[derive(Default)]
 pub struct Truth {
-    held: KvIndex,
-    ever_held: KvIndex,
-    scratch: MatchScratch,
-    overlaps: Vec<usize>,
+    pools: Vec<SharedPool>,
 }
 
 /// The handle actors share (one simulation runs on one thread).
 pub type SharedTruth = Rc<RefCell<Truth>>;
 
 impl Truth {
-    /// Truth for `n_workers` empty workers.
-    pub fn new(n_workers: usize) -> Self {
-        Truth {
-            held: KvIndex::new(n_workers),
-            ever_held: KvIndex::new(n_workers),
-            scratch: MatchScratch::default(),
-            overlaps: Vec::new(),
-        }
+    /// Truth over no worker yet.
+    pub fn shared() -> SharedTruth {
+        Rc::new(RefCell::new(Truth::default()))
     }
 
-    /// [`Truth::new`], shared by a simulation's actors.
-    pub fn shared(n_workers: usize) -> SharedTruth {
-        Rc::new(RefCell::new(Truth::new(n_workers)))
+    /// Adds the next routable worker's pool.
+    pub fn add_worker(&mut self, pool: SharedPool) {
+        self.pools.push(pool);
     }
 
-    /// `worker` stored `blocks`.
-    pub fn stored(&mut self, worker: usize, blocks: &[BlockHash]) {
-        self.held.store(worker, blocks);
-        self.ever_held.store(worker, blocks);
+    /// The deepest prefix of `blocks` that some worker held or remembered having held: what
+    /// had been computed (not too long ago) by now.
+    pub fn ever_computed_depth(&self, blocks: &[BlockHash]) -> usize {
+        self.pools
+            .iter()
+            .map(|p| p.borrow().remembered_prefix(blocks))
+            .max()
+            .unwrap_or(0)
     }
 
-    /// `worker` evicted `blocks`.
-    pub fn removed(&mut self, worker: usize, blocks: &[BlockHash]) {
-        self.held.remove(worker, blocks);
-    }
-
-    /// `worker` lost its whole cache.
-    pub fn cleared(&mut self, worker: usize) {
-        self.held.clear_worker(worker);
-    }
-
-    /// The deepest prefix of `blocks` that some worker had computed by now.
-    pub fn ever_computed_depth(&mut self, blocks: &[BlockHash]) -> usize {
-        self.ever_held.find_matches(blocks, &mut self.scratch)
-    }
-
-    /// Whether `worker` ever held `block` (it may have evicted it since, or restarted).
+    /// Whether `worker` holds `block` or remembers having held it (evicted, or lost in a
+    /// restart, not too long ago).
     pub fn ever_held_by(&self, worker: usize, block: BlockHash) -> bool {
-        self.ever_held.holds(worker, block)
+        self.pools[worker].borrow().remembers(block)
     }
 
     /// The deepest prefix of `blocks` that some worker other than `chosen` holds now.
-    pub fn others_best(&mut self, blocks: &[BlockHash], chosen: usize) -> usize {
-        let Truth {
-            held,
-            scratch,
-            overlaps,
-            ..
-        } = self;
-        held.overlaps(blocks, scratch, overlaps);
-        overlaps
+    pub fn others_best(&self, blocks: &[BlockHash], chosen: usize) -> usize {
+        self.pools
             .iter()
             .enumerate()
             .filter(|(w, _)| *w != chosen)
-            .map(|(_, o)| *o)
+            .map(|(_, p)| p.borrow().cached_prefix(blocks))
             .max()
             .unwrap_or(0)
     }

@@ -3,10 +3,17 @@
 /// Virtual time and durations, in nanoseconds.
 pub type Nanos = u64;
 
-/// Converts milliseconds to whole virtual nanoseconds (rounded to nearest; negative gives 0,
-/// beyond `u64::MAX` ns saturates: callers bound their inputs first).
+/// Converts milliseconds to whole virtual nanoseconds (rounded to nearest, halves up; negative
+/// or NaN gives 0, beyond `u64::MAX` ns saturates: callers bound their inputs first).
 pub fn ms_to_ns(ms: f64) -> Nanos {
-    (ms * 1e6).round().max(0.0) as Nanos
+    let ns = ms * 1e6;
+    // Adding a half and truncating is round-to-nearest for non-negative values, without a
+    // library call (every decode step converts one).
+    if ns > 0.0 {
+        (ns + 0.5) as Nanos
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]

@@ -165,9 +165,11 @@ impl KvIndex {
             ..
         } = self;
         for block in blocks {
-            let Some(value) = slots.get_mut(block) else {
+            // One probe: the entry is removed through the same handle when it empties.
+            let Entry::Occupied(mut occupied) = slots.entry(*block) else {
                 continue;
             };
+            let value = occupied.get_mut();
             let emptied = if *words == 1 {
                 let bit = 1u64 << worker;
                 if *value & bit == 0 {
@@ -196,7 +198,7 @@ impl KvIndex {
             };
             *entries -= 1;
             if emptied {
-                slots.remove(block);
+                occupied.remove();
             }
         }
     }

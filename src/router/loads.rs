@@ -81,6 +81,11 @@ impl LoadBook {
         Some(worker)
     }
 
+    /// The worker this router sent `request` to, while it is open.
+    pub fn worker_of(&self, request: RequestId) -> Option<WorkerId> {
+        self.open.get(&request).map(|(w, _)| *w)
+    }
+
     /// Marks a worker down (it gets no requests) or up.
     pub fn set_up(&mut self, worker: WorkerId, up: bool) {
         let w = worker.index();

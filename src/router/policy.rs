@@ -3,8 +3,9 @@
 //! A policy is pure: it sees the request, the router's own [`LoadBook`] and the run's generator,
 //! never a channel or the clock (the time comes in the request). The router actor calls
 //! [`RoutingPolicy::decide`] for every arrival (and every request a failing worker hands back),
-//! then [`RoutingPolicy::on_routed`] with the decision, [`RoutingPolicy::on_finished`] when the
-//! request completes or comes back, and [`RoutingPolicy::on_event`] for each KV event that
+//! then [`RoutingPolicy::on_routed`] with the decision, [`RoutingPolicy::on_prefill_done`] when
+//! its first token comes, [`RoutingPolicy::on_finished`] when the request completes or comes
+//! back, and [`RoutingPolicy::on_event`] for each KV event that
 //! reaches the router if the policy's registry entry says it learns from events.
 
 use serde::de::DeserializeOwned;
@@ -43,6 +44,10 @@ pub trait RoutingPolicy {
     /// The request was sent to `decision.worker` (the book already counts it).
     fn on_routed(&mut self, _req: &RouteRequest<'_>, _decision: &Decision) {}
 
+    /// A request this router had sent to `worker` produced its first token (its prefill is
+    /// done).
+    fn on_prefill_done(&mut self, _worker: WorkerId, _request: RequestId) {}
+
     /// A request this router had sent to `worker` completed or was handed back.
     fn on_finished(&mut self, _worker: WorkerId, _request: RequestId) {}
 
@@ -71,6 +76,8 @@ pub struct PolicySetup<'a> {
     pub name: &'a str,
     /// Routable workers.
     pub workers: usize,
+    /// Tokens per KV block of the engine.
+    pub block_size: usize,
     /// Its `[router.NAME]` table, if the scenario has one.
     pub settings: Option<&'a toml::Value>,
 }

@@ -1,7 +1,7 @@
 //! Every routing policy, by name: the one place that lists them and says which learn from KV
 //! events. A new policy is one file in `policies/` and one line in [`POLICIES`].
 
-use super::policies::{approx, cost, lab, random, rr};
+use super::policies::{approx, cost, dynamo, lab, random, rr};
 pub use super::policy::PolicyEntry;
 
 /// The policies, in the order help texts list them.
@@ -12,6 +12,7 @@ pub const POLICIES: &[PolicyEntry] = &[
     lab::KV_EVENTS,
     cost::ENTRY,
     approx::ENTRY,
+    dynamo::ENTRY,
 ];
 
 /// The entry named `name`.
@@ -42,6 +43,7 @@ mod tests {
             let setup = PolicySetup {
                 name: p.name,
                 workers: 3,
+                block_size: 16,
                 settings: None,
             };
             assert!((p.build)(&setup).is_ok(), "{}", p.name);
@@ -54,6 +56,7 @@ mod tests {
         let setup = PolicySetup {
             name: "rr",
             workers: 2,
+            block_size: 16,
             settings: Some(&table),
         };
         let err = (entry("rr").unwrap().build)(&setup).err().unwrap();

@@ -129,7 +129,25 @@ fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
         (None, Some(t)) => t,
         (None, None) => "line".to_string(),
     };
+    let message = match moved_key(&key) {
+        Some(hint) if message.starts_with("unknown field") => hint.to_string(),
+        _ => message,
+    };
     Error::field(path, line, key, message)
+}
+
+/// Where a key of an older scenario format went.
+fn moved_key(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "cluster.service_ms" => {
+            "moved: the fixed step time is [timing] service_ms, with model = \"fixed\""
+        }
+        "timing.max_batch" => {
+            "replaced by the step scheduler's limit, [scheduler] max_num_seqs (requests running \
+             at once; they now share each step)"
+        }
+        _ => return None,
+    })
 }
 
 /// The key a `key = value` line sets.

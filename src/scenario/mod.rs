@@ -41,8 +41,10 @@ pub struct Scenario {
     pub router: Router,
     /// The KV event bus.
     pub bus: Bus,
-    /// Prefill/decode timing; absent: every request takes `cluster.service_ms`.
-    pub timing: Option<Timing>,
+    /// How long a step takes.
+    pub timing: Timing,
+    /// Each worker's step scheduler.
+    pub scheduler: SchedulerSettings,
     /// Disaggregated prefill/decode.
     pub disagg: Disagg,
     /// Injected worker restarts.
@@ -60,7 +62,8 @@ impl Default for Scenario {
             cluster: Cluster::default(),
             router: Router::default(),
             bus: Bus::default(),
-            timing: None,
+            timing: Timing::default(),
+            scheduler: SchedulerSettings::default(),
             disagg: Disagg::default(),
             faults: Vec::new(),
         }
@@ -247,8 +250,6 @@ pub struct Cluster {
     pub workers: usize,
     /// Tokens per KV block (16); a trace routed on its block ids uses the trace's block size.
     pub block_size: usize,
-    /// Time a request takes when there is no `[timing]` table, ms (1.0).
-    pub service_ms: f64,
     /// KV capacity per worker in blocks, or "unbounded" (the default).
     pub kv_capacity_blocks: Limit,
 }
@@ -258,7 +259,6 @@ impl Default for Cluster {
         Cluster {
             workers: 2,
             block_size: 16,
-            service_ms: 1.0,
             kv_capacity_blocks: Limit::Unbounded,
         }
     }
@@ -331,32 +331,105 @@ pub struct Window {
     pub end_ms: f64,
 }
 
-/// `[timing]`: prefill and decode times; the defaults are Dynamo's mocker polynomials.
+/// `[timing]`: how long a worker's forward pass (a step) takes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
-    /// Prefill ms = a·t² + b·t + c for t new (uncached) tokens: `[a, b, c]`.
+    /// `steps`: Dynamo's mocker polynomials per step (the default); `fixed`: every step takes
+    /// `service_ms` (the lab's model: a one-token request is served in one step).
+    pub model: TimingKind,
+    /// `fixed`: the duration of every step, ms (1.0).
+    pub service_ms: f64,
+    /// `steps`: prefill ms = a·T² + b·T + c for T uncached prompt tokens computed in the step:
+    /// `[a, b, c]` (4.209989e-7, 0.01518344, 16.50142).
     pub prefill_coeffs: [f64; 3],
-    /// Decode ms per token = a·u² + b·u + c for u the worker's active KV fraction: `[a, b, c]`.
+    /// `steps`: decode ms = a·p² + b·p + c for p the decoding requests' share of the worker's KV
+    /// capacity in tokens: `[a, b, c]` (−25.74, 54.01, 5.74).
     pub decode_coeffs: [f64; 3],
-    /// Floor of a decode step, ms (1.0).
+    /// `steps`: floor of the decode part, ms (1.0).
     pub decode_floor_ms: f64,
-    /// Requests running at once on a worker; the rest queue FIFO ("unbounded").
-    pub max_batch: Limit,
-    /// Fixed cost added to every request's prefill, ms (0.0).
+    /// Time between a request reaching a worker and joining its queue (HTTP, tokenisation:
+    /// not GPU time), ms (0.0).
     pub request_overhead_ms: f64,
+}
+
+/// `timing.model`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TimingKind {
+    /// Dynamo's mocker polynomials.
+    #[default]
+    Steps,
+    /// A fixed time per step.
+    Fixed,
 }
 
 impl Default for Timing {
     fn default() -> Self {
         Timing {
+            model: TimingKind::Steps,
+            service_ms: 1.0,
             prefill_coeffs: [4.209989e-7, 0.01518344, 16.50142],
             decode_coeffs: [-25.74, 54.01, 5.74],
             decode_floor_ms: 1.0,
-            max_batch: Limit::Unbounded,
             request_overhead_ms: 0.0,
         }
     }
+}
+
+/// `[scheduler]`: each worker's step scheduler (vLLM v1's; the defaults are vLLM's and Dynamo's
+/// mocker's).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSettings {
+    /// Running requests at most, or "unbounded" (256).
+    pub max_num_seqs: Limit,
+    /// Tokens scheduled in one step at most, decodes and prompt chunks together, or
+    /// "unbounded" (8192).
+    pub max_num_batched_tokens: Limit,
+    /// Whether a prompt may be computed in chunks over several steps (true); false schedules a
+    /// prompt only whole.
+    pub chunked_prefill: bool,
+    /// Which running request a preemption evicts: "lifo" (the most recently admitted, vLLM's)
+    /// or "fifo".
+    pub preemption: PreemptionKind,
+    /// What a waiting request needs free to be admitted: "chunk" (the blocks of its first
+    /// chunk, vLLM's) or "whole-prompt" (its whole sequence's, Dynamo's mocker's).
+    pub admission: AdmissionKind,
+}
+
+impl Default for SchedulerSettings {
+    fn default() -> Self {
+        SchedulerSettings {
+            max_num_seqs: Limit::Count(256),
+            max_num_batched_tokens: Limit::Count(8192),
+            chunked_prefill: true,
+            preemption: PreemptionKind::Lifo,
+            admission: AdmissionKind::Chunk,
+        }
+    }
+}
+
+/// `scheduler.preemption`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PreemptionKind {
+    /// The most recently admitted running request.
+    #[default]
+    Lifo,
+    /// The earliest admitted running request.
+    Fifo,
+}
+
+/// `scheduler.admission`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdmissionKind {
+    /// The first chunk's blocks.
+    #[default]
+    Chunk,
+    /// The whole sequence's blocks.
+    WholePrompt,
 }
 
 /// `[disagg]`: disaggregated prefill/decode.
@@ -373,8 +446,8 @@ pub struct Disagg {
     pub link_gbps: f64,
     /// Fixed cost per transfer, ms (0.0).
     pub transfer_overhead_ms: f64,
-    /// Prefill and decode share one GPU: their work serialises, one phase of one request at a
-    /// time whatever `timing.max_batch` says (false).
+    /// Prefill and decode share one GPU: one step scheduler runs both, so their work serialises,
+    /// and the KV still crosses the link between the two engines (false).
     pub colocated: bool,
     /// The model's KV shape (Qwen3-0.6B).
     pub model: ModelShape,

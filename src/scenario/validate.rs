@@ -125,7 +125,6 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     at_least_one("cluster.workers", c.workers)?;
     at_most("cluster.workers", c.workers, MAX_WORKERS)?;
     at_least_one("cluster.block_size", c.block_size)?;
-    time_ms("cluster.service_ms", c.service_ms)?;
     limit("cluster.kv_capacity_blocks", c.kv_capacity_blocks)?;
 
     let b = &s.bus;
@@ -150,19 +149,24 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
     }
 
-    if let Some(t) = &s.timing {
-        for (name, coeffs) in [
-            ("timing.prefill_coeffs", t.prefill_coeffs),
-            ("timing.decode_coeffs", t.decode_coeffs),
-        ] {
-            if coeffs.iter().any(|x| !x.is_finite()) {
-                return Err(bad(name, format!("{coeffs:?}"), "must be finite numbers"));
-            }
+    let t = &s.timing;
+    time_ms("timing.service_ms", t.service_ms)?;
+    for (name, coeffs) in [
+        ("timing.prefill_coeffs", t.prefill_coeffs),
+        ("timing.decode_coeffs", t.decode_coeffs),
+    ] {
+        if coeffs.iter().any(|x| !x.is_finite()) {
+            return Err(bad(name, format!("{coeffs:?}"), "must be finite numbers"));
         }
-        time_ms("timing.decode_floor_ms", t.decode_floor_ms)?;
-        limit("timing.max_batch", t.max_batch)?;
-        time_ms("timing.request_overhead_ms", t.request_overhead_ms)?;
     }
+    time_ms("timing.decode_floor_ms", t.decode_floor_ms)?;
+    time_ms("timing.request_overhead_ms", t.request_overhead_ms)?;
+    let sch = &s.scheduler;
+    limit("scheduler.max_num_seqs", sch.max_num_seqs)?;
+    limit(
+        "scheduler.max_num_batched_tokens",
+        sch.max_num_batched_tokens,
+    )?;
 
     let d = &s.disagg;
     if d.enabled {
@@ -273,6 +277,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
         let setup = PolicySetup {
             name: entry.name,
             workers,
+            block_size: s.block_size(),
             settings: Some(value),
         };
         (entry.build)(&setup)?;

@@ -198,7 +198,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         (
             "policy.toml",
             "[router]\npolicy = \"best\"\n",
-            ":2: router.policy = \"best\" is not a policy (one of rr, random, kv, kv-events, cost, approx)",
+            ":2: router.policy = \"best\" is not a policy (one of rr, random, kv, kv-events, cost, approx, dynamo)",
         ),
         (
             "moved.toml",
@@ -226,7 +226,10 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
             ":1: router.fastest = { speed = 1 } is not a [router] setting",
         ),
         ("syntax.toml", "[router\npolicy = 1\n", ":1:"),
-        ("timing.toml", "seed = 1\n[timing]\nmax_batch = 0\n", ":3: timing.max_batch = 0 must be at least 1"),
+        ("timing.toml", "seed = 1\n[scheduler]\nmax_num_seqs = 0\n", ":3: scheduler.max_num_seqs = 0 must be at least 1"),
+        ("moved_batch.toml", "[timing]\nmax_batch = 4\n", ":2: timing.max_batch: replaced by the step scheduler's limit, [scheduler] max_num_seqs"),
+        ("moved_service.toml", "[cluster]\nservice_ms = 4.0\n", ":2: cluster.service_ms: moved: the fixed step time is [timing] service_ms"),
+        ("model.toml", "[timing]\nmodel = \"magic\"\n", ":2: timing.model: unknown variant `magic`, expected `steps` or `fixed`"),
         ("timing_key.toml", "[timing]\nprefill = [1.0]\n", ":2: timing.prefill: unknown field"),
         ("coeffs.toml", "[timing]\nprefill_coeffs = [1.0, 2.0]\n", ":2: timing.prefill_coeffs: invalid length"),
         ("disagg.toml", "[disagg]\nenabled = true\n\nlink_gbps = 0.0\n", ":4: disagg.link_gbps = 0.0 must be a finite number > 0"),

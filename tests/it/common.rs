@@ -41,3 +41,40 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     std::fs::write(&path, text).expect("write fixture");
     path.to_string_lossy().into_owned()
 }
+
+/// A bundled scenario, read and validated.
+pub fn scenario(name: &str) -> (dynsim::scenario::Scenario, std::path::PathBuf) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(name);
+    let text = std::fs::read_to_string(&path).expect("bundled scenario");
+    let s = dynsim::scenario::load::parse_scenario(&path, &text, &[]).expect("valid");
+    (s, path.parent().expect("in a folder").to_path_buf())
+}
+
+/// Runs `s` on its workload, built once per distinct workload, seed and block size for the whole
+/// test binary (the bundled Mooncake trace is parsed once, not once per test).
+pub fn run_cached(s: &dynsim::scenario::Scenario, base: &Path) -> dynsim::report::Report {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, dynsim::run::BuiltWorkload>>> = OnceLock::new();
+    let key = format!(
+        "{}|{}|{:?}|{}|{}",
+        serde_json::to_string(&s.workload).expect("serialises"),
+        s.block_size(),
+        s.rng,
+        s.seed,
+        base.display()
+    );
+    let built = {
+        let mut cache = CACHE
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .expect("not poisoned");
+        cache
+            .entry(key)
+            .or_insert_with(|| dynsim::run::build_workload(s, base).expect("workload builds"))
+            .clone()
+    };
+    dynsim::run::run_built(s, built, dynsim::run::RunHooks::default()).expect("runs")
+}

@@ -5,6 +5,7 @@ mod common;
 mod cli_lab;
 mod cli_run;
 mod engine;
+mod fidelity;
 mod lab_parity;
 mod physics;
 mod pinned;

@@ -8,13 +8,15 @@ use dynsim::report::Report;
 use dynsim::rng::RngKind;
 use dynsim::run::run_scenario;
 use dynsim::scenario::load::parse_scenario;
-use dynsim::scenario::{Fault, Limit, Scenario, Timing, Window};
+use dynsim::scenario::{Fault, Limit, Scenario, Timing, TimingKind, Window};
 
+/// The lab workload and timing (every step 1 ms) on 2 workers.
 fn lab(policy: &str) -> Scenario {
     let mut s = Scenario {
         rng: RngKind::Python,
         ..Scenario::default()
     };
+    s.timing.model = TimingKind::Fixed;
     s.router.policy = policy.into();
     s
 }
@@ -104,7 +106,7 @@ fn lone_request(timing: Timing) -> Scenario {
     s.workload = parse_scenario(Path::new("x.toml"), text, &[])
         .unwrap()
         .workload;
-    s.timing = Some(timing);
+    s.timing = timing;
     s
 }
 
@@ -267,7 +269,7 @@ fn misses_sum_to_missed_blocks_in_every_situation() {
 fn restarts_and_outages_lose_no_request() {
     let mut s = lab("kv-events");
     s.rng = RngKind::Chacha;
-    s.cluster.service_ms = 25.0; // requests are in flight when the worker goes down
+    s.timing.service_ms = 25.0; // requests are in flight when the worker goes down
     s.faults = vec![
         Fault::Restart {
             worker: 0,
@@ -325,13 +327,11 @@ fn all_workers_down_holds_requests_until_one_is_back() {
 }
 
 #[test]
-fn max_batch_queues_requests_fifo() {
+fn max_num_seqs_queues_requests_fifo() {
     let mut s = lab("rr");
     s.cluster.workers = 1;
-    s.timing = Some(Timing {
-        max_batch: Limit::Count(1),
-        ..Timing::default()
-    });
+    s.timing = Timing::default();
+    s.scheduler.max_num_seqs = Limit::Count(1);
     if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
         w.interval_ms = 1.0; // much faster than a ~18 ms prefill
     }
@@ -353,7 +353,7 @@ fn in_flight_load_counts_only_unfinished_requests() {
     s.router.load = LoadKind::InFlight;
     assert_eq!(routed(&run(&s)), vec![72, 0]);
     // With requests overlapping (service 25 ms), in-flight load spreads them again.
-    s.cluster.service_ms = 25.0;
+    s.timing.service_ms = 25.0;
     let spread = routed(&run(&s));
     assert!(spread[1] > 20, "{spread:?}");
 }
@@ -369,10 +369,8 @@ fn no_eviction_and_no_restart_means_no_capacity_miss() {
         }
         let r = run(&s);
         assert_eq!(r.misses.capacity, 0, "{policy:?}: {:?}", r.misses);
-        s.timing = Some(Timing {
-            max_batch: Limit::Count(1),
-            ..Timing::default()
-        });
+        s.timing = Timing::default();
+        s.scheduler.max_num_seqs = Limit::Count(1);
         if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
             w.interval_ms = 1.0;
         }
@@ -401,7 +399,7 @@ fn a_decode_worker_restart_neither_loops_nor_loses_requests() {
     );
     // With every decode worker down, prefilled requests wait for one instead of bouncing.
     s.disagg.decode_workers = 1;
-    s.cluster.service_ms = 0.0;
+    s.timing.service_ms = 0.0;
     s.disagg.link_gbps = 1e6;
     let r = run(&s);
     assert_eq!(r.acks, 72);

@@ -2,6 +2,7 @@
 
 pub mod approx;
 pub mod cost;
+pub mod dynamo;
 pub mod lab;
 pub mod random;
 pub mod rr;

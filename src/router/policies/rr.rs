@@ -53,6 +53,7 @@ mod tests {
         let mut p = build(&PolicySetup {
             name: "rr",
             workers: 3,
+            block_size: 16,
             settings: None,
         })
         .unwrap();

@@ -1,0 +1,444 @@
+//! The worker actor: a thin adapter between messages and the pure [`StepScheduler`].
+//!
+//! It queues arriving requests, runs one planned step (or decode stretch) at a time with its own
+//! `StepStart`/`StepEnd` timers, publishes the KV events a step causes at that step's end
+//! (through the bus, when `bus.publish` is on), acks finished requests, hands prefilled requests
+//! to a decode worker over the KV link, and hands everything back when it goes down.
+//!
+//! Roles: `Unified` (aggregated serving), `Prefill` (a request leaves when its prompt is
+//! computed and its KV crosses the link to a decode worker), `Decode` (decodes transferred
+//! requests, holding their KV while it does) and `Colocated` (prefill and decode on one GPU: one
+//! scheduler runs both, and the KV crosses the link between the two engines back to itself).
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use crate::disagg;
+use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
+use crate::hashers::IdBuilder;
+use crate::ids::WorkerId;
+use crate::kv_event::KvEvent;
+
+use super::super::attribution::classify;
+use super::super::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
+use super::super::topology::Role;
+use super::super::truth::SharedTruth;
+use super::kv::Changes;
+use super::scheduler::{LogItem, Planned, SchedulerConfig, SchedulerStats, StepScheduler};
+use super::seq::Seq;
+use crate::sketch::LogHistogram;
+
+/// The KV link between prefill and decode workers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Link {
+    /// KV bytes per token.
+    pub bytes_per_token: u64,
+    /// GB/s (1e9 bytes/s).
+    pub gbps: f64,
+    /// Fixed cost per transfer, ms.
+    pub overhead_ms: f64,
+}
+
+/// Everything a worker is built from.
+pub struct WorkerSetup {
+    /// The worker's number in events, acks and reports.
+    pub index: WorkerId,
+    /// Its role.
+    pub role: Role,
+    /// Its step scheduler's settings.
+    pub scheduler: SchedulerConfig,
+    /// Whether it publishes KV events.
+    pub publish: bool,
+    /// The router's address.
+    pub router: ActorId,
+    /// The bus's address.
+    pub bus: ActorId,
+    /// Decode workers a prefill worker hands off to, as (worker number, address): the first that
+    /// is up, starting from the request id modulo their count.
+    pub decode_peers: Vec<(WorkerId, ActorId)>,
+    /// The KV link, for prefill roles.
+    pub link: Option<Link>,
+    /// Ground truth for loss attribution.
+    pub truth: SharedTruth,
+}
+
+/// A worker's counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WorkerStats {
+    /// Requests completed here (acks sent).
+    pub completed: u64,
+    /// Prompts first admitted here.
+    pub prefills: u64,
+    /// Blocks evicted.
+    pub evicted_blocks: u64,
+    /// Restarts.
+    pub restarts: u64,
+}
+
+/// What the worker keeps about a request besides the scheduler's state.
+#[derive(Clone, Debug)]
+pub struct Job {
+    routed: Routed,
+    /// What its prefill found (set at its first admission on the prompt side, or carried with
+    /// a transferred request).
+    outcome: Option<PrefillOutcome>,
+}
+
+/// The worker actor.
+pub struct Worker {
+    setup: WorkerSetup,
+    sched: StepScheduler<Job>,
+    up: bool,
+    epoch: u32,
+    /// The current plan's number (a cut stretch leaves its old end timer stale).
+    plan: u64,
+    start_pending: bool,
+    /// Whether each decode peer is up (prefill roles learn of peer faults).
+    peers_up: Vec<bool>,
+    /// Prefilled requests waiting for a decode peer to come back up.
+    waiting_for_peer: VecDeque<Routed>,
+    /// Prefix groups whose requests this worker admitted (the lab's hit definition).
+    processed: HashSet<u64, IdBuilder>,
+    /// What the worker did.
+    pub stats: WorkerStats,
+}
+
+impl Worker {
+    /// A worker with an empty cache; a routable one shows its KV pool to the ground truth.
+    pub fn new(setup: WorkerSetup) -> Self {
+        let sched = StepScheduler::new(setup.scheduler.clone());
+        if !matches!(setup.role, Role::Decode) {
+            setup.truth.borrow_mut().add_worker(sched.shared_pool());
+        }
+        Worker {
+            sched,
+            peers_up: vec![true; setup.decode_peers.len()],
+            waiting_for_peer: VecDeque::new(),
+            setup,
+            up: true,
+            epoch: 0,
+            plan: 0,
+            start_pending: false,
+            processed: HashSet::default(),
+            stats: WorkerStats::default(),
+        }
+    }
+
+    /// The worker's number.
+    pub fn index(&self) -> WorkerId {
+        self.setup.index
+    }
+
+    /// Its role.
+    pub fn role(&self) -> Role {
+        self.setup.role
+    }
+
+    /// Its scheduler's counters.
+    pub fn scheduler_stats(&self) -> SchedulerStats {
+        self.sched.stats()
+    }
+
+    /// Gaps between consecutive tokens it produced, ns.
+    pub fn itl(&self) -> &LogHistogram {
+        self.sched.itl()
+    }
+
+    /// The most KV blocks its running requests held at once.
+    pub fn peak_kv_blocks(&self) -> usize {
+        self.sched.pool().peak_active()
+    }
+
+    /// Its KV capacity in blocks (`None`: unbounded).
+    pub fn kv_capacity(&self) -> Option<usize> {
+        self.sched.pool().capacity()
+    }
+
+    /// Starts a step soon if there is work and none runs.
+    fn wake(&mut self, ctx: &mut Context<'_, Msg>) {
+        if self.up && !self.sched.in_step() && !self.start_pending && self.sched.has_work() {
+            self.start_pending = true;
+            let epoch = self.epoch;
+            ctx.send(ctx.me(), Msg::StepStart { epoch }, 0);
+        }
+    }
+
+    /// A request reaches the worker: a message during a decode stretch cuts it at the end of
+    /// the step in progress, so that the request joins the next step.
+    fn arrive(&mut self, seq: Seq<Job>, ctx: &mut Context<'_, Msg>) {
+        if let Some(end) = self.sched.truncate(ctx.now()) {
+            self.plan += 1;
+            let (epoch, plan) = (self.epoch, self.plan);
+            let steps = self.sched.planned_steps();
+            ctx.send(
+                ctx.me(),
+                Msg::StepEnd { epoch, plan, steps },
+                end - ctx.now(),
+            );
+        }
+        self.sched.enqueue(seq);
+        self.wake(ctx);
+    }
+
+    fn start_step(&mut self, ctx: &mut Context<'_, Msg>) {
+        self.start_pending = false;
+        let now = ctx.now();
+        let Some(planned) = self.sched.plan(now) else {
+            return;
+        };
+        let Planned {
+            end,
+            first_end,
+            steps,
+            log,
+            done,
+            rejected,
+        } = planned;
+        for item in log {
+            match item {
+                LogItem::Admitted(id) => self.admitted(id, now),
+                LogItem::Kv(changes) => self.kv_changed(changes, first_end - now, ctx),
+            }
+        }
+        for seq in done {
+            self.ack(seq, now, false, ctx);
+        }
+        for seq in rejected {
+            self.ack(seq, now, true, ctx);
+        }
+        if self.sched.in_step() {
+            self.plan += 1;
+            let (epoch, plan) = (self.epoch, self.plan);
+            ctx.send(ctx.me(), Msg::StepEnd { epoch, plan, steps }, end - now);
+        } else {
+            self.wake(ctx);
+        }
+    }
+
+    /// A request's first admission on the prompt side: what it found, for the report.
+    fn admitted(&mut self, id: crate::ids::RequestId, now: Nanos) {
+        let me = self.setup.index;
+        let Some(seq) = self.sched.running_mut(id) else {
+            return; // a transferred request completed at once
+        };
+        if seq.payload.outcome.is_some() {
+            return; // transferred: its prefill happened elsewhere
+        }
+        let first = seq.first_admission().expect("admitted");
+        let routed = &seq.payload.routed;
+        let spec = &routed.spec;
+        let misses = classify(
+            &spec.blocks,
+            first.held_blocks,
+            routed.predicted_blocks as usize,
+            routed.others_held_blocks as usize,
+            routed.ever_computed_blocks as usize,
+            first.remembered_blocks,
+        );
+        let prefix_hit = spec.prefix.is_some_and(|p| {
+            let seen = !self.processed.insert(p);
+            seen && first.held_blocks >= spec.prefix_blocks
+        });
+        seq.payload.outcome = Some(PrefillOutcome {
+            worker: me,
+            cached_blocks: first.held_blocks as u32,
+            prefix_hit,
+            misses,
+            cached_tokens: first.cached_tokens,
+            started_ns: now,
+        });
+        self.stats.prefills += 1;
+    }
+
+    /// Blocks stored and evicted while scheduling: their KV events reach the bus at the end of
+    /// the step (`delay` from now).
+    fn kv_changed(&mut self, changes: Changes, delay: Nanos, ctx: &mut Context<'_, Msg>) {
+        let me = self.setup.index;
+        self.stats.evicted_blocks += changes.evicted.len() as u64;
+        if !self.setup.publish {
+            return;
+        }
+        if !changes.evicted.is_empty() {
+            let ev = KvEvent::Removed {
+                worker: me,
+                blocks: changes.evicted,
+            };
+            ctx.send(self.setup.bus, Msg::Kv(ev), delay);
+        }
+        for (parent, blocks) in changes.stored {
+            let ev = KvEvent::Stored {
+                worker: me,
+                parent,
+                blocks,
+            };
+            ctx.send(self.setup.bus, Msg::Kv(ev), delay);
+        }
+    }
+
+    fn end_step(&mut self, ctx: &mut Context<'_, Msg>) {
+        let applied = self.sched.apply();
+        let now = ctx.now();
+        for request in applied.first_tokens {
+            ctx.send(self.setup.router, Msg::PrefillDone { request }, 0);
+        }
+        for seq in applied.finished {
+            self.ack(seq, now, false, ctx);
+        }
+        for seq in applied.prefilled {
+            let Job {
+                mut routed,
+                outcome,
+            } = seq.payload;
+            routed.prefill = outcome.map(Box::new);
+            self.hand_off(routed, ctx);
+        }
+        self.wake(ctx);
+    }
+
+    fn ack(&mut self, seq: Seq<Job>, now: Nanos, rejected: bool, ctx: &mut Context<'_, Msg>) {
+        let me = self.setup.index;
+        let first_token = seq.first_token_ns().unwrap_or(now);
+        let done = seq.last_token_ns().unwrap_or(now);
+        let (generated, preemptions) = (seq.generated(), seq.preemptions());
+        let Job { routed, outcome } = seq.payload;
+        let o = outcome.unwrap_or(PrefillOutcome {
+            worker: me,
+            cached_blocks: 0,
+            prefix_hit: false,
+            misses: Misses::default(),
+            cached_tokens: 0,
+            started_ns: now,
+        });
+        let spec = &routed.spec;
+        let ack = Ack {
+            request: spec.id,
+            worker: me,
+            prefill_worker: o.worker,
+            prompt_blocks: spec.blocks.len() as u32,
+            cached_blocks: o.cached_blocks,
+            predicted_blocks: routed.predicted_blocks,
+            repeat: routed.repeat,
+            prefix_hit: o.prefix_hit,
+            misses: o.misses,
+            arrived_ns: routed.arrived_ns,
+            started_ns: o.started_ns,
+            first_token_ns: first_token,
+            done_ns: done,
+            input_tokens: spec.input_tokens,
+            cached_tokens: o.cached_tokens,
+            output_tokens: generated,
+            preemptions,
+            rejected,
+        };
+        self.stats.completed += 1;
+        ctx.send(self.setup.router, Msg::Ack(Box::new(ack)), 0);
+    }
+
+    /// Sends a prefilled request's KV over the link to the first decode peer that is up (from the
+    /// request id modulo their count), or keeps it until one comes back.
+    fn hand_off(&mut self, routed: Routed, ctx: &mut Context<'_, Msg>) {
+        let n = self.setup.decode_peers.len();
+        let start = (routed.spec.id.0 % n as u64) as usize;
+        let Some(k) = (0..n).map(|k| (start + k) % n).find(|&k| self.peers_up[k]) else {
+            self.waiting_for_peer.push_back(routed);
+            return;
+        };
+        let link = self.setup.link.expect("prefill roles have a link");
+        let tokens = u64::from(routed.spec.input_tokens);
+        let delay_ms = disagg::ttft_disagg(
+            0.0,
+            tokens,
+            link.bytes_per_token,
+            link.gbps,
+            link.overhead_ms,
+        );
+        let peer = self.setup.decode_peers[k].1;
+        ctx.send(peer, Msg::Handoff(routed), ms_to_ns(delay_ms));
+    }
+
+    /// A decode peer went down or came back.
+    fn peer_changed(&mut self, worker: WorkerId, up: bool, ctx: &mut Context<'_, Msg>) {
+        if let Some(k) = self.setup.decode_peers.iter().position(|p| p.0 == worker) {
+            self.peers_up[k] = up;
+        }
+        if up {
+            for routed in std::mem::take(&mut self.waiting_for_peer) {
+                self.hand_off(routed, ctx);
+            }
+        }
+    }
+
+    fn hand_back(&self, mut routed: Routed, ctx: &mut Context<'_, Msg>) {
+        routed.retries += 1;
+        routed.prefill = None;
+        ctx.send(self.setup.router, Msg::HandBack(routed), 0);
+    }
+
+    fn go_down(&mut self, ctx: &mut Context<'_, Msg>) {
+        self.up = false;
+        self.epoch += 1;
+        self.start_pending = false;
+        self.stats.restarts += 1;
+        for seq in self.sched.drain(ctx.now()) {
+            self.hand_back(seq.payload.routed, ctx);
+        }
+        for r in std::mem::take(&mut self.waiting_for_peer) {
+            self.hand_back(r, ctx);
+        }
+        self.processed.clear();
+        if matches!(self.setup.role, Role::Decode) {
+            return;
+        }
+        if self.setup.publish {
+            let worker = self.setup.index;
+            ctx.send(self.setup.bus, Msg::Kv(KvEvent::Cleared { worker }), 0);
+        }
+    }
+
+    fn prompt_seq(&self, routed: Routed) -> Seq<Job> {
+        let decode_side = matches!(self.setup.role, Role::Decode);
+        let spec = Arc::clone(&routed.spec);
+        let job = Job {
+            routed,
+            outcome: None,
+        };
+        Seq::prompt(spec, job, self.setup.scheduler.block_size, decode_side)
+    }
+}
+
+impl Actor for Worker {
+    type Msg = Msg;
+
+    fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
+        match env.msg {
+            Msg::Request(routed) if self.up => {
+                let seq = self.prompt_seq(routed);
+                self.arrive(seq, ctx);
+            }
+            Msg::Handoff(mut routed) if self.up => {
+                let outcome = routed.prefill.take().map(|b| *b);
+                let spec = Arc::clone(&routed.spec);
+                let seq = Seq::transferred(spec, Job { routed, outcome });
+                self.arrive(seq, ctx);
+            }
+            Msg::Request(routed) | Msg::Handoff(routed) => self.hand_back(routed, ctx),
+            Msg::StepStart { epoch } if epoch == self.epoch && self.start_pending => {
+                self.start_step(ctx)
+            }
+            Msg::StepEnd { epoch, plan, .. } if epoch == self.epoch && plan == self.plan => {
+                self.end_step(ctx)
+            }
+            Msg::StepStart { .. } | Msg::StepEnd { .. } => {} // stale: a restart or a cut stretch
+            Msg::WorkerDown { worker } if worker == self.setup.index => self.go_down(ctx),
+            Msg::WorkerUp { worker } if worker == self.setup.index => {
+                self.up = true;
+                self.wake(ctx);
+            }
+            Msg::WorkerDown { worker } => self.peer_changed(worker, false, ctx),
+            Msg::WorkerUp { worker } => self.peer_changed(worker, true, ctx),
+            Msg::Kv(_) | Msg::Ack(_) | Msg::HandBack(_) | Msg::PrefillDone { .. } => {
+                debug_assert!(false, "workers receive no {}", env.msg.kind());
+            }
+        }
+    }
+}

@@ -1,0 +1,545 @@
+//! A worker's KV blocks: which named (prefix-cacheable) blocks it holds, which of those running
+//! requests pin, how many anonymous blocks requests hold besides, and what it evicts for room.
+//!
+//! - **Named blocks** are full prompt blocks with a block name: prefix caching finds them and KV
+//!   events report them. A block is pinned while a running request uses it; unpinned, it stays
+//!   cached and becomes evictable.
+//! - **Private blocks** are every other block a request holds: the partial last block of a
+//!   prompt, a named block still being computed, and the blocks its generated tokens fill (their
+//!   contents are unique to the request, so nothing could reuse them). They are freed when the
+//!   request completes or is preempted.
+//! - **Eviction** takes the evictable block released longest ago: vLLM's free-block queue order.
+//!   A request releases its blocks last block first and pins a prefix whole, so a block is always
+//!   released after every block below it: eviction in release order takes a prompt's tail before
+//!   its head, and whatever is cached is always a set of whole prefixes. Never-used capacity is
+//!   taken before anything is evicted (Dynamo's mocker does the same; vLLM's single free queue
+//!   may evict a cached block earlier).
+//!
+//! Capacity counts both kinds: held named blocks + private blocks <= capacity. *Available*
+//! blocks are those a request could get now: free ones plus evictable ones.
+//!
+//! **Memory of evictions.** Lost blocks (evicted, or gone in a restart) go into an
+//! [`EvictionMemory`] spanning one capacity of losses: loss attribution asks whether a missed
+//! block was held and lost or never computed, and the answer must not cost memory in
+//! proportion to the run's history.
+//!
+//! Layout: a table from block name to a slot in an arena; evictable slots form an intrusive
+//! list in release order, so pinning, releasing and evicting cost no search, and acquiring a
+//! block costs one probe of the table.
+
+use std::cell::RefCell;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use crate::hash::BlockHash;
+use crate::hashers::BlockHashBuilder;
+
+use super::evicted::EvictionMemory;
+
+/// A pool shared by its worker's scheduler and the run's ground truth (one simulation runs on
+/// one thread; the truth only reads).
+pub type SharedPool = Rc<RefCell<KvPool>>;
+
+const NIL: u32 = u32::MAX;
+
+/// A worker's KV blocks, with a capacity in blocks or unbounded (an unbounded pool never evicts).
+#[derive(Clone, Debug)]
+pub struct KvPool {
+    capacity: Option<usize>,
+    /// Block name → its slot, for held blocks.
+    index: HashMap<BlockHash, u32, BlockHashBuilder>,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    /// Evictable (held, unpinned) slots, released longest ago first.
+    lru_head: u32,
+    lru_tail: u32,
+    /// Blocks lost not long ago.
+    memory: EvictionMemory,
+    pinned: usize,
+    private: usize,
+    peak_active: usize,
+    /// Tests keep what they acquired here.
+    #[cfg(test)]
+    scratch_held: Vec<(Vec<BlockHash>, Vec<u32>)>,
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    block: BlockHash,
+    pins: u32,
+    prev: u32,
+    next: u32,
+}
+
+/// What storing blocks did, for KV events: runs of newly stored blocks with their parents, and
+/// the blocks evicted to make room (in eviction order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Newly stored blocks, as (parent, consecutive blocks) runs in prompt order.
+    pub stored: Vec<(Option<BlockHash>, Vec<BlockHash>)>,
+    /// Evicted blocks, in eviction order.
+    pub evicted: Vec<BlockHash>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.stored.is_empty() && self.evicted.is_empty()
+    }
+}
+
+impl KvPool {
+    /// An empty pool of at most `capacity` blocks (`None`: unbounded).
+    pub fn new(capacity: Option<usize>) -> Self {
+        KvPool {
+            capacity,
+            index: HashMap::default(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            lru_head: NIL,
+            lru_tail: NIL,
+            memory: EvictionMemory::new(capacity.unwrap_or(1)),
+            pinned: 0,
+            private: 0,
+            peak_active: 0,
+            #[cfg(test)]
+            scratch_held: Vec::new(),
+        }
+    }
+
+    /// The capacity in blocks (`None`: unbounded).
+    pub fn capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    /// Named blocks held (pinned or evictable).
+    pub fn named(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Named blocks pinned by running requests.
+    pub fn pinned(&self) -> usize {
+        self.pinned
+    }
+
+    /// Private blocks held by running requests.
+    pub fn private(&self) -> usize {
+        self.private
+    }
+
+    /// Blocks in use by running requests (pinned named + private).
+    pub fn active(&self) -> usize {
+        self.pinned + self.private
+    }
+
+    /// The most blocks ever in use at once.
+    pub fn peak_active(&self) -> usize {
+        self.peak_active
+    }
+
+    /// Blocks a request could get now: free plus evictable (`usize::MAX` when unbounded).
+    pub fn available(&self) -> usize {
+        match self.capacity {
+            Some(cap) => cap - self.active(),
+            None => usize::MAX,
+        }
+    }
+
+    fn slot(&self, block: BlockHash) -> Option<&Slot> {
+        self.index.get(&block).map(|&s| &self.slots[s as usize])
+    }
+
+    /// Whether `block` is held.
+    pub fn contains(&self, block: BlockHash) -> bool {
+        self.index.contains_key(&block)
+    }
+
+    /// Whether `block` is held or remembered (lost not long ago).
+    pub fn remembers(&self, block: BlockHash) -> bool {
+        self.contains(block) || self.memory.contains(block)
+    }
+
+    /// Whether `block` is held and pinned by a running request.
+    pub fn is_pinned(&self, block: BlockHash) -> bool {
+        self.slot(block).is_some_and(|s| s.pins > 0)
+    }
+
+    /// Blocks of `blocks` held, counted from the front.
+    pub fn cached_prefix(&self, blocks: &[BlockHash]) -> usize {
+        blocks.iter().take_while(|b| self.contains(**b)).count()
+    }
+
+    /// Blocks of `blocks` held or remembered, counted from the front.
+    pub fn remembered_prefix(&self, blocks: &[BlockHash]) -> usize {
+        blocks.iter().take_while(|b| self.remembers(**b)).count()
+    }
+
+    /// How many of `blocks` (named blocks about to be pinned) are not pinned now: what pinning
+    /// them takes from [`KvPool::available`].
+    pub fn unpinned_among(&self, blocks: &[BlockHash]) -> usize {
+        blocks.iter().filter(|b| !self.is_pinned(**b)).count()
+    }
+
+    /// Pins `blocks`, which extend a prefix the caller already pins (or start the prompt),
+    /// storing those not held and taking `new_private` more private blocks, evicting for room;
+    /// appends their slots to `held` (the caller's handle for releasing them). The caller checks
+    /// first that `unpinned_among(blocks) + new_private <= available()`. `parent` is the block
+    /// before `blocks[0]`.
+    pub fn acquire(
+        &mut self,
+        parent: Option<BlockHash>,
+        blocks: &[BlockHash],
+        new_private: usize,
+        changes: &mut Changes,
+        held: &mut Vec<u32>,
+    ) {
+        debug_assert!(self.unpinned_among(blocks) + new_private <= self.available());
+        // One probe per block: pin it if held, else store it pinned at once (pinned blocks are
+        // never evicted, so making room afterwards cannot take them).
+        let mut prev = parent;
+        let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
+        for &b in blocks {
+            let slot = match self.index.entry(b) {
+                Entry::Occupied(e) => {
+                    let s = *e.get();
+                    Self::pin_slot(
+                        &mut self.slots,
+                        &mut self.pinned,
+                        &mut self.lru_head,
+                        &mut self.lru_tail,
+                        self.capacity.is_some(),
+                        s,
+                    );
+                    if let Some(r) = run.take() {
+                        changes.stored.push(r);
+                    }
+                    s
+                }
+                Entry::Vacant(v) => {
+                    let slot = Slot {
+                        block: b,
+                        pins: 1,
+                        prev: NIL,
+                        next: NIL,
+                    };
+                    let s = match self.free_slots.pop() {
+                        Some(s) => {
+                            self.slots[s as usize] = slot;
+                            s
+                        }
+                        None => {
+                            self.slots.push(slot);
+                            u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 - 1 blocks")
+                        }
+                    };
+                    v.insert(s);
+                    self.pinned += 1;
+                    match &mut run {
+                        Some((_, r)) => r.push(b),
+                        None => run = Some((prev, vec![b])),
+                    }
+                    s
+                }
+            };
+            held.push(slot);
+            prev = Some(b);
+        }
+        if let Some(r) = run {
+            changes.stored.push(r);
+        }
+        self.private += new_private;
+        self.make_room(changes);
+        self.peak_active = self.peak_active.max(self.active());
+    }
+
+    /// Unpins a request's named blocks (their slots from [`KvPool::acquire`], front to back)
+    /// and frees `private` private blocks. Named blocks are released last first, so a prompt's
+    /// tail becomes evictable before its head; they stay cached until evicted.
+    pub fn release(&mut self, held: &[u32], private: usize) {
+        debug_assert!(
+            private <= self.private,
+            "release of private blocks never taken"
+        );
+        self.private -= private;
+        for &slot in held.iter().rev() {
+            let e = &mut self.slots[slot as usize];
+            debug_assert!(e.pins > 0, "release without acquire");
+            e.pins -= 1;
+            if e.pins == 0 {
+                self.pinned -= 1;
+                if self.capacity.is_some() {
+                    self.push_lru(slot);
+                }
+            }
+        }
+    }
+
+    /// Frees `n` private blocks (a request's private blocks became named, or it needs fewer).
+    pub fn free_private(&mut self, n: usize) {
+        debug_assert!(n <= self.private);
+        self.private -= n;
+    }
+
+    /// Drops every block's KV (a restart), remembering the blocks as lost. Returns how many
+    /// named blocks were held.
+    pub fn clear(&mut self) -> usize {
+        let held = self.index.len();
+        if self.capacity.is_none() {
+            // An unbounded pool remembers what it held at its last restart.
+            self.memory = EvictionMemory::new(held);
+        }
+        // In name order: which ones are forgotten first must not depend on the table's layout.
+        let mut lost: Vec<BlockHash> = self.index.keys().copied().collect();
+        lost.sort_unstable();
+        for b in lost {
+            self.memory.insert(b);
+        }
+        self.index.clear();
+        self.slots.clear();
+        self.free_slots.clear();
+        self.lru_head = NIL;
+        self.lru_tail = NIL;
+        self.pinned = 0;
+        self.private = 0;
+        held
+    }
+
+    /// Evicts until what is held fits the capacity again (the caller checked it can).
+    ///
+    /// The victims are unlinked first and removed from the table afterwards: the removals are
+    /// independent of each other, so their cache misses overlap instead of queueing behind the
+    /// walk down the eviction list.
+    fn make_room(&mut self, changes: &mut Changes) {
+        let Some(cap) = self.capacity else {
+            return;
+        };
+        let excess = (self.index.len() + self.private).saturating_sub(cap);
+        if excess == 0 {
+            return;
+        }
+        let first = changes.evicted.len();
+        for _ in 0..excess {
+            let victim = self.lru_head;
+            assert!(
+                victim != NIL,
+                "available blocks were counted before evicting"
+            );
+            self.unlink(victim);
+            self.free_slots.push(victim);
+            changes.evicted.push(self.slots[victim as usize].block);
+        }
+        for &block in &changes.evicted[first..] {
+            self.index.remove(&block);
+            self.memory.insert(block);
+        }
+    }
+
+    /// Pins slot `s` (taking it out of the eviction list when it was evictable).
+    fn pin_slot(
+        slots: &mut [Slot],
+        pinned: &mut usize,
+        head: &mut u32,
+        tail: &mut u32,
+        bounded: bool,
+        s: u32,
+    ) {
+        if slots[s as usize].pins == 0 {
+            *pinned += 1;
+            if bounded {
+                let (prev, next) = (slots[s as usize].prev, slots[s as usize].next);
+                if prev == NIL {
+                    *head = next;
+                } else {
+                    slots[prev as usize].next = next;
+                }
+                if next == NIL {
+                    *tail = prev;
+                } else {
+                    slots[next as usize].prev = prev;
+                }
+                slots[s as usize].prev = NIL;
+                slots[s as usize].next = NIL;
+            }
+        }
+        slots[s as usize].pins += 1;
+    }
+
+    fn push_lru(&mut self, s: u32) {
+        let tail = self.lru_tail;
+        {
+            let e = &mut self.slots[s as usize];
+            e.prev = tail;
+            e.next = NIL;
+        }
+        if tail == NIL {
+            self.lru_head = s;
+        } else {
+            self.slots[tail as usize].next = s;
+        }
+        self.lru_tail = s;
+    }
+
+    fn unlink(&mut self, s: u32) {
+        let (prev, next) = {
+            let e = &self.slots[s as usize];
+            (e.prev, e.next)
+        };
+        if prev == NIL {
+            self.lru_head = next;
+        } else {
+            self.slots[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.lru_tail = prev;
+        } else {
+            self.slots[next as usize].prev = prev;
+        }
+        let e = &mut self.slots[s as usize];
+        e.prev = NIL;
+        e.next = NIL;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::block_hashes;
+
+    fn prompt(prefix: u32, n: usize) -> Vec<BlockHash> {
+        block_hashes(
+            &(0..n as u32 * 2)
+                .map(|t| prefix * 100 + t)
+                .collect::<Vec<_>>(),
+            2,
+        )
+    }
+
+    /// Acquires and keeps the slots by the first block's name, for `release` below.
+    fn acquire(pool: &mut KvPool, blocks: &[BlockHash], private: usize) -> Changes {
+        let mut c = Changes::default();
+        let mut held = Vec::new();
+        pool.acquire(None, blocks, private, &mut c, &mut held);
+        pool.scratch_held.push((blocks.to_vec(), held));
+        c
+    }
+
+    /// Releases the blocks of the last acquire of `blocks`.
+    fn release(pool: &mut KvPool, blocks: &[BlockHash], private: usize) {
+        let at = pool
+            .scratch_held
+            .iter()
+            .rposition(|(b, _)| b == blocks)
+            .expect("acquired");
+        let (_, held) = pool.scratch_held.remove(at);
+        pool.release(&held, private);
+    }
+
+    #[test]
+    fn unbounded_pool_keeps_everything_and_reports_new_blocks_once() {
+        let mut p = KvPool::new(None);
+        let a = prompt(1, 4);
+        assert_eq!(acquire(&mut p, &a, 1).stored, vec![(None, a.clone())]);
+        release(&mut p, &a, 1);
+        assert_eq!(p.cached_prefix(&a), 4);
+        assert!(
+            acquire(&mut p, &a, 0).stored.is_empty(),
+            "held: pinned, not stored"
+        );
+        assert_eq!((p.pinned(), p.private()), (4, 0));
+    }
+
+    #[test]
+    fn evicts_the_block_released_longest_ago_leaves_first() {
+        let mut p = KvPool::new(Some(4));
+        let (a, b) = (prompt(1, 2), prompt(2, 2));
+        acquire(&mut p, &a, 0);
+        acquire(&mut p, &b, 0);
+        release(&mut p, &b, 0); // b is released first, though admitted second
+        release(&mut p, &a, 0);
+        let c = acquire(&mut p, &prompt(3, 2), 0);
+        assert_eq!(c.evicted, vec![b[1], b[0]], "b's tail, then its head");
+        assert!(p.contains(a[0]) && p.contains(a[1]));
+    }
+
+    #[test]
+    fn never_evicts_a_block_whose_descendant_stays() {
+        let mut p = KvPool::new(Some(3));
+        let a = prompt(1, 3);
+        acquire(&mut p, &a, 0);
+        release(&mut p, &a, 0);
+        let c = acquire(&mut p, &prompt(2, 1), 0);
+        assert_eq!(c.evicted, vec![a[2]]);
+        assert_eq!(p.cached_prefix(&a), 2);
+    }
+
+    #[test]
+    fn free_capacity_is_used_before_anything_is_evicted() {
+        let mut p = KvPool::new(Some(5));
+        let a = prompt(1, 2);
+        acquire(&mut p, &a, 0);
+        release(&mut p, &a, 0);
+        let c = acquire(&mut p, &prompt(2, 1), 2);
+        assert!(c.evicted.is_empty(), "3 free blocks cover 3 needed");
+        assert_eq!((p.named(), p.private(), p.available()), (3, 2, 2));
+        let c = acquire(&mut p, &[], 1);
+        assert_eq!(c.evicted, vec![a[1]], "the tail released first goes first");
+        assert!(
+            p.remembers(a[1]) && !p.contains(a[1]),
+            "evicted, remembered"
+        );
+    }
+
+    #[test]
+    fn private_and_pinned_blocks_count_against_capacity() {
+        let mut p = KvPool::new(Some(4));
+        let a = prompt(1, 3);
+        acquire(&mut p, &a, 1);
+        assert_eq!(p.available(), 0);
+        assert_eq!(p.unpinned_among(&a), 0);
+        release(&mut p, &a, 1);
+        assert_eq!(p.available(), 4);
+        assert_eq!(
+            p.unpinned_among(&a),
+            3,
+            "cached but evictable: pinning takes them"
+        );
+        assert_eq!(p.peak_active(), 4);
+    }
+
+    #[test]
+    fn blocks_held_in_the_middle_split_the_stored_runs() {
+        let mut p = KvPool::new(None);
+        let a = prompt(1, 4);
+        acquire(&mut p, &a[1..2], 0); // as if computed by another request under another parent
+        let mut c = Changes::default();
+        p.acquire(None, &a, 0, &mut c, &mut Vec::new());
+        assert_eq!(
+            c.stored,
+            vec![(None, vec![a[0]]), (Some(a[1]), vec![a[2], a[3]])]
+        );
+    }
+
+    #[test]
+    fn evicted_blocks_are_remembered_and_held_again_when_stored() {
+        let mut p = KvPool::new(Some(2));
+        let a = prompt(1, 2);
+        acquire(&mut p, &a, 0);
+        release(&mut p, &a, 0);
+        let b = prompt(2, 2);
+        assert_eq!(acquire(&mut p, &b, 0).evicted, vec![a[1], a[0]]);
+        release(&mut p, &b, 0);
+        assert_eq!((p.remembered_prefix(&a), p.cached_prefix(&a)), (2, 0));
+        let c = acquire(&mut p, &a, 0);
+        assert_eq!(c.stored, vec![(None, a.clone())]);
+        assert_eq!(p.cached_prefix(&a), 2);
+    }
+
+    #[test]
+    fn clear_forgets_everything() {
+        let mut p = KvPool::new(Some(8));
+        acquire(&mut p, &prompt(1, 3), 2);
+        assert_eq!(p.clear(), 3);
+        assert_eq!((p.named(), p.active()), (0, 0));
+    }
+}

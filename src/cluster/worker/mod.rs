@@ -1,0 +1,19 @@
+//! A worker: a step scheduler over a KV block pool, wrapped in a thin actor.
+//!
+//! - [`scheduler`]: the pure step scheduler (vLLM v1's, as Dynamo's mocker models it): running
+//!   requests first, then waiting ones FIFO, within a token budget and a sequence limit; chunked
+//!   prefill, prefix caching, KV growth and preemption; decode stretches planned at once.
+//! - [`seq`]: one request's state in the scheduler.
+//! - [`kv`]: the worker's KV blocks: named (prefix-cacheable) and private, pins, eviction.
+//! - [`evicted`]: a bounded memory of the blocks a worker lost, for loss attribution.
+//! - [`timing`]: how long a step takes.
+//! - [`actor`]: the [`Worker`] actor: messages in, timers, KV events, acks, hand-offs, faults.
+
+pub mod actor;
+pub mod evicted;
+pub mod kv;
+pub mod scheduler;
+pub mod seq;
+pub mod timing;
+
+pub use actor::{Link, Worker, WorkerSetup, WorkerStats};

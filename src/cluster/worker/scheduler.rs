@@ -1,0 +1,762 @@
+//! A worker's step scheduler, after vLLM's v1 scheduler as Dynamo's mocker models it
+//! (`aisimulate-core` 0.13, `engine/scheduler/vllm/core.rs`, `execute_pass_internal`): pure, no
+//! channels and no clock (times come in as arguments).
+//!
+//! Each step (a forward pass) schedules, within `max_num_batched_tokens` and `max_num_seqs`:
+//!
+//! 1. the running requests, in admission order: one token each for a decoding request, the next
+//!    chunk (as much as the budget left allows) of a prompt still in prefill. A request that
+//!    cannot get a KV block for it preempts: LIFO takes the most recently admitted running
+//!    request (possibly itself), FIFO the earliest; the victim frees every block, forgets its
+//!    computed tokens and goes back to the front of the waiting queue, to be recomputed;
+//! 2. then, unless the step preempted, waiting requests in FIFO order while the budget, the
+//!    sequence limit and free KV blocks allow. A request's cached prefix is looked up when it is
+//!    admitted and capped one token short of its sequence (the last token is always computed);
+//!    with `chunked_prefill = false` a prompt is only scheduled whole. The head that does not fit
+//!    stops admission for the step (nothing behind it is tried).
+//!
+//! A step that brings a request's computed tokens to its prompt plus generated tokens produces
+//! one token at the step's end: the first token at the end of the step that computes the last
+//! prompt token, then one per step. KV is committed when the step is scheduled (blocks a step
+//! computes are cached at once, visible to requests scheduled after them), tokens when it ends.
+//!
+//! **Decode stretches.** A step that only decodes, with nothing admitted, repeats identically
+//! until a request finishes, one crosses into a block the pool cannot give, or a message arrives:
+//! such a stretch of up to `block_size` steps is planned at once (each step's duration from its
+//! own KV fraction), so a decode-only stretch costs one event, not one per step. Blocks the
+//! stretch will fill are taken when it is planned (at most one per running request, evicting the
+//! least recently released if needed); a message that arrives mid-stretch cuts it at the end of
+//! the step in progress ([`StepScheduler::truncate`]).
+//!
+//! Where dynsim differs from the mocker (on purpose, documented in docs/FIDELITY.md): blocks
+//! filled by generated tokens are private (freed at completion, never cached); a block computed
+//! again by a request whose lookup missed it shares the cached copy instead of holding a
+//! duplicate; a request whose whole sequence cannot fit in the worker's KV is rejected (the
+//! mocker rejects on the prompt alone); the admission gate is vLLM's (the first chunk's blocks)
+//! unless `admission = "whole-prompt"` asks for the mocker's (the whole sequence's).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use crate::engine::Nanos;
+use crate::ids::RequestId;
+use crate::sketch::LogHistogram;
+
+use super::kv::{Changes, KvPool, SharedPool};
+use super::seq::{FirstAdmission, Seq, SeqKind};
+use super::timing::TimingModel;
+
+/// Which running request a preemption evicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preemption {
+    /// The most recently admitted (vLLM's, the default).
+    Lifo,
+    /// The earliest admitted.
+    Fifo,
+}
+
+/// What a waiting request needs free to be admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The blocks of its first chunk (vLLM's `allocate_slots`).
+    Chunk,
+    /// The blocks of its whole known sequence, less cached blocks other requests hold (Dynamo's
+    /// mocker).
+    WholePrompt,
+}
+
+/// A scheduler's settings.
+#[derive(Clone, Debug)]
+pub struct SchedulerConfig {
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// KV capacity in blocks (`None`: unbounded).
+    pub kv_capacity: Option<usize>,
+    /// Running requests at most (`None`: unbounded).
+    pub max_num_seqs: Option<usize>,
+    /// Tokens scheduled per step at most (`None`: unbounded).
+    pub max_num_batched_tokens: Option<usize>,
+    /// Whether a prompt may be computed over several steps.
+    pub chunked_prefill: bool,
+    /// The preemption victim.
+    pub preemption: Preemption,
+    /// The admission gate.
+    pub admission: Admission,
+    /// A disaggregated prefill worker: a request leaves when its prompt is computed.
+    pub prefill_only: bool,
+    /// Step durations.
+    pub timing: TimingModel,
+}
+
+/// One entry of a plan's log, in the order things happened while scheduling.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogItem {
+    /// A request was admitted for the first time ([`Seq::first_admission`] says what it found).
+    Admitted(RequestId),
+    /// Blocks were stored or evicted.
+    Kv(Changes),
+}
+
+/// What scheduling a step (or a decode stretch) did, for the actor.
+#[derive(Debug)]
+pub struct Planned<T> {
+    /// When the step (or the stretch's last step) ends.
+    pub end: Nanos,
+    /// When the first step ends (its KV events are published then).
+    pub first_end: Nanos,
+    /// Steps planned (more than one for a decode stretch).
+    pub steps: u32,
+    /// Admissions and KV changes, in order.
+    pub log: Vec<LogItem>,
+    /// Transferred requests with nothing left to generate: complete on admission.
+    pub done: Vec<Seq<T>>,
+    /// Requests that can never fit in this worker's KV (or budget): refused.
+    pub rejected: Vec<Seq<T>>,
+}
+
+/// What a step's end produced.
+#[derive(Debug)]
+pub struct Applied<T> {
+    /// Requests that produced their last token.
+    pub finished: Vec<Seq<T>>,
+    /// Requests whose prompt is computed, leaving a prefill worker.
+    pub prefilled: Vec<Seq<T>>,
+    /// Requests that produced their first token in the step (prefilled ones included).
+    pub first_tokens: Vec<RequestId>,
+}
+
+/// A scheduler's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedulerStats {
+    /// Steps run.
+    pub steps: u64,
+    /// Tokens scheduled over all steps.
+    pub batch_tokens: u64,
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Time with a step running, ns.
+    pub busy_ns: Nanos,
+    /// Requests rejected.
+    pub rejected: u64,
+}
+
+/// What one running request does in the planned step.
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    id: RequestId,
+    tokens: u64,
+}
+
+#[derive(Debug)]
+struct Plan {
+    ends: Vec<Nanos>,
+    work: Vec<Work>,
+    /// A decode stretch: every running request decodes in every step.
+    stretch: bool,
+}
+
+/// A worker's step scheduler over requests carrying `T`.
+pub struct StepScheduler<T> {
+    cfg: SchedulerConfig,
+    pool: SharedPool,
+    waiting: VecDeque<Seq<T>>,
+    running: VecDeque<Seq<T>>,
+    plan: Option<Plan>,
+    stats: SchedulerStats,
+    itl: LogHistogram,
+    /// Buffers kept for their allocations: a spent plan's, and the stretch's block crossings.
+    spare: Option<Plan>,
+    crossings: Vec<(u64, usize)>,
+}
+
+impl<T> StepScheduler<T> {
+    /// An idle scheduler with an empty KV pool.
+    pub fn new(cfg: SchedulerConfig) -> Self {
+        StepScheduler {
+            pool: Rc::new(RefCell::new(KvPool::new(cfg.kv_capacity))),
+            cfg,
+            waiting: VecDeque::new(),
+            running: VecDeque::new(),
+            plan: None,
+            stats: SchedulerStats::default(),
+            itl: LogHistogram::default(),
+            spare: None,
+            crossings: Vec::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
+    /// The KV pool.
+    pub fn pool(&self) -> std::cell::Ref<'_, KvPool> {
+        self.pool.borrow()
+    }
+
+    /// The KV pool, shared (the ground truth of loss attribution reads it).
+    pub fn shared_pool(&self) -> SharedPool {
+        Rc::clone(&self.pool)
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> SchedulerStats {
+        self.stats
+    }
+
+    /// Gaps between consecutive tokens of a request, ns.
+    pub fn itl(&self) -> &LogHistogram {
+        &self.itl
+    }
+
+    /// Requests waiting to be admitted.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Requests running.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether any request is waiting or running.
+    pub fn has_work(&self) -> bool {
+        !self.waiting.is_empty() || !self.running.is_empty()
+    }
+
+    /// Whether a step is planned and not yet applied.
+    pub fn in_step(&self) -> bool {
+        self.plan.is_some()
+    }
+
+    /// Queues a request at the back of the waiting queue.
+    pub fn enqueue(&mut self, seq: Seq<T>) {
+        self.waiting.push_back(seq);
+    }
+
+    /// The running request `id` (for the actor to annotate an admission).
+    pub fn running_mut(&mut self, id: RequestId) -> Option<&mut Seq<T>> {
+        self.running.iter_mut().rev().find(|s| s.id() == id)
+    }
+
+    /// Plans the next step starting at `now`; `None` when there is nothing to run. Call
+    /// [`StepScheduler::apply`] at [`Planned::end`].
+    pub fn plan(&mut self, now: Nanos) -> Option<Planned<T>> {
+        debug_assert!(self.plan.is_none(), "one step at a time");
+        let mut out = Planned {
+            end: now,
+            first_end: now,
+            steps: 0,
+            log: Vec::new(),
+            done: Vec::new(),
+            rejected: Vec::new(),
+        };
+        let (mut work, mut ends) = match self.spare.take() {
+            Some(p) => (p.work, p.ends),
+            None => (Vec::new(), Vec::new()),
+        };
+        let (preempted, admitted) = loop {
+            work.clear();
+            let (preempted, admitted) = self.schedule(now, &mut out, &mut work);
+            // A step whose every request was preempted computes nothing: schedule again (the
+            // waiting queue is admitted next, as in the step that would follow at once).
+            if work.is_empty() && preempted && self.has_work() {
+                continue;
+            }
+            break (preempted, admitted);
+        };
+        if work.is_empty() {
+            return if out.done.is_empty() && out.rejected.is_empty() {
+                None
+            } else {
+                Some(out)
+            };
+        }
+        let (prefill_tokens, decode_kv) = self.step_load(&work);
+        let first = self
+            .cfg
+            .timing
+            .step_ns(prefill_tokens, decode_kv.map(|kv| self.kv_fraction(kv)));
+        ends.clear();
+        ends.push(now + first);
+        let stretch = !admitted
+            && !preempted
+            && out.rejected.is_empty()
+            && work.len() == self.running.len()
+            && prefill_tokens == 0
+            && self.all_decode_one(&work);
+        if stretch {
+            let kv = decode_kv.expect("every request decodes");
+            self.extend_stretch(&mut ends, kv, &mut out.log);
+        }
+        let end = *ends.last().expect("at least one step");
+        self.stats.busy_ns += end - now;
+        out.end = end;
+        out.first_end = ends[0];
+        out.steps = ends.len() as u32;
+        self.plan = Some(Plan {
+            stretch: ends.len() > 1,
+            ends,
+            work,
+        });
+        Some(out)
+    }
+
+    /// Steps in the planned step or stretch (0 when none is planned).
+    pub fn planned_steps(&self) -> u32 {
+        self.plan.as_ref().map_or(0, |p| p.ends.len() as u32)
+    }
+
+    /// Cuts a planned decode stretch at the end of the step in progress at `now` (a message
+    /// arrived). Returns the new end if it moved.
+    pub fn truncate(&mut self, now: Nanos) -> Option<Nanos> {
+        let plan = self.plan.as_mut()?;
+        let keep = plan.ends.iter().position(|&e| e >= now)? + 1;
+        if keep >= plan.ends.len() {
+            return None;
+        }
+        let old = *plan.ends.last().expect("non-empty");
+        plan.ends.truncate(keep);
+        let new = plan.ends[keep - 1];
+        self.stats.busy_ns -= old - new;
+        Some(new)
+    }
+
+    /// Ends the planned step (or stretch): commits its computed tokens and produces its tokens,
+    /// stamped with each step's end.
+    pub fn apply(&mut self) -> Applied<T> {
+        let plan = self.plan.take().expect("a planned step");
+        let mut out = Applied {
+            finished: Vec::new(),
+            prefilled: Vec::new(),
+            first_tokens: Vec::new(),
+        };
+        let steps = plan.ends.len() as u64;
+        self.stats.steps += steps;
+        if plan.stretch {
+            let n = self.running.len() as u64;
+            self.stats.batch_tokens += n * steps;
+            for s in &mut self.running {
+                let last = s
+                    .last_token_ns
+                    .expect("a decoding request has produced a token");
+                self.itl.add(plan.ends[0] - last, 1);
+                s.computed += steps;
+                s.generated += steps;
+                s.last_token_ns = Some(*plan.ends.last().expect("non-empty"));
+            }
+            for w in plan.ends.windows(2) {
+                self.itl.add(w[1] - w[0], n);
+            }
+            self.retire(&mut out);
+            self.spare = Some(plan);
+            return out;
+        }
+        let t = plan.ends[0];
+        let mut work = plan.work.iter().peekable();
+        for s in &mut self.running {
+            let Some(w) = work.next_if(|w| w.id == s.id()) else {
+                continue;
+            };
+            self.stats.batch_tokens += w.tokens;
+            s.computed += w.tokens;
+            if s.computed == s.target() {
+                match s.last_token_ns {
+                    None => {
+                        s.first_token_ns = Some(t);
+                        out.first_tokens.push(s.id());
+                    }
+                    Some(last) => self.itl.add(t - last, 1),
+                }
+                s.last_token_ns = Some(t);
+                s.generated += 1;
+            }
+        }
+        debug_assert!(work.next().is_none(), "work follows the running order");
+        self.retire(&mut out);
+        self.spare = Some(plan);
+        out
+    }
+
+    /// Takes every request out (the worker went down at `now`): running ones in admission order,
+    /// then the waiting queue; the KV pool is emptied.
+    pub fn drain(&mut self, now: Nanos) -> Vec<Seq<T>> {
+        if let Some(plan) = self.plan.take() {
+            let end = *plan.ends.last().expect("non-empty");
+            self.stats.busy_ns -= end.saturating_sub(now);
+        }
+        self.pool.borrow_mut().clear();
+        let mut all: Vec<Seq<T>> = self.running.drain(..).collect();
+        all.extend(self.waiting.drain(..));
+        for s in &mut all {
+            s.computed = 0;
+            s.slots.clear();
+            s.held_named = 0;
+            s.private = 0;
+        }
+        all
+    }
+
+    /// Whether running request `s` leaves now: `Some(true)` prefilled (a prefill worker's
+    /// request whose first token was just produced: it moves on to decode elsewhere, whatever
+    /// its length), `Some(false)` finished, `None` stays.
+    fn leaves(&self, s: &Seq<T>) -> Option<bool> {
+        if self.cfg.prefill_only && !s.decode_side && s.generated == 1 {
+            Some(true)
+        } else if s.generated >= s.output {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Moves the requests that leave out of the running queue (keeping the others' order),
+    /// releasing their blocks.
+    fn retire(&mut self, out: &mut Applied<T>) {
+        let mut i = 0;
+        while i < self.running.len() {
+            let Some(prefilled) = self.leaves(&self.running[i]) else {
+                i += 1;
+                continue;
+            };
+            let mut s = self.running.remove(i).expect("in range");
+            self.pool.borrow_mut().release(&s.slots, s.private);
+            s.slots.clear();
+            s.held_named = 0;
+            s.private = 0;
+            if prefilled {
+                out.prefilled.push(s);
+            } else {
+                out.finished.push(s);
+            }
+        }
+    }
+
+    /// Schedules the running requests, then the waiting ones. Returns the work, whether a
+    /// preemption happened and whether any request was admitted.
+    fn schedule(&mut self, now: Nanos, out: &mut Planned<T>, work: &mut Vec<Work>) -> (bool, bool) {
+        let mut budget = self.cfg.max_num_batched_tokens.unwrap_or(usize::MAX) as u64;
+        let mut preempted = false;
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let s = &self.running[i];
+            let n = (s.target() - s.computed).min(budget);
+            let mut scheduled = true;
+            while self.need(&self.running[i], n) > self.pool.borrow().available() {
+                preempted = true;
+                let victim = match self.cfg.preemption {
+                    Preemption::Lifo => self.running.len() - 1,
+                    Preemption::Fifo => 0,
+                };
+                if victim == i {
+                    self.preempt(i);
+                    scheduled = false;
+                    break;
+                }
+                if victim < i {
+                    // Already scheduled this step: give its tokens back.
+                    let id = self.running[victim].id();
+                    if let Some(pos) = work.iter().position(|w| w.id == id) {
+                        budget += work.remove(pos).tokens;
+                    }
+                    i -= 1;
+                }
+                self.preempt(victim);
+            }
+            if scheduled {
+                self.grow(i, n, &mut out.log);
+                work.push(Work {
+                    id: self.running[i].id(),
+                    tokens: n,
+                });
+                budget -= n;
+                i += 1;
+            }
+        }
+        let mut admitted = false;
+        if !preempted {
+            while budget > 0 && self.seats_left() {
+                match self.admit_head(now, budget, out) {
+                    Admit::Scheduled(w) => {
+                        budget -= w.tokens;
+                        work.push(w);
+                        admitted = true;
+                    }
+                    Admit::Finished => admitted = true,
+                    Admit::Rejected => {}
+                    Admit::Blocked => break,
+                }
+            }
+        }
+        (preempted, admitted)
+    }
+
+    fn seats_left(&self) -> bool {
+        !self.waiting.is_empty() && self.cfg.max_num_seqs.is_none_or(|m| self.running.len() < m)
+    }
+
+    /// Tries to admit the head of the waiting queue with `budget` tokens left.
+    fn admit_head(&mut self, now: Nanos, budget: u64, out: &mut Planned<T>) -> Admit {
+        let bs = self.cfg.block_size;
+        let head = self.waiting.front().expect("checked non-empty");
+        let too_big = self
+            .cfg
+            .kv_capacity
+            .is_some_and(|cap| head.max_blocks(bs) > cap);
+        // A transferred request's first token came with its KV: it computes that token's KV.
+        let target = match head.kind {
+            SeqKind::Transferred => head.prompt + head.generated.max(1),
+            SeqKind::Prompt => head.target(),
+        };
+        let too_long = !self.cfg.chunked_prefill
+            && head.kind == SeqKind::Prompt
+            && self
+                .cfg
+                .max_num_batched_tokens
+                .is_some_and(|b| target > b as u64);
+        if too_big || too_long {
+            let s = self.waiting.pop_front().expect("checked non-empty");
+            self.stats.rejected += 1;
+            out.rejected.push(s);
+            return Admit::Rejected;
+        }
+        // Where its computation starts: the capped cached prefix, or the transferred prompt.
+        let (held, remembered, start) = match head.kind {
+            SeqKind::Transferred => (0, 0, head.prompt),
+            SeqKind::Prompt => {
+                let pool = self.pool.borrow();
+                let held = pool.cached_prefix(head.names());
+                let remembered = held + pool.remembered_prefix(&head.names()[held..]);
+                let held_tokens = (held as u64 * bs as u64).min(head.prompt);
+                let cap = (target - 1) / bs as u64 * bs as u64;
+                (held, remembered, held_tokens.min(cap))
+            }
+        };
+        let pin = (start / bs as u64) as usize;
+        let pin = if head.kind == SeqKind::Prompt { pin } else { 0 };
+        let remaining = target - start;
+        if !self.cfg.chunked_prefill && remaining > budget {
+            return Admit::Blocked;
+        }
+        let n = remaining.min(budget);
+        let fits = match self.cfg.admission {
+            Admission::Chunk => {
+                let pins = self.pool.borrow().unpinned_among(&head.names()[..pin]);
+                let (named_after, private_after) = head.blocks_for(start + n, bs);
+                let new = self
+                    .pool
+                    .borrow()
+                    .unpinned_among(&head.names()[pin..named_after]);
+                pins + new + private_after <= self.pool.borrow().available()
+            }
+            Admission::WholePrompt => {
+                let whole = target.div_ceil(bs as u64) as usize;
+                let shared = head.names()[..pin]
+                    .iter()
+                    .filter(|b| self.pool.borrow().is_pinned(**b))
+                    .count();
+                whole - shared <= self.pool.borrow().available()
+            }
+        };
+        if !fits {
+            return Admit::Blocked;
+        }
+        let mut s = self.waiting.pop_front().expect("checked non-empty");
+        if s.first.is_none() {
+            s.first = Some(FirstAdmission {
+                at_ns: now,
+                held_blocks: held,
+                remembered_blocks: remembered,
+                cached_tokens: if s.kind == SeqKind::Prompt { start } else { 0 },
+            });
+            out.log.push(LogItem::Admitted(s.id()));
+        }
+        s.computed = start;
+        if pin > 0 {
+            let mut changes = Changes::default();
+            self.pool.borrow_mut().acquire(
+                None,
+                &s.spec.blocks[..pin],
+                0,
+                &mut changes,
+                &mut s.slots,
+            );
+            debug_assert!(changes.is_empty(), "a cached prefix is only pinned");
+            s.held_named = pin;
+        }
+        if s.kind == SeqKind::Transferred && s.generated == 0 {
+            // The prefill worker produced the first token; it arrives with the KV.
+            s.generated = 1;
+            s.first_token_ns = Some(now);
+            s.last_token_ns = Some(now);
+            if s.generated >= s.output {
+                out.done.push(s);
+                return Admit::Finished;
+            }
+        }
+        let n = (s.target() - s.computed).min(budget);
+        self.running.push_back(s);
+        let i = self.running.len() - 1;
+        self.grow(i, n, &mut out.log);
+        Admit::Scheduled(Work {
+            id: self.running[i].id(),
+            tokens: n,
+        })
+    }
+
+    /// Blocks running request `s` takes from the available ones to compute `n` more tokens.
+    fn need(&self, s: &Seq<T>, n: u64) -> usize {
+        let (named_after, private_after) = s.blocks_for(s.computed + n, self.cfg.block_size);
+        let new = self
+            .pool
+            .borrow()
+            .unpinned_among(&s.names()[s.held_named..named_after.max(s.held_named)]);
+        (new + private_after).saturating_sub(s.private)
+    }
+
+    /// Gives running request `i` the blocks for `n` more tokens (the caller checked they are
+    /// available), logging what was stored and evicted.
+    fn grow(&mut self, i: usize, n: u64, log: &mut Vec<LogItem>) {
+        let bs = self.cfg.block_size;
+        let s = &mut self.running[i];
+        let (named_after, private_after) = s.blocks_for(s.computed + n, bs);
+        let named_after = named_after.max(s.held_named);
+        if private_after < s.private {
+            self.pool
+                .borrow_mut()
+                .free_private(s.private - private_after);
+            s.private = private_after;
+        }
+        let parent = s.held_named.checked_sub(1).map(|k| s.spec.blocks[k]);
+        let extra = private_after - s.private;
+        let mut changes = Changes::default();
+        self.pool.borrow_mut().acquire(
+            parent,
+            &s.spec.blocks[s.held_named..named_after],
+            extra,
+            &mut changes,
+            &mut s.slots,
+        );
+        s.held_named = named_after;
+        s.private = private_after;
+        if !changes.is_empty() {
+            log.push(LogItem::Kv(changes));
+        }
+    }
+
+    /// Preempts running request `i`: frees its blocks, forgets its computed tokens, and puts it
+    /// at the front of the waiting queue.
+    fn preempt(&mut self, i: usize) {
+        let mut s = self.running.remove(i).expect("a running request");
+        self.pool.borrow_mut().release(&s.slots, s.private);
+        s.slots.clear();
+        s.held_named = 0;
+        s.private = 0;
+        s.computed = 0;
+        s.preemptions += 1;
+        if s.kind == SeqKind::Transferred {
+            // Its KV is gone: the decode side recomputes the prompt itself.
+            s.kind = SeqKind::Prompt;
+        }
+        self.stats.preemptions += 1;
+        self.waiting.push_front(s);
+    }
+
+    /// The step's uncached prompt tokens and, if any request decodes, the KV tokens of the
+    /// decoding requests.
+    fn step_load(&self, work: &[Work]) -> (u64, Option<u64>) {
+        let mut prefill = 0;
+        let mut decode: Option<u64> = None;
+        let mut work = work.iter().peekable();
+        for s in &self.running {
+            let Some(w) = work.next_if(|w| w.id == s.id()) else {
+                continue;
+            };
+            let after = s.computed + w.tokens;
+            prefill += after.min(s.prompt) - s.computed.min(s.prompt);
+            if after == s.target() && s.generated >= 1 {
+                *decode.get_or_insert(0) += after;
+            }
+        }
+        (prefill, decode)
+    }
+
+    fn kv_fraction(&self, kv_tokens: u64) -> f64 {
+        match self.cfg.kv_capacity {
+            Some(cap) => kv_tokens as f64 / (cap as f64 * self.cfg.block_size as f64),
+            None => 0.0,
+        }
+    }
+
+    /// Whether every request in `work` decodes exactly one token (none is in prefill).
+    fn all_decode_one(&self, work: &[Work]) -> bool {
+        work.iter().zip(&self.running).all(|(w, s)| {
+            w.id == s.id() && w.tokens == 1 && s.generated >= 1 && s.computed + 1 == s.target()
+        })
+    }
+
+    /// Extends a decode-only first step (ending at `ends[0]`, its decoding requests holding
+    /// `kv` tokens) into a stretch: until the first request finishes, at most `block_size`
+    /// steps, and no further than the blocks the pool can give (taken now).
+    fn extend_stretch(&mut self, ends: &mut Vec<Nanos>, kv: u64, log: &mut Vec<LogItem>) {
+        let bs = self.cfg.block_size as u64;
+        let to_finish = self
+            .running
+            .iter()
+            .map(|s| s.output - s.generated)
+            .min()
+            .expect("running requests");
+        let max_steps = to_finish.min(bs);
+        if max_steps <= 1 {
+            return;
+        }
+        // Step at which each request first needs a block it does not hold.
+        let mut crossings = std::mem::take(&mut self.crossings);
+        crossings.clear();
+        crossings.extend(self.running.iter().enumerate().filter_map(|(i, s)| {
+            let held_tokens = (s.held_named + s.private) as u64 * bs;
+            let step = held_tokens + 1 - s.computed;
+            (step <= max_steps).then_some((step, i))
+        }));
+        crossings.sort_unstable();
+        let available = self.pool.borrow().available();
+        let steps = if crossings.len() <= available {
+            max_steps
+        } else {
+            crossings[available].0 - 1
+        };
+        let growing = crossings.iter().take_while(|c| c.0 <= steps).count();
+        if growing > 0 {
+            let mut changes = Changes::default();
+            self.pool
+                .borrow_mut()
+                .acquire(None, &[], growing, &mut changes, &mut Vec::new());
+            for &(_, i) in &crossings[..growing] {
+                self.running[i].private += 1;
+            }
+            if !changes.is_empty() {
+                log.push(LogItem::Kv(changes));
+            }
+        }
+        self.crossings = crossings;
+        let n = self.running.len() as u64;
+        for step in 1..steps {
+            let kv_tokens = kv + n * step;
+            let d = self
+                .cfg
+                .timing
+                .step_ns(0, Some(self.kv_fraction(kv_tokens)));
+            let last = *ends.last().expect("non-empty");
+            ends.push(last + d);
+        }
+    }
+}
+
+enum Admit {
+    Scheduled(Work),
+    Finished,
+    Rejected,
+    Blocked,
+}

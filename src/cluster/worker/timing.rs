@@ -1,0 +1,129 @@
+//! How long a forward pass (a step) takes.
+//!
+//! - `steps` (the default): Dynamo's mocker polynomials (`dynamo-mocker` 1.6.1 on
+//!   `aisimulate-core` 0.13, `engine/common/perf_model.rs`), evaluated once per step on the whole
+//!   batch: prefill ms = 4.209989e-7·T² + 0.01518344·T + 16.50142 for T uncached prompt tokens
+//!   computed in the step (0 if none), plus, if any request decodes in the step, decode ms =
+//!   −25.74·p² + 54.01·p + 5.74 with a 1 ms floor, for p = KV tokens of the decoding requests /
+//!   the worker's KV capacity in tokens (0 with unbounded KV). The two add; nothing else does.
+//! - `fixed`: every step takes `service_ms`, whatever it holds (the lab's model: a one-token
+//!   request is served in one step).
+
+use crate::engine::{ms_to_ns, Nanos};
+use crate::scenario::{Timing, TimingKind};
+
+/// A worker's step-time model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TimingModel {
+    /// Every step takes this long.
+    Fixed {
+        /// Step time, ms.
+        step_ms: f64,
+    },
+    /// The mocker's polynomials.
+    Polynomial {
+        /// `[a, b, c]` of the prefill polynomial in T.
+        prefill: [f64; 3],
+        /// `[a, b, c]` of the decode polynomial in p.
+        decode: [f64; 3],
+        /// Floor of the decode time, ms.
+        decode_floor_ms: f64,
+    },
+}
+
+impl TimingModel {
+    /// The model a scenario's `[timing]` describes.
+    pub fn of(t: &Timing) -> Self {
+        match t.model {
+            TimingKind::Fixed => TimingModel::Fixed {
+                step_ms: t.service_ms,
+            },
+            TimingKind::Steps => TimingModel::Polynomial {
+                prefill: t.prefill_coeffs,
+                decode: t.decode_coeffs,
+                decode_floor_ms: t.decode_floor_ms,
+            },
+        }
+    }
+
+    /// The prefill part of a step computing `tokens` uncached prompt tokens, ms (0 for none).
+    pub fn prefill_ms(&self, tokens: u64) -> f64 {
+        match self {
+            TimingModel::Fixed { .. } => 0.0,
+            TimingModel::Polynomial { prefill, .. } if tokens > 0 => {
+                let x = tokens as f64;
+                let [a, b, c] = *prefill;
+                (a * x * x + b * x + c).max(0.0)
+            }
+            TimingModel::Polynomial { .. } => 0.0,
+        }
+    }
+
+    /// The decode part of a step whose decoding requests hold `kv_fraction` (0..=1) of the
+    /// worker's KV, ms.
+    pub fn decode_ms(&self, kv_fraction: f64) -> f64 {
+        match self {
+            TimingModel::Fixed { .. } => 0.0,
+            TimingModel::Polynomial {
+                decode,
+                decode_floor_ms,
+                ..
+            } => {
+                let [a, b, c] = *decode;
+                let u = kv_fraction.clamp(0.0, 1.0);
+                (a * u * u + b * u + c).max(*decode_floor_ms)
+            }
+        }
+    }
+
+    /// A step's duration: `prefill_tokens` uncached prompt tokens, and `decode` = the KV fraction
+    /// of its decoding requests if any decodes. At least 1 ns, so that time always moves.
+    pub fn step_ns(&self, prefill_tokens: u64, decode: Option<f64>) -> Nanos {
+        let ms = match self {
+            TimingModel::Fixed { step_ms } => *step_ms,
+            TimingModel::Polynomial { .. } => {
+                self.prefill_ms(prefill_tokens) + decode.map_or(0.0, |p| self.decode_ms(p))
+            }
+        };
+        ms_to_ns(ms).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mocker() -> TimingModel {
+        TimingModel::of(&Timing::default())
+    }
+
+    #[test]
+    fn mocker_polynomial_defaults() {
+        let m = mocker();
+        let expected = 4.209989e-7 * 1500.0 * 1500.0 + 0.01518344 * 1500.0 + 16.50142;
+        assert!((m.prefill_ms(1500) - expected).abs() < 1e-9);
+        assert_eq!(m.prefill_ms(0), 0.0);
+        assert!((m.decode_ms(0.0) - 5.74).abs() < 1e-12);
+        assert!((m.decode_ms(1.0) - (-25.74 + 54.01 + 5.74)).abs() < 1e-9);
+        // By hand: 8,192 tokens take 28.2527 + 124.3827 + 16.5014 = 169.1369 ms; decodes at
+        // p = 0.38 add −3.7169 + 20.5238 + 5.74 = 22.5469 ms.
+        assert_eq!(m.step_ns(8192, None), 169_136_918);
+        assert_eq!(m.step_ns(8192, Some(0.38)), 169_136_918 + 22_546_944);
+    }
+
+    #[test]
+    fn decode_floor_applies() {
+        let m = TimingModel::of(&Timing {
+            decode_coeffs: [0.0, 0.0, 0.1],
+            ..Timing::default()
+        });
+        assert_eq!(m.decode_ms(0.3), 1.0);
+    }
+
+    #[test]
+    fn fixed_steps_take_service_ms_whatever_they_hold() {
+        let m = TimingModel::Fixed { step_ms: 2.5 };
+        assert_eq!(m.step_ns(9999, Some(0.9)), 2_500_000);
+        assert_eq!(m.step_ns(0, None), 2_500_000);
+    }
+}

@@ -1,0 +1,422 @@
+//! `dynamo`: Dynamo's current KV router (the published crate `dynamo-kv-router` 1.6.1:
+//! `scheduling/selector/reference.rs`, `DefaultWorkerScorer::worker_logit`; defaults in
+//! `scheduling/config.rs`, `KvRouterConfig::default`; load tracking in `sequences/`).
+//!
+//! For each worker that is up, the lowest cost wins (seeded random among equal costs):
+//!
+//! ```text
+//! cost = prefill_load_scale · max(0, (active_prefill_tokens + prompt_tokens) / block − credit)
+//!      + decode_blocks + decode_active_request_weight · active_requests
+//! credit = overlap_score_credit · decay · cached_blocks
+//! decay  = 1 / (1 + overlap_score_credit_decay · excess / request_blocks)
+//! ```
+//!
+//! - `cached_blocks`: the worker's overlap in the router's index (fed by KV events, or by its own
+//!   decisions with a TTL when `use_kv_events = false`: Dynamo's approximate mode);
+//! - `active_prefill_tokens`: uncached prompt tokens (prompt − cached at decision) of the
+//!   requests this router sent the worker that have not produced their first token;
+//! - `decode_blocks`: distinct prompt blocks of the worker's active requests, plus the blocks of
+//!   this request beyond the prefix already among them (plus its partial last block);
+//! - `excess`: the worker's active prefill blocks above the least loaded worker's.
+//!
+//! With `router_temperature` > 0 a worker is sampled with probability ∝
+//! exp(−(cost − min) / ((max − min) · T)) instead.
+//!
+//! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
+//! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
+//! `decode_active_request_weight` (0.0), `router_temperature` (0.0), `use_kv_events` (true),
+//! `router_ttl_secs` (120.0, approximate mode only).
+//!
+//! Where dynsim differs: ties use the run's seeded generator (Dynamo's offline replay draws from
+//! an unseeded one, so its KV runs vary); approximate mode forgets a decision after the TTL as
+//! `approx` does, without Dynamo's LRU option; host and disk cache tiers do not exist here.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+use crate::engine::ms_to_ns;
+use crate::error::Invalid;
+use crate::hash::BlockHash;
+use crate::hashers::{BlockHashBuilder, IdBuilder};
+use crate::ids::{RequestId, WorkerId};
+use crate::index::{KvIndex, MatchScratch};
+use crate::kv_event::KvEvent;
+use crate::rng::SimRng;
+use crate::router::loads::LoadBook;
+use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
+use crate::router::ttl::TtlIndex;
+use crate::router::Decision;
+
+/// The registry entry.
+pub const ENTRY: PolicyEntry = PolicyEntry {
+    name: "dynamo",
+    summary: "Dynamo's KV router: prefill load minus cached blocks, plus decode blocks",
+    learns_from_events: true,
+    build,
+};
+
+/// `[router.dynamo]`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Blocks of credit per cached block (1.0).
+    pub overlap_score_credit: f64,
+    /// How fast the credit decays with excess prefill load (0.0: off).
+    pub overlap_score_credit_decay: f64,
+    /// Weight of the prefill term (1.0).
+    pub prefill_load_scale: f64,
+    /// Weight of the worker's active request count (0.0).
+    pub decode_active_request_weight: f64,
+    /// Softmax temperature; 0 = the lowest cost wins (0.0).
+    pub router_temperature: f64,
+    /// Learn from KV events (true); false: from the router's own decisions, with a TTL.
+    pub use_kv_events: bool,
+    /// Approximate mode: seconds a decision is believed (120.0).
+    pub router_ttl_secs: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            overlap_score_credit: 1.0,
+            overlap_score_credit_decay: 0.0,
+            prefill_load_scale: 1.0,
+            decode_active_request_weight: 0.0,
+            router_temperature: 0.0,
+            use_kv_events: true,
+            router_ttl_secs: 120.0,
+        }
+    }
+}
+
+fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
+    let s: Settings = setup.settings()?;
+    for (key, x) in [
+        ("overlap_score_credit", s.overlap_score_credit),
+        ("overlap_score_credit_decay", s.overlap_score_credit_decay),
+        ("prefill_load_scale", s.prefill_load_scale),
+        (
+            "decode_active_request_weight",
+            s.decode_active_request_weight,
+        ),
+        ("router_temperature", s.router_temperature),
+        ("router_ttl_secs", s.router_ttl_secs),
+    ] {
+        if !x.is_finite() || x < 0.0 || (key == "router_ttl_secs" && x > 1e9) {
+            return Err(Invalid {
+                key: format!("router.dynamo.{key}"),
+                value: format!("{x:?}"),
+                problem: "must be a finite number >= 0 (seconds up to 1e9 for the TTL)".into(),
+            });
+        }
+    }
+    Ok(Box::new(Dynamo {
+        settings: s,
+        ttl_ns: ms_to_ns(s.router_ttl_secs * 1e3),
+        index: KvIndex::new(setup.workers),
+        ttl: TtlIndex::default(),
+        scratch: MatchScratch::default(),
+        overlaps: Vec::new(),
+        workers: vec![WorkerLoad::default(); setup.workers],
+        active: HashMap::default(),
+        costs: Vec::new(),
+        block_size: setup.block_size.max(1),
+    }))
+}
+
+/// What the router tracks of one worker's active requests.
+#[derive(Clone, Debug, Default)]
+struct WorkerLoad {
+    /// Distinct prompt blocks of its active requests, with how many requests hold each.
+    blocks: HashMap<BlockHash, u32, BlockHashBuilder>,
+    prefill_tokens: u64,
+    requests: u64,
+}
+
+/// One request this router sent and has not seen finish.
+#[derive(Clone, Debug)]
+struct Active {
+    worker: usize,
+    blocks: Vec<BlockHash>,
+    /// Uncached prompt tokens still counted as prefill load (0 once its first token came).
+    prefill_tokens: u64,
+}
+
+struct Dynamo {
+    settings: Settings,
+    ttl_ns: u64,
+    index: KvIndex,
+    ttl: TtlIndex,
+    scratch: MatchScratch,
+    overlaps: Vec<usize>,
+    workers: Vec<WorkerLoad>,
+    active: HashMap<RequestId, Active, IdBuilder>,
+    costs: Vec<(usize, f64)>,
+    block_size: usize,
+}
+
+impl Dynamo {
+    fn uncached_tokens(&self, req: &RouteRequest<'_>, worker: usize) -> u64 {
+        let cached = self.overlaps[worker] as u64 * self.block_size as u64;
+        u64::from(req.input_tokens).saturating_sub(cached)
+    }
+
+    /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`).
+    fn decode_blocks(&self, worker: usize, blocks: &[BlockHash], input_tokens: u32) -> f64 {
+        let load = &self.workers[worker];
+        let depth = blocks
+            .iter()
+            .take_while(|b| load.blocks.contains_key(b))
+            .count();
+        let request_blocks = u64::from(input_tokens).div_ceil(self.block_size as u64) as usize;
+        let untracked = request_blocks.saturating_sub(blocks.len());
+        (load.blocks.len() + blocks.len() - depth + untracked) as f64
+    }
+}
+
+impl RoutingPolicy for Dynamo {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+        if !self.settings.use_kv_events {
+            self.ttl.expire(req.now, &mut self.index);
+        }
+        self.index
+            .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
+        let bs = self.block_size as f64;
+        let request_blocks = u64::from(req.input_tokens).div_ceil(self.block_size as u64);
+        let min_prefill = loads
+            .up_workers()
+            .map(|w| self.workers[w].prefill_tokens)
+            .min()
+            .unwrap_or(0);
+        let s = self.settings;
+        let mut costs = std::mem::take(&mut self.costs);
+        costs.clear();
+        for w in loads.up_workers() {
+            let load = &self.workers[w];
+            let decay = if s.overlap_score_credit_decay > 0.0 {
+                let excess = (load.prefill_tokens - min_prefill) as f64 / bs;
+                1.0 / (1.0 + s.overlap_score_credit_decay * excess / request_blocks.max(1) as f64)
+            } else {
+                1.0
+            };
+            let credit = s.overlap_score_credit * decay * self.overlaps[w] as f64;
+            let prefill = (load.prefill_tokens + u64::from(req.input_tokens)) as f64 / bs;
+            let cost = s.prefill_load_scale * (prefill - credit).max(0.0)
+                + self.decode_blocks(w, req.blocks, req.input_tokens)
+                + s.decode_active_request_weight * load.requests as f64;
+            costs.push((w, cost));
+        }
+        let worker = if s.router_temperature > 0.0 {
+            sample(&costs, s.router_temperature, rng)
+        } else {
+            lowest_random_tie(&costs, rng)
+        };
+        tracing::debug!(?costs, worker, "dynamo decision");
+        self.costs = costs;
+        Decision {
+            worker: WorkerId::at(worker),
+            predicted_blocks: self.overlaps[worker],
+        }
+    }
+
+    fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        let w = d.worker.index();
+        let prefill_tokens = self.uncached_tokens(req, w);
+        let load = &mut self.workers[w];
+        for &b in req.blocks {
+            *load.blocks.entry(b).or_insert(0) += 1;
+        }
+        load.prefill_tokens += prefill_tokens;
+        load.requests += 1;
+        self.active.insert(
+            req.id,
+            Active {
+                worker: w,
+                blocks: req.blocks.to_vec(),
+                prefill_tokens,
+            },
+        );
+        if !self.settings.use_kv_events {
+            self.index.store(w, req.blocks);
+            self.ttl.record(w, req.blocks, req.now + self.ttl_ns);
+        }
+    }
+
+    fn on_prefill_done(&mut self, _worker: WorkerId, request: RequestId) {
+        if let Some(a) = self.active.get_mut(&request) {
+            self.workers[a.worker].prefill_tokens -= a.prefill_tokens;
+            a.prefill_tokens = 0;
+        }
+    }
+
+    fn on_finished(&mut self, _worker: WorkerId, request: RequestId) {
+        let Some(a) = self.active.remove(&request) else {
+            return;
+        };
+        let load = &mut self.workers[a.worker];
+        load.prefill_tokens -= a.prefill_tokens;
+        load.requests -= 1;
+        for b in &a.blocks {
+            if let std::collections::hash_map::Entry::Occupied(mut n) = load.blocks.entry(*b) {
+                *n.get_mut() -= 1;
+                if *n.get() == 0 {
+                    n.remove();
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: &KvEvent) {
+        if self.settings.use_kv_events {
+            self.index.apply(event);
+        }
+    }
+}
+
+/// The lowest cost, a uniformly random one (from the run's generator) among equal lowest costs.
+fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> usize {
+    let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+    let tied: Vec<usize> = costs.iter().filter(|c| c.1 == min).map(|c| c.0).collect();
+    match tied.len() {
+        0 => unreachable!("the router decides only when a worker is up"),
+        1 => tied[0],
+        n => tied[rng.below(n)],
+    }
+}
+
+/// Samples with probability ∝ exp(−(cost − min) / ((max − min) · temperature)).
+fn sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> usize {
+    let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+    let max = costs.iter().map(|c| c.1).fold(f64::NEG_INFINITY, f64::max);
+    let span = if max > min { max - min } else { 1.0 };
+    let weight = |c: f64| (-(c - min) / (span * temperature)).exp();
+    let total: f64 = costs.iter().map(|c| weight(c.1)).sum();
+    let mut x = rng.unit() * total;
+    for c in costs {
+        let w = weight(c.1);
+        if x < w {
+            return c.0;
+        }
+        x -= w;
+    }
+    costs
+        .last()
+        .expect("the router decides only when a worker is up")
+        .0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::block_hashes;
+    use crate::rng::RngKind;
+    use crate::router::loads::LoadKind;
+
+    fn policy(settings: Option<&toml::Value>) -> Box<dyn RoutingPolicy> {
+        build(&PolicySetup {
+            name: "dynamo",
+            workers: 2,
+            block_size: 4,
+            settings,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_decision_computed_by_hand_from_the_published_rule() {
+        // Block size 4. Worker 0 holds the first 3 blocks of a 6-block (24-token) prompt and has
+        // one request (8 tokens, 2 blocks, none cached) routed and still in prefill; worker 1 is
+        // idle and holds nothing.
+        let mut p = policy(None);
+        let tokens: Vec<u32> = (0..24).collect();
+        let blocks = block_hashes(&tokens, 4);
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(0),
+            parent: None,
+            blocks: blocks[..3].to_vec(),
+        });
+        let other = block_hashes(&(100..108).collect::<Vec<u32>>(), 4);
+        let mut loads = LoadBook::new(2, LoadKind::Routed);
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        let busy = RouteRequest {
+            id: RequestId(1),
+            blocks: &other,
+            input_tokens: 8,
+            session: None,
+            now: 0,
+        };
+        let d0 = Decision {
+            worker: WorkerId(0),
+            predicted_blocks: 0,
+        };
+        p.decide(&busy, &loads, &mut rng);
+        loads.routed_to(RequestId(1), WorkerId(0), 2);
+        p.on_routed(&busy, &d0);
+        let req = RouteRequest {
+            id: RequestId(2),
+            blocks: &blocks,
+            input_tokens: 24,
+            session: None,
+            now: 0,
+        };
+        // Worker 0: prefill (8 + 24) / 4 − 3 credit = 5; decode 2 active + 6 new = 8: cost 13.
+        // Worker 1: prefill 24 / 4 = 6; decode 6 new: cost 12. Worker 1 wins.
+        let d = p.decide(&req, &loads, &mut rng);
+        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 0));
+        // Once worker 0's request produced its first token its prefill load is gone:
+        // worker 0 costs (24 / 4 − 3) + 8 = 11 < 12.
+        p.on_prefill_done(WorkerId(0), RequestId(1));
+        let d = p.decide(&req, &loads, &mut rng);
+        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(0), 3));
+        // And once it finished, worker 0 costs 3 + 6 = 9.
+        p.on_finished(WorkerId(0), RequestId(1));
+        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+    }
+
+    #[test]
+    fn equal_costs_are_broken_by_the_seeded_generator() {
+        let loads = LoadBook::new(2, LoadKind::Routed);
+        let blocks = block_hashes(&(0..8).collect::<Vec<u32>>(), 4);
+        let req = RouteRequest {
+            id: RequestId(0),
+            blocks: &blocks,
+            input_tokens: 8,
+            session: None,
+            now: 0,
+        };
+        let picks = |seed| {
+            let mut rng = SimRng::new(RngKind::Chacha, seed);
+            let mut p = policy(None);
+            (0..32)
+                .map(|_| p.decide(&req, &loads, &mut rng).worker.index())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picks(7), picks(7), "same seed, same ties");
+        assert!(
+            picks(7).contains(&0) && picks(7).contains(&1),
+            "both tied workers chosen"
+        );
+    }
+
+    #[test]
+    fn approximate_mode_learns_from_its_own_decisions() {
+        let table: toml::Value = toml::from_str("use_kv_events = false").unwrap();
+        let mut p = policy(Some(&table));
+        let loads = LoadBook::new(2, LoadKind::Routed);
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
+        let req = |id| RouteRequest {
+            id: RequestId(id),
+            blocks: &blocks,
+            input_tokens: 16,
+            session: None,
+            now: 0,
+        };
+        let first = p.decide(&req(0), &loads, &mut rng);
+        p.on_routed(&req(0), &first);
+        p.on_finished(first.worker, RequestId(0));
+        let again = p.decide(&req(1), &loads, &mut rng);
+        assert_eq!((again.worker, again.predicted_blocks), (first.worker, 4));
+    }
+}
