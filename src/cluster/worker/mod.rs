@@ -3,6 +3,7 @@
 //! - [`scheduler`]: the pure step scheduler (vLLM v1's, as Dynamo's mocker models it): running
 //!   requests first, then waiting ones FIFO, within a token budget and a sequence limit; chunked
 //!   prefill, prefix caching, KV growth and preemption; decode stretches planned at once.
+//!   Admission (`admit.rs`) and decode stretches (`stretch.rs`) are its two larger steps.
 //! - [`seq`]: one request's state in the scheduler.
 //! - [`kv`]: the worker's KV blocks: named (prefix-cacheable) and private, pins, eviction.
 //! - [`evicted`]: a bounded memory of the blocks a worker lost, for loss attribution.
@@ -10,10 +11,15 @@
 //! - [`actor`]: the [`Worker`] actor: messages in, timers, KV events, acks, hand-offs, faults.
 
 pub mod actor;
+mod admit;
 pub mod evicted;
 pub mod kv;
 pub mod scheduler;
 pub mod seq;
+mod stretch;
 pub mod timing;
+
+#[cfg(test)]
+mod tests;
 
 pub use actor::{Link, Worker, WorkerSetup, WorkerStats};

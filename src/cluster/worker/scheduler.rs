@@ -43,8 +43,9 @@ use crate::engine::Nanos;
 use crate::ids::RequestId;
 use crate::sketch::LogHistogram;
 
+use super::admit::Admit;
 use super::kv::{Changes, KvPool, SharedPool};
-use super::seq::{FirstAdmission, Seq, SeqKind};
+use super::seq::{Seq, SeqKind};
 use super::timing::TimingModel;
 
 /// Which running request a preemption evicts.
@@ -143,9 +144,9 @@ pub struct SchedulerStats {
 
 /// What one running request does in the planned step.
 #[derive(Clone, Copy, Debug)]
-struct Work {
-    id: RequestId,
-    tokens: u64,
+pub(super) struct Work {
+    pub(super) id: RequestId,
+    pub(super) tokens: u64,
 }
 
 #[derive(Debug)]
@@ -158,16 +159,16 @@ struct Plan {
 
 /// A worker's step scheduler over requests carrying `T`.
 pub struct StepScheduler<T> {
-    cfg: SchedulerConfig,
-    pool: SharedPool,
-    waiting: VecDeque<Seq<T>>,
-    running: VecDeque<Seq<T>>,
+    pub(super) cfg: SchedulerConfig,
+    pub(super) pool: SharedPool,
+    pub(super) waiting: VecDeque<Seq<T>>,
+    pub(super) running: VecDeque<Seq<T>>,
     plan: Option<Plan>,
-    stats: SchedulerStats,
+    pub(super) stats: SchedulerStats,
     itl: LogHistogram,
     /// Buffers kept for their allocations: a spent plan's, and the stretch's block crossings.
     spare: Option<Plan>,
-    crossings: Vec<(u64, usize)>,
+    pub(super) crossings: Vec<(u64, usize)>,
 }
 
 impl<T> StepScheduler<T> {
@@ -497,117 +498,8 @@ impl<T> StepScheduler<T> {
         !self.waiting.is_empty() && self.cfg.max_num_seqs.is_none_or(|m| self.running.len() < m)
     }
 
-    /// Tries to admit the head of the waiting queue with `budget` tokens left.
-    fn admit_head(&mut self, now: Nanos, budget: u64, out: &mut Planned<T>) -> Admit {
-        let bs = self.cfg.block_size;
-        let head = self.waiting.front().expect("checked non-empty");
-        let too_big = self
-            .cfg
-            .kv_capacity
-            .is_some_and(|cap| head.max_blocks(bs) > cap);
-        // A transferred request's first token came with its KV: it computes that token's KV.
-        let target = match head.kind {
-            SeqKind::Transferred => head.prompt + head.generated.max(1),
-            SeqKind::Prompt => head.target(),
-        };
-        let too_long = !self.cfg.chunked_prefill
-            && head.kind == SeqKind::Prompt
-            && self
-                .cfg
-                .max_num_batched_tokens
-                .is_some_and(|b| target > b as u64);
-        if too_big || too_long {
-            let s = self.waiting.pop_front().expect("checked non-empty");
-            self.stats.rejected += 1;
-            out.rejected.push(s);
-            return Admit::Rejected;
-        }
-        // Where its computation starts: the capped cached prefix, or the transferred prompt.
-        let (held, remembered, start) = match head.kind {
-            SeqKind::Transferred => (0, 0, head.prompt),
-            SeqKind::Prompt => {
-                let pool = self.pool.borrow();
-                let held = pool.cached_prefix(head.names());
-                let remembered = held + pool.remembered_prefix(&head.names()[held..]);
-                let held_tokens = (held as u64 * bs as u64).min(head.prompt);
-                let cap = (target - 1) / bs as u64 * bs as u64;
-                (held, remembered, held_tokens.min(cap))
-            }
-        };
-        let pin = (start / bs as u64) as usize;
-        let pin = if head.kind == SeqKind::Prompt { pin } else { 0 };
-        let remaining = target - start;
-        if !self.cfg.chunked_prefill && remaining > budget {
-            return Admit::Blocked;
-        }
-        let n = remaining.min(budget);
-        let fits = match self.cfg.admission {
-            Admission::Chunk => {
-                let pins = self.pool.borrow().unpinned_among(&head.names()[..pin]);
-                let (named_after, private_after) = head.blocks_for(start + n, bs);
-                let new = self
-                    .pool
-                    .borrow()
-                    .unpinned_among(&head.names()[pin..named_after]);
-                pins + new + private_after <= self.pool.borrow().available()
-            }
-            Admission::WholePrompt => {
-                let whole = target.div_ceil(bs as u64) as usize;
-                let shared = head.names()[..pin]
-                    .iter()
-                    .filter(|b| self.pool.borrow().is_pinned(**b))
-                    .count();
-                whole - shared <= self.pool.borrow().available()
-            }
-        };
-        if !fits {
-            return Admit::Blocked;
-        }
-        let mut s = self.waiting.pop_front().expect("checked non-empty");
-        if s.first.is_none() {
-            s.first = Some(FirstAdmission {
-                at_ns: now,
-                held_blocks: held,
-                remembered_blocks: remembered,
-                cached_tokens: if s.kind == SeqKind::Prompt { start } else { 0 },
-            });
-            out.log.push(LogItem::Admitted(s.id()));
-        }
-        s.computed = start;
-        if pin > 0 {
-            let mut changes = Changes::default();
-            self.pool.borrow_mut().acquire(
-                None,
-                &s.spec.blocks[..pin],
-                0,
-                &mut changes,
-                &mut s.slots,
-            );
-            debug_assert!(changes.is_empty(), "a cached prefix is only pinned");
-            s.held_named = pin;
-        }
-        if s.kind == SeqKind::Transferred && s.generated == 0 {
-            // The prefill worker produced the first token; it arrives with the KV.
-            s.generated = 1;
-            s.first_token_ns = Some(now);
-            s.last_token_ns = Some(now);
-            if s.generated >= s.output {
-                out.done.push(s);
-                return Admit::Finished;
-            }
-        }
-        let n = (s.target() - s.computed).min(budget);
-        self.running.push_back(s);
-        let i = self.running.len() - 1;
-        self.grow(i, n, &mut out.log);
-        Admit::Scheduled(Work {
-            id: self.running[i].id(),
-            tokens: n,
-        })
-    }
-
     /// Blocks running request `s` takes from the available ones to compute `n` more tokens.
-    fn need(&self, s: &Seq<T>, n: u64) -> usize {
+    pub(super) fn need(&self, s: &Seq<T>, n: u64) -> usize {
         let (named_after, private_after) = s.blocks_for(s.computed + n, self.cfg.block_size);
         let new = self
             .pool
@@ -618,7 +510,7 @@ impl<T> StepScheduler<T> {
 
     /// Gives running request `i` the blocks for `n` more tokens (the caller checked they are
     /// available), logging what was stored and evicted.
-    fn grow(&mut self, i: usize, n: u64, log: &mut Vec<LogItem>) {
+    pub(super) fn grow(&mut self, i: usize, n: u64, log: &mut Vec<LogItem>) {
         let bs = self.cfg.block_size;
         let s = &mut self.running[i];
         let (named_after, private_after) = s.blocks_for(s.computed + n, bs);
@@ -683,7 +575,7 @@ impl<T> StepScheduler<T> {
         (prefill, decode)
     }
 
-    fn kv_fraction(&self, kv_tokens: u64) -> f64 {
+    pub(super) fn kv_fraction(&self, kv_tokens: u64) -> f64 {
         match self.cfg.kv_capacity {
             Some(cap) => kv_tokens as f64 / (cap as f64 * self.cfg.block_size as f64),
             None => 0.0,
@@ -696,67 +588,4 @@ impl<T> StepScheduler<T> {
             w.id == s.id() && w.tokens == 1 && s.generated >= 1 && s.computed + 1 == s.target()
         })
     }
-
-    /// Extends a decode-only first step (ending at `ends[0]`, its decoding requests holding
-    /// `kv` tokens) into a stretch: until the first request finishes, at most `block_size`
-    /// steps, and no further than the blocks the pool can give (taken now).
-    fn extend_stretch(&mut self, ends: &mut Vec<Nanos>, kv: u64, log: &mut Vec<LogItem>) {
-        let bs = self.cfg.block_size as u64;
-        let to_finish = self
-            .running
-            .iter()
-            .map(|s| s.output - s.generated)
-            .min()
-            .expect("running requests");
-        let max_steps = to_finish.min(bs);
-        if max_steps <= 1 {
-            return;
-        }
-        // Step at which each request first needs a block it does not hold.
-        let mut crossings = std::mem::take(&mut self.crossings);
-        crossings.clear();
-        crossings.extend(self.running.iter().enumerate().filter_map(|(i, s)| {
-            let held_tokens = (s.held_named + s.private) as u64 * bs;
-            let step = held_tokens + 1 - s.computed;
-            (step <= max_steps).then_some((step, i))
-        }));
-        crossings.sort_unstable();
-        let available = self.pool.borrow().available();
-        let steps = if crossings.len() <= available {
-            max_steps
-        } else {
-            crossings[available].0 - 1
-        };
-        let growing = crossings.iter().take_while(|c| c.0 <= steps).count();
-        if growing > 0 {
-            let mut changes = Changes::default();
-            self.pool
-                .borrow_mut()
-                .acquire(None, &[], growing, &mut changes, &mut Vec::new());
-            for &(_, i) in &crossings[..growing] {
-                self.running[i].private += 1;
-            }
-            if !changes.is_empty() {
-                log.push(LogItem::Kv(changes));
-            }
-        }
-        self.crossings = crossings;
-        let n = self.running.len() as u64;
-        for step in 1..steps {
-            let kv_tokens = kv + n * step;
-            let d = self
-                .cfg
-                .timing
-                .step_ns(0, Some(self.kv_fraction(kv_tokens)));
-            let last = *ends.last().expect("non-empty");
-            ends.push(last + d);
-        }
-    }
-}
-
-enum Admit {
-    Scheduled(Work),
-    Finished,
-    Rejected,
-    Blocked,
 }

@@ -1,0 +1,131 @@
+//! Admission: whether the head of a worker's waiting queue starts in this step, and where its
+//! computation starts (its capped cached prefix, or a transferred prompt's KV).
+
+use crate::engine::Nanos;
+
+use super::kv::Changes;
+use super::scheduler::{Admission, LogItem, Planned, StepScheduler, Work};
+use super::seq::{FirstAdmission, SeqKind};
+
+/// What became of the waiting queue's head.
+pub(super) enum Admit {
+    /// Admitted and scheduled for this much work.
+    Scheduled(Work),
+    /// A transferred request with nothing left to generate: done on admission.
+    Finished,
+    /// Can never fit: refused.
+    Rejected,
+    /// Does not fit now: admission stops for this step.
+    Blocked,
+}
+
+impl<T> StepScheduler<T> {
+    /// Tries to admit the head of the waiting queue with `budget` tokens left.
+    pub(super) fn admit_head(&mut self, now: Nanos, budget: u64, out: &mut Planned<T>) -> Admit {
+        let bs = self.cfg.block_size;
+        let head = self.waiting.front().expect("checked non-empty");
+        let too_big = self
+            .cfg
+            .kv_capacity
+            .is_some_and(|cap| head.max_blocks(bs) > cap);
+        // A transferred request's first token came with its KV: it computes that token's KV.
+        let target = match head.kind {
+            SeqKind::Transferred => head.prompt + head.generated.max(1),
+            SeqKind::Prompt => head.target(),
+        };
+        let too_long = !self.cfg.chunked_prefill
+            && head.kind == SeqKind::Prompt
+            && self
+                .cfg
+                .max_num_batched_tokens
+                .is_some_and(|b| target > b as u64);
+        if too_big || too_long {
+            let s = self.waiting.pop_front().expect("checked non-empty");
+            self.stats.rejected += 1;
+            out.rejected.push(s);
+            return Admit::Rejected;
+        }
+        // Where its computation starts: the capped cached prefix, or the transferred prompt.
+        let (held, remembered, start) = match head.kind {
+            SeqKind::Transferred => (0, 0, head.prompt),
+            SeqKind::Prompt => {
+                let pool = self.pool.borrow();
+                let held = pool.cached_prefix(head.names());
+                let remembered = held + pool.remembered_prefix(&head.names()[held..]);
+                let held_tokens = (held as u64 * bs as u64).min(head.prompt);
+                let cap = (target - 1) / bs as u64 * bs as u64;
+                (held, remembered, held_tokens.min(cap))
+            }
+        };
+        let pin = (start / bs as u64) as usize;
+        let pin = if head.kind == SeqKind::Prompt { pin } else { 0 };
+        let remaining = target - start;
+        if !self.cfg.chunked_prefill && remaining > budget {
+            return Admit::Blocked;
+        }
+        let n = remaining.min(budget);
+        let fits = match self.cfg.admission {
+            Admission::Chunk => {
+                let pins = self.pool.borrow().unpinned_among(&head.names()[..pin]);
+                let (named_after, private_after) = head.blocks_for(start + n, bs);
+                let new = self
+                    .pool
+                    .borrow()
+                    .unpinned_among(&head.names()[pin..named_after]);
+                pins + new + private_after <= self.pool.borrow().available()
+            }
+            Admission::WholePrompt => {
+                let whole = target.div_ceil(bs as u64) as usize;
+                let shared = head.names()[..pin]
+                    .iter()
+                    .filter(|b| self.pool.borrow().is_pinned(**b))
+                    .count();
+                whole - shared <= self.pool.borrow().available()
+            }
+        };
+        if !fits {
+            return Admit::Blocked;
+        }
+        let mut s = self.waiting.pop_front().expect("checked non-empty");
+        if s.first.is_none() {
+            s.first = Some(FirstAdmission {
+                at_ns: now,
+                held_blocks: held,
+                remembered_blocks: remembered,
+                cached_tokens: if s.kind == SeqKind::Prompt { start } else { 0 },
+            });
+            out.log.push(LogItem::Admitted(s.id()));
+        }
+        s.computed = start;
+        if pin > 0 {
+            let mut changes = Changes::default();
+            self.pool.borrow_mut().acquire(
+                None,
+                &s.spec.blocks[..pin],
+                0,
+                &mut changes,
+                &mut s.slots,
+            );
+            debug_assert!(changes.is_empty(), "a cached prefix is only pinned");
+            s.held_named = pin;
+        }
+        if s.kind == SeqKind::Transferred && s.generated == 0 {
+            // The prefill worker produced the first token; it arrives with the KV.
+            s.generated = 1;
+            s.first_token_ns = Some(now);
+            s.last_token_ns = Some(now);
+            if s.generated >= s.output {
+                out.done.push(s);
+                return Admit::Finished;
+            }
+        }
+        let n = (s.target() - s.computed).min(budget);
+        self.running.push_back(s);
+        let i = self.running.len() - 1;
+        self.grow(i, n, &mut out.log);
+        Admit::Scheduled(Work {
+            id: self.running[i].id(),
+            tokens: n,
+        })
+    }
+}

@@ -1,0 +1,276 @@
+//! The step scheduler on hand-computed cases: the token budget, chunked prefill, prefix caching
+//! capped one token short, KV growth, preemption, the admission gates, decode stretches, and
+//! TTFT/TPOT from step durations.
+
+use std::sync::Arc;
+
+use crate::engine::{ms_to_ns, Nanos};
+use crate::hash::block_hashes;
+use crate::ids::RequestId;
+use crate::scenario::Timing;
+use crate::workload::RequestSpec;
+
+use super::scheduler::{Admission, Preemption, SchedulerConfig, StepScheduler};
+use super::seq::Seq;
+use super::timing::TimingModel;
+
+const BLOCK: usize = 4;
+
+fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
+    SchedulerConfig {
+        block_size: BLOCK,
+        kv_capacity: capacity,
+        max_num_seqs: Some(256),
+        max_num_batched_tokens: Some(budget),
+        chunked_prefill: true,
+        preemption: Preemption::Lifo,
+        admission: Admission::Chunk,
+        prefill_only: false,
+        timing: TimingModel::of(&Timing::default()),
+    }
+}
+
+/// A request of `prompt` tokens (its own content, or family `family`'s first tokens shared).
+fn request(id: u64, family: u32, prompt: u32, output: u32) -> Seq<()> {
+    let tokens: Vec<u32> = (0..prompt).map(|t| family * 100_000 + t).collect();
+    let spec = RequestSpec {
+        id: RequestId(id),
+        arrival_ns: 0,
+        input_tokens: prompt,
+        output_tokens: output,
+        blocks: block_hashes(&tokens, BLOCK),
+        prefix: None,
+        prefix_blocks: 0,
+        session: None,
+    };
+    Seq::prompt(Arc::new(spec), (), BLOCK, false)
+}
+
+/// (request, first token, last token, tokens) of each finished request.
+type Done = Vec<(u64, Nanos, Nanos, u64)>;
+
+/// Runs every queued request to completion from time 0, one step at a time; returns what
+/// finished and each step's end.
+fn run(s: &mut StepScheduler<()>) -> (Done, Vec<Nanos>) {
+    run_from(s, 0)
+}
+
+/// [`run`] from `now`.
+fn run_from(s: &mut StepScheduler<()>, mut now: Nanos) -> (Done, Vec<Nanos>) {
+    let mut done = Vec::new();
+    let mut ends = Vec::new();
+    while let Some(p) = s.plan(now) {
+        now = p.end;
+        ends.push(now);
+        for f in s.apply().finished {
+            let first = f.first_token_ns().unwrap();
+            let last = f.last_token_ns().unwrap();
+            done.push((f.id().0, first, last, f.generated()));
+        }
+    }
+    (done, ends)
+}
+
+fn prefill_ns(tokens: u64) -> Nanos {
+    TimingModel::of(&Timing::default()).step_ns(tokens, None)
+}
+
+#[test]
+fn the_budget_chunks_a_long_prompt_and_later_arrivals_share_the_last_chunk() {
+    // Budget 100: A's 250-token prompt takes chunks of 100, 100 and 50; B (30 tokens) joins the
+    // step of A's last chunk, where 50 tokens of budget are left. Unbounded KV: decode steps take
+    // the polynomial at p = 0, 5.74 ms.
+    let mut s = StepScheduler::new(config(100, None));
+    s.enqueue(request(0, 1, 250, 3));
+    let p1 = s.plan(0).unwrap();
+    assert_eq!(p1.end, prefill_ns(100));
+    s.apply();
+    s.enqueue(request(1, 2, 30, 1));
+    let p2 = s.plan(p1.end).unwrap();
+    assert_eq!(
+        p2.end - p1.end,
+        prefill_ns(100),
+        "B waits: A's chunk uses the budget"
+    );
+    s.apply();
+    let p3 = s.plan(p2.end).unwrap();
+    assert_eq!(
+        p3.end - p2.end,
+        prefill_ns(50 + 30),
+        "one prefill polynomial on 80 tokens"
+    );
+    let out = s.apply();
+    assert_eq!(out.finished.len(), 1, "B's only token ends it");
+    assert_eq!(out.first_tokens, vec![RequestId(0), RequestId(1)]);
+    let (done, _) = run_from(&mut s, p3.end);
+    let decode = ms_to_ns(5.74);
+    assert_eq!(done, vec![(0, p3.end, p3.end + 2 * decode, 3)]);
+    assert_eq!(s.stats().steps, 5);
+    assert_eq!(s.stats().batch_tokens, 100 + 100 + 80 + 2);
+}
+
+#[test]
+fn a_step_that_decodes_and_prefills_adds_both_polynomials() {
+    // Capacity 1,000 blocks of 4 tokens: A (prompt 400) decodes while B's prompt (40) prefills.
+    let mut s = StepScheduler::new(config(8192, Some(1000)));
+    s.enqueue(request(0, 1, 400, 5));
+    let p = s.plan(0).unwrap();
+    s.apply();
+    s.enqueue(request(1, 2, 40, 2));
+    let mixed = s.plan(p.end).unwrap();
+    // A's KV: its 400 prompt tokens and its first token's, 401 of 4,000.
+    let t = TimingModel::of(&Timing::default());
+    let expected = ms_to_ns(t.prefill_ms(40) + t.decode_ms(401.0 / 4000.0));
+    assert_eq!(mixed.end - p.end, expected);
+}
+
+#[test]
+fn a_fully_cached_prompt_recomputes_its_last_block() {
+    // Vertical reuse: the same 8-token prompt twice. The second finds both blocks cached but
+    // computes the last block again (the last token is always computed): 4 tokens of prefill.
+    let mut s = StepScheduler::new(config(8192, None));
+    s.enqueue(request(0, 1, 8, 1));
+    run(&mut s);
+    s.enqueue(request(1, 1, 8, 1));
+    let p = s.plan(0).unwrap();
+    assert_eq!(p.end, prefill_ns(4));
+    let first = s
+        .running_mut(RequestId(1))
+        .unwrap()
+        .first_admission()
+        .unwrap();
+    assert_eq!((first.held_blocks, first.cached_tokens), (2, 4));
+    assert!(
+        p.log
+            .iter()
+            .all(|i| !matches!(i, super::scheduler::LogItem::Kv(c) if !c.stored.is_empty())),
+        "nothing new stored"
+    );
+}
+
+#[test]
+fn decode_grows_kv_one_block_per_block_size_tokens() {
+    // Prompt 4 tokens (1 named block), 6 output tokens: KV for 4 + 5 = 9 tokens at the end:
+    // 3 blocks. The first token needs none; tokens 2..=5 fill the second block, 6 the third.
+    let mut s = StepScheduler::new(config(8192, Some(100)));
+    s.enqueue(request(0, 1, 4, 6));
+    let (done, ends) = run(&mut s);
+    assert_eq!(done[0].3, 6);
+    assert_eq!(s.pool().peak_active(), 3);
+    assert_eq!(s.pool().active(), 0, "all freed at completion");
+    assert_eq!(s.pool().named(), 1, "the prompt block stays cached");
+    assert_eq!(s.stats().steps, 6, "1 prefill step, 5 decode steps");
+    // A decode stretch covered the decode steps: fewer plans than steps.
+    assert!(ends.len() < 6, "{ends:?}");
+}
+
+#[test]
+fn a_request_that_cannot_grow_preempts_the_latest_admitted_which_is_recomputed() {
+    // 6 blocks of 4 tokens. A and B (8-token prompts, 10 output tokens each) take 2 blocks each,
+    // then grow: at 9 tokens each needs a 3rd block (6 in use), at 13 a 4th: none is left, so A
+    // preempts B (the most recently admitted), which frees its 3 blocks and waits at the front.
+    let mut s = StepScheduler::new(config(8192, Some(6)));
+    s.enqueue(request(0, 1, 8, 10));
+    s.enqueue(request(1, 2, 8, 10));
+    let (done, _) = run(&mut s);
+    assert_eq!(s.stats().preemptions, 1);
+    let a = done.iter().find(|d| d.0 == 0).unwrap();
+    let b = done.iter().find(|d| d.0 == 1).unwrap();
+    assert_eq!((a.3, b.3), (10, 10), "both produce every token");
+    assert!(b.2 > a.2, "B finishes after A, recomputed once A made room");
+    assert_eq!(s.pool().active(), 0);
+}
+
+#[test]
+fn fifo_preemption_evicts_the_earliest_admitted() {
+    let mut cfg = config(8192, Some(6));
+    cfg.preemption = Preemption::Fifo;
+    let mut s = StepScheduler::new(cfg);
+    s.enqueue(request(0, 1, 8, 10));
+    s.enqueue(request(1, 2, 8, 10));
+    let (done, _) = run(&mut s);
+    assert_eq!(s.stats().preemptions, 1);
+    let a = done.iter().find(|d| d.0 == 0).unwrap();
+    let b = done.iter().find(|d| d.0 == 1).unwrap();
+    assert!(a.2 > b.2, "A, preempted, finishes last");
+}
+
+#[test]
+fn the_chunk_gate_admits_what_the_whole_prompt_gate_holds_back() {
+    // 10 blocks, budget 9 tokens. A (16-token prompt) is prefilled in 2 steps (9 + 7) and holds
+    // 4 blocks; in step 3 its decode takes a 5th. B (24 tokens) then needs 6 blocks in all, but
+    // its first chunk (the 8 tokens of budget A's decode leaves) only 2.
+    for (admission, admitted) in [(Admission::Chunk, true), (Admission::WholePrompt, false)] {
+        let mut cfg = config(9, Some(10));
+        cfg.admission = admission;
+        let mut s = StepScheduler::new(cfg);
+        s.enqueue(request(0, 1, 16, 20));
+        let mut now = 0;
+        for _ in 0..2 {
+            now = s.plan(now).unwrap().end;
+            s.apply();
+        }
+        s.enqueue(request(1, 2, 24, 2));
+        s.plan(now).unwrap();
+        assert_eq!(s.running() == 2, admitted, "{admission:?}");
+        assert_eq!(s.pool().active(), if admitted { 7 } else { 5 });
+        s.apply();
+    }
+}
+
+#[test]
+fn a_sequence_larger_than_the_kv_is_rejected_and_without_chunking_so_is_a_long_prompt() {
+    let mut s = StepScheduler::new(config(8192, Some(4)));
+    s.enqueue(request(0, 1, 12, 6)); // 12 + 5 tokens of KV: 5 blocks > 4
+    let p = s.plan(0).unwrap();
+    assert_eq!((p.rejected.len(), s.stats().rejected), (1, 1));
+    let mut cfg = config(100, None);
+    cfg.chunked_prefill = false;
+    let mut s = StepScheduler::new(cfg);
+    s.enqueue(request(0, 1, 150, 1));
+    s.enqueue(request(1, 2, 90, 1));
+    let p = s.plan(0).unwrap();
+    assert_eq!(p.rejected.len(), 1, "150 tokens never fit a 100-token step");
+    assert_eq!(p.end, prefill_ns(90), "the 90-token prompt goes whole");
+}
+
+#[test]
+fn a_decode_stretch_gives_each_step_its_own_duration_and_is_cut_by_an_arrival() {
+    // One request, prompt 40 (10 blocks of 4), 20 output tokens, 100 blocks: after its prefill,
+    // decode step k (k = 1..19) holds 40 + k tokens of KV, p = (40 + k) / 400.
+    let t = TimingModel::of(&Timing::default());
+    let mut s = StepScheduler::new(config(8192, Some(100)));
+    s.enqueue(request(0, 1, 40, 20));
+    let p = s.plan(0).unwrap();
+    s.apply();
+    let stretch = s.plan(p.end).unwrap();
+    assert!(stretch.steps > 1, "decode steps planned together");
+    let mut end = p.end;
+    for k in 1..=u64::from(stretch.steps) {
+        end += t.step_ns(0, Some((40 + k) as f64 / 400.0));
+    }
+    assert_eq!(stretch.end, end);
+    // An arrival during the third step cuts the stretch at that step's end.
+    let third_end = p.end
+        + (1..=3)
+            .map(|k| t.step_ns(0, Some((40 + k) as f64 / 400.0)))
+            .sum::<u64>();
+    assert_eq!(s.truncate(third_end - 1), Some(third_end));
+    assert_eq!(s.planned_steps(), 3);
+    s.apply();
+    assert_eq!(s.stats().steps, 4);
+}
+
+#[test]
+fn ttft_and_tpot_of_a_lone_request_follow_the_step_durations() {
+    // Prompt 1,500 tokens (block 4, unbounded KV), 11 output tokens: TTFT is one prefill step,
+    // then 10 decode steps of 5.74 ms: TPOT = 10 · 5.74 / 10.
+    let mut s = StepScheduler::new(config(8192, None));
+    s.enqueue(request(0, 1, 1500, 11));
+    let (done, _) = run(&mut s);
+    let (_, first, last, n) = done[0];
+    assert_eq!(first, prefill_ns(1500));
+    let tpot_ms = (last - first) as f64 / 1e6 / (n - 1) as f64;
+    assert!((tpot_ms - 5.74).abs() < 1e-9, "{tpot_ms}");
+    assert_eq!(s.itl().count(), 10);
+}
