@@ -30,8 +30,8 @@
 //!   `KvStored`, `KvRemoved`, `KvCleared`, `Ack`, and a worker's own `Timer`s.
 //! - **Scheduler.** [`engine::Simulation`] owns virtual time (integer nanoseconds) and one queue of
 //!   pending deliveries ordered by `(time, seq)`, `seq` assigned when a message is sent. It
-//!   delivers one message at a time into the target's crossbeam mailbox and steps that actor,
-//!   which replies only through its [`engine::Context`]. One seeded generator serves the run, so
+//!   delivers one message at a time to the target actor, which replies only through its
+//!   [`engine::Context`]. One seeded generator serves the run, so
 //!   the same scenario and seed give a byte-identical trace.
 //! - **Scenario.** A TOML file ([`scenario::Scenario`]): workload, cluster, router policy, bus,
 //!   timing, disaggregation and faults, every key with a default. [`run::run_scenario`] runs one

@@ -1,6 +1,4 @@
-//! The scheduler: virtual time, the queue of pending deliveries, one mailbox per actor.
-
-use crossbeam_channel::{Receiver, Sender};
+//! The scheduler: virtual time, the queue of pending deliveries, and the actors it steps.
 
 use super::actor::{Actor, Context};
 use super::envelope::{ActorId, Envelope};
@@ -10,8 +8,6 @@ use crate::rng::SimRng;
 
 struct Slot<A: Actor> {
     actor: A,
-    inbox: Sender<Envelope<A::Msg>>,
-    mailbox: Receiver<Envelope<A::Msg>>,
 }
 
 /// A deterministic simulation of actors of type `A` (typically an enum of the concrete actors).
@@ -37,13 +33,7 @@ impl<A: Actor> Simulation<A> {
 
     /// Adds an actor and returns its address (addresses count up from 0).
     pub fn add(&mut self, actor: A) -> ActorId {
-        // One delivery at a time: the mailbox never holds more than one message.
-        let (inbox, mailbox) = crossbeam_channel::bounded(1);
-        self.slots.push(Slot {
-            actor,
-            inbox,
-            mailbox,
-        });
+        self.slots.push(Slot { actor });
         ActorId(u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 actors"))
     }
 
@@ -88,19 +78,13 @@ impl<A: Actor> Simulation<A> {
         self.delivered += 1;
         observe(&env);
         let slot = &mut self.slots[env.to.index()];
-        slot.inbox
-            .send(env)
-            .expect("the simulation owns both ends of every mailbox");
         let mut ctx = Context {
             now: self.now,
-            me: ActorId(0),
+            me: env.to,
             queue: &mut self.queue,
             rng: &mut self.rng,
         };
-        while let Ok(env) = slot.mailbox.try_recv() {
-            ctx.me = env.to;
-            slot.actor.handle(env, &mut ctx);
-        }
+        slot.actor.handle(env, &mut ctx);
         true
     }
 
