@@ -1,5 +1,6 @@
-//! Engine benchmarks: messages delivered per second on a scaled-up lab workload, and requests
-//! per second replaying the Mooncake conversation trace (targets 5 and 6 of docs/BENCHMARKS.md).
+//! Engine benchmarks: messages delivered per second on a scaled-up lab workload, requests per
+//! second replaying the Mooncake conversation trace, and simulated steps per second replaying it
+//! in Dynamo's mocker defaults (targets 5, 6 and 9 of docs/BENCHMARKS.md).
 //!
 //! Each iteration is a whole `run_scenario`: workload generation (or trace parsing), the run and
 //! the report. Run with `cargo bench --bench engine`.
@@ -15,8 +16,9 @@ use dynsim::scenario::load::{load_scenario, parse_scenario};
 use dynsim::scenario::Scenario;
 
 /// The lab workload scaled up: 1,000 prefixes x 20 repetitions (20,000 requests) on 8 workers,
-/// the events router with workers publishing, so every request costs seven deliveries
-/// (arrival, route, KvStored to the bus and on to the router, the worker's timer, two acks).
+/// the events router with workers publishing, the lab's fixed step time: every request costs
+/// ten deliveries (arrival, route, the step's start and end, KvStored to the bus and on to the
+/// router, the prefill-done note, two acks).
 fn scaled_lab() -> Scenario {
     let text = r#"
         seed = 1
@@ -29,6 +31,8 @@ fn scaled_lab() -> Scenario {
         workers = 8
         [router]
         policy = "kv-events"
+        [timing]
+        model = "fixed"
     "#;
     parse_scenario(Path::new("scaled-lab.toml"), text, &[]).expect("valid scenario")
 }
@@ -58,12 +62,33 @@ fn mooncake_replay(c: &mut Criterion) {
     group.finish();
 }
 
+/// `scenarios/dynamo-mocker.toml`: the conversation trace on 8 workers in Dynamo's mocker
+/// defaults; throughput in simulated forward passes (steps, all workers together).
+fn dynamo_mocker_replay(c: &mut Criterion) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/dynamo-mocker.toml");
+    let mut group = c.benchmark_group("replay");
+    for policy in ["rr", "dynamo"] {
+        let set = dynsim::scenario::Override {
+            key: "router.policy".into(),
+            value: policy.into(),
+        };
+        let loaded = load_scenario(&path, &[set]).expect("bundled scenario");
+        let report = run_scenario(&loaded.scenario, &loaded.base_dir, None).unwrap();
+        let steps: u64 = report.per_worker.iter().map(|w| w.steps).sum();
+        group.throughput(Throughput::Elements(steps));
+        group.bench_function(format!("dynamo_mocker_{policy}_steps"), |b| {
+            b.iter(|| run_scenario(&loaded.scenario, &loaded.base_dir, None).unwrap())
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = messages_per_second, mooncake_replay
+    targets = messages_per_second, mooncake_replay, dynamo_mocker_replay
 }
 criterion_main!(benches);

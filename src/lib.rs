@@ -26,16 +26,27 @@
 //! ## The simulator
 //!
 //! - **Actors and messages.** A client, a router, a KV event bus and workers are actors
-//!   ([`cluster::Node`]) exchanging one message type ([`cluster::messages::Msg`]): `Request`,
-//!   `KvStored`, `KvRemoved`, `KvCleared`, `Ack`, and a worker's own `Timer`s.
+//!   ([`cluster::Node`]) exchanging one message type ([`cluster::messages::Msg`]): a `Request`,
+//!   its `HandBack` when a worker fails, KV events (`Kv`), `PrefillDone`, `Ack`, and a worker's
+//!   own `StepStart`/`StepEnd` timers. Where each actor lives is the run's
+//!   [`cluster::topology::Topology`].
 //! - **Scheduler.** [`engine::Simulation`] owns virtual time (integer nanoseconds) and one queue of
 //!   pending deliveries ordered by `(time, seq)`, `seq` assigned when a message is sent. It
 //!   delivers one message at a time to the target actor, which replies only through its
-//!   [`engine::Context`]. One seeded generator serves the run, so
-//!   the same scenario and seed give a byte-identical trace.
-//! - **Scenario.** A TOML file ([`scenario::Scenario`]): workload, cluster, router policy, bus,
-//!   timing, disaggregation and faults, every key with a default. [`run::run_scenario`] runs one
-//!   and returns a [`report::Report`].
+//!   [`engine::Context`]. One seeded generator serves the run, so the same scenario and seed give
+//!   a byte-identical trace.
+//! - **Workers step.** A worker advances in forward passes, as vLLM's scheduler does
+//!   ([`cluster::worker::scheduler`]): running requests first (one decode token, or the next
+//!   prompt chunk), then waiting ones, within a token budget, a sequence limit and its KV blocks;
+//!   prefix caching, KV growth and preemption; each step's duration from Dynamo's mocker
+//!   polynomials. Requests share each step, so latency answers to load.
+//! - **Routing policies.** The router runs a [`router::policy::RoutingPolicy`] chosen by name from
+//!   [`router::registry`]: round-robin, random, the lab rule fed by the router's own decisions or
+//!   by KV events, the older Dynamo-style cost, a TTL-forgetting approximation, and Dynamo's
+//!   current KV router.
+//! - **Scenario.** A TOML file ([`scenario::Scenario`]): workload, cluster, router, bus, timing,
+//!   scheduler, disaggregation and faults, every key with a default. [`run::run_scenario`] runs
+//!   one and returns a [`report::Report`].
 //! - **The silent failure.** An events-fed router whose workers publish nothing (or whose bus
 //!   loses the events) routes on load alone, like round-robin, and real deployments raise no
 //!   error. dynsim puts a warning in the report when a kv-events run applied no event, or far
@@ -81,10 +92,10 @@
 //!
 //! ## Layout
 //!
-//! Pure logic (no channels, threads, clocks or files): [`hash`], [`index`], [`worker_set`],
-//! [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`], [`workload`], [`lab`],
-//! and the pure parts of the cluster ([`cluster::kv_cache`], [`cluster::timing`],
-//! [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
+//! Pure logic (no channels, threads, clocks or files): [`hash`], [`ids`], [`kv_event`], [`index`],
+//! [`worker_set`], [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`],
+//! [`sketch`], [`workload`], [`lab`], and the pure parts of the cluster (the worker's step
+//! scheduler and KV pool in [`cluster::worker`], [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
 //! ([`cluster`]), wired from a [`scenario`] by [`run`]; results in [`report`], [`trace`], [`diff`].
 //! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`]; [`sweep`]
 //! runs a scenario over a grid of settings on threads and writes results and plots.

@@ -4,20 +4,9 @@
 use crate::engine::Nanos;
 
 use super::kv::Changes;
-use super::scheduler::{Admission, LogItem, Planned, StepScheduler, Work};
+use super::plan::{Admit, LogItem, Planned, Work};
+use super::scheduler::{Admission, StepScheduler};
 use super::seq::{FirstAdmission, SeqKind};
-
-/// What became of the waiting queue's head.
-pub(super) enum Admit {
-    /// Admitted and scheduled for this much work.
-    Scheduled(Work),
-    /// A transferred request with nothing left to generate: done on admission.
-    Finished,
-    /// Can never fit: refused.
-    Rejected,
-    /// Does not fit now: admission stops for this step.
-    Blocked,
-}
 
 impl<T> StepScheduler<T> {
     /// Tries to admit the head of the waiting queue with `budget` tokens left.

@@ -4,6 +4,7 @@
 //!   requests first, then waiting ones FIFO, within a token budget and a sequence limit; chunked
 //!   prefill, prefix caching, KV growth and preemption; decode stretches planned at once.
 //!   Admission (`admit.rs`) and decode stretches (`stretch.rs`) are its two larger steps.
+//! - [`plan`]: what a planned step tells the actor (its log, what its end produced).
 //! - [`seq`]: one request's state in the scheduler.
 //! - [`kv`]: the worker's KV blocks: named (prefix-cacheable) and private, pins, eviction.
 //! - [`evicted`]: a bounded memory of the blocks a worker lost, for loss attribution.
@@ -14,6 +15,7 @@ pub mod actor;
 mod admit;
 pub mod evicted;
 pub mod kv;
+pub mod plan;
 pub mod scheduler;
 pub mod seq;
 mod stretch;

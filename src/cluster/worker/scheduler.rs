@@ -43,8 +43,9 @@ use crate::engine::Nanos;
 use crate::ids::RequestId;
 use crate::sketch::LogHistogram;
 
-use super::admit::Admit;
 use super::kv::{Changes, KvPool, SharedPool};
+use super::plan::{Admit, Work};
+pub use super::plan::{Applied, LogItem, Planned};
 use super::seq::{Seq, SeqKind};
 use super::timing::TimingModel;
 
@@ -90,43 +91,6 @@ pub struct SchedulerConfig {
     pub timing: TimingModel,
 }
 
-/// One entry of a plan's log, in the order things happened while scheduling.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LogItem {
-    /// A request was admitted for the first time ([`Seq::first_admission`] says what it found).
-    Admitted(RequestId),
-    /// Blocks were stored or evicted.
-    Kv(Changes),
-}
-
-/// What scheduling a step (or a decode stretch) did, for the actor.
-#[derive(Debug)]
-pub struct Planned<T> {
-    /// When the step (or the stretch's last step) ends.
-    pub end: Nanos,
-    /// When the first step ends (its KV events are published then).
-    pub first_end: Nanos,
-    /// Steps planned (more than one for a decode stretch).
-    pub steps: u32,
-    /// Admissions and KV changes, in order.
-    pub log: Vec<LogItem>,
-    /// Transferred requests with nothing left to generate: complete on admission.
-    pub done: Vec<Seq<T>>,
-    /// Requests that can never fit in this worker's KV (or budget): refused.
-    pub rejected: Vec<Seq<T>>,
-}
-
-/// What a step's end produced.
-#[derive(Debug)]
-pub struct Applied<T> {
-    /// Requests that produced their last token.
-    pub finished: Vec<Seq<T>>,
-    /// Requests whose prompt is computed, leaving a prefill worker.
-    pub prefilled: Vec<Seq<T>>,
-    /// Requests that produced their first token in the step (prefilled ones included).
-    pub first_tokens: Vec<RequestId>,
-}
-
 /// A scheduler's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerStats {
@@ -140,13 +104,6 @@ pub struct SchedulerStats {
     pub busy_ns: Nanos,
     /// Requests rejected.
     pub rejected: u64,
-}
-
-/// What one running request does in the planned step.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Work {
-    pub(super) id: RequestId,
-    pub(super) tokens: u64,
 }
 
 #[derive(Debug)]
