@@ -148,7 +148,7 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
     let total = built.specs.len() as u64;
     let topology = populate(s, built.specs, built.pacing, &mut sim);
     let client = topology.client();
-    let events_applied = registry::learns_from_events(&s.router.policy);
+    let events_applied = learns_from_events(s);
     let mut writer = hooks
         .trace
         .map(|out| TraceWriter::new(out, topology.clone(), events_applied));
@@ -288,6 +288,11 @@ fn report(
     report
 }
 
+/// Whether the scenario's policy, with its settings, learns from KV events.
+fn learns_from_events(s: &Scenario) -> bool {
+    registry::learns_from_events(&s.router.policy, s.router.settings.get(&s.router.policy))
+}
+
 /// `count` per second of `duration_ns` (3 places; 0 for an empty run).
 fn per_second(count: u64, duration_ns: u64) -> f64 {
     if duration_ns == 0 {
@@ -302,7 +307,7 @@ fn warnings(s: &Scenario, r: &Report, decisions: u64) -> Vec<String> {
     let mut out = Vec::new();
     let policy = &s.router.policy;
     let e = &r.events;
-    if registry::learns_from_events(policy) && decisions > 0 {
+    if learns_from_events(s) && decisions > 0 {
         if e.applied == 0 {
             let cause = if !s.bus.publish {
                 "workers are not publishing KV events (bus.publish = false)".to_string()

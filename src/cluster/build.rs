@@ -8,6 +8,7 @@ use crate::router::registry;
 use crate::scenario::{AdmissionKind, Fault, PreemptionKind, Scenario};
 use crate::workload::RequestSpec;
 
+use super::board::board;
 use super::bus::BusActor;
 use super::client::{Client, Pacing};
 use super::messages::Msg;
@@ -31,9 +32,9 @@ pub fn populate(
     let topo = Topology::of(s);
     let routable = topo.routable().len();
     let truth = Truth::shared();
+    let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let mut client = Client::new(specs, pacing, topo.router(), routable);
     let first = client.initial();
-    let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let policy = (entry.build)(&PolicySetup {
         name: entry.name,
         workers: routable,
@@ -41,14 +42,18 @@ pub fn populate(
         settings: s.router.settings.get(entry.name),
     })
     .expect("a validated scenario's policy settings build");
+    // Workers post load signals only for a policy that reads them.
+    let board = policy.reads_signals().then(|| board(routable));
     let router = RouterActor::new(
         policy,
-        entry.learns_from_events,
         LoadBook::new(routable, s.router.load),
         topo.routable().iter().map(|w| w.addr).collect(),
         topo.client(),
         ms_to_ns(s.timing.request_overhead_ms),
         truth.clone(),
+        board
+            .clone()
+            .map(|b| (b, ms_to_ns(s.router.signal_refresh_ms))),
     );
     let added = [
         sim.add(Node::Client(Box::new(client))),
@@ -74,6 +79,7 @@ pub fn populate(
             decode_peers: topo.handoff_peers(slot.id),
             link,
             truth: truth.clone(),
+            board: board.clone().filter(|_| slot.routable),
         };
         assert_eq!(
             sim.add(Node::Worker(Box::new(Worker::new(setup)))),

@@ -42,6 +42,8 @@ pub enum Msg {
     },
     /// KV for a disaggregated request arrives at its decode worker (prefill worker → decode worker).
     Handoff(Routed),
+    /// The router's own timer: refresh its snapshot of the workers' load signals.
+    RefreshSignals,
     /// Fault injection: `worker` goes down (to the worker and to those that send it work).
     WorkerDown {
         /// The worker.
@@ -179,6 +181,7 @@ impl Msg {
             Msg::StepStart { .. } => "StepStart",
             Msg::StepEnd { .. } => "StepEnd",
             Msg::Handoff(_) => "Handoff",
+            Msg::RefreshSignals => "RefreshSignals",
             Msg::WorkerDown { .. } => "WorkerDown",
             Msg::WorkerUp { .. } => "WorkerUp",
         }

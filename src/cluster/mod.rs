@@ -10,6 +10,7 @@
 //! enum the scheduler steps.
 
 pub mod attribution;
+pub mod board;
 pub mod build;
 pub mod bus;
 pub mod client;

@@ -10,6 +10,7 @@ use crate::hashers::IdBuilder;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
 
+use super::board::SignalBoard;
 use super::messages::{Msg, Routed};
 use super::truth::SharedTruth;
 
@@ -31,7 +32,6 @@ pub struct RouterStats {
 /// The router actor.
 pub struct RouterActor {
     policy: Box<dyn RoutingPolicy>,
-    learns_from_events: bool,
     loads: LoadBook,
     workers: Vec<ActorId>,
     client: ActorId,
@@ -40,25 +40,29 @@ pub struct RouterActor {
     pending: VecDeque<Routed>,
     seen_prefixes: HashSet<u64, IdBuilder>,
     truth: SharedTruth,
+    /// The workers' signal board and how often the router refreshes its snapshot of it (0: at
+    /// every decision), for a policy that reads signals.
+    board: Option<(SignalBoard, Nanos)>,
+    /// Whether a snapshot refresh timer is running.
+    refreshing: bool,
     /// What the router did.
     pub stats: RouterStats,
 }
 
 impl RouterActor {
-    /// A router running `policy` (fed KV events if it `learns_from_events`), sending to `workers`
+    /// A router running `policy` (fed KV events if it learns from them), sending to `workers`
     /// (actor addresses, by worker number) `dispatch_ns` after deciding, and acking to `client`.
     pub fn new(
         policy: Box<dyn RoutingPolicy>,
-        learns_from_events: bool,
         loads: LoadBook,
         workers: Vec<ActorId>,
         client: ActorId,
         dispatch_ns: Nanos,
         truth: SharedTruth,
+        board: Option<(SignalBoard, Nanos)>,
     ) -> Self {
         RouterActor {
             policy,
-            learns_from_events,
             loads,
             workers,
             client,
@@ -66,6 +70,8 @@ impl RouterActor {
             pending: VecDeque::new(),
             seen_prefixes: HashSet::default(),
             truth,
+            board,
+            refreshing: false,
             stats: RouterStats::default(),
         }
     }
@@ -80,6 +86,7 @@ impl RouterActor {
             self.pending.push_back(routed);
             return;
         }
+        self.see_signals(ctx);
         let spec = &routed.spec;
         let req = RouteRequest {
             id: spec.id,
@@ -111,6 +118,34 @@ impl RouterActor {
         ctx.send(to, Msg::Request(routed), self.dispatch_ns);
     }
 
+    /// Brings the snapshot of the workers' signals up to date: at once for an exact view, else
+    /// starting the refresh timer if it was idle (the first refresh is now).
+    fn see_signals(&mut self, ctx: &mut Context<'_, Msg>) {
+        let Some((board, every)) = &self.board else {
+            return;
+        };
+        if *every == 0 {
+            self.loads.refresh_signals(&board.borrow());
+        } else if !self.refreshing {
+            self.loads.refresh_signals(&board.borrow());
+            self.refreshing = true;
+            ctx.send(ctx.me(), Msg::RefreshSignals, *every);
+        }
+    }
+
+    /// The refresh timer: a new snapshot, and the next tick while requests are in flight.
+    fn refresh(&mut self, ctx: &mut Context<'_, Msg>) {
+        let Some((board, every)) = &self.board else {
+            return;
+        };
+        self.loads.refresh_signals(&board.borrow());
+        if self.loads.open_requests() > 0 || !self.pending.is_empty() {
+            ctx.send(ctx.me(), Msg::RefreshSignals, *every);
+        } else {
+            self.refreshing = false;
+        }
+    }
+
     fn finished(&mut self, request: crate::ids::RequestId) {
         if let Some(worker) = self.loads.finished(request) {
             self.policy.on_finished(worker, request);
@@ -137,7 +172,7 @@ impl Actor for RouterActor {
             }
             Msg::Kv(event) => {
                 self.stats.events_received += 1;
-                if self.learns_from_events {
+                if self.policy.learns_from_events() {
                     self.policy.on_event(&event);
                     self.stats.events_applied += 1;
                 }
@@ -159,6 +194,7 @@ impl Actor for RouterActor {
                     self.route(routed, ctx);
                 }
             }
+            Msg::RefreshSignals => self.refresh(ctx),
             Msg::StepStart { .. } | Msg::StepEnd { .. } | Msg::Handoff(_) => {
                 debug_assert!(false, "the router receives no {}", env.msg.kind());
             }

@@ -13,6 +13,7 @@ use crate::hashers::IdBuilder;
 use crate::ids::{RequestId, WorkerId};
 
 use super::lab_rule::LoadView;
+use super::signals::WorkerSignals;
 
 /// What "load" means in the lab rule's second step (`router.load`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -37,6 +38,8 @@ pub struct LoadBook {
     /// Requests routed here and not yet finished: worker and prompt blocks (looked up by id
     /// only; the table's order never reaches a result).
     open: HashMap<RequestId, (WorkerId, u64), IdBuilder>,
+    /// The workers' load signals as of the last refresh.
+    signals: Vec<WorkerSignals>,
 }
 
 impl LoadBook {
@@ -50,6 +53,7 @@ impl LoadBook {
             up: vec![true; n_workers],
             up_count: n_workers,
             open: HashMap::default(),
+            signals: vec![WorkerSignals::default(); n_workers],
         }
     }
 
@@ -122,6 +126,21 @@ impl LoadBook {
     /// Requests routed to `worker` and not finished.
     pub fn in_flight(&self, worker: usize) -> u64 {
         self.in_flight[worker]
+    }
+
+    /// Requests this router routed that have not finished.
+    pub fn open_requests(&self) -> usize {
+        self.open.len()
+    }
+
+    /// `worker`'s load signals as of the router's last refresh.
+    pub fn signals(&self, worker: usize) -> &WorkerSignals {
+        &self.signals[worker]
+    }
+
+    /// Replaces the snapshot of the workers' signals.
+    pub fn refresh_signals(&mut self, live: &[WorkerSignals]) {
+        self.signals.copy_from_slice(live);
     }
 
     /// Prompt blocks of the requests in flight on `worker`.

@@ -6,7 +6,8 @@
 //! - [`policy`]: the [`RoutingPolicy`](policy::RoutingPolicy) trait the engine's router runs.
 //! - [`registry`]: every policy by name, and which learn from KV events.
 //! - [`policies`]: the policies, one file each.
-//! - [`loads`]: the router's own bookkeeping of what it routed (load, up/down).
+//! - [`loads`]: the router's own bookkeeping of what it routed (load, up/down) and its snapshot
+//!   of the workers' [`signals`].
 //! - [`select`]: least-loaded selection, with an O(1) tracker for the lab's load.
 //! - [`ttl`]: expiring beliefs for the approx policy.
 
@@ -17,6 +18,7 @@ pub mod policies;
 pub mod policy;
 pub mod registry;
 pub mod select;
+pub mod signals;
 pub mod ttl;
 
 pub use kv_router::KvRouter;

@@ -53,6 +53,17 @@ pub trait RoutingPolicy {
 
     /// A KV event reached the router (only for policies that learn from events).
     fn on_event(&mut self, _event: &KvEvent) {}
+
+    /// Whether it learns from KV events: the router then feeds it every event that arrives,
+    /// and warns when none does. The one place that says so.
+    fn learns_from_events(&self) -> bool {
+        false
+    }
+
+    /// Whether it reads the workers' load signals: the router then keeps a snapshot of them.
+    fn reads_signals(&self) -> bool {
+        false
+    }
 }
 
 /// A policy's entry in the registry.
@@ -62,9 +73,6 @@ pub struct PolicyEntry {
     pub name: &'static str,
     /// One line on what it does.
     pub summary: &'static str,
-    /// Whether it learns from KV events (the router then feeds it every event that arrives, and
-    /// warns when none does).
-    pub learns_from_events: bool,
     /// Builds it, checking its `[router.NAME]` settings.
     pub build: fn(&PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid>,
 }

@@ -3,6 +3,7 @@
 
 use super::policies::{approx, cost, dynamo, lab, random, rr};
 pub use super::policy::PolicyEntry;
+use super::policy::PolicySetup;
 
 /// The policies, in the order help texts list them.
 pub const POLICIES: &[PolicyEntry] = &[
@@ -25,15 +26,25 @@ pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
 }
 
-/// Whether the policy named `name` learns from KV events (`false` for an unknown name).
-pub fn learns_from_events(name: &str) -> bool {
-    entry(name).is_some_and(|p| p.learns_from_events)
+/// Whether the policy named `name`, with its `[router.NAME]` settings, learns from KV events
+/// (`false` for an unknown name or bad settings).
+pub fn learns_from_events(name: &str, settings: Option<&toml::Value>) -> bool {
+    entry(name)
+        .and_then(|e| {
+            (e.build)(&PolicySetup {
+                name: e.name,
+                workers: 1,
+                block_size: 16,
+                settings,
+            })
+            .ok()
+        })
+        .is_some_and(|p| p.learns_from_events())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::policy::PolicySetup;
 
     #[test]
     fn names_are_unique_and_every_policy_builds_with_its_defaults() {

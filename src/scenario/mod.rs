@@ -272,6 +272,9 @@ pub struct Router {
     pub policy: String,
     /// The load of the lab rule's second step: routed | in-flight (routed).
     pub load: LoadKind,
+    /// How often the router refreshes its snapshot of the workers' load signals, for a policy
+    /// that reads them, ms; 0 = exact at each decision (0.0).
+    pub signal_refresh_ms: f64,
     /// Policies' settings, one `[router.NAME]` table per policy (for example `[router.cost]`
     /// `temperature = 0.5`), each documented in the policy's module under
     /// [`crate::router::policies`]. Only the chosen policy's table is used; every table is
@@ -285,6 +288,7 @@ impl Default for Router {
         Router {
             policy: "kv".to_string(),
             load: LoadKind::Routed,
+            signal_refresh_ms: 0.0,
             settings: BTreeMap::new(),
         }
     }

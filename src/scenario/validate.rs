@@ -249,6 +249,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
 /// `[router]`: a known policy, and every `[router.NAME]` table a known policy's valid settings.
 fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     let r = &s.router;
+    time_ms("router.signal_refresh_ms", r.signal_refresh_ms)?;
     let known = || registry::names().join(", ");
     if registry::entry(&r.policy).is_none() {
         return Err(bad(
@@ -268,7 +269,8 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
             let problem = match moved {
                 Some(p) => format!("moved to the policy's own table: [router.{p}] {name} = ..."),
                 None => format!(
-                    "is not a [router] setting (policy, load) nor a policy's table (one of {})",
+                    "is not a [router] setting (policy, load, signal_refresh_ms) nor a policy's \
+                     table (one of {})",
                     known()
                 ),
             };

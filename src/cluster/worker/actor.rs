@@ -20,6 +20,7 @@ use crate::ids::WorkerId;
 use crate::kv_event::KvEvent;
 
 use super::super::attribution::classify;
+use super::super::board::SignalBoard;
 use super::super::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
 use super::super::topology::Role;
 use super::super::truth::SharedTruth;
@@ -60,6 +61,8 @@ pub struct WorkerSetup {
     pub link: Option<Link>,
     /// Ground truth for loss attribution.
     pub truth: SharedTruth,
+    /// Where a routable worker posts its load signals (`None` for decode workers).
+    pub board: Option<SignalBoard>,
 }
 
 /// A worker's counters.
@@ -436,9 +439,16 @@ impl Actor for Worker {
             }
             Msg::WorkerDown { worker } => self.peer_changed(worker, false, ctx),
             Msg::WorkerUp { worker } => self.peer_changed(worker, true, ctx),
-            Msg::Kv(_) | Msg::Ack(_) | Msg::HandBack(_) | Msg::PrefillDone { .. } => {
+            Msg::Kv(_)
+            | Msg::Ack(_)
+            | Msg::HandBack(_)
+            | Msg::PrefillDone { .. }
+            | Msg::RefreshSignals => {
                 debug_assert!(false, "workers receive no {}", env.msg.kind());
             }
+        }
+        if let Some(board) = &self.setup.board {
+            board.borrow_mut()[self.setup.index.index()] = self.sched.signals();
         }
     }
 }

@@ -29,7 +29,7 @@ impl<T> StepScheduler<T> {
                 .max_num_batched_tokens
                 .is_some_and(|b| target > b as u64);
         if too_big || too_long {
-            let s = self.waiting.pop_front().expect("checked non-empty");
+            let s = self.pop_waiting();
             self.stats.rejected += 1;
             out.rejected.push(s);
             return Admit::Rejected;
@@ -75,7 +75,7 @@ impl<T> StepScheduler<T> {
         if !fits {
             return Admit::Blocked;
         }
-        let mut s = self.waiting.pop_front().expect("checked non-empty");
+        let mut s = self.pop_waiting();
         if s.first.is_none() {
             s.first = Some(FirstAdmission {
                 at_ns: now,

@@ -41,6 +41,7 @@ use std::rc::Rc;
 
 use crate::engine::Nanos;
 use crate::ids::RequestId;
+use crate::router::signals::WorkerSignals;
 use crate::sketch::LogHistogram;
 
 use super::kv::{Changes, KvPool, SharedPool};
@@ -126,6 +127,8 @@ pub struct StepScheduler<T> {
     /// Buffers kept for their allocations: a spent plan's, and the stretch's block crossings.
     spare: Option<Plan>,
     pub(super) crossings: Vec<(u64, usize)>,
+    /// Prompt tokens of the waiting requests.
+    waiting_tokens: u64,
 }
 
 impl<T> StepScheduler<T> {
@@ -141,6 +144,7 @@ impl<T> StepScheduler<T> {
             itl: LogHistogram::default(),
             spare: None,
             crossings: Vec::new(),
+            waiting_tokens: 0,
         }
     }
 
@@ -179,6 +183,32 @@ impl<T> StepScheduler<T> {
         self.running.len()
     }
 
+    /// The worker's load signals now: queue lengths, prompt tokens still to compute, KV in use.
+    pub fn signals(&self) -> WorkerSignals {
+        let pool = self.pool.borrow();
+        let running_tokens: u64 = self
+            .running
+            .iter()
+            .map(|s| s.prompt - s.computed.min(s.prompt))
+            .sum();
+        WorkerSignals {
+            waiting: self.waiting.len() as u32,
+            running: self.running.len() as u32,
+            prefill_tokens: self.waiting_tokens + running_tokens,
+            decode_blocks: pool.active() as u64,
+            kv_usage: pool
+                .capacity()
+                .map_or(0.0, |c| pool.active() as f64 / c as f64),
+        }
+    }
+
+    /// Takes the head of the waiting queue.
+    pub(super) fn pop_waiting(&mut self) -> Seq<T> {
+        let s = self.waiting.pop_front().expect("checked non-empty");
+        self.waiting_tokens -= s.waiting_prompt_tokens();
+        s
+    }
+
     /// Whether any request is waiting or running.
     pub fn has_work(&self) -> bool {
         !self.waiting.is_empty() || !self.running.is_empty()
@@ -191,6 +221,7 @@ impl<T> StepScheduler<T> {
 
     /// Queues a request at the back of the waiting queue.
     pub fn enqueue(&mut self, seq: Seq<T>) {
+        self.waiting_tokens += seq.waiting_prompt_tokens();
         self.waiting.push_back(seq);
     }
 
@@ -348,6 +379,7 @@ impl<T> StepScheduler<T> {
         self.pool.borrow_mut().clear();
         let mut all: Vec<Seq<T>> = self.running.drain(..).collect();
         all.extend(self.waiting.drain(..));
+        self.waiting_tokens = 0;
         for s in &mut all {
             s.computed = 0;
             s.slots.clear();
@@ -510,6 +542,7 @@ impl<T> StepScheduler<T> {
             s.kind = SeqKind::Prompt;
         }
         self.stats.preemptions += 1;
+        self.waiting_tokens += s.waiting_prompt_tokens();
         self.waiting.push_front(s);
     }
 

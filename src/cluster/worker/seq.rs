@@ -156,6 +156,14 @@ impl<T> Seq<T> {
         self.computed
     }
 
+    /// Prompt tokens it has still to compute while it waits (none for a transferred prompt).
+    pub(super) fn waiting_prompt_tokens(&self) -> u64 {
+        match self.kind {
+            SeqKind::Prompt => self.prompt,
+            SeqKind::Transferred => 0,
+        }
+    }
+
     /// The named blocks prefix caching may use.
     pub(super) fn names(&self) -> &[BlockHash] {
         &self.spec.blocks[..self.named]

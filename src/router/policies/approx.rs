@@ -19,7 +19,6 @@ use crate::router::Decision;
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "approx",
     summary: "the lab rule over the router's own decisions, forgotten after ttl_s",
-    learns_from_events: false,
     build,
 };
 

@@ -20,7 +20,6 @@ use crate::router::Decision;
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "cost",
     summary: "overlap_weight x blocks to prefill + prompt blocks in flight, over KV events",
-    learns_from_events: true,
     build,
 };
 
@@ -103,6 +102,10 @@ impl RoutingPolicy for Cost {
 
     fn on_event(&mut self, event: &KvEvent) {
         self.index.apply(event);
+    }
+
+    fn learns_from_events(&self) -> bool {
+        true
     }
 }
 

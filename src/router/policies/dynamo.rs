@@ -52,7 +52,6 @@ use crate::router::Decision;
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "dynamo",
     summary: "Dynamo's KV router: prefill load minus cached blocks, plus decode blocks",
-    learns_from_events: true,
     build,
 };
 
@@ -268,9 +267,11 @@ impl RoutingPolicy for Dynamo {
     }
 
     fn on_event(&mut self, event: &KvEvent) {
-        if self.settings.use_kv_events {
-            self.index.apply(event);
-        }
+        self.index.apply(event);
+    }
+
+    fn learns_from_events(&self) -> bool {
+        self.settings.use_kv_events
     }
 }
 

@@ -17,7 +17,6 @@ use crate::router::Decision;
 pub const KV: PolicyEntry = PolicyEntry {
     name: "kv",
     summary: "the lab rule over the router's own decisions",
-    learns_from_events: false,
     build: build_kv,
 };
 
@@ -25,7 +24,6 @@ pub const KV: PolicyEntry = PolicyEntry {
 pub const KV_EVENTS: PolicyEntry = PolicyEntry {
     name: "kv-events",
     summary: "the lab rule over KV events only",
-    learns_from_events: true,
     build: build_kv_events,
 };
 
@@ -68,5 +66,9 @@ impl RoutingPolicy for LabPolicy {
 
     fn on_event(&mut self, event: &KvEvent) {
         self.rule.index_mut().apply(event);
+    }
+
+    fn learns_from_events(&self) -> bool {
+        !self.self_tracking
     }
 }

@@ -11,7 +11,6 @@ use crate::router::Decision;
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "random",
     summary: "uniformly random among the workers that are up",
-    learns_from_events: false,
     build,
 };
 

@@ -12,7 +12,6 @@ use crate::router::Decision;
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "rr",
     summary: "round-robin: decision i goes to worker i mod n",
-    learns_from_events: false,
     build,
 };
 
