@@ -335,6 +335,24 @@ fn warnings(s: &Scenario, r: &Report, decisions: u64) -> Vec<String> {
             r.acks, r.requests
         ));
     }
+    // A hot spot: one worker of four or more got more than half of the routed requests.
+    let routed: u64 = r.per_worker.iter().map(|w| w.routed).sum();
+    let sized = crate::scenario::validate::routable_workers(s);
+    if sized >= 4 && routed > 0 {
+        if let Some(hot) = r.per_worker.iter().max_by_key(|w| w.routed) {
+            if hot.routed * 2 > routed {
+                out.push(format!(
+                    "hot spot: {} received {} of {} routed requests ({:.0} %) on a cluster of {} \
+                     (router.policy = \"{policy}\")",
+                    hot.name,
+                    hot.routed,
+                    routed,
+                    hot.routed as f64 * 100.0 / routed as f64,
+                    sized
+                ));
+            }
+        }
+    }
     if r.rejected > 0 {
         out.push(format!(
             "{} requests were rejected: their prompt and output need more KV blocks than a worker \

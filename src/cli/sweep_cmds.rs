@@ -43,7 +43,7 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let files = render(&results)?;
     write_dir(&a.out, &files)?;
     if results.points.len() < results.points_total {
-        remove_stale_plots(&a.out, &results.metrics)?;
+        remove_stale_plots(&a.out, &results)?;
     }
     report(&a.out, results.points.len(), results.points_total, &files)?;
     Ok(0)

@@ -2,7 +2,9 @@
 //!
 //! With up to 64 workers the value is the bit set of holders. With more, bit 63 clear means the
 //! value lists up to three worker ids inline; set, its low 32 bits name a slot of a side array of
-//! bit sets (one `u64` per 64 workers) that holds them.
+//! bit sets (one `u64` per 64 workers) that holds them, or are all ones ([`EVERYONE`]): every
+//! worker holds the block (a system prompt shared cluster-wide), which matching then passes
+//! without touching the side array, whatever the worker count.
 
 use crate::worker_set;
 
@@ -14,6 +16,9 @@ pub(super) const ID_BITS: u32 = 20;
 pub(super) const ID_MASK: u64 = (1 << ID_BITS) - 1;
 pub(super) const COUNT_SHIFT: u32 = 60;
 pub(super) const INLINE_MAX: u64 = 3;
+/// The value of a block held by exactly the index's workers, all of them (never a slot: slots
+/// stay below `u32::MAX`).
+pub(super) const EVERYONE: u64 = SPILLED | u32::MAX as u64;
 
 pub(super) fn inline_count(value: u64) -> u64 {
     value >> COUNT_SHIFT
@@ -67,8 +72,10 @@ pub(super) fn spill(
     let slot = match free_slots.pop() {
         Some(slot) => slot,
         None => {
-            let slot =
-                u32::try_from(holders.len() / words).expect("fewer than 2^32 spilled blocks");
+            let slot = u32::try_from(holders.len() / words)
+                .ok()
+                .filter(|&slot| slot < u32::MAX)
+                .expect("fewer than 2^32 - 1 spilled blocks");
             holders.resize(holders.len() + words, 0);
             slot
         }

@@ -12,7 +12,9 @@
 //! - with up to 64 workers the value *is* the bit set of holders;
 //! - with more, it holds up to three worker ids inline (most blocks have one holder), and a block
 //!   with a fourth holder moves to a bit set of its own ([`crate::worker_set`], one `u64` per 64
-//!   workers) in a side array, which the value then points to.
+//!   workers) in a side array, which the value then points to; a block every worker holds gives
+//!   its set back and is marked as held by everyone, so that a prefix shared cluster-wide costs
+//!   the walk one lookup per block at any worker count.
 //!
 //! The index stores no order of its own: nothing iterates the hash table into a result, so runs are
 //! deterministic whatever the table's layout.
@@ -42,6 +44,8 @@ pub struct KvIndex {
     slots: HashMap<BlockHash, u64, BlockHashBuilder>,
     /// The bit sets of blocks with more holders than fit inline, `words` words each.
     holders: Vec<u64>,
+    /// The set of every worker (`words` words): a spilled set equal to it becomes `EVERYONE`.
+    everyone: Vec<u64>,
     free_slots: Vec<u32>,
     entries: usize,
 }
@@ -50,12 +54,15 @@ impl KvIndex {
     /// An empty index for `n_workers` workers.
     pub fn new(n_workers: usize) -> Self {
         let words = worker_set::words_for(n_workers);
+        let mut everyone = vec![0; words];
+        worker_set::fill_all(&mut everyone, n_workers);
         KvIndex {
             n_workers,
             words,
             inline: words > 1 && words * 64 <= 1 << ID_BITS,
             slots: HashMap::default(),
             holders: Vec::new(),
+            everyone,
             free_slots: Vec::new(),
             entries: 0,
         }
@@ -105,6 +112,7 @@ impl KvIndex {
             inline,
             slots,
             holders,
+            everyone,
             free_slots,
             entries,
             ..
@@ -131,11 +139,22 @@ impl KvIndex {
                 }
                 Entry::Occupied(mut occupied) => {
                     let value = occupied.get_mut();
-                    if *value & SPILLED != 0 {
+                    if *value == EVERYONE {
+                        if !worker_set::contains(everyone, worker) {
+                            // A worker past the count: a set again, of everyone and it.
+                            let ids = worker_set::iter(everyone).chain([worker]);
+                            *value = spill(holders, free_slots, *words, ids);
+                            *entries += 1;
+                        }
+                    } else if *value & SPILLED != 0 {
                         let set = set_mut(holders, *words, *value);
                         if !worker_set::contains(set, worker) {
                             worker_set::insert(set, worker);
                             *entries += 1;
+                            if set == everyone.as_slice() {
+                                free_slots.push(*value as u32);
+                                *value = EVERYONE;
+                            }
                         }
                     } else if !inline_has(*value, worker) {
                         *value = if inline_count(*value) < INLINE_MAX {
@@ -160,6 +179,7 @@ impl KvIndex {
             words,
             slots,
             holders,
+            everyone,
             free_slots,
             entries,
             ..
@@ -177,6 +197,13 @@ impl KvIndex {
                 }
                 *value &= !bit;
                 *value == 0
+            } else if *value == EVERYONE {
+                if !worker_set::contains(everyone, worker) {
+                    continue;
+                }
+                let ids = worker_set::iter(everyone).filter(|&w| w != worker);
+                *value = spill(holders, free_slots, *words, ids);
+                false
             } else if *value & SPILLED != 0 {
                 let set = set_mut(holders, *words, *value);
                 if !worker_set::contains(set, worker) {
@@ -240,6 +267,8 @@ impl KvIndex {
             false
         } else if self.words == 1 {
             value & (1u64 << worker) != 0
+        } else if value == EVERYONE {
+            worker < self.n_workers
         } else if value & SPILLED != 0 {
             worker_set::contains(self.set(value), worker)
         } else {
@@ -373,6 +402,91 @@ mod tests {
         // Some blocks spilled; at most one set per block exists at once, and freed ones are reused.
         assert!(!index.holders.is_empty());
         assert!(index.holders.len() <= req.len() * index.words);
+    }
+
+    #[test]
+    fn blocks_everyone_holds_agree_with_a_reference() {
+        // 66 workers (two words) and one past the count (100): stores outnumber removals, so
+        // blocks keep becoming held by everyone and leaving that state again, by a removal or by
+        // the worker past the count.
+        use std::collections::HashSet;
+        let workers = 66;
+        let mut index = KvIndex::new(workers);
+        let mut reference: Vec<HashSet<BlockHash>> = vec![HashSet::new(); 101];
+        let req = names(11, 4);
+        let mut x: u64 = 5;
+        let mut everyone_seen = 0;
+        for step in 0..6_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let w = if (x >> 10) % 50 == 0 {
+                100
+            } else {
+                (x >> 40) as usize % workers
+            };
+            let from = (x >> 20) as usize % req.len();
+            let span = &req[from..];
+            let removal = if w == 100 {
+                (x >> 60) % 2 == 0
+            } else {
+                (x >> 54) % 64 == 0
+            };
+            if removal {
+                index.remove(w, span);
+                span.iter().for_each(|b| {
+                    reference[w].remove(b);
+                });
+            } else {
+                index.store(w, span);
+                reference[w].extend(span);
+            }
+            everyone_seen += usize::from(index.slots.values().any(|&v| v == EVERYONE));
+            let mut overlaps = Vec::new();
+            let depth = index.overlaps(&req, &mut MatchScratch::default(), &mut overlaps);
+            let expected: Vec<usize> = reference[..workers]
+                .iter()
+                .map(|s| crate::overlap(&req, s))
+                .collect();
+            assert_eq!(overlaps, expected, "step {step}");
+            assert_eq!(depth, *expected.iter().max().unwrap());
+            let mut scratch = MatchScratch::default();
+            let d = index.find_matches(&req, &mut scratch);
+            let best: Vec<usize> = scratch.best().collect();
+            let expected_best: Vec<usize> = (0..workers).filter(|&w| expected[w] == d).collect();
+            assert_eq!(best, expected_best, "step {step}");
+            for block in &req {
+                for w in [0, 1, 65, 100] {
+                    assert_eq!(index.holds(w, *block), reference[w].contains(block));
+                }
+            }
+            let entries: usize = reference.iter().map(HashSet::len).sum();
+            assert_eq!(index.entries(), entries, "step {step}");
+        }
+        assert!(
+            everyone_seen > 1_000,
+            "everyone held a block {everyone_seen} times"
+        );
+    }
+
+    #[test]
+    fn a_block_everyone_holds_gives_its_set_back() {
+        let mut index = KvIndex::new(100);
+        let req = names(12, 3);
+        for w in 0..100 {
+            index.store(w, &req);
+        }
+        assert!(req.iter().all(|b| index.slots[b] == EVERYONE));
+        assert_eq!(index.free_slots.len(), 3, "the three sets are free again");
+        assert_eq!(index.entries(), 300);
+        index.remove(42, &req[1..2]);
+        let mut overlaps = Vec::new();
+        assert_eq!(
+            index.overlaps(&req, &mut MatchScratch::default(), &mut overlaps),
+            3
+        );
+        assert_eq!(overlaps[42], 1);
+        assert_eq!(overlaps.iter().filter(|&&o| o == 3).count(), 99);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Matching: one walk over a request's blocks gives the deepest overlap, the workers that have
 //! it, and (when asked) every worker's own overlap.
 
-use super::holders::{inline_has, inline_ids, inline_push, INLINE_MAX, SPILLED};
+use super::holders::{inline_has, inline_ids, inline_push, EVERYONE, INLINE_MAX, SPILLED};
 use super::KvIndex;
 use crate::hash::BlockHash;
 use crate::worker_set;
@@ -120,7 +120,7 @@ impl KvIndex {
     }
 
     /// More than 64 workers. The candidates start as a bit set in `scratch` (every worker, then
-    /// the holders of spilled blocks); the first block with inline holders cuts them to at most
+    /// the holders of spilled blocks; a block everyone holds leaves them as they are); the first block with inline holders cuts them to at most
     /// three ids, and from there on the walk keeps that short list in registers and tests each
     /// block's holders against it, whatever the worker count.
     fn walk_words<const TRACK: bool>(
@@ -144,6 +144,11 @@ impl KvIndex {
             let Some(&value) = self.slots.get(&block) else {
                 return depth;
             };
+            if value == EVERYONE {
+                // Every candidate holds it: nothing to intersect.
+                depth += 1;
+                continue;
+            }
             if value & SPILLED != 0 {
                 if scratch.next.len() != words {
                     scratch.next.resize(words, 0);
@@ -207,7 +212,7 @@ impl KvIndex {
                 let Some(&value) = self.slots.get(&block) else {
                     break;
                 };
-                let held = if value == alone {
+                let held = if value == alone || value == EVERYONE {
                     true
                 } else if value & SPILLED != 0 {
                     worker_set::contains(self.set(value), id)
@@ -232,7 +237,9 @@ impl KvIndex {
             let mut kept = [0usize; INLINE_MAX as usize];
             let mut kept_len = 0;
             for &id in &ids[..len] {
-                let held = if value & SPILLED != 0 {
+                let held = if value == EVERYONE {
+                    true
+                } else if value & SPILLED != 0 {
                     worker_set::contains(self.set(value), id)
                 } else {
                     inline_has(value, id)

@@ -13,6 +13,7 @@ use crate::hashers::IdBuilder;
 use crate::ids::{RequestId, WorkerId};
 
 use super::lab_rule::LoadView;
+use super::select::{least_loaded, LoadTree};
 use super::signals::WorkerSignals;
 
 /// What "load" means in the lab rule's second step (`router.load`).
@@ -40,6 +41,10 @@ pub struct LoadBook {
     open: HashMap<RequestId, (WorkerId, u64), IdBuilder>,
     /// The workers' load signals as of the last refresh.
     signals: Vec<WorkerSignals>,
+    /// Requests routed and requests in flight per worker, for the least-loaded of all workers
+    /// without a scan.
+    least_routed: LoadTree,
+    least_in_flight: LoadTree,
 }
 
 impl LoadBook {
@@ -54,6 +59,8 @@ impl LoadBook {
             up_count: n_workers,
             open: HashMap::default(),
             signals: vec![WorkerSignals::default(); n_workers],
+            least_routed: LoadTree::new(n_workers.max(1)),
+            least_in_flight: LoadTree::new(n_workers.max(1)),
         }
     }
 
@@ -73,6 +80,42 @@ impl LoadBook {
             // placement no longer counts.
             self.in_flight[earlier.index()] -= 1;
             self.in_flight_blocks[earlier.index()] -= b;
+            self.track(earlier.index());
+        }
+        self.track(w);
+    }
+
+    /// Brings the least-load trees up to date with `worker`'s counts.
+    fn track(&mut self, worker: usize) {
+        self.least_routed.set(worker, self.routed[worker]);
+        self.least_in_flight.set(worker, self.in_flight[worker]);
+    }
+
+    /// The worker with the fewest requests in flight (lowest number on ties) among those up.
+    /// `None` when none is up. O(log n) when all are up, else a scan.
+    pub fn least_in_flight(&self) -> Option<usize> {
+        if self.all_up() {
+            Some(self.least_in_flight.min())
+        } else {
+            least_loaded(self.up_workers(), |w| self.in_flight[w])
+        }
+    }
+
+    /// The number of workers up.
+    pub fn up_count(&self) -> usize {
+        self.up_count
+    }
+
+    /// The `k`-th worker that is up, in increasing order (O(1) when all are up).
+    ///
+    /// # Panics
+    /// Panics if fewer than `k + 1` workers are up.
+    pub fn nth_up(&self, k: usize) -> usize {
+        if self.all_up() {
+            assert!(k < self.up.len(), "worker {k} of {}", self.up.len());
+            k
+        } else {
+            self.up_workers().nth(k).expect("k below the number up")
         }
     }
 
@@ -82,6 +125,7 @@ impl LoadBook {
         let (worker, blocks) = self.open.remove(&request)?;
         self.in_flight[worker.index()] -= 1;
         self.in_flight_blocks[worker.index()] -= blocks;
+        self.track(worker.index());
         Some(worker)
     }
 
@@ -162,6 +206,12 @@ impl LoadView for LoadBook {
     fn all_up(&self) -> bool {
         self.up_count == self.up.len()
     }
+    fn least_of_all(&self) -> Option<usize> {
+        Some(match self.kind {
+            LoadKind::Routed => self.least_routed.min(),
+            LoadKind::InFlight => self.least_in_flight.min(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +228,25 @@ mod tests {
         assert_eq!(book.finished(RequestId(7)), None, "finished once");
         assert_eq!((book.in_flight(1), book.in_flight_blocks(1)), (0, 0));
         assert_eq!(book.routed(), &[0, 1]);
+    }
+
+    #[test]
+    fn least_of_all_follows_the_kind_of_load() {
+        let mut book = LoadBook::new(3, LoadKind::InFlight);
+        book.routed_to(RequestId(1), WorkerId(0), 1);
+        book.routed_to(RequestId(2), WorkerId(1), 1);
+        assert_eq!(book.least_of_all(), Some(2));
+        book.routed_to(RequestId(3), WorkerId(2), 1);
+        book.finished(RequestId(1));
+        assert_eq!(book.least_of_all(), Some(0), "in flight goes down");
+        let mut routed = LoadBook::new(2, LoadKind::Routed);
+        routed.routed_to(RequestId(1), WorkerId(0), 1);
+        routed.finished(RequestId(1));
+        assert_eq!(
+            routed.least_of_all(),
+            Some(1),
+            "routed counts never go down"
+        );
     }
 
     #[test]

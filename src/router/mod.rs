@@ -9,8 +9,10 @@
 //! - [`loads`]: the router's own bookkeeping of what it routed (load, up/down) and its snapshot
 //!   of the workers' [`signals`].
 //! - [`select`]: least-loaded selection, with an O(1) tracker for the lab's load.
-//! - [`ttl`]: expiring beliefs for the approx policy.
+//! - [`history`]: what a router remembers of its own decisions (the approximate trees).
+//! - [`ttl`]: expiring beliefs (approximate modes, speculative indexing).
 
+pub mod history;
 pub mod kv_router;
 pub mod lab_rule;
 pub mod loads;
@@ -32,4 +34,14 @@ pub struct Decision {
     pub worker: WorkerId,
     /// Blocks the router believed the chosen worker held, counted from the front.
     pub predicted_blocks: usize,
+}
+
+impl Decision {
+    /// A decision by a policy that ignores caches: it predicts no cached block.
+    pub fn blind(worker: usize) -> Self {
+        Decision {
+            worker: WorkerId::at(worker),
+            predicted_blocks: 0,
+        }
+    }
 }

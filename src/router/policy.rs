@@ -126,6 +126,26 @@ impl PolicySetup<'_> {
     }
 }
 
+impl PolicySetup<'_> {
+    /// Checks that setting `key` of this policy is a finite number in `lo..=hi`; the error names
+    /// `router.NAME.KEY` and says "must be a finite number >= lo" when `hi` is infinite.
+    pub fn check_number(&self, key: &str, x: f64, lo: f64, hi: f64) -> Result<(), Invalid> {
+        if x.is_finite() && (lo..=hi).contains(&x) {
+            return Ok(());
+        }
+        let problem = if hi.is_infinite() {
+            format!("must be a finite number >= {lo}")
+        } else {
+            format!("must be a finite number in {lo}..={hi:e}")
+        };
+        Err(Invalid {
+            key: format!("router.{}.{key}", self.name),
+            value: format!("{x:?}"),
+            problem,
+        })
+    }
+}
+
 /// Settings of a policy that has none: its table, if present, must be empty.
 #[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

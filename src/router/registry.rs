@@ -1,7 +1,9 @@
 //! Every routing policy, by name: the one place that lists them and says which learn from KV
 //! events. A new policy is one file in `policies/` and one line in [`POLICIES`].
 
-use super::policies::{approx, cost, dynamo, lab, random, rr};
+use super::policies::{
+    approx, cost, dynamo, lab, least_loaded, llm_d, power_of_two, random, rr, sglang, vllm_router,
+};
 pub use super::policy::PolicyEntry;
 use super::policy::PolicySetup;
 
@@ -14,6 +16,13 @@ pub const POLICIES: &[PolicyEntry] = &[
     cost::ENTRY,
     approx::ENTRY,
     dynamo::ENTRY,
+    sglang::ENTRY,
+    llm_d::ENTRY,
+    vllm_router::SESSION,
+    vllm_router::PREFIX_AWARE,
+    vllm_router::LOADAWARE,
+    least_loaded::ENTRY,
+    power_of_two::ENTRY,
 ];
 
 /// The entry named `name`.

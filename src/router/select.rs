@@ -1,6 +1,7 @@
 //! Least-loaded selection, the lab rule's second and third steps (the least load, then the lowest
-//! worker number): a scan over candidates, and an O(1) tracker of the least-loaded worker for
-//! loads that only grow.
+//! worker number): a scan over candidates, an O(1) tracker of the least-loaded worker for
+//! loads that only grow (the lab router's routed counts), and an O(log n) one for loads that
+//! also shrink (a policy's requests in flight).
 
 /// Among `candidates` (worker indices in increasing order, all with the same, deepest overlap),
 /// the one with the least `load`, the lowest index on ties. `None` if there is no candidate.
@@ -224,6 +225,81 @@ impl LeastLoaded {
     }
 }
 
+/// The least-loaded of *all* workers (the lowest index on ties), for loads that go up and down:
+/// a tournament tree whose every node keeps the winner of its two children, so
+/// [`LoadTree::min`] is the root and [`LoadTree::set`] replays the matches on one leaf-to-root
+/// path, O(log n).
+#[derive(Clone, Debug)]
+pub struct LoadTree {
+    loads: Vec<u64>,
+    /// Node `i`'s winner; leaves start at `leaves` (a power of two), padding leaves hold `NONE`.
+    winner: Vec<u32>,
+    leaves: usize,
+}
+
+impl LoadTree {
+    /// A tree over `n_workers` workers (at least one), all with load 0.
+    ///
+    /// # Panics
+    /// Panics if `n_workers` is 0 or not below 2^32 - 1.
+    pub fn new(n_workers: usize) -> Self {
+        assert!(n_workers > 0, "at least one worker");
+        assert!(
+            u32::try_from(n_workers).is_ok_and(|n| n < NONE),
+            "fewer than 2^32 - 1 workers"
+        );
+        let leaves = n_workers.next_power_of_two();
+        let mut winner = vec![NONE; 2 * leaves];
+        for w in 0..n_workers {
+            winner[leaves + w] = w as u32;
+        }
+        let mut tree = LoadTree {
+            loads: vec![0; n_workers],
+            winner,
+            leaves,
+        };
+        for node in (1..leaves).rev() {
+            tree.replay(node);
+        }
+        tree
+    }
+
+    /// The worker with the least load, the lowest index on ties.
+    #[inline]
+    pub fn min(&self) -> usize {
+        self.winner[1] as usize
+    }
+
+    /// The load of `worker`.
+    pub fn load(&self, worker: usize) -> u64 {
+        self.loads[worker]
+    }
+
+    /// Sets `worker`'s load.
+    ///
+    /// # Panics
+    /// Panics if `worker` is out of range.
+    pub fn set(&mut self, worker: usize, load: u64) {
+        self.loads[worker] = load;
+        let mut node = (self.leaves + worker) / 2;
+        while node > 0 {
+            self.replay(node);
+            node /= 2;
+        }
+    }
+
+    fn replay(&mut self, node: usize) {
+        let (a, b) = (self.winner[2 * node], self.winner[2 * node + 1]);
+        self.winner[node] = match (a, b) {
+            (NONE, _) => b,
+            (_, NONE) => a,
+            // `a` has the lower index: it wins ties.
+            _ if self.loads[b as usize] < self.loads[a as usize] => b,
+            _ => a,
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +339,33 @@ mod tests {
                 assert_eq!(tracker.load(w), loads[w]);
             }
             assert!(tracker.buckets.len() <= n + 1, "buckets are reused");
+        }
+    }
+
+    #[test]
+    fn load_tree_agrees_with_a_scan_as_loads_go_up_and_down() {
+        let mut x: u64 = 11;
+        for n in [1, 2, 3, 5, 8, 9, 64, 100, 257] {
+            let mut loads = vec![0u64; n];
+            let mut tree = LoadTree::new(n);
+            for step in 0..2_000 {
+                assert_eq!(
+                    tree.min(),
+                    least_loaded(0..n, |w| loads[w]).unwrap(),
+                    "n {n} step {step}"
+                );
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let w = (x >> 33) as usize % n;
+                loads[w] = if (x >> 20) % 3 == 0 {
+                    loads[w].saturating_sub(1)
+                } else {
+                    loads[w] + 1
+                };
+                tree.set(w, loads[w]);
+                assert_eq!(tree.load(w), loads[w]);
+            }
         }
     }
 }

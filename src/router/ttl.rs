@@ -1,5 +1,7 @@
-//! Expiring beliefs for the `approx` policy: each recorded (block, worker) pair is forgotten
-//! `ttl` after it was last recorded.
+//! Expiring beliefs for approximate modes (`approx`, Dynamo's without events): each recorded
+//! (block, worker) pair is forgotten `ttl` after it was last recorded, and, with a cap, the
+//! oldest pairs go early when there are too many (Dynamo's `PruneConfig`: at more than
+//! `max_tree_size` pairs, prune the oldest down to `prune_target_ratio` of it).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -23,18 +25,65 @@ impl TtlIndex {
         self.queue.push_back((expires, worker, blocks.to_vec()));
     }
 
+    /// The number of (block, worker) pairs believed.
+    pub fn pairs(&self) -> usize {
+        self.expires.len()
+    }
+
     /// Forgets, in `index`, every belief whose time is up at `now` (and was not renewed).
     pub fn expire(&mut self, now: Nanos, index: &mut KvIndex) {
         while self.queue.front().is_some_and(|(t, _, _)| *t <= now) {
-            let (t, worker, blocks) = self.queue.pop_front().expect("checked non-empty");
-            let stale: Vec<BlockHash> = blocks
-                .into_iter()
-                .filter(|b| self.expires.get(&(*b, worker)) == Some(&t))
-                .collect();
-            for b in &stale {
-                self.expires.remove(&(*b, worker));
-            }
-            index.remove(worker, &stale);
+            self.forget_oldest(index);
         }
+    }
+
+    /// When more than `max` pairs are believed, forgets the oldest records until at most
+    /// `target` remain.
+    pub fn cap(&mut self, max: usize, target: usize, index: &mut KvIndex) {
+        if self.expires.len() > max {
+            while self.expires.len() > target && !self.queue.is_empty() {
+                self.forget_oldest(index);
+            }
+        }
+    }
+
+    /// Forgets the oldest record's pairs that were not renewed since.
+    fn forget_oldest(&mut self, index: &mut KvIndex) {
+        let (t, worker, blocks) = self.queue.pop_front().expect("checked non-empty");
+        let stale: Vec<BlockHash> = blocks
+            .into_iter()
+            .filter(|b| self.expires.get(&(*b, worker)) == Some(&t))
+            .collect();
+        for b in &stale {
+            self.expires.remove(&(*b, worker));
+        }
+        index.remove(worker, &stale);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::block_hashes;
+
+    #[test]
+    fn expiry_and_cap_forget_the_oldest_unrenewed_pairs() {
+        let blocks = block_hashes(&(0..64).collect::<Vec<u32>>(), 16);
+        let mut index = KvIndex::new(2);
+        let mut ttl = TtlIndex::default();
+        for (t, w) in [(10, 0), (20, 1), (30, 0)] {
+            let span = &blocks[..2];
+            index.store(w, span);
+            ttl.record(w, span, t);
+        }
+        assert_eq!(ttl.pairs(), 4);
+        ttl.expire(15, &mut index);
+        assert!(index.holds(0, blocks[0]), "renewed at 30");
+        // Over 3 pairs: the oldest record goes (worker 1's, at 20), leaving 2.
+        ttl.cap(3, 2, &mut index);
+        assert_eq!(ttl.pairs(), 2);
+        assert!(!index.holds(1, blocks[0]) && index.holds(0, blocks[1]));
+        ttl.cap(3, 0, &mut index);
+        assert_eq!(ttl.pairs(), 2, "at most max: nothing to prune");
     }
 }

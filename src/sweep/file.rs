@@ -25,10 +25,10 @@ pub fn parse_sweep(path: &Path, text: &str) -> Result<Sweep> {
     };
     let field = |keys: &[&str], message: String| at.key_error(keys, message);
     for key in table.keys() {
-        if !["base", "metrics", "axes"].contains(&key.as_str()) {
+        if !["base", "metrics", "axes", "facet"].contains(&key.as_str()) {
             return Err(field(
                 &[key],
-                "unknown key (expected base, metrics or axes)".into(),
+                "unknown key (expected base, metrics, axes or facet)".into(),
             ));
         }
     }
@@ -39,6 +39,20 @@ pub fn parse_sweep(path: &Path, text: &str) -> Result<Sweep> {
     };
     let (metrics, metric_lines) = parse_metrics(table.get("metrics"), &at)?;
     let axes = parse_axes(table.get("axes"), &at)?;
+    let facet = match table.get("facet") {
+        None => None,
+        Some(toml::Value::String(key)) => match axes.iter().position(|a| &a.key == key) {
+            Some(i) if i >= 2 => Some(key.clone()),
+            Some(_) => {
+                return Err(field(
+                    &["facet"],
+                    format!("{key:?} is the plots' x axis or lines; facet a later axis"),
+                ))
+            }
+            None => return Err(field(&["facet"], format!("{key:?} is not one of the axes"))),
+        },
+        Some(_) => return Err(field(&["facet"], "must be an axis key (a string)".into())),
+    };
     let dir = path.parent().unwrap_or(Path::new(""));
     let base_path = dir.join(&base);
     if let Err(e) = std::fs::metadata(&base_path) {
@@ -54,6 +68,7 @@ pub fn parse_sweep(path: &Path, text: &str) -> Result<Sweep> {
         metrics,
         metric_lines,
         axes,
+        facet,
     })
 }
 
@@ -241,7 +256,7 @@ mod tests {
         let err = parse("base = \"base.toml\"\nmetrics = [\"a\"]\nfoo = 1\n[axes]\nseed = [1]\n");
         assert_eq!(
             err.unwrap_err(),
-            format!("{p}:3: foo: unknown key (expected base, metrics or axes)")
+            format!("{p}:3: foo: unknown key (expected base, metrics, axes or facet)")
         );
         let err = parse("base = \"base.toml\"\nmetrics = [\"a\"]\n[axes]\n");
         assert!(err

@@ -11,6 +11,9 @@
 //! seed = [1, 2, 3]
 //! ```
 //!
+//! `facet = "workload.path"` (an axis after the first two) draws each metric once per value of
+//! that axis instead of averaging over it.
+//!
 //! Every combination of axis values is one *point*; the first axis varies slowest, in the file's
 //! key order, and a point's index is its position in that order. A point is the base scenario
 //! with one `--set` per axis ([`Override`]). Metrics are dotted paths into the run report's JSON
@@ -57,6 +60,9 @@ pub struct Sweep {
     pub metric_lines: Vec<usize>,
     /// The axes, in file order.
     pub axes: Vec<Axis>,
+    /// The axis whose every value gets plots of its own (not the first two: they are the plot's
+    /// x and lines).
+    pub facet: Option<String>,
 }
 
 /// One varied setting.

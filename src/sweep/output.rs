@@ -20,8 +20,8 @@ pub fn render(results: &SweepResults) -> Result<Vec<(String, Vec<u8>)>> {
         ("results.csv".to_string(), csv_bytes(results)?),
     ];
     if results.is_complete() {
-        for m in &results.metrics {
-            files.push((plot::file_name(m), plot::svg(results, m).into_bytes()));
+        for (metric, name, facet) in plot::plot_files(results) {
+            files.push((name, plot::svg(results, &metric, facet).into_bytes()));
         }
     }
     Ok(files)
@@ -39,9 +39,9 @@ pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
 
 /// Removes the plots of `metrics` left in `dir` by an earlier, complete sweep, so that a shard
 /// written there does not sit beside plots of other results. Missing files are fine.
-pub fn remove_stale_plots(dir: &Path, metrics: &[String]) -> Result<()> {
-    for metric in metrics {
-        let path = dir.join(super::plot::file_name(metric));
+pub fn remove_stale_plots(dir: &Path, results: &SweepResults) -> Result<()> {
+    for (_, name, _) in plot::plot_files(results) {
+        let path = dir.join(name);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -114,6 +114,7 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
             ("metrics", r.metrics != merged.metrics),
             ("axes", r.axes != merged.axes),
             ("points_total", r.points_total != merged.points_total),
+            ("facet", r.facet != merged.facet),
         ];
         if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
             return Err(Error::file(
@@ -216,6 +217,7 @@ mod tests {
 
     fn results(indices: &[usize]) -> SweepResults {
         let mut r = SweepResults {
+            facet: None,
             base: "b.toml".into(),
             metrics: vec!["m".into()],
             axes: vec![AxisValues {

@@ -1,5 +1,6 @@
-//! One SVG plot per metric: x = the first axis, one line per value of the second axis, and at
-//! each (x, line) the mean over the remaining axes (seeds, say) with a min–max error bar.
+//! One SVG plot per metric (per metric and value of the facet axis, if the sweep names one):
+//! x = the first axis, one line per value of the second axis, and at each (x, line) the mean
+//! over the remaining axes (seeds, say) with a min–max error bar.
 //!
 //! Text is SVG `<text>` (plotters' SVG backend needs no font files); the output depends only on
 //! the results, so it is byte-for-byte deterministic.
@@ -14,6 +15,43 @@ use super::results::SweepResults;
 /// The plot's file name for `metric`: dots replaced by underscores, `.svg`.
 pub fn file_name(metric: &str) -> String {
     format!("{}.svg", metric.replace('.', "_"))
+}
+
+/// The plot's file name for `metric` at facet value `value`: `<metric>.<value>.svg`, the value
+/// reduced to a file name (a path to its file stem; characters other than letters, digits, `-`
+/// and `_` replaced by `_`).
+pub fn facet_file_name(metric: &str, value: &Json) -> String {
+    let text = label(value);
+    let stem = std::path::Path::new(&text)
+        .file_stem()
+        .map_or(text.clone(), |s| s.to_string_lossy().into_owned());
+    let clean: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}.{clean}.svg", metric.replace('.', "_"))
+}
+
+/// Every plot a complete sweep writes, as (file name, facet value index).
+pub fn plot_files(results: &SweepResults) -> Vec<(String, String, Option<usize>)> {
+    let mut out = Vec::new();
+    for m in &results.metrics {
+        match results.facet_axis() {
+            None => out.push((m.clone(), file_name(m), None)),
+            Some((_, axis)) => {
+                for (i, v) in axis.values.iter().enumerate() {
+                    out.push((m.clone(), facet_file_name(m, v), Some(i)));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Mean, minimum and maximum of a group of values.
@@ -44,13 +82,20 @@ pub fn stat(values: &[f64]) -> Option<Stat> {
 }
 
 /// `metric`'s values grouped by line (second axis value) and x (first axis value):
-/// `groups[line][x]`, over every other axis, in point order. Non-numeric values are left out.
-pub fn groups(results: &SweepResults, metric: &str) -> Vec<Vec<Vec<f64>>> {
+/// `groups[line][x]`, over every other axis, in point order; with `facet`, only the points at
+/// that value index of the facet axis. Non-numeric values are left out.
+pub fn groups(results: &SweepResults, metric: &str, facet: Option<usize>) -> Vec<Vec<Vec<f64>>> {
     let xs = results.axes[0].values.len();
     let lines = results.axes.get(1).map_or(1, |a| a.values.len());
     let mut out = vec![vec![Vec::new(); xs]; lines];
+    let facet_at = results.facet_axis().map(|(i, _)| i);
     for p in &results.points {
         let combo = results.combination(p.index);
+        if let (Some(at), Some(v)) = (facet_at, facet) {
+            if combo[at] != v {
+                continue;
+            }
+        }
         let line = combo.get(1).copied().unwrap_or(0);
         if let Some(v) = p.metrics.get(metric).and_then(Json::as_f64) {
             out[line][combo[0]].push(v);
@@ -67,8 +112,8 @@ fn label(v: &Json) -> String {
     }
 }
 
-/// Line colours (Tableau 10), picked in order.
-const COLORS: [RGBColor; 10] = [
+/// Line colours (Tableau 20: ten colours, then their light tints), picked in order.
+const COLORS: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -79,6 +124,16 @@ const COLORS: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
+    RGBColor(152, 223, 138),
+    RGBColor(255, 152, 150),
+    RGBColor(197, 176, 213),
+    RGBColor(196, 156, 148),
+    RGBColor(247, 182, 210),
+    RGBColor(199, 199, 199),
+    RGBColor(219, 219, 141),
+    RGBColor(158, 218, 229),
 ];
 
 /// The x axis: numeric when every first-axis value is a number, categorical otherwise.
@@ -189,16 +244,48 @@ fn y_range(stats: &[Vec<Option<Stat>>]) -> (f64, f64) {
     (bottom, hi + pad)
 }
 
-/// The SVG plot of `metric` (complete results).
-pub fn svg(results: &SweepResults, metric: &str) -> String {
-    let stats: Vec<Vec<Option<Stat>>> = groups(results, metric)
+/// Whether values spanning `lo..=hi` are drawn on a logarithmic y axis: all positive, over more
+/// than two decades (one hot-spotted policy next to balanced ones, say).
+fn log_scale(stats: &[Vec<Option<Stat>>]) -> bool {
+    let all = stats.iter().flatten().flatten();
+    let lo = all.clone().map(|s| s.min).fold(f64::INFINITY, f64::min);
+    let hi = all.map(|s| s.max).fold(f64::NEG_INFINITY, f64::max);
+    lo > 0.0 && hi.is_finite() && hi / lo > 100.0
+}
+
+/// The SVG plot of `metric` (complete results), at the facet value index `facet` if any. The
+/// y axis is logarithmic when the values span more than two decades.
+pub fn svg(results: &SweepResults, metric: &str, facet: Option<usize>) -> String {
+    let mut stats: Vec<Vec<Option<Stat>>> = groups(results, metric, facet)
         .iter()
         .map(|line| line.iter().map(|vs| stat(vs)).collect())
         .collect();
+    let log = log_scale(&stats);
+    if log {
+        for s in stats.iter_mut().flatten().flatten() {
+            *s = Stat {
+                mean: s.mean.log10(),
+                min: s.min.log10(),
+                max: s.max.log10(),
+            };
+        }
+    }
     let mut text = String::new();
     {
-        let root = SVGBackend::with_string(&mut text, (900, 540)).into_drawing_area();
-        draw(&root, results, metric, &stats).expect("drawing into a string cannot fail");
+        // A long legend goes beside the plot, one line of text per series.
+        let height = 540.max(60 + 20 * stats.len() as u32);
+        let width = if stats.len() > LEGEND_INSIDE {
+            1160
+        } else {
+            900
+        };
+        let root = SVGBackend::with_string(&mut text, (width, height)).into_drawing_area();
+        let title = match (results.facet_axis(), facet) {
+            (Some((_, axis)), Some(v)) => format!("{metric} ({})", short_label(&axis.values[v])),
+            _ => metric.to_string(),
+        };
+        let style = Style { title, log, height };
+        draw(&root, results, &style, metric, &stats).expect("drawing into a string cannot fail");
         root.present().expect("drawing into a string cannot fail");
     }
     text
@@ -206,24 +293,60 @@ pub fn svg(results: &SweepResults, metric: &str) -> String {
 
 type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
 
+/// Lines at most whose legend sits inside the plot (a longer one goes beside it).
+const LEGEND_INSIDE: usize = 8;
+
+/// How a plot is drawn.
+struct Style {
+    title: String,
+    /// The stats are log10 of the values.
+    log: bool,
+    height: u32,
+}
+
+/// A value's label, a path shortened to its file stem.
+fn short_label(v: &Json) -> String {
+    let text = label(v);
+    if text.contains('/') {
+        if let Some(stem) = std::path::Path::new(&text).file_stem() {
+            return stem.to_string_lossy().into_owned();
+        }
+    }
+    text
+}
+
 fn draw(
     root: &DrawingArea<SVGBackend<'_>, Shift>,
     results: &SweepResults,
+    style: &Style,
     metric: &str,
     stats: &[Vec<Option<Stat>>],
 ) -> DrawResult {
     root.fill(&WHITE)?;
+    let beside = stats.len() > LEGEND_INSIDE;
+    let (plot_area, legend_area) = if beside {
+        let (l, r) = root.split_horizontally(900);
+        (l, Some(r))
+    } else {
+        (root.clone(), None)
+    };
+    let root = &plot_area;
     let x = XAxis::of(&results.axes[0].values);
     let (y_lo, y_hi) = y_range(stats);
-    // Head room for the legend box (about 20 px per line of a ~430 px high plot).
-    let legend = ((stats.len() * 20 + 30) as f64 / 430.0).min(0.5);
+    // Head room for a legend inside the plot (about 20 px per line of the plot area).
+    let area = f64::from(style.height) - 110.0;
+    let legend = if beside {
+        0.0
+    } else {
+        ((stats.len() * 20 + 30) as f64 / area).min(0.6)
+    };
     let y_hi = y_lo + (y_hi - y_lo) / (1.0 - legend);
     let dodge = x.dodge(stats.len());
     let mut keys = x.pos.clone();
     keys.sort_by(f64::total_cmp);
     keys.dedup();
     let mut chart = ChartBuilder::on(root)
-        .caption(metric, ("sans-serif", 22))
+        .caption(&style.title, ("sans-serif", 22))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
@@ -239,20 +362,36 @@ fn draw(
         .axes
         .iter()
         .skip(2)
-        .filter(|a| a.values.len() > 1)
+        .filter(|a| a.values.len() > 1 && results.facet.as_ref() != Some(&a.key))
         .map(|a| a.key.as_str())
         .collect();
-    let y_desc = if rest.is_empty() {
+    let mut y_desc = if rest.is_empty() {
         metric.to_string()
     } else {
         format!("{metric} (mean; bars: min-max over {})", rest.join(", "))
     };
+    if style.log {
+        y_desc.push_str(", log scale");
+    }
     let x_label = |v: &f64| x.label_at(*v);
+    let y_label = |v: &f64| {
+        if style.log {
+            let value = 10f64.powf(*v);
+            if value >= 100.0 {
+                format!("{value:.0}")
+            } else {
+                format!("{value:.3}")
+            }
+        } else {
+            format!("{v}")
+        }
+    };
     chart
         .configure_mesh()
         .x_desc(results.axes[0].key.as_str())
         .y_desc(y_desc)
         .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
         .light_line_style(TRANSPARENT)
         .draw()?;
     for (i, line) in stats.iter().enumerate() {
@@ -290,12 +429,34 @@ fn draw(
             }
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    match legend_area {
+        None => {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        Some(area) => {
+            for i in 0..stats.len() {
+                let color = COLORS[i % COLORS.len()];
+                let y = 60 + 20 * i as i32;
+                let name = results
+                    .axes
+                    .get(1)
+                    .map_or(metric.to_string(), |a| label(&a.values[i]));
+                area.draw(&PathElement::new(
+                    vec![(10, y), (34, y)],
+                    color.stroke_width(2),
+                ))?;
+                area.draw(&Text::new(name, (42, y - 7), ("sans-serif", 14)))?;
+            }
+            if let Some(a) = results.axes.get(1) {
+                area.draw(&Text::new(a.key.clone(), (10, 30), ("sans-serif", 14)))?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -336,6 +497,7 @@ mod tests {
             })
             .collect();
         SweepResults {
+            facet: None,
             base: "b".into(),
             metrics: vec!["m".into()],
             axes,
@@ -347,7 +509,7 @@ mod tests {
     #[test]
     fn groups_are_by_second_then_first_axis_over_the_rest() {
         // Index = workers * 4 + policy * 2 + seed.
-        let g = groups(&two_by_two_by_two(), "m");
+        let g = groups(&two_by_two_by_two(), "m", None);
         assert_eq!(
             g,
             vec![
@@ -359,7 +521,7 @@ mod tests {
 
     #[test]
     fn the_svg_has_title_labels_and_legend() {
-        let svg = svg(&two_by_two_by_two(), "m");
+        let svg = svg(&two_by_two_by_two(), "m", None);
         assert!(svg.starts_with("<svg"));
         for text in [
             ">\nm\n<",
@@ -369,7 +531,45 @@ mod tests {
         ] {
             assert!(svg.contains(text), "{text} missing");
         }
-        assert_eq!(svg, super::svg(&two_by_two_by_two(), "m"));
+        assert_eq!(svg, super::svg(&two_by_two_by_two(), "m", None));
         assert_eq!(file_name("ttft_ms.p50"), "ttft_ms_p50.svg");
+        let path = serde_json::json!("../data/traces/mooncake synthetic.jsonl");
+        assert_eq!(
+            facet_file_name("ttft_ms.p90", &path),
+            "ttft_ms_p90.mooncake_synthetic.svg"
+        );
+    }
+
+    #[test]
+    fn a_facet_keeps_only_its_value_s_points() {
+        let mut r = two_by_two_by_two();
+        r.facet = Some(r.axes[2].key.clone());
+        let all = groups(&r, "m", None);
+        let first = groups(&r, "m", Some(0));
+        let second = groups(&r, "m", Some(1));
+        for line in 0..2 {
+            for x in 0..2 {
+                assert_eq!(first[line][x].len(), 1);
+                assert_eq!(
+                    first[line][x].len() + second[line][x].len(),
+                    all[line][x].len()
+                );
+            }
+        }
+        let names: Vec<String> = plot_files(&r).into_iter().map(|f| f.1).collect();
+        assert_eq!(names, vec!["m.1.svg", "m.2.svg"]);
+        assert!(
+            svg(&r, "m", Some(1)).contains("m (2)"),
+            "the facet value is in the title"
+        );
+    }
+
+    #[test]
+    fn facet_file_names_are_file_stems_made_safe() {
+        let path = serde_json::json!("../data/traces/mooncake synthetic.jsonl");
+        assert_eq!(
+            facet_file_name("ttft_ms.p90", &path),
+            "ttft_ms_p90.mooncake_synthetic.svg"
+        );
     }
 }

@@ -18,6 +18,9 @@ pub struct SweepResults {
     pub points_total: usize,
     /// The points run, in index order.
     pub points: Vec<PointResult>,
+    /// The axis whose every value gets plots of its own (`facet` in the sweep file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facet: Option<String>,
 }
 
 /// One axis: its scenario key and values.
@@ -43,6 +46,12 @@ pub struct PointResult {
 }
 
 impl SweepResults {
+    /// The facet axis's position and values, if the sweep has one.
+    pub fn facet_axis(&self) -> Option<(usize, &AxisValues)> {
+        let key = self.facet.as_ref()?;
+        self.axes.iter().enumerate().find(|(_, a)| &a.key == key)
+    }
+
     /// Whether every point of the sweep is here.
     pub fn is_complete(&self) -> bool {
         self.points.len() == self.points_total

@@ -66,6 +66,7 @@ pub fn run_sweep(
         });
     }
     let mut results = SweepResults {
+        facet: sweep.facet.clone(),
         base: sweep.base.clone(),
         metrics: sweep.metrics.clone(),
         axes: sweep

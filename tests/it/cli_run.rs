@@ -198,7 +198,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         (
             "policy.toml",
             "[router]\npolicy = \"best\"\n",
-            ":2: router.policy = \"best\" is not a policy (one of rr, random, kv, kv-events, cost, approx, dynamo)",
+            ":2: router.policy = \"best\" is not a policy (one of rr, random, kv, kv-events, cost, approx, dynamo, sglang, llm-d, vllm-session, vllm-prefix-aware, vllm-loadaware, least-loaded, power-of-two)",
         ),
         (
             "moved.toml",

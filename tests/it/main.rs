@@ -12,4 +12,5 @@ mod pinned;
 mod properties;
 mod readme;
 mod replay;
+mod routers;
 mod sweep;

@@ -38,13 +38,7 @@ impl Default for Settings {
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     let s: Settings = setup.settings()?;
-    if !(s.ttl_s.is_finite() && (0.0..=1e9).contains(&s.ttl_s)) {
-        return Err(Invalid {
-            key: "router.approx.ttl_s".into(),
-            value: format!("{:?}", s.ttl_s),
-            problem: "must be a number of seconds in 0..=1e9".into(),
-        });
-    }
+    setup.check_number("ttl_s", s.ttl_s, 0.0, 1e9)?;
     Ok(Box::new(Approx {
         rule: LabRule::new(setup.workers),
         ttl: TtlIndex::default(),

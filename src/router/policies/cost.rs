@@ -44,18 +44,8 @@ impl Default for Settings {
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     let s: Settings = setup.settings()?;
-    for (key, x) in [
-        ("router.cost.overlap_weight", s.overlap_weight),
-        ("router.cost.temperature", s.temperature),
-    ] {
-        if !x.is_finite() || x < 0.0 {
-            return Err(Invalid {
-                key: key.into(),
-                value: format!("{x:?}"),
-                problem: "must be a finite number >= 0".into(),
-            });
-        }
-    }
+    setup.check_number("overlap_weight", s.overlap_weight, 0.0, f64::INFINITY)?;
+    setup.check_number("temperature", s.temperature, 0.0, f64::INFINITY)?;
     Ok(Box::new(Cost {
         settings: s,
         index: KvIndex::new(setup.workers),

@@ -25,11 +25,14 @@
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
 //! `decode_active_request_weight` (0.0), `router_temperature` (0.0), `use_kv_events` (true),
-//! `router_ttl_secs` (120.0, approximate mode only).
+//! `router_ttl_secs` (120.0), `router_max_tree_size` (2^20 (block, worker) pairs) and
+//! `router_prune_target_ratio` (0.8) (approximate mode only: beyond the size, the oldest
+//! decisions are forgotten down to the ratio of it).
 //!
 //! Where dynsim differs: ties use the run's seeded generator (Dynamo's offline replay draws from
-//! an unseeded one, so its KV runs vary); approximate mode forgets a decision after the TTL as
-//! `approx` does, without Dynamo's LRU option; host and disk cache tiers do not exist here.
+//! an unseeded one, so its KV runs vary); approximate mode forgets a decision after the TTL and prunes
+//! the oldest decisions past the size cap (counting (block, worker) pairs where Dynamo counts
+//! tree nodes), without Dynamo's LRU option; host and disk cache tiers do not exist here.
 
 use std::collections::HashMap;
 
@@ -73,6 +76,10 @@ pub struct Settings {
     pub use_kv_events: bool,
     /// Approximate mode: seconds a decision is believed (120.0).
     pub router_ttl_secs: f64,
+    /// Approximate mode: (block, worker) pairs believed before pruning (2^20).
+    pub router_max_tree_size: usize,
+    /// Approximate mode: pruning keeps this share of `router_max_tree_size` (0.8).
+    pub router_prune_target_ratio: f64,
 }
 
 impl Default for Settings {
@@ -85,6 +92,8 @@ impl Default for Settings {
             router_temperature: 0.0,
             use_kv_events: true,
             router_ttl_secs: 120.0,
+            router_max_tree_size: 1 << 20,
+            router_prune_target_ratio: 0.8,
         }
     }
 }
@@ -100,15 +109,22 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
             s.decode_active_request_weight,
         ),
         ("router_temperature", s.router_temperature),
-        ("router_ttl_secs", s.router_ttl_secs),
     ] {
-        if !x.is_finite() || x < 0.0 || (key == "router_ttl_secs" && x > 1e9) {
-            return Err(Invalid {
-                key: format!("router.dynamo.{key}"),
-                value: format!("{x:?}"),
-                problem: "must be a finite number >= 0 (seconds up to 1e9 for the TTL)".into(),
-            });
-        }
+        setup.check_number(key, x, 0.0, f64::INFINITY)?;
+    }
+    setup.check_number("router_ttl_secs", s.router_ttl_secs, 0.0, 1e9)?;
+    setup.check_number(
+        "router_prune_target_ratio",
+        s.router_prune_target_ratio,
+        0.0,
+        1.0,
+    )?;
+    if s.router_max_tree_size == 0 {
+        return Err(Invalid {
+            key: "router.dynamo.router_max_tree_size".into(),
+            value: "0".into(),
+            problem: "must be at least 1".into(),
+        });
     }
     Ok(Box::new(Dynamo {
         settings: s,
@@ -239,6 +255,9 @@ impl RoutingPolicy for Dynamo {
         if !self.settings.use_kv_events {
             self.index.store(w, req.blocks);
             self.ttl.record(w, req.blocks, req.now + self.ttl_ns);
+            let max = self.settings.router_max_tree_size;
+            let target = (max as f64 * self.settings.router_prune_target_ratio) as usize;
+            self.ttl.cap(max, target, &mut self.index);
         }
     }
 

@@ -1,7 +1,6 @@
 //! `random`: one uniform draw among the workers that are up, per decision.
 
 use crate::error::Invalid;
-use crate::ids::WorkerId;
 use crate::rng::SimRng;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{NoSettings, PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
@@ -16,22 +15,14 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     setup.settings::<NoSettings>()?;
-    Ok(Box::new(Random { up: Vec::new() }))
+    Ok(Box::new(Random))
 }
 
-struct Random {
-    /// The workers that are up (kept for its allocation).
-    up: Vec<usize>,
-}
+struct Random;
 
 impl RoutingPolicy for Random {
     fn decide(&mut self, _req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
-        self.up.clear();
-        self.up.extend(loads.up_workers());
-        let worker = self.up[rng.below(self.up.len())];
-        Decision {
-            worker: WorkerId::at(worker),
-            predicted_blocks: 0,
-        }
+        let worker = loads.nth_up(rng.below(loads.up_count()));
+        Decision::blind(worker)
     }
 }

@@ -2,7 +2,6 @@
 //! (the next one up in order).
 
 use crate::error::Invalid;
-use crate::ids::WorkerId;
 use crate::rng::SimRng;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{NoSettings, PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
@@ -33,17 +32,14 @@ impl RoutingPolicy for RoundRobin {
             .map(|k| (start + k) % n)
             .find(|&w| loads.up(w))
             .expect("the router decides only when a worker is up");
-        Decision {
-            worker: WorkerId::at(worker),
-            predicted_blocks: 0,
-        }
+        Decision::blind(worker)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::RequestId;
+    use crate::ids::{RequestId, WorkerId};
     use crate::rng::RngKind;
     use crate::router::loads::LoadKind;
 

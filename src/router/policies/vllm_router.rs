@@ -1,0 +1,494 @@
+//! vLLM production-stack's router (vllm-project/production-stack at a6c01db0,
+//! `src/vllm_router/routers/routing_logic.py`, `prefix/hashtrie.py`, `stats/request_stats.py`;
+//! the load-aware logic of PR 1035), as three policies:
+//!
+//! - `vllm-session`: requests with a session go to the worker a consistent-hash ring assigns
+//!   their session (160 virtual nodes per worker; a worker that is down passes its share to the
+//!   next on the ring); requests without one take the QPS fallback.
+//! - `vllm-prefix-aware`: the longest match of the prompt against a trie of the prompts this
+//!   router routed (never forgotten: the production stack assumes no eviction), a seeded random
+//!   choice among the workers with it (all workers when nothing matches); below
+//!   `prefix_min_match_tokens` the QPS fallback decides. The prompt is recorded under the
+//!   chosen worker.
+//! - `vllm-loadaware`: score = matched / prompt tokens − `beta` x (load − mean load) / max(1, mean
+//!   load), highest wins (the lowest number on ties); `matched` is what the worker holds, from KV
+//!   events (the production stack asks LMCache), `load` the router's own in-flight count. When
+//!   no worker holds any of the prompt, the QPS fallback decides.
+//!
+//! The QPS fallback: the first worker (in number order) this router never sent a request, else
+//! the one it sent the fewest requests in the last `qps_window_secs` (60), the lowest number on
+//! ties.
+//!
+//! Settings: `[router.vllm-session]` `virtual_nodes` (160), `qps_window_secs` (60);
+//! `[router.vllm-prefix-aware]` `prefix_min_match_tokens` (0), `qps_window_secs`;
+//! `[router.vllm-loadaware]` `beta` (1.0), `qps_window_secs`.
+//!
+//! Where dynsim differs: the ring hashes with xxh3 (the production stack's uhashring uses md5),
+//! and the trie holds block names (the production stack cuts the prompt into 128-character
+//! chunks); the session id is the workload's (the production stack reads a header).
+
+use std::collections::VecDeque;
+
+use serde::Deserialize;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::engine::{ms_to_ns, Nanos};
+use crate::error::Invalid;
+use crate::ids::WorkerId;
+use crate::index::{KvIndex, MatchScratch};
+use crate::kv_event::KvEvent;
+use crate::rng::SimRng;
+use crate::router::history::RoutedHistory;
+use crate::router::lab_rule::LoadView;
+use crate::router::loads::LoadBook;
+use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
+use crate::router::Decision;
+
+/// `vllm-session`.
+pub const SESSION: PolicyEntry = PolicyEntry {
+    name: "vllm-session",
+    summary: "vLLM production stack: consistent hashing on the session, else lowest QPS",
+    build: build_session,
+};
+
+/// `vllm-prefix-aware`.
+pub const PREFIX_AWARE: PolicyEntry = PolicyEntry {
+    name: "vllm-prefix-aware",
+    summary: "vLLM production stack: longest routed prefix, random among equals",
+    build: build_prefix_aware,
+};
+
+/// `vllm-loadaware`.
+pub const LOADAWARE: PolicyEntry = PolicyEntry {
+    name: "vllm-loadaware",
+    summary: "vLLM production stack: cached share minus beta x relative load",
+    build: build_loadaware,
+};
+
+/// `[router.vllm-session]`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionSettings {
+    /// Points per worker on the ring (160).
+    pub virtual_nodes: usize,
+    /// The QPS fallback's window, s (60).
+    pub qps_window_secs: f64,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            virtual_nodes: 160,
+            qps_window_secs: 60.0,
+        }
+    }
+}
+
+/// `[router.vllm-prefix-aware]`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrefixSettings {
+    /// Matched tokens below which the QPS fallback decides (0).
+    pub prefix_min_match_tokens: u64,
+    /// The QPS fallback's window, s (60).
+    pub qps_window_secs: f64,
+}
+
+impl Default for PrefixSettings {
+    fn default() -> Self {
+        PrefixSettings {
+            prefix_min_match_tokens: 0,
+            qps_window_secs: 60.0,
+        }
+    }
+}
+
+/// `[router.vllm-loadaware]`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoadawareSettings {
+    /// Weight of the relative load (1.0).
+    pub beta: f64,
+    /// The QPS fallback's window, s (60).
+    pub qps_window_secs: f64,
+}
+
+impl Default for LoadawareSettings {
+    fn default() -> Self {
+        LoadawareSettings {
+            beta: 1.0,
+            qps_window_secs: 60.0,
+        }
+    }
+}
+
+fn window(name: &str, secs: f64) -> Result<Qps, Invalid> {
+    if !(secs.is_finite() && secs > 0.0 && secs <= 1e9) {
+        return Err(Invalid {
+            key: format!("router.{name}.qps_window_secs"),
+            value: format!("{secs:?}"),
+            problem: "must be a number of seconds in (0, 1e9]".into(),
+        });
+    }
+    Ok(Qps::new(ms_to_ns(secs * 1e3)))
+}
+
+fn build_session(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
+    let s: SessionSettings = setup.settings()?;
+    if s.virtual_nodes == 0 || s.virtual_nodes > 10_000 {
+        return Err(Invalid {
+            key: "router.vllm-session.virtual_nodes".into(),
+            value: s.virtual_nodes.to_string(),
+            problem: "must be in 1..=10000".into(),
+        });
+    }
+    let mut ring: Vec<(u64, usize)> = (0..setup.workers)
+        .flat_map(|w| (0..s.virtual_nodes).map(move |v| (point(&format!("{w}-{v}")), w)))
+        .collect();
+    ring.sort_unstable();
+    Ok(Box::new(Session {
+        ring,
+        qps: window(setup.name, s.qps_window_secs)?,
+    }))
+}
+
+fn build_prefix_aware(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
+    let s: PrefixSettings = setup.settings()?;
+    Ok(Box::new(PrefixAware {
+        min_tokens: s.prefix_min_match_tokens,
+        block_size: setup.block_size.max(1) as u64,
+        history: RoutedHistory::new(setup.workers),
+        qps: window(setup.name, s.qps_window_secs)?,
+        tied: Vec::new(),
+    }))
+}
+
+fn build_loadaware(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
+    let s: LoadawareSettings = setup.settings()?;
+    setup.check_number("beta", s.beta, 0.0, f64::INFINITY)?;
+    Ok(Box::new(Loadaware {
+        beta: s.beta,
+        block_size: setup.block_size.max(1) as u64,
+        index: KvIndex::new(setup.workers),
+        scratch: MatchScratch::default(),
+        overlaps: Vec::new(),
+        qps: window(setup.name, s.qps_window_secs)?,
+    }))
+}
+
+/// A point on the ring.
+fn point(key: &str) -> u64 {
+    xxh3_64(key.as_bytes())
+}
+
+/// Requests this router sent each worker recently: the production stack's QPS statistics.
+struct Qps {
+    window_ns: Nanos,
+    recent: VecDeque<(Nanos, usize)>,
+    counts: Vec<u64>,
+    ever: Vec<bool>,
+}
+
+impl Qps {
+    fn new(window_ns: Nanos) -> Self {
+        Qps {
+            window_ns,
+            recent: VecDeque::new(),
+            counts: Vec::new(),
+            ever: Vec::new(),
+        }
+    }
+
+    /// The first worker never sent a request, else the fewest sent in the window.
+    fn choose(&mut self, now: Nanos, loads: &LoadBook) -> usize {
+        self.fit(loads.workers());
+        while self
+            .recent
+            .front()
+            .is_some_and(|&(t, _)| t + self.window_ns <= now)
+        {
+            let (_, w) = self.recent.pop_front().expect("checked");
+            self.counts[w] -= 1;
+        }
+        let mut best: Option<usize> = None;
+        for w in loads.up_workers() {
+            if !self.ever[w] {
+                return w;
+            }
+            if best.is_none_or(|b| self.counts[w] < self.counts[b]) {
+                best = Some(w);
+            }
+        }
+        best.expect("the router decides only when a worker is up")
+    }
+
+    fn record(&mut self, now: Nanos, worker: usize) {
+        self.fit(worker + 1);
+        self.recent.push_back((now, worker));
+        self.counts[worker] += 1;
+        self.ever[worker] = true;
+    }
+
+    fn fit(&mut self, n: usize) {
+        if self.counts.len() < n {
+            self.counts.resize(n, 0);
+            self.ever.resize(n, false);
+        }
+    }
+}
+
+struct Session {
+    ring: Vec<(u64, usize)>,
+    qps: Qps,
+}
+
+impl RoutingPolicy for Session {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+        let worker = match req.session {
+            Some(session) => {
+                let h = point(&format!("session-{session}"));
+                let start = self.ring.partition_point(|p| p.0 < h);
+                (0..self.ring.len())
+                    .map(|k| self.ring[(start + k) % self.ring.len()].1)
+                    .find(|&w| loads.up(w))
+                    .expect("the router decides only when a worker is up")
+            }
+            None => self.qps.choose(req.now, loads),
+        };
+        Decision::blind(worker)
+    }
+
+    fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        self.qps.record(req.now, d.worker.index());
+    }
+}
+
+struct PrefixAware {
+    min_tokens: u64,
+    block_size: u64,
+    history: RoutedHistory,
+    qps: Qps,
+    tied: Vec<usize>,
+}
+
+impl RoutingPolicy for PrefixAware {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+        // The workers with the longest match that are up, in increasing order: from one walk
+        // when one of the deepest holders is up (a draw among all of them costs nothing more),
+        // else from every worker's own match.
+        let depth = self.history.deepest(req.blocks);
+        self.tied.clear();
+        let all = self.history.best_count() == loads.workers() && loads.all_up();
+        if !all {
+            self.tied
+                .extend(self.history.best().filter(|&w| loads.up(w)));
+        }
+        let deepest = if all || !self.tied.is_empty() {
+            depth
+        } else {
+            let overlaps = self.history.overlaps(req.blocks);
+            let deepest = loads.up_workers().map(|w| overlaps[w]).max().unwrap_or(0);
+            self.tied
+                .extend(loads.up_workers().filter(|&w| overlaps[w] == deepest));
+            deepest
+        };
+        let matched = (deepest as u64 * self.block_size).min(u64::from(req.input_tokens));
+        let worker = if matched < self.min_tokens {
+            self.qps.choose(req.now, loads)
+        } else if all {
+            rng.below(loads.workers())
+        } else {
+            self.tied[rng.below(self.tied.len())]
+        };
+        // Any worker but the tied ones (a low match, routed by QPS) needs its own match.
+        let predicted = if all || self.tied.contains(&worker) {
+            deepest
+        } else {
+            self.history.overlaps(req.blocks)[worker]
+        };
+        Decision {
+            worker: WorkerId::at(worker),
+            predicted_blocks: predicted,
+        }
+    }
+
+    fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        self.history.touch(d.worker.index(), req.blocks);
+        self.qps.record(req.now, d.worker.index());
+    }
+}
+
+struct Loadaware {
+    beta: f64,
+    block_size: u64,
+    index: KvIndex,
+    scratch: MatchScratch,
+    overlaps: Vec<usize>,
+    qps: Qps,
+}
+
+impl RoutingPolicy for Loadaware {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+        let depth = self
+            .index
+            .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
+        let worker = if depth == 0 {
+            self.qps.choose(req.now, loads)
+        } else {
+            let prompt = u64::from(req.input_tokens);
+            let up = loads.up_workers().count() as f64;
+            let mean = loads.up_workers().map(|w| loads.in_flight(w)).sum::<u64>() as f64 / up;
+            let mut best: Option<(f64, usize)> = None;
+            for w in loads.up_workers() {
+                let matched = (self.overlaps[w] as u64 * self.block_size).min(prompt);
+                let hit = matched as f64 / prompt.max(1) as f64;
+                let relative = (loads.in_flight(w) as f64 - mean) / mean.max(1.0);
+                let score = hit - self.beta * relative;
+                if best.is_none_or(|(b, _)| score > b) {
+                    best = Some((score, w));
+                }
+            }
+            best.expect("the router decides only when a worker is up").1
+        };
+        Decision {
+            worker: WorkerId::at(worker),
+            predicted_blocks: self.overlaps[worker],
+        }
+    }
+
+    fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        self.qps.record(req.now, d.worker.index());
+    }
+
+    fn on_event(&mut self, event: &KvEvent) {
+        self.index.apply(event);
+    }
+
+    fn learns_from_events(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::block_hashes;
+    use crate::ids::RequestId;
+    use crate::rng::RngKind;
+    use crate::router::loads::LoadKind;
+
+    fn req<'a>(
+        id: u64,
+        blocks: &'a [crate::hash::BlockHash],
+        session: Option<u64>,
+    ) -> RouteRequest<'a> {
+        RouteRequest {
+            id: RequestId(id),
+            blocks,
+            input_tokens: blocks.len() as u32 * 4,
+            session,
+            now: id * 1_000_000_000,
+        }
+    }
+
+    fn setup(name: &str) -> PolicySetup<'_> {
+        PolicySetup {
+            name,
+            workers: 3,
+            block_size: 4,
+            settings: None,
+        }
+    }
+
+    #[test]
+    fn sessions_stick_to_their_worker_and_move_only_when_it_is_down() {
+        let mut p = build_session(&setup("vllm-session")).unwrap();
+        let mut loads = LoadBook::new(3, LoadKind::Routed);
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        let home: Vec<usize> = (0..50)
+            .map(|s| {
+                p.decide(&req(0, &[], Some(s)), &loads, &mut rng)
+                    .worker
+                    .index()
+            })
+            .collect();
+        assert!(
+            (0..3).all(|w| home.contains(&w)),
+            "the ring spreads sessions"
+        );
+        loads.set_up(WorkerId(1), false);
+        for (s, &h) in home.iter().enumerate() {
+            let w = p
+                .decide(&req(0, &[], Some(s as u64)), &loads, &mut rng)
+                .worker
+                .index();
+            if h != 1 {
+                assert_eq!(w, h, "session {s} keeps its worker");
+            } else {
+                assert_ne!(w, 1);
+            }
+        }
+        // Without a session: the first worker never used, then the fewest in the window.
+        let mut q = build_session(&setup("vllm-session")).unwrap();
+        let loads = LoadBook::new(3, LoadKind::Routed);
+        let mut picks = Vec::new();
+        for id in 0..4 {
+            let r = req(id, &[], None);
+            let d = q.decide(&r, &loads, &mut rng);
+            q.on_routed(&r, &d);
+            picks.push(d.worker.index());
+        }
+        assert_eq!(picks, vec![0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn prefix_aware_follows_the_longest_routed_prefix_and_draws_among_equals() {
+        let mut p = build_prefix_aware(&setup("vllm-prefix-aware")).unwrap();
+        let loads = LoadBook::new(3, LoadKind::Routed);
+        let mut rng = SimRng::new(RngKind::Chacha, 5);
+        let a = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
+        let first = req(0, &a, None);
+        let d = p.decide(&first, &loads, &mut rng);
+        p.on_routed(&first, &d);
+        for id in 1..10 {
+            let again = p.decide(&req(id, &a, None), &loads, &mut rng);
+            assert_eq!((again.worker, again.predicted_blocks), (d.worker, 4));
+        }
+        // Nothing in common: every worker is a candidate, drawn at random.
+        let b = block_hashes(&(100..116).collect::<Vec<u32>>(), 4);
+        let drawn: std::collections::BTreeSet<usize> = (0..30)
+            .map(|id| {
+                p.decide(&req(id, &b, None), &loads, &mut rng)
+                    .worker
+                    .index()
+            })
+            .collect();
+        assert_eq!(drawn.len(), 3);
+    }
+
+    #[test]
+    fn loadaware_trades_the_cached_share_against_relative_load_by_hand() {
+        // A 4-block prompt (16 tokens). Worker 0 holds all of it, worker 1 half. In flight:
+        // 4, 1, 1 (mean 2). Scores: w0 = 1 − (4 − 2)/2 = 0; w1 = 0.5 − (1 − 2)/2 = 1.0;
+        // w2 = 0 + 0.5 = 0.5. Worker 1 wins.
+        let mut p = build_loadaware(&setup("vllm-loadaware")).unwrap();
+        let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(0),
+            parent: None,
+            blocks: blocks.clone(),
+        });
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(1),
+            parent: None,
+            blocks: blocks[..2].to_vec(),
+        });
+        let mut loads = LoadBook::new(3, LoadKind::Routed);
+        for (i, w) in [0, 0, 0, 0, 1, 2].into_iter().enumerate() {
+            loads.routed_to(RequestId(100 + i as u64), WorkerId(w), 1);
+        }
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        let d = p.decide(&req(0, &blocks, None), &loads, &mut rng);
+        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 2));
+    }
+}
