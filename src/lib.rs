@@ -25,10 +25,12 @@
 //!
 //! ## The simulator
 //!
-//! - **Actors and messages.** A client, a router, a KV event bus and workers are actors
-//!   ([`cluster::Node`]) exchanging one message type ([`cluster::messages::Msg`]): a `Request`,
-//!   its `HandBack` when a worker fails, KV events (`Kv`), `PrefillDone`, `Ack`, and a worker's
-//!   own `StepStart`/`StepEnd` timers. Where each actor lives is the run's
+//! - **Actors and messages.** A client, one or more router replicas, a KV event bus and workers
+//!   are actors ([`cluster::Node`]) exchanging one message type ([`cluster::messages::Msg`]): a
+//!   `Request`, its `HandBack` when a worker fails, KV events (`Kv`, each stamped with its
+//!   worker's epoch and sequence number), `PrefillDone`, `Ack`, a worker's own
+//!   `StepStart`/`StepEnd` timers, and the control traffic that crosses the bus (`Via`: replay
+//!   and snapshot requests and answers, replicas' notes). Where each actor lives is the run's
 //!   [`cluster::topology::Topology`].
 //! - **Scheduler.** [`engine::Simulation`] owns virtual time (integer nanoseconds) and one queue of
 //!   pending deliveries ordered by `(time, seq)`, `seq` assigned when a message is sent. It
@@ -42,8 +44,16 @@
 //!   polynomials. Requests share each step, so latency answers to load.
 //! - **Routing policies.** The router runs a [`router::policy::RoutingPolicy`] chosen by name from
 //!   [`router::registry`]: round-robin, random, the lab rule fed by the router's own decisions or
-//!   by KV events, the older Dynamo-style cost, a TTL-forgetting approximation, and Dynamo's
-//!   current KV router.
+//!   by KV events, the older Dynamo-style cost, a TTL-forgetting approximation, Dynamo's current
+//!   KV router, SGLang's, llm-d's and vLLM's production-stack rules, least-loaded and
+//!   power-of-two.
+//! - **Event streams and their gaps.** A router fed by events tracks each worker's stream
+//!   ([`router::stream`]): a skipped sequence number, or silence after it sent work, is a gap,
+//!   recovered per `router.on_gap` (ignore, replay from the worker's buffer, resync from a
+//!   snapshot, or predict from its own decisions meanwhile). How right its index stayed is
+//!   measured against the workers' caches ([`cluster::audit`]: precision and recall).
+//! - **Replicas.** Several routers, each with its own index and load view, optionally telling
+//!   each other what they routed (`router.sync`).
 //! - **Scenario.** A TOML file ([`scenario::Scenario`]): workload, cluster, router, bus, timing,
 //!   scheduler, disaggregation and faults, every key with a default. [`run::run_scenario`] runs
 //!   one and returns a [`report::Report`].

@@ -2,19 +2,31 @@
 
 use serde::Serialize;
 
+use crate::cluster::audit::IndexQuality;
 use crate::cluster::messages::Misses;
 use crate::round::round_py;
 use crate::sketch::LogHistogram;
 
-/// Counts of KV events.
+/// Counts of KV events and of the routers' recovery of their streams (summed over router
+/// replicas: each replica receives every event).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EventCounts {
     /// Events workers handed to the bus.
     pub published: u64,
-    /// Events the bus lost.
+    /// Event deliveries the bus lost.
     pub dropped: u64,
-    /// Events the router's policy applied to its index.
+    /// Events the routers' policies applied to their indexes (live or replayed).
     pub applied: u64,
+    /// Gaps the routers found in the streams (missing sequence numbers, or silence).
+    pub gaps_detected: u64,
+    /// Replay requests sent.
+    pub replays: u64,
+    /// Events applied from replay answers.
+    pub replayed: u64,
+    /// Snapshot requests sent.
+    pub resyncs: u64,
+    /// Bytes of the snapshots received.
+    pub resync_bytes: u64,
 }
 
 /// Rows a trace workload read and skipped.
@@ -135,6 +147,13 @@ pub struct Report {
     pub misses: Misses,
     /// KV event counts.
     pub events: EventCounts,
+    /// Time from each gap's detection to its stream being whole again (empty: none).
+    pub recovery_ms: Percentiles,
+    /// How right the routers' indexes were, for a policy that learns from events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<IndexQuality>,
+    /// The largest share of routed requests one worker received.
+    pub busiest_worker_share: f64,
     /// Acks the router received: one per request, whatever the bus loses.
     pub acks: u64,
     /// Requests re-routed after a worker went down.
@@ -224,6 +243,28 @@ impl Report {
                 e.published, e.dropped, e.applied
             ),
         );
+        if e.gaps_detected > 0 {
+            row(
+                "gaps",
+                format!(
+                    "{} detected  {} replays ({} events)  {} resyncs ({} bytes)  recovery ms p50 {} \
+                     p99 {}",
+                    e.gaps_detected,
+                    e.replays,
+                    e.replayed,
+                    e.resyncs,
+                    e.resync_bytes,
+                    self.recovery_ms.p50,
+                    self.recovery_ms.p99
+                ),
+            );
+        }
+        if let Some(q) = &self.index {
+            row(
+                "index",
+                format!("precision {}  recall {}", q.precision, q.recall),
+            );
+        }
         for (name, p) in [
             ("ttft ms", &self.ttft_ms),
             ("tpot ms", &self.tpot_ms),

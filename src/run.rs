@@ -3,8 +3,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cluster::build::populate;
+use crate::cluster::audit::{IndexQuality, SharedAudit};
+use crate::cluster::build::{populate, Built};
 use crate::cluster::client::Pacing;
+use crate::cluster::router_actor::RouterStats;
 use crate::cluster::topology::Topology;
 use crate::cluster::Node;
 use crate::engine::{ms_to_ns, Simulation};
@@ -15,6 +17,7 @@ use crate::report::{EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
 use crate::round::{rate, round_py};
 use crate::router::registry;
+use crate::router::stream::{OnGap, StreamStats};
 use crate::scenario::{Scenario, TraceFormat, Workload};
 use crate::sketch::LogHistogram;
 use crate::trace::TraceWriter;
@@ -146,7 +149,7 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
     let mut sim: Simulation<Node> = Simulation::new(built.rng);
     let total = built.specs.len() as u64;
-    let topology = populate(s, built.specs, built.pacing, &mut sim);
+    let Built { topology, audit } = populate(s, built.specs, built.pacing, &mut sim);
     let client = topology.client();
     let events_applied = learns_from_events(s);
     let mut writer = hooks
@@ -174,7 +177,7 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         w.finish()
             .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
     }
-    Ok(report(s, &topology, sim, built.trace))
+    Ok(report(s, &topology, sim, built.trace, audit))
 }
 
 fn report(
@@ -182,26 +185,24 @@ fn report(
     topology: &Topology,
     sim: Simulation<Node>,
     trace: Option<TraceRows>,
+    audit: Option<SharedAudit>,
 ) -> Report {
     let last_delivery_ns = sim.now();
     let messages = sim.delivered();
     let mut client = None;
-    let mut router = None;
+    let mut routers = Vec::new();
     let mut bus = None;
     let mut workers = Vec::new();
     for node in sim.into_actors() {
         match node {
             Node::Client(c) => client = Some(c),
-            Node::Router(r) => router = Some(r),
+            Node::Router(r) => routers.push(r),
             Node::Bus(b) => bus = Some(b),
             Node::Worker(w) => workers.push(w),
         }
     }
-    let (mut client, router, bus) = (
-        client.expect("one client"),
-        router.expect("one router"),
-        bus.expect("one bus"),
-    );
+    let (mut client, bus) = (client.expect("one client"), bus.expect("one bus"));
+    assert!(!routers.is_empty(), "at least one router");
     let tally = std::mem::take(&mut client.tally);
     // The run ends with its last completion: a fault scheduled after the workload does not
     // stretch the throughput and utilisation denominators.
@@ -210,7 +211,30 @@ fn report(
     } else {
         last_delivery_ns
     };
-    let routed = router.loads().routed();
+    // Over every replica: requests routed per worker, counters, recoveries.
+    let mut routed = vec![0u64; topology.routable().len()];
+    let mut stats = RouterStats::default();
+    let mut streams = StreamStats::default();
+    let mut recoveries = Vec::new();
+    for r in &routers {
+        for (total, n) in routed.iter_mut().zip(r.loads().routed()) {
+            *total += n;
+        }
+        let st = r.stats;
+        stats.decisions += st.decisions;
+        stats.rerouted += st.rerouted;
+        stats.events_applied += st.events_applied;
+        stats.replayed += st.replayed;
+        stats.resync_bytes += st.resync_bytes;
+        stats.acks += st.acks;
+        if let Some(t) = r.streams() {
+            streams.gaps_detected += t.stats.gaps_detected;
+            streams.replays += t.stats.replays;
+            streams.resyncs += t.stats.resyncs;
+            recoveries.extend_from_slice(&t.recoveries_ns);
+        }
+    }
+    let routed_total: u64 = routed.iter().sum();
     let mut itl = LogHistogram::default();
     let mut preempted = 0;
     let per_worker = workers
@@ -247,8 +271,20 @@ fn report(
     let events = EventCounts {
         published: bus.stats.published,
         dropped: bus.stats.dropped,
-        applied: router.stats.events_applied,
+        applied: stats.events_applied,
+        gaps_detected: streams.gaps_detected,
+        replays: streams.replays,
+        replayed: stats.replayed,
+        resyncs: streams.resyncs,
+        resync_bytes: stats.resync_bytes,
     };
+    let index = audit.map(|a| {
+        let q = a.borrow_mut().quality(duration_ns);
+        IndexQuality {
+            precision: round_py(q.precision, 4),
+            recall: round_py(q.recall, 4),
+        }
+    });
     let mut report = Report {
         scenario: s.name.clone(),
         policy: s.router.policy.clone(),
@@ -264,8 +300,14 @@ fn report(
         predicted_blocks: tally.predicted_blocks,
         misses: tally.misses,
         events,
-        acks: router.stats.acks,
-        rerouted: router.stats.rerouted,
+        recovery_ms: Percentiles::of_ns(recoveries),
+        index,
+        busiest_worker_share: rate(
+            routed.iter().copied().max().unwrap_or(0) as usize,
+            routed_total as usize,
+        ),
+        acks: stats.acks,
+        rerouted: stats.rerouted,
         rejected: tally.rejected,
         preemptions: preempted,
         ttft_ms: Percentiles::of_ns(tally.ttft_ns),
@@ -281,7 +323,7 @@ fn report(
         trace,
         warnings: Vec::new(),
     };
-    report.warnings = warnings(s, &report, router.stats.decisions);
+    report.warnings = warnings(s, &report, stats.decisions);
     for w in &report.warnings {
         tracing::warn!("{w}");
     }
@@ -317,11 +359,19 @@ fn warnings(s: &Scenario, r: &Report, decisions: u64) -> Vec<String> {
                     e.published, e.dropped
                 )
             };
+            let consequence = if s.router.on_gap == OnGap::Fallback {
+                "the router routes on predictions from its own decisions (router.on_gap = \
+                 \"fallback\")"
+            } else {
+                "the router is blind and routes on load alone, like round-robin"
+            };
             out.push(format!(
                 "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
-                 {cause}; the router is blind and routes on load alone, like round-robin"
+                 {cause}; {consequence}"
             ));
-        } else if e.applied * 10 < e.published * 9 {
+        } else if s.router.on_gap == OnGap::Ignore
+            && e.applied * 10 < e.published * s.router.replicas as u64 * 9
+        {
             out.push(format!(
                 "the router applied only {} of {} published KV events (the bus dropped {}): its \
                  index is stale and part of its routing is blind",

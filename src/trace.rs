@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::cluster::messages::Msg;
+use crate::cluster::messages::{Msg, PeerNote};
 use crate::cluster::topology::Topology;
 use crate::engine::Envelope;
 use crate::hash::BlockHash;
@@ -67,6 +67,45 @@ fn blocks_json(s: &mut String, blocks: &[BlockHash]) {
     s.push(']');
 }
 
+/// The fields of a message of stream recovery or replica sync.
+fn control_fields(s: &mut String, msg: &Msg) {
+    match msg {
+        Msg::ReplayRequest { worker, from, .. } => {
+            let _ = write!(s, r#","worker":{worker},"from":{from}"#);
+        }
+        Msg::Replay(a) => {
+            let _ = write!(
+                s,
+                r#","worker":{},"epoch":{},"events":{},"next":{}"#,
+                a.worker,
+                a.epoch,
+                a.events.len(),
+                a.next
+            );
+        }
+        Msg::SnapshotRequest { worker, .. } => {
+            let _ = write!(s, r#","worker":{worker}"#);
+        }
+        Msg::Snapshot(a) => {
+            let _ = write!(
+                s,
+                r#","worker":{},"epoch":{},"next":{},"blocks":{}"#,
+                a.worker,
+                a.epoch,
+                a.next,
+                a.blocks.len()
+            );
+        }
+        Msg::Peer(PeerNote::Added { spec, worker, .. }) => {
+            let _ = write!(s, r#","request":{},"worker":{worker}"#, spec.id);
+        }
+        Msg::Peer(PeerNote::PrefillDone { request } | PeerNote::Freed { request }) => {
+            let _ = write!(s, r#","request":{request}"#);
+        }
+        _ => {}
+    }
+}
+
 /// Appends the JSONL line (with its newline) of one delivery to `s`.
 pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, events_applied: bool) {
     let _ = write!(
@@ -100,25 +139,38 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
                 r.retries
             );
         }
-        Msg::Kv(KvEvent::Stored {
-            worker,
-            parent,
-            blocks,
-        }) => {
-            let parent = parent.map_or("null".to_string(), |p| p.0.to_string());
-            let _ = write!(s, r#","worker":{worker},"parent":{parent},"blocks":"#);
-            blocks_json(s, blocks);
+        Msg::Kv { stamp, event } => {
+            match event {
+                KvEvent::Stored {
+                    worker,
+                    parent,
+                    blocks,
+                } => {
+                    let parent = parent.map_or("null".to_string(), |p| p.0.to_string());
+                    let _ = write!(s, r#","worker":{worker},"parent":{parent},"blocks":"#);
+                    blocks_json(s, blocks);
+                }
+                KvEvent::Removed { worker, blocks } => {
+                    let _ = write!(s, r#","worker":{worker},"blocks":"#);
+                    blocks_json(s, blocks);
+                }
+                KvEvent::Cleared { worker } => {
+                    let _ = write!(s, r#","worker":{worker}"#);
+                }
+            }
+            let _ = write!(s, r#","epoch":{},"event_seq":{}"#, stamp.epoch, stamp.seq);
             applied(s);
         }
-        Msg::Kv(KvEvent::Removed { worker, blocks }) => {
-            let _ = write!(s, r#","worker":{worker},"blocks":"#);
-            blocks_json(s, blocks);
-            applied(s);
+        Msg::Via { to, msg } => {
+            let _ = write!(s, r#","dest":"{}""#, topology.name(*to));
+            control_fields(s, msg);
         }
-        Msg::Kv(KvEvent::Cleared { worker }) => {
-            let _ = write!(s, r#","worker":{worker}"#);
-            applied(s);
-        }
+        Msg::ReplayRequest { .. }
+        | Msg::Replay(_)
+        | Msg::SnapshotRequest { .. }
+        | Msg::Snapshot(_)
+        | Msg::Peer(_) => control_fields(s, &env.msg),
+        Msg::CheckStreams => {}
         Msg::Ack(a) => {
             let m = &a.misses;
             let _ = write!(

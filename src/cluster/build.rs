@@ -5,14 +5,16 @@ use crate::engine::{ms_to_ns, Simulation};
 use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
+use crate::router::stream::OnGap;
 use crate::scenario::{AdmissionKind, Fault, PreemptionKind, Scenario};
 use crate::workload::RequestSpec;
 
+use super::audit::{IndexAudit, SharedAudit};
 use super::board::board;
 use super::bus::BusActor;
 use super::client::{Client, Pacing};
 use super::messages::Msg;
-use super::router_actor::RouterActor;
+use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::topology::{Role, Topology};
 use super::truth::Truth;
 use super::worker::scheduler::{Admission, Preemption, SchedulerConfig};
@@ -21,46 +23,73 @@ use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
 
 /// Builds the simulation: actors, the workload's first deliveries and injected faults, and
-/// returns the topology it laid out. `sim` must be new (its generator may already have drawn the
+/// returns the topology it laid out (and the index audit). `sim` must be new (its generator may already have drawn the
 /// workload).
 pub fn populate(
     s: &Scenario,
     specs: Vec<RequestSpec>,
     pacing: Pacing,
     sim: &mut Simulation<Node>,
-) -> Topology {
+) -> Built {
     let topo = Topology::of(s);
     let routable = topo.routable().len();
     let truth = Truth::shared();
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
-    let mut client = Client::new(specs, pacing, topo.router(), routable);
+    let routers = topo.routers().to_vec();
+    let mut client = Client::new(specs, pacing, routers.clone(), s.router.spread, routable);
     let first = client.initial();
-    let policy = (entry.build)(&PolicySetup {
-        name: entry.name,
-        workers: routable,
-        block_size: s.block_size(),
-        settings: s.router.settings.get(entry.name),
-    })
-    .expect("a validated scenario's policy settings build");
-    // Workers post load signals only for a policy that reads them.
-    let board = policy.reads_signals().then(|| board(routable));
-    let router = RouterActor::new(
-        policy,
-        LoadBook::new(routable, s.router.load),
-        topo.routable().iter().map(|w| w.addr).collect(),
-        topo.client(),
-        ms_to_ns(s.timing.request_overhead_ms),
-        truth.clone(),
-        board
-            .clone()
-            .map(|b| (b, ms_to_ns(s.router.signal_refresh_ms))),
+    let policies: Vec<_> = routers
+        .iter()
+        .map(|_| {
+            (entry.build)(&PolicySetup {
+                name: entry.name,
+                workers: routable,
+                block_size: s.block_size(),
+                settings: s.router.settings.get(entry.name),
+            })
+            .expect("a validated scenario's policy settings build")
+        })
+        .collect();
+    // Workers post load signals only for a policy that reads them; the routers' belief is
+    // audited, and workers keep a replay buffer, only for a policy that learns from events.
+    let board = policies[0].reads_signals().then(|| board(routable));
+    let learns = policies[0].learns_from_events();
+    let audit =
+        (learns && s.router.audit_index).then(|| IndexAudit::shared(routable, routers.len()));
+    let replay_buffer = if learns && s.router.on_gap == OnGap::Replay {
+        s.bus.replay_buffer
+    } else {
+        0
+    };
+    assert_eq!(sim.add(Node::Client(Box::new(client))), topo.client());
+    for (replica, policy) in policies.into_iter().enumerate() {
+        let setup = RouterSetup {
+            workers: topo.routable().iter().map(|w| w.addr).collect(),
+            client: topo.client(),
+            dispatch_ns: ms_to_ns(s.timing.request_overhead_ms),
+            truth: truth.clone(),
+            board: board
+                .clone()
+                .map(|b| (b, ms_to_ns(s.router.signal_refresh_ms))),
+            audit: audit.clone(),
+        };
+        let place = Placement {
+            replica,
+            peers: routers
+                .iter()
+                .copied()
+                .filter(|&r| r != routers[replica])
+                .collect(),
+            bus: topo.bus(),
+        };
+        let loads = LoadBook::new(routable, s.router.load);
+        let router = RouterActor::new(policy, loads, setup, &s.router, place);
+        assert_eq!(sim.add(Node::Router(Box::new(router))), routers[replica]);
+    }
+    assert_eq!(
+        sim.add(Node::Bus(BusActor::new(&s.bus, routers.clone()))),
+        topo.bus()
     );
-    let added = [
-        sim.add(Node::Client(Box::new(client))),
-        sim.add(Node::Router(Box::new(router))),
-        sim.add(Node::Bus(BusActor::new(&s.bus, topo.router()))),
-    ];
-    assert_eq!(added, [topo.client(), topo.router(), topo.bus()]);
 
     let d = &s.disagg;
     let link = d.enabled.then(|| Link {
@@ -74,12 +103,13 @@ pub fn populate(
             role: slot.role,
             scheduler: scheduler_config(s, slot.role),
             publish: s.bus.publish,
-            router: topo.router(),
+            replay_buffer,
             bus: topo.bus(),
             decode_peers: topo.handoff_peers(slot.id),
             link,
             truth: truth.clone(),
             board: board.clone().filter(|_| slot.routable),
+            audit: audit.clone().filter(|_| slot.routable),
         };
         assert_eq!(
             sim.add(Node::Worker(Box::new(Worker::new(setup)))),
@@ -102,8 +132,19 @@ pub fn populate(
             sim.schedule(up, slot.addr, to, Msg::WorkerUp { worker: slot.id });
         }
     }
-    sim.schedule_stream(topo.client(), topo.router(), first);
-    topo
+    sim.schedule_stream(topo.client(), first);
+    Built {
+        topology: topo,
+        audit,
+    }
+}
+
+/// What [`populate`] laid out: the topology, and the routers' index audit if there is one.
+pub struct Built {
+    /// Every actor's place.
+    pub topology: Topology,
+    /// Precision and recall of the routers' indexes (for a policy that learns from events).
+    pub audit: Option<SharedAudit>,
 }
 
 /// A worker's step scheduler settings, from the scenario and its role.

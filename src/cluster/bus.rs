@@ -1,10 +1,13 @@
-//! The KV event bus: carries `KvStored`/`KvRemoved`/`KvCleared` from workers to the router, and
-//! may lose or delay them.
+//! The KV event bus: carries `KvStored`/`KvRemoved`/`KvCleared` from workers to every router
+//! replica, and the control traffic of recovery and replica sync (replay and snapshot requests
+//! and answers, peer notes) point to point, and may lose or delay any of it.
 //!
 //! [`BusModel`] is the pure fault model (outage windows, independent drops, latency + jitter, FIFO
-//! or reordering); [`BusActor`] is the thin actor that applies it to each event. Draws are made
-//! only when a setting needs them (a drop rate strictly between 0 and 1, a jitter above 0), so a
-//! perfect bus consumes no randomness and leaves the other components' draws unchanged.
+//! or reordering per destination, and with `bus.link_gbps` a link per destination whose messages
+//! queue behind each other for their size); [`BusActor`] is the thin actor that applies it to
+//! each delivery (one per replica for an event: each replica has its own connection). Draws are
+//! made only when a setting needs them (a drop rate strictly between 0 and 1, a jitter above 0),
+//! so a perfect bus consumes no randomness and leaves the other components' draws unchanged.
 
 use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::rng::SimRng;
@@ -29,7 +32,12 @@ pub struct BusModel {
     jitter_ns: Nanos,
     reorder: bool,
     outages: Vec<(Nanos, Nanos)>,
-    last_delivery: Nanos,
+    /// GB/s of each destination's link (1 GB/s is one byte per ns), if sizes cost time.
+    link_gbps: Option<f64>,
+    /// Per destination (by actor address): the last delivery time (FIFO) and when its link is
+    /// free again.
+    last_delivery: Vec<Nanos>,
+    link_free: Vec<Nanos>,
 }
 
 impl BusModel {
@@ -45,12 +53,14 @@ impl BusModel {
                 .iter()
                 .map(|w| (ms_to_ns(w.start_ms), ms_to_ns(w.end_ms)))
                 .collect(),
-            last_delivery: 0,
+            link_gbps: cfg.link_gbps,
+            last_delivery: Vec::new(),
+            link_free: Vec::new(),
         }
     }
 
-    /// Decides the fate of an event the bus receives at `now`.
-    pub fn fate(&mut self, now: Nanos, rng: &mut SimRng) -> Fate {
+    /// Decides the fate of a message of `bytes` for `to` the bus receives at `now`.
+    pub fn fate(&mut self, now: Nanos, to: ActorId, bytes: u64, rng: &mut SimRng) -> Fate {
         if self.outages.iter().any(|&(s, e)| (s..e).contains(&now)) {
             return Fate::Dropped;
         }
@@ -69,10 +79,21 @@ impl BusModel {
         } else {
             0
         };
-        let mut at = now + self.latency_ns + jitter;
+        let d = to.0 as usize;
+        if self.last_delivery.len() <= d {
+            self.last_delivery.resize(d + 1, 0);
+            self.link_free.resize(d + 1, 0);
+        }
+        let mut sent = now;
+        if let Some(gbps) = self.link_gbps {
+            let start = now.max(self.link_free[d]);
+            sent = start + (bytes as f64 / gbps).ceil() as Nanos;
+            self.link_free[d] = sent;
+        }
+        let mut at = sent + self.latency_ns + jitter;
         if !self.reorder {
-            at = at.max(self.last_delivery);
-            self.last_delivery = at;
+            at = at.max(self.last_delivery[d]);
+            self.last_delivery[d] = at;
         }
         Fate::Deliver(at - now)
     }
@@ -83,24 +104,29 @@ impl BusModel {
 pub struct BusStats {
     /// Events workers handed to the bus.
     pub published: u64,
-    /// Events the bus lost.
+    /// Event deliveries the bus lost (one per replica an event was for).
     pub dropped: u64,
+    /// Control messages carried (replay and snapshot traffic, peer notes).
+    pub control: u64,
+    /// Control messages lost.
+    pub control_dropped: u64,
 }
 
-/// The bus actor: forwards each KV event to the router unless the model loses it.
+/// The bus actor: forwards each KV event to every router replica and each control message to
+/// its destination, unless the model loses it.
 pub struct BusActor {
     model: BusModel,
-    router: ActorId,
+    routers: Vec<ActorId>,
     /// What the bus did.
     pub stats: BusStats,
 }
 
 impl BusActor {
-    /// A bus delivering to `router`.
-    pub fn new(cfg: &BusConfig, router: ActorId) -> Self {
+    /// A bus delivering events to `routers`.
+    pub fn new(cfg: &BusConfig, routers: Vec<ActorId>) -> Self {
         BusActor {
             model: BusModel::new(cfg),
-            router,
+            routers,
             stats: BusStats::default(),
         }
     }
@@ -110,11 +136,34 @@ impl Actor for BusActor {
     type Msg = Msg;
 
     fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
-        debug_assert!(env.msg.is_kv_event(), "only KV events travel over the bus");
-        self.stats.published += 1;
-        match self.model.fate(ctx.now(), ctx.rng()) {
-            Fate::Dropped => self.stats.dropped += 1,
-            Fate::Deliver(delay) => ctx.send(self.router, env.msg, delay),
+        let bytes = env.msg.wire_bytes();
+        match env.msg {
+            Msg::Via { to, msg } => {
+                self.stats.control += 1;
+                match self.model.fate(ctx.now(), to, bytes, ctx.rng()) {
+                    Fate::Dropped => self.stats.control_dropped += 1,
+                    Fate::Deliver(delay) => ctx.send(to, *msg, delay),
+                }
+            }
+            msg @ Msg::Kv { .. } => {
+                self.stats.published += 1;
+                let last = self.routers.len() - 1;
+                let mut msg = Some(msg);
+                for (i, &to) in self.routers.iter().enumerate() {
+                    match self.model.fate(ctx.now(), to, bytes, ctx.rng()) {
+                        Fate::Dropped => self.stats.dropped += 1,
+                        Fate::Deliver(delay) => {
+                            let m = if i == last {
+                                msg.take().expect("the last replica takes the event")
+                            } else {
+                                msg.clone().expect("kept for the last replica")
+                            };
+                            ctx.send(to, m, delay);
+                        }
+                    }
+                }
+            }
+            other => debug_assert!(false, "the bus carries no {}", other.kind()),
         }
     }
 }
@@ -135,7 +184,7 @@ mod tests {
     fn perfect_bus_delivers_at_once_without_drawing() {
         let mut rng = SimRng::new(RngKind::Python, 1);
         let mut m = model(|_| {});
-        assert_eq!(m.fate(5, &mut rng), Fate::Deliver(0));
+        assert_eq!(m.fate(5, ActorId(1), 8, &mut rng), Fate::Deliver(0));
         // The generator was not touched: its first draw is still random.Random(1)'s.
         assert_eq!(rng.below(7), SimRng::new(RngKind::Python, 1).below(7));
     }
@@ -149,10 +198,10 @@ mod tests {
                 end_ms: 2.0,
             }]
         });
-        assert_eq!(m.fate(1_500_000, &mut rng), Fate::Dropped);
-        assert_eq!(m.fate(2_000_000, &mut rng), Fate::Deliver(0));
+        assert_eq!(m.fate(1_500_000, ActorId(1), 8, &mut rng), Fate::Dropped);
+        assert_eq!(m.fate(2_000_000, ActorId(1), 8, &mut rng), Fate::Deliver(0));
         let mut all = model(|b| b.drop_rate = 1.0);
-        assert_eq!(all.fate(0, &mut rng), Fate::Dropped);
+        assert_eq!(all.fate(0, ActorId(1), 8, &mut rng), Fate::Dropped);
     }
 
     #[test]
@@ -160,7 +209,7 @@ mod tests {
         let mut rng = SimRng::new(RngKind::Chacha, 3);
         let mut m = model(|b| b.drop_rate = 0.3);
         let dropped = (0..20_000)
-            .filter(|_| m.fate(0, &mut rng) == Fate::Dropped)
+            .filter(|_| m.fate(0, ActorId(1), 8, &mut rng) == Fate::Dropped)
             .count();
         assert!((5_400..6_600).contains(&dropped), "{dropped}");
     }
@@ -171,7 +220,7 @@ mod tests {
         let mut fifo = model(|b| b.jitter_ms = 5.0);
         let mut last = 0;
         for t in 0..200 {
-            let Fate::Deliver(d) = fifo.fate(t * 1000, &mut rng) else {
+            let Fate::Deliver(d) = fifo.fate(t * 1000, ActorId(1), 8, &mut rng) else {
                 panic!()
             };
             assert!(t * 1000 + d >= last);
@@ -182,7 +231,7 @@ mod tests {
             b.reorder = true;
         });
         let arrivals: Vec<u64> = (0..200)
-            .map(|t| match loose.fate(t * 1000, &mut rng) {
+            .map(|t| match loose.fate(t * 1000, ActorId(1), 8, &mut rng) {
                 Fate::Deliver(d) => t * 1000 + d,
                 Fate::Dropped => unreachable!(),
             })
@@ -190,6 +239,31 @@ mod tests {
         assert!(
             arrivals.windows(2).any(|w| w[1] < w[0]),
             "some event overtakes another"
+        );
+    }
+
+    #[test]
+    fn a_slow_link_queues_messages_for_their_size_per_destination() {
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        // 0.001 GB/s: one byte per microsecond; 1 ms latency.
+        let mut m = model(|b| {
+            b.link_gbps = Some(0.001);
+            b.latency_ms = 1.0;
+        });
+        // 2,000 bytes take 2 ms on the wire, then 1 ms of latency.
+        assert_eq!(
+            m.fate(0, ActorId(3), 2_000, &mut rng),
+            Fate::Deliver(3_000_000)
+        );
+        // The next waits for the link: sent at 2 ms + 1 ms on the wire, + 1 ms latency.
+        assert_eq!(
+            m.fate(0, ActorId(3), 1_000, &mut rng),
+            Fate::Deliver(4_000_000)
+        );
+        // Another destination has a link of its own.
+        assert_eq!(
+            m.fate(0, ActorId(4), 1_000, &mut rng),
+            Fate::Deliver(2_000_000)
         );
     }
 }

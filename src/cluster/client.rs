@@ -1,12 +1,13 @@
 //! The client actor: replays the workload (open loop at the arrival times, closed loop with a
-//! fixed concurrency, session turns after the previous turn completes) and records every
-//! completed request's outcome.
+//! fixed concurrency, session turns after the previous turn completes), spreads requests over
+//! the router replicas (`router.spread`), and records every completed request's outcome.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::ids::RequestId;
+use crate::scenario::Spread;
 use crate::workload::RequestSpec;
 
 use super::messages::{Msg, Routed};
@@ -25,7 +26,8 @@ pub enum Pacing {
 pub struct Client {
     specs: Vec<Arc<RequestSpec>>,
     pacing: Pacing,
-    router: ActorId,
+    routers: Vec<ActorId>,
+    spread: Spread,
     next: usize,
     /// Later session turns by the turn they wait for (looked up only, never iterated).
     followers: HashMap<RequestId, Vec<usize>>,
@@ -35,9 +37,15 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `specs` (in arrival order, ids equal to positions) sending to `router`.
-    /// Outcomes are tallied over `workers` routable workers.
-    pub fn new(specs: Vec<RequestSpec>, pacing: Pacing, router: ActorId, workers: usize) -> Self {
+    /// A client for `specs` (in arrival order, ids equal to positions) sending to the router
+    /// replicas `routers` as `spread` says. Outcomes are tallied over `workers` routable workers.
+    pub fn new(
+        specs: Vec<RequestSpec>,
+        pacing: Pacing,
+        routers: Vec<ActorId>,
+        spread: Spread,
+        workers: usize,
+    ) -> Self {
         let mut followers: HashMap<RequestId, Vec<usize>> = HashMap::new();
         if pacing == Pacing::OpenLoop {
             for (i, s) in specs.iter().enumerate() {
@@ -49,7 +57,8 @@ impl Client {
         Client {
             specs: specs.into_iter().map(Arc::new).collect(),
             pacing,
-            router,
+            routers,
+            spread,
             next: 0,
             followers,
             sent: 0,
@@ -67,8 +76,8 @@ impl Client {
         self.sent
     }
 
-    /// The first deliveries to schedule before the run: `(time, message)` to the router.
-    pub fn initial(&mut self) -> Vec<(Nanos, Msg)> {
+    /// The first deliveries to schedule before the run: `(time, router replica, message)`.
+    pub fn initial(&mut self) -> Vec<(Nanos, ActorId, Msg)> {
         let picks: Vec<usize> = match self.pacing {
             Pacing::OpenLoop => (0..self.specs.len())
                 .filter(|&i| self.specs[i].session.and_then(|l| l.after).is_none())
@@ -85,15 +94,28 @@ impl Client {
                     Pacing::OpenLoop => self.specs[i].arrival_ns,
                     Pacing::ClosedLoop(_) => 0,
                 };
-                (at, self.request(i, at))
+                let (to, msg) = self.request(i, at);
+                (at, to, msg)
             })
             .collect()
     }
 
-    fn request(&mut self, i: usize, at: Nanos) -> Msg {
+    /// The replica request `i` goes to: by request number, or by session.
+    fn replica(&self, i: usize) -> ActorId {
+        let n = self.routers.len();
+        let k = match (self.spread, self.specs[i].session) {
+            (Spread::Session, Some(l)) => (l.session % n as u64) as usize,
+            _ => i % n,
+        };
+        self.routers[k]
+    }
+
+    fn request(&mut self, i: usize, at: Nanos) -> (ActorId, Msg) {
         self.sent += 1;
-        Msg::Request(Routed {
+        let router = self.replica(i);
+        let msg = Msg::Request(Routed {
             spec: Arc::clone(&self.specs[i]),
+            router,
             arrived_ns: at,
             worker: None,
             predicted_blocks: 0,
@@ -102,7 +124,8 @@ impl Client {
             retries: 0,
             repeat: false,
             prefill: None,
-        })
+        });
+        (router, msg)
     }
 }
 
@@ -125,16 +148,16 @@ impl Actor for Client {
                     let spec = &self.specs[next];
                     let delay_ns = spec.session.map_or(0, |l| l.delay_ns);
                     let at = (now + delay_ns).max(spec.arrival_ns);
-                    let msg = self.request(next, at);
-                    ctx.send(self.router, msg, at - now);
+                    let (to, msg) = self.request(next, at);
+                    ctx.send(to, msg, at - now);
                 }
             }
             Pacing::ClosedLoop(_) => {
                 if self.next < self.specs.len() {
                     let next = self.next;
                     self.next += 1;
-                    let msg = self.request(next, now);
-                    ctx.send(self.router, msg, 0);
+                    let (to, msg) = self.request(next, now);
+                    ctx.send(to, msg, 0);
                 }
             }
         }

@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::engine::Nanos;
+use crate::engine::{ActorId, Nanos};
+use crate::hash::BlockHash;
 use crate::ids::{RequestId, WorkerId};
 use crate::kv_event::KvEvent;
+use crate::router::stream::Stamp;
 use crate::workload::RequestSpec;
 
 /// Every message the cluster's actors exchange.
@@ -16,8 +18,46 @@ pub enum Msg {
     /// A request handed back by a worker that went down before finishing it (worker → router),
     /// to be routed again.
     HandBack(Routed),
-    /// A KV event (worker → bus → router).
-    Kv(KvEvent),
+    /// A KV event with its place in the worker's stream (worker → bus → every router replica).
+    Kv {
+        /// The worker's epoch and the event's sequence number.
+        stamp: Stamp,
+        /// The event.
+        event: KvEvent,
+    },
+    /// A message for `to` that travels over the bus (and may be lost or delayed there): replay
+    /// and snapshot requests and answers, and replica notes.
+    Via {
+        /// Its destination.
+        to: ActorId,
+        /// The message.
+        msg: Box<Msg>,
+    },
+    /// A router asks a worker for its buffered events from `from` on (router → bus → worker).
+    ReplayRequest {
+        /// The worker asked.
+        worker: WorkerId,
+        /// The first sequence number wanted.
+        from: u64,
+        /// The router replica to answer.
+        reply_to: ActorId,
+    },
+    /// A worker's answer to a replay request (worker → bus → router).
+    Replay(Box<ReplayAnswer>),
+    /// A router asks a worker for every block it holds (router → bus → worker).
+    SnapshotRequest {
+        /// The worker asked.
+        worker: WorkerId,
+        /// The router replica to answer.
+        reply_to: ActorId,
+    },
+    /// A worker's snapshot of its cache (worker → bus → router).
+    Snapshot(Box<SnapshotAnswer>),
+    /// What one router replica tells the others (`router.sync = "active-load"`; router → bus →
+    /// router).
+    Peer(PeerNote),
+    /// The router's own timer: check its event streams for silence and unanswered requests.
+    CheckStreams,
     /// A request produced its first token: its prefill is done (worker → router).
     PrefillDone {
         /// The request.
@@ -56,11 +96,64 @@ pub enum Msg {
     },
 }
 
+/// A worker's buffered events from the requested sequence number on.
+#[derive(Clone, Debug)]
+pub struct ReplayAnswer {
+    /// The worker.
+    pub worker: WorkerId,
+    /// Its epoch.
+    pub epoch: u32,
+    /// The events, numbered consecutively.
+    pub events: Vec<(u64, KvEvent)>,
+    /// Its next sequence number.
+    pub next: u64,
+}
+
+/// Every block a worker holds, as of its next sequence number.
+#[derive(Clone, Debug)]
+pub struct SnapshotAnswer {
+    /// The worker.
+    pub worker: WorkerId,
+    /// Its epoch.
+    pub epoch: u32,
+    /// Its next sequence number: the snapshot reflects every event before it.
+    pub next: u64,
+    /// Its blocks, in increasing order of name.
+    pub blocks: Vec<BlockHash>,
+}
+
+/// A replica's note to the others about a request it routed (Dynamo's active-sequence sync).
+#[derive(Clone, Debug)]
+pub enum PeerNote {
+    /// It routed a request.
+    Added {
+        /// The request.
+        spec: Arc<RequestSpec>,
+        /// Where.
+        worker: WorkerId,
+        /// The blocks it believed the worker held.
+        predicted_blocks: u32,
+    },
+    /// A request it routed produced its first token.
+    PrefillDone {
+        /// The request.
+        request: RequestId,
+    },
+    /// A request it routed completed or came back.
+    Freed {
+        /// The request.
+        request: RequestId,
+    },
+}
+
 /// A request with what the router decided and believed about it.
 #[derive(Clone, Debug)]
 pub struct Routed {
     /// The workload's description of the request.
     pub spec: Arc<RequestSpec>,
+    /// The router replica in charge of it (chosen by the client): acks, first-token notes and
+    /// hand-backs go there.
+    pub router: ActorId,
     /// When the request reached the router (its arrival), ns.
     pub arrived_ns: Nanos,
     /// The worker the router chose (a prefill worker when disaggregated); `None` until routed.
@@ -175,7 +268,16 @@ impl Msg {
         match self {
             Msg::Request(_) => "Request",
             Msg::HandBack(_) => "HandBack",
-            Msg::Kv(e) => e.kind(),
+            Msg::Kv { event, .. } => event.kind(),
+            Msg::Via { msg, .. } => msg.kind(),
+            Msg::ReplayRequest { .. } => "ReplayRequest",
+            Msg::Replay(_) => "Replay",
+            Msg::SnapshotRequest { .. } => "SnapshotRequest",
+            Msg::Snapshot(_) => "Snapshot",
+            Msg::Peer(PeerNote::Added { .. }) => "PeerAdded",
+            Msg::Peer(PeerNote::PrefillDone { .. }) => "PeerPrefillDone",
+            Msg::Peer(PeerNote::Freed { .. }) => "PeerFreed",
+            Msg::CheckStreams => "CheckStreams",
             Msg::PrefillDone { .. } => "PrefillDone",
             Msg::Ack(_) => "Ack",
             Msg::StepStart { .. } => "StepStart",
@@ -187,8 +289,41 @@ impl Msg {
         }
     }
 
-    /// Whether this is a KV event (the only messages the bus carries, and may lose).
-    pub fn is_kv_event(&self) -> bool {
-        matches!(self, Msg::Kv(_))
+    /// Whether the bus carries it (and may lose it).
+    pub fn travels_by_bus(&self) -> bool {
+        matches!(self, Msg::Kv { .. } | Msg::Via { .. })
+    }
+
+    /// Its size on the bus, bytes, in a compact binary encoding like vLLM's msgpack batches:
+    /// 24 bytes of framing (kind, worker, epoch, sequence number), 8 per block name or request
+    /// id. Only messages the bus carries have one (0 for the rest).
+    pub fn wire_bytes(&self) -> u64 {
+        const FRAME: u64 = 24;
+        let blocks = |n: usize| 8 * n as u64;
+        match self {
+            Msg::Kv { event, .. } => FRAME + event_bytes(event),
+            Msg::Via { msg, .. } => msg.wire_bytes(),
+            Msg::ReplayRequest { .. } | Msg::SnapshotRequest { .. } => FRAME,
+            Msg::Replay(a) => {
+                FRAME
+                    + a.events
+                        .iter()
+                        .map(|(_, e)| FRAME + event_bytes(e))
+                        .sum::<u64>()
+            }
+            Msg::Snapshot(a) => FRAME + blocks(a.blocks.len()),
+            Msg::Peer(PeerNote::Added { spec, .. }) => FRAME + 8 + blocks(spec.blocks.len()),
+            Msg::Peer(_) => FRAME + 8,
+            _ => 0,
+        }
+    }
+}
+
+/// An event's payload bytes beyond the framing: 8 per block (and 8 for a stored run's parent).
+fn event_bytes(event: &KvEvent) -> u64 {
+    match event {
+        KvEvent::Stored { blocks, .. } => 8 + 8 * blocks.len() as u64,
+        KvEvent::Removed { blocks, .. } => 8 * blocks.len() as u64,
+        KvEvent::Cleared { .. } => 0,
     }
 }

@@ -1,15 +1,20 @@
-//! The simulated cluster: a client, a router, an event bus and workers, as actors.
+//! The simulated cluster: a client, router replicas, an event bus and workers, as actors.
 //!
 //! ```text
-//!  client ──Request──▶ router ──Request──▶ worker k ──Ack──▶ router ──Ack──▶ client
-//!                        ▲                    │
-//!                        └──── bus ◀──────────┘ KvStored / KvRemoved / KvCleared
+//!  client ──Request──▶ router r ──Request──▶ worker k ──Ack──▶ router r ──Ack──▶ client
+//!                        ▲  │                  │  ▲
+//!                        │  └─ replay/snapshot ┼──┘  (requests, over the bus)
+//!                        └───── bus ◀──────────┘ KvStored / KvRemoved / KvCleared, answers
 //! ```
+//!
+//! Replicas (`router.replicas`) each have their own index and load view; with
+//! `router.sync = "active-load"` they tell each other over the bus what they routed.
 //!
 //! [`build`] wires the actors from a validated scenario in one place; [`Node`] is the actor
 //! enum the scheduler steps.
 
 pub mod attribution;
+pub mod audit;
 pub mod board;
 pub mod build;
 pub mod bus;

@@ -1,17 +1,29 @@
-//! The router actor: a thin adapter around a [`RoutingPolicy`] and the router's [`LoadBook`].
-//! It routes arrivals and hand-backs, feeds the KV events the bus delivers to a policy that
-//! learns from them, keeps its load book from acks, and holds requests while every worker is
-//! down.
+//! The router actor (one per replica): a thin adapter around a [`RoutingPolicy`], the router's
+//! [`LoadBook`] and, for a policy that learns from KV events, the [`StreamTracker`] of every
+//! worker's event stream. It routes arrivals and hand-backs, feeds the events the bus delivers
+//! to the policy in stream order, recovers gaps per `router.on_gap` (replay and snapshot
+//! requests over the bus; in fallback, the worker's cache predicted from its own decisions),
+//! keeps its load book from acks (and, with replica sync, from the other replicas' notes), and
+//! holds requests while every worker is down.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 
-use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
+use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
+use crate::ids::{RequestId, WorkerId};
+use crate::kv_event::KvEvent;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
+use crate::router::stream::{Ask, OnGap, ReplayVerdict, StreamTracker, Verdict};
+use crate::router::ttl::TtlIndex;
+use crate::router::Decision;
+use crate::scenario::{ReplicaSync, Router as RouterConfig};
+use crate::workload::RequestSpec;
 
+use super::audit::SharedAudit;
 use super::board::SignalBoard;
-use super::messages::{Msg, Routed};
+use super::messages::{Msg, PeerNote, ReplayAnswer, Routed, SnapshotAnswer};
 use super::truth::SharedTruth;
 
 /// The router's counters.
@@ -23,55 +35,107 @@ pub struct RouterStats {
     pub rerouted: u64,
     /// KV events that reached the router.
     pub events_received: u64,
-    /// KV events the policy applied to its index.
+    /// KV events the policy applied to its index (live or replayed).
     pub events_applied: u64,
+    /// Events applied from replay answers.
+    pub replayed: u64,
+    /// Bytes of the snapshots received.
+    pub resync_bytes: u64,
     /// Acks received.
     pub acks: u64,
+}
+
+/// Where the router sits among the replicas.
+pub struct Placement {
+    /// Its replica number.
+    pub replica: usize,
+    /// The other replicas' addresses.
+    pub peers: Vec<ActorId>,
+    /// The bus's address.
+    pub bus: ActorId,
+}
+
+/// What the router recovers with and reports to, beyond its policy.
+pub struct RouterSetup {
+    /// The worker addresses, by worker number.
+    pub workers: Vec<ActorId>,
+    /// The client's address.
+    pub client: ActorId,
+    /// Delay from a decision to the request joining the worker's queue.
+    pub dispatch_ns: Nanos,
+    /// Ground truth, for loss attribution.
+    pub truth: SharedTruth,
+    /// The workers' signal board and the refresh period (0: at every decision), for a policy
+    /// that reads signals.
+    pub board: Option<(SignalBoard, Nanos)>,
+    /// Where it reports what it believes, when audited.
+    pub audit: Option<SharedAudit>,
+}
+
+/// Gap recovery state: the tracker, and in fallback the predictions.
+struct Recovery {
+    streams: StreamTracker,
+    check_every: Nanos,
+    checking: bool,
+    /// Workers routed from predictions until their snapshot comes.
+    fallback: Vec<bool>,
+    guesses: TtlIndex,
+    guess_ttl_ns: Nanos,
+    /// Requests to send once the message at hand is handled.
+    asks: Vec<(usize, Ask)>,
 }
 
 /// The router actor.
 pub struct RouterActor {
     policy: Box<dyn RoutingPolicy>,
     loads: LoadBook,
-    workers: Vec<ActorId>,
-    client: ActorId,
-    /// Delay from a decision to the request joining the worker's queue.
-    dispatch_ns: Nanos,
+    setup: RouterSetup,
+    place: Placement,
+    sync: ReplicaSync,
     pending: VecDeque<Routed>,
     seen_prefixes: HashSet<u64, IdBuilder>,
-    truth: SharedTruth,
-    /// The workers' signal board and how often the router refreshes its snapshot of it (0: at
-    /// every decision), for a policy that reads signals.
-    board: Option<(SignalBoard, Nanos)>,
     /// Whether a snapshot refresh timer is running.
     refreshing: bool,
+    /// For a policy that learns from events.
+    recovery: Option<Recovery>,
     /// What the router did.
     pub stats: RouterStats,
 }
 
 impl RouterActor {
-    /// A router running `policy` (fed KV events if it learns from them), sending to `workers`
-    /// (actor addresses, by worker number) `dispatch_ns` after deciding, and acking to `client`.
+    /// A router running `policy` over `loads`, as `setup` and `cfg` (its `[router]` table) say,
+    /// placed among the replicas as `place` says.
     pub fn new(
         policy: Box<dyn RoutingPolicy>,
         loads: LoadBook,
-        workers: Vec<ActorId>,
-        client: ActorId,
-        dispatch_ns: Nanos,
-        truth: SharedTruth,
-        board: Option<(SignalBoard, Nanos)>,
+        setup: RouterSetup,
+        cfg: &RouterConfig,
+        place: Placement,
     ) -> Self {
+        let workers = loads.workers();
+        let recovery = policy.learns_from_events().then(|| {
+            let silence = ms_to_ns(cfg.gap_silence_ms);
+            let timeout = ms_to_ns(cfg.recovery_timeout_ms);
+            Recovery {
+                streams: StreamTracker::new(workers, cfg.on_gap, silence, timeout),
+                check_every: (silence.min(timeout) / 2).max(1),
+                checking: false,
+                fallback: vec![false; workers],
+                guesses: TtlIndex::default(),
+                guess_ttl_ns: ms_to_ns(cfg.fallback_ttl_ms),
+                asks: Vec::new(),
+            }
+        });
         RouterActor {
             policy,
             loads,
-            workers,
-            client,
-            dispatch_ns,
+            setup,
+            place,
+            sync: cfg.sync,
             pending: VecDeque::new(),
             seen_prefixes: HashSet::default(),
-            truth,
-            board,
             refreshing: false,
+            recovery,
             stats: RouterStats::default(),
         }
     }
@@ -81,26 +145,32 @@ impl RouterActor {
         &self.loads
     }
 
+    /// Its stream tracker, for a policy that learns from events.
+    pub fn streams(&self) -> Option<&StreamTracker> {
+        self.recovery.as_ref().map(|r| &r.streams)
+    }
+
     fn route(&mut self, mut routed: Routed, ctx: &mut Context<'_, Msg>) {
         if !self.loads.any_up() {
             self.pending.push_back(routed);
             return;
         }
         self.see_signals(ctx);
-        let spec = &routed.spec;
-        let req = RouteRequest {
-            id: spec.id,
-            blocks: &spec.blocks,
-            input_tokens: spec.input_tokens,
-            session: spec.session.map(|l| l.session),
-            now: ctx.now(),
-        };
+        let now = ctx.now();
+        self.expire_guesses(now);
+        let spec = Arc::clone(&routed.spec);
+        let req = request_of(&spec, now);
         let d = self.policy.decide(&req, &self.loads, ctx.rng());
+        let w = d.worker.index();
+        if let Some(r) = &mut self.recovery {
+            r.streams.sent_request(w, now);
+        }
         self.loads.routed_to(spec.id, d.worker, spec.blocks.len());
         self.policy.on_routed(&req, &d);
+        self.guess(&spec, w, now);
         let (others, ever) = {
-            let truth = self.truth.borrow();
-            let others = truth.others_best(&spec.blocks, d.worker.index());
+            let truth = self.setup.truth.borrow();
+            let others = truth.others_best(&spec.blocks, w);
             (others, truth.ever_computed_depth(&spec.blocks))
         };
         tracing::trace!(
@@ -114,14 +184,26 @@ impl RouterActor {
         routed.others_held_blocks = others as u32;
         routed.ever_computed_blocks = ever as u32;
         self.stats.decisions += 1;
-        let to = self.workers[d.worker.index()];
-        ctx.send(to, Msg::Request(routed), self.dispatch_ns);
+        self.tell_peers(
+            || PeerNote::Added {
+                spec: Arc::clone(&spec),
+                worker: d.worker,
+                predicted_blocks: d.predicted_blocks as u32,
+            },
+            ctx,
+        );
+        ctx.send(
+            self.setup.workers[w],
+            Msg::Request(routed),
+            self.setup.dispatch_ns,
+        );
+        self.keep_checking(ctx);
     }
 
     /// Brings the snapshot of the workers' signals up to date: at once for an exact view, else
     /// starting the refresh timer if it was idle (the first refresh is now).
     fn see_signals(&mut self, ctx: &mut Context<'_, Msg>) {
-        let Some((board, every)) = &self.board else {
+        let Some((board, every)) = &self.setup.board else {
             return;
         };
         if *every == 0 {
@@ -135,21 +217,238 @@ impl RouterActor {
 
     /// The refresh timer: a new snapshot, and the next tick while requests are in flight.
     fn refresh(&mut self, ctx: &mut Context<'_, Msg>) {
-        let Some((board, every)) = &self.board else {
+        let Some((board, every)) = &self.setup.board else {
             return;
         };
         self.loads.refresh_signals(&board.borrow());
-        if self.loads.open_requests() > 0 || !self.pending.is_empty() {
+        if self.busy() {
             ctx.send(ctx.me(), Msg::RefreshSignals, *every);
         } else {
             self.refreshing = false;
         }
     }
 
-    fn finished(&mut self, request: crate::ids::RequestId) {
+    /// Whether requests are open or waiting.
+    fn busy(&self) -> bool {
+        self.loads.open_requests() > 0 || !self.pending.is_empty()
+    }
+
+    fn finished(&mut self, request: RequestId) {
         if let Some(worker) = self.loads.finished(request) {
             self.policy.on_finished(worker, request);
         }
+    }
+
+    /// Sends a note to every other replica, when replicas sync their load.
+    fn tell_peers(&self, note: impl Fn() -> PeerNote, ctx: &mut Context<'_, Msg>) {
+        if self.sync != ReplicaSync::ActiveLoad {
+            return;
+        }
+        for &to in &self.place.peers {
+            let msg = Box::new(Msg::Peer(note()));
+            ctx.send(self.place.bus, Msg::Via { to, msg }, 0);
+        }
+    }
+
+    fn peer_note(&mut self, note: PeerNote, ctx: &mut Context<'_, Msg>) {
+        match note {
+            PeerNote::Added {
+                spec,
+                worker,
+                predicted_blocks,
+            } => {
+                let now = ctx.now();
+                if let Some(r) = &mut self.recovery {
+                    r.streams.sent_request(worker.index(), now);
+                }
+                self.loads.peer_routed(spec.id, worker, spec.blocks.len());
+                let d = Decision {
+                    worker,
+                    predicted_blocks: predicted_blocks as usize,
+                };
+                self.policy.on_peer_routed(&request_of(&spec, now), &d);
+            }
+            PeerNote::PrefillDone { request } => {
+                if let Some(worker) = self.loads.worker_of(request) {
+                    self.policy.on_prefill_done(worker, request);
+                }
+            }
+            PeerNote::Freed { request } => self.finished(request),
+        }
+    }
+
+    /// What the router now believes, applied to its policy and reported to the audit.
+    fn believe(&mut self, event: &KvEvent, now: Nanos) {
+        self.policy.on_event(event);
+        if let Some(audit) = &self.setup.audit {
+            audit.borrow_mut().believe(self.place.replica, event, now);
+        }
+    }
+
+    fn live_event(&mut self, stamp: crate::router::stream::Stamp, event: KvEvent, now: Nanos) {
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        let w = event.worker().index();
+        match r.streams.on_event(w, stamp, now) {
+            Verdict::Apply => {
+                self.stats.events_applied += 1;
+                self.believe(&event, now);
+            }
+            Verdict::Discard => {}
+            Verdict::Gap(ask) => self.gap(w, ask, now),
+        }
+    }
+
+    /// A gap on `w`'s stream: the request goes out (by the caller's context), and in fallback
+    /// the worker's picture is dropped for predictions.
+    fn gap(&mut self, w: usize, ask: Ask, now: Nanos) {
+        let r = self.recovery.as_mut().expect("gaps come from the tracker");
+        r.asks.push((w, ask));
+        if r.streams.on_gap() == OnGap::Fallback && !r.fallback[w] {
+            r.fallback[w] = true;
+            let worker = WorkerId::at(w);
+            self.believe(&KvEvent::Cleared { worker }, now);
+        }
+    }
+
+    fn replay(&mut self, answer: ReplayAnswer, now: Nanos) {
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        let w = answer.worker.index();
+        let first = answer.events.first().map(|(seq, _)| *seq);
+        match r
+            .streams
+            .on_replay(w, answer.epoch, first, answer.next, now)
+        {
+            ReplayVerdict::Apply(from) => {
+                for (_, event) in &answer.events[from..] {
+                    self.stats.events_applied += 1;
+                    self.stats.replayed += 1;
+                    self.believe(event, now);
+                }
+            }
+            ReplayVerdict::Escalate => r.asks.push((w, Ask::Snapshot)),
+            ReplayVerdict::Ignore => {}
+        }
+    }
+
+    fn snapshot(&mut self, answer: SnapshotAnswer, bytes: u64, now: Nanos) {
+        self.stats.resync_bytes += bytes;
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        let w = answer.worker.index();
+        if !r.streams.on_snapshot(w, answer.epoch, answer.next, now) {
+            return;
+        }
+        r.fallback[w] = false;
+        r.guesses.drop_worker(w);
+        let worker = answer.worker;
+        self.believe(&KvEvent::Cleared { worker }, now);
+        let stored = KvEvent::Stored {
+            worker,
+            parent: None,
+            blocks: answer.blocks,
+        };
+        self.believe(&stored, now);
+    }
+
+    /// In fallback, a decision for `w` counts as `w` holding the prompt for the TTL.
+    fn guess(&mut self, spec: &RequestSpec, w: usize, now: Nanos) {
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        if !r.fallback[w] {
+            return;
+        }
+        r.guesses.record(w, &spec.blocks, now + r.guess_ttl_ns);
+        let event = KvEvent::Stored {
+            worker: WorkerId::at(w),
+            parent: None,
+            blocks: spec.blocks.clone(),
+        };
+        self.believe(&event, now);
+    }
+
+    /// Forgets predictions whose TTL is up.
+    fn expire_guesses(&mut self, now: Nanos) {
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        let mut expired = Vec::new();
+        r.guesses
+            .expire_with(now, |w, blocks| expired.push((w, blocks.to_vec())));
+        for (w, blocks) in expired {
+            let event = KvEvent::Removed {
+                worker: WorkerId::at(w),
+                blocks,
+            };
+            self.believe(&event, now);
+        }
+    }
+
+    /// Sends the replay and snapshot requests gathered while handling a message.
+    fn send_asks(&mut self, ctx: &mut Context<'_, Msg>) {
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        for (w, ask) in std::mem::take(&mut r.asks) {
+            let worker = WorkerId::at(w);
+            let reply_to = ctx.me();
+            let msg = Box::new(match ask {
+                Ask::Replay { from } => Msg::ReplayRequest {
+                    worker,
+                    from,
+                    reply_to,
+                },
+                Ask::Snapshot => Msg::SnapshotRequest { worker, reply_to },
+            });
+            let to = self.setup.workers[w];
+            ctx.send(self.place.bus, Msg::Via { to, msg }, 0);
+        }
+    }
+
+    /// Starts the stream check timer if it is idle and requests are open (a router with no
+    /// request open lets its checks rest, so that a run ends; the next request wakes them).
+    fn keep_checking(&mut self, ctx: &mut Context<'_, Msg>) {
+        let busy = self.busy();
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        if r.streams.on_gap() == OnGap::Ignore || r.checking {
+            return;
+        }
+        if busy {
+            r.checking = true;
+            ctx.send(ctx.me(), Msg::CheckStreams, r.check_every);
+        }
+    }
+
+    /// The stream check timer: retries and silences, and the next tick while needed.
+    fn check_streams(&mut self, ctx: &mut Context<'_, Msg>) {
+        let now = ctx.now();
+        let Some(r) = &mut self.recovery else {
+            return;
+        };
+        r.checking = false;
+        let asks = r.streams.poll(now);
+        for (w, ask) in asks {
+            self.gap(w, ask, now);
+        }
+        self.keep_checking(ctx);
+    }
+}
+
+/// A request as a policy sees it, at `now`.
+fn request_of(spec: &RequestSpec, now: Nanos) -> RouteRequest<'_> {
+    RouteRequest {
+        id: spec.id,
+        blocks: &spec.blocks,
+        input_tokens: spec.input_tokens,
+        session: spec.session.map(|l| l.session),
+        now,
     }
 }
 
@@ -157,6 +456,8 @@ impl Actor for RouterActor {
     type Msg = Msg;
 
     fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
+        let now = ctx.now();
+        let bytes = env.msg.wire_bytes();
         match env.msg {
             Msg::Request(mut routed) => {
                 if let Some(p) = routed.spec.prefix {
@@ -166,26 +467,31 @@ impl Actor for RouterActor {
             }
             Msg::HandBack(routed) => {
                 // It no longer counts where it was.
-                self.finished(routed.spec.id);
+                let request = routed.spec.id;
+                self.finished(request);
+                self.tell_peers(|| PeerNote::Freed { request }, ctx);
                 self.stats.rerouted += 1;
                 self.route(routed, ctx);
             }
-            Msg::Kv(event) => {
+            Msg::Kv { stamp, event } => {
                 self.stats.events_received += 1;
-                if self.policy.learns_from_events() {
-                    self.policy.on_event(&event);
-                    self.stats.events_applied += 1;
-                }
+                self.live_event(stamp, event, now);
             }
+            Msg::Replay(answer) => self.replay(*answer, now),
+            Msg::Snapshot(answer) => self.snapshot(*answer, bytes, now),
+            Msg::Peer(note) => self.peer_note(note, ctx),
             Msg::PrefillDone { request } => {
                 if let Some(worker) = self.loads.worker_of(request) {
                     self.policy.on_prefill_done(worker, request);
+                    self.tell_peers(|| PeerNote::PrefillDone { request }, ctx);
                 }
             }
             Msg::Ack(ack) => {
                 self.stats.acks += 1;
-                self.finished(ack.request);
-                ctx.send(self.client, Msg::Ack(ack), 0);
+                let request = ack.request;
+                self.finished(request);
+                self.tell_peers(|| PeerNote::Freed { request }, ctx);
+                ctx.send(self.setup.client, Msg::Ack(ack), 0);
             }
             Msg::WorkerDown { worker } => self.loads.set_up(worker, false),
             Msg::WorkerUp { worker } => {
@@ -195,9 +501,17 @@ impl Actor for RouterActor {
                 }
             }
             Msg::RefreshSignals => self.refresh(ctx),
-            Msg::StepStart { .. } | Msg::StepEnd { .. } | Msg::Handoff(_) => {
+            Msg::CheckStreams => self.check_streams(ctx),
+            Msg::StepStart { .. }
+            | Msg::StepEnd { .. }
+            | Msg::Handoff(_)
+            | Msg::Via { .. }
+            | Msg::ReplayRequest { .. }
+            | Msg::SnapshotRequest { .. } => {
                 debug_assert!(false, "the router receives no {}", env.msg.kind());
             }
         }
+        self.send_asks(ctx);
+        self.keep_checking(ctx);
     }
 }

@@ -5,8 +5,9 @@
 //! injection, the trace writer and the reports ask it, and nothing else computes an address or
 //! compares a name.
 //!
-//! Layout: the client, the router, the bus, then the workers in worker-number order (prefill
-//! workers first when disaggregated, then decode workers). Routable workers are numbered from 0.
+//! Layout: the client, the router replicas (`router` when there is one, else `router0`,
+//! `router1`, ...), the bus, then the workers in worker-number order (prefill workers first when
+//! disaggregated, then decode workers). Routable workers are numbered from 0.
 
 use crate::engine::ActorId;
 use crate::ids::WorkerId;
@@ -54,7 +55,7 @@ pub struct KvLink {
 #[derive(Clone, Debug)]
 pub struct Topology {
     client: ActorId,
-    router: ActorId,
+    routers: Vec<ActorId>,
     bus: ActorId,
     workers: Vec<WorkerSlot>,
     links: Vec<KvLink>,
@@ -66,8 +67,17 @@ impl Topology {
     pub fn of(s: &Scenario) -> Self {
         let routable = routable_workers(s);
         let total = worker_count(s);
-        let (client, router, bus) = (ActorId(0), ActorId(1), ActorId(2));
-        let mut names = vec!["client".to_string(), "router".into(), "bus".into()];
+        let replicas = s.router.replicas.max(1);
+        let client = ActorId(0);
+        let routers: Vec<ActorId> = (1..=replicas as u32).map(ActorId).collect();
+        let bus = ActorId(replicas as u32 + 1);
+        let mut names = vec!["client".to_string()];
+        if replicas == 1 {
+            names.push("router".into());
+        } else {
+            names.extend((0..replicas).map(|r| format!("router{r}")));
+        }
+        names.push("bus".into());
         let d = &s.disagg;
         let workers: Vec<WorkerSlot> = (0..total)
             .map(|w| {
@@ -108,7 +118,7 @@ impl Topology {
         }
         Topology {
             client,
-            router,
+            routers,
             bus,
             workers,
             links,
@@ -121,9 +131,9 @@ impl Topology {
         self.client
     }
 
-    /// The router's address.
-    pub fn router(&self) -> ActorId {
-        self.router
+    /// The router replicas' addresses, by replica number.
+    pub fn routers(&self) -> &[ActorId] {
+        &self.routers
     }
 
     /// The bus's address.
@@ -161,11 +171,11 @@ impl Topology {
             .collect()
     }
 
-    /// Who must hear that `w` went down or came back, besides itself: the router for a routable
-    /// worker, the workers that hand off to it for a decode worker.
+    /// Who must hear that `w` went down or came back, besides itself: every router replica for
+    /// a routable worker, the workers that hand off to it for a decode worker.
     pub fn fault_listeners(&self, w: WorkerId) -> Vec<ActorId> {
         if self.worker(w).routable {
-            vec![self.router]
+            self.routers.clone()
         } else {
             self.links
                 .iter()
@@ -185,9 +195,9 @@ impl Topology {
         &self.names
     }
 
-    /// Whether `a` is a router.
+    /// Whether `a` is a router replica.
     pub fn is_router(&self, a: ActorId) -> bool {
-        a == self.router
+        self.routers.contains(&a)
     }
 
     /// The number of actors.
@@ -216,7 +226,7 @@ mod tests {
             t.handoff_peers(WorkerId(1)),
             vec![(WorkerId(2), ActorId(5)), (WorkerId(3), ActorId(6))]
         );
-        assert_eq!(t.fault_listeners(WorkerId(0)), vec![t.router()]);
+        assert_eq!(t.fault_listeners(WorkerId(0)), t.routers());
         assert_eq!(t.fault_listeners(WorkerId(3)), vec![ActorId(3), ActorId(4)]);
         assert!(t.is_router(ActorId(1)) && !t.is_router(ActorId(3)));
     }
@@ -233,5 +243,20 @@ mod tests {
             vec![(WorkerId(0), ActorId(3))]
         );
         assert_eq!(t.worker(WorkerId(0)).role, Role::Colocated);
+    }
+
+    #[test]
+    fn replicas_come_after_the_client_and_all_hear_of_faults() {
+        let mut s = Scenario::default();
+        s.router.replicas = 3;
+        let t = Topology::of(&s);
+        assert_eq!(
+            t.names(),
+            ["client", "router0", "router1", "router2", "bus", "worker0", "worker1"]
+        );
+        assert_eq!(t.routers(), [ActorId(1), ActorId(2), ActorId(3)]);
+        assert_eq!(t.bus(), ActorId(4));
+        assert_eq!(t.fault_listeners(WorkerId(1)), t.routers());
+        assert!(t.is_router(ActorId(3)) && !t.is_router(ActorId(4)));
     }
 }

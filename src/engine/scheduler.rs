@@ -46,10 +46,11 @@ impl<A: Actor> Simulation<A> {
     /// so equal times keep their order). They are ordered with every other delivery by
     /// `(time, seq)` exactly as if each had been [`Simulation::schedule`]d, but wait outside the
     /// heap, so a long workload costs nothing per step.
-    pub fn schedule_stream(&mut self, from: ActorId, to: ActorId, mut items: Vec<(Nanos, A::Msg)>) {
-        items.sort_by_key(|(t, _)| *t);
+    /// Each item is `(time, destination, message)`.
+    pub fn schedule_stream(&mut self, from: ActorId, mut items: Vec<(Nanos, ActorId, A::Msg)>) {
+        items.sort_by_key(|(t, _, _)| *t);
         self.queue
-            .extend_stream(items.into_iter().map(|(t, msg)| (t, from, to, msg)));
+            .extend_stream(items.into_iter().map(|(t, to, msg)| (t, from, to, msg)));
     }
 
     /// The run's generator, for draws made before the first delivery (e.g. a workload shuffle).
@@ -174,7 +175,7 @@ mod tests {
             seen: vec![],
         });
         sim.schedule(100, a, a, 9);
-        sim.schedule_stream(a, a, vec![(100, 11), (100, 12)]);
+        sim.schedule_stream(a, vec![(100, a, 11), (100, a, 12)]);
         sim.schedule(100, a, a, 7);
         sim.schedule(50, a, a, 4);
         let mut order = Vec::new();
@@ -200,7 +201,7 @@ mod tests {
             peer: ActorId(0),
             seen: vec![],
         });
-        sim.schedule_stream(a, a, vec![(30, 8), (10, 6), (30, 9), (10, 7)]);
+        sim.schedule_stream(a, vec![(30, a, 8), (10, a, 6), (30, a, 9), (10, a, 7)]);
         sim.schedule(20, a, a, 100); // a heap item between the stream's two instants
         let mut order = Vec::new();
         sim.run(|env| order.push((env.time, env.msg)));

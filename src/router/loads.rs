@@ -71,8 +71,18 @@ impl LoadBook {
 
     /// Records a request sent to `worker` with `blocks` prompt blocks.
     pub fn routed_to(&mut self, request: RequestId, worker: WorkerId, blocks: usize) {
+        self.routed[worker.index()] += 1;
+        self.open_on(request, worker, blocks);
+    }
+
+    /// Records a request another router replica sent to `worker` (replica sync): it counts in
+    /// flight until it is freed, not as routed here.
+    pub fn peer_routed(&mut self, request: RequestId, worker: WorkerId, blocks: usize) {
+        self.open_on(request, worker, blocks);
+    }
+
+    fn open_on(&mut self, request: RequestId, worker: WorkerId, blocks: usize) {
         let w = worker.index();
-        self.routed[w] += 1;
         self.in_flight[w] += 1;
         self.in_flight_blocks[w] += blocks as u64;
         if let Some((earlier, b)) = self.open.insert(request, (worker, blocks as u64)) {

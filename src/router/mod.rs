@@ -9,6 +9,8 @@
 //! - [`loads`]: the router's own bookkeeping of what it routed (load, up/down) and its snapshot
 //!   of the workers' [`signals`].
 //! - [`select`]: least-loaded selection, with an O(1) tracker for the lab's load.
+//! - [`stream`]: each worker's KV event stream as the router sees it: sequence numbers, gaps
+//!   and recovery (`router.on_gap`).
 //! - [`history`]: what a router remembers of its own decisions (the approximate trees).
 //! - [`ttl`]: expiring beliefs (approximate modes, speculative indexing).
 
@@ -21,6 +23,7 @@ pub mod policy;
 pub mod registry;
 pub mod select;
 pub mod signals;
+pub mod stream;
 pub mod ttl;
 
 pub use kv_router::KvRouter;

@@ -44,11 +44,16 @@ pub trait RoutingPolicy {
     /// The request was sent to `decision.worker` (the book already counts it).
     fn on_routed(&mut self, _req: &RouteRequest<'_>, _decision: &Decision) {}
 
-    /// A request this router had sent to `worker` produced its first token (its prefill is
-    /// done).
+    /// Another router replica sent `req` to `decision.worker` (`router.sync = "active-load"`;
+    /// the book already counts it in flight): load bookkeeping only, nothing about caches.
+    fn on_peer_routed(&mut self, _req: &RouteRequest<'_>, _decision: &Decision) {}
+
+    /// A request this router (or, with replica sync, another replica) had sent to `worker`
+    /// produced its first token (its prefill is done).
     fn on_prefill_done(&mut self, _worker: WorkerId, _request: RequestId) {}
 
-    /// A request this router had sent to `worker` completed or was handed back.
+    /// A request this router (or, with replica sync, another replica) had sent to `worker`
+    /// completed or was handed back.
     fn on_finished(&mut self, _worker: WorkerId, _request: RequestId) {}
 
     /// A KV event reached the router (only for policies that learn from events).

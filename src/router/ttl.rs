@@ -32,8 +32,13 @@ impl TtlIndex {
 
     /// Forgets, in `index`, every belief whose time is up at `now` (and was not renewed).
     pub fn expire(&mut self, now: Nanos, index: &mut KvIndex) {
+        self.expire_with(now, |worker, blocks| index.remove(worker, blocks));
+    }
+
+    /// Like [`TtlIndex::expire`], handing each worker's forgotten blocks to `forget`.
+    pub fn expire_with(&mut self, now: Nanos, mut forget: impl FnMut(usize, &[BlockHash])) {
         while self.queue.front().is_some_and(|(t, _, _)| *t <= now) {
-            self.forget_oldest(index);
+            self.forget_oldest(&mut forget);
         }
     }
 
@@ -42,13 +47,19 @@ impl TtlIndex {
     pub fn cap(&mut self, max: usize, target: usize, index: &mut KvIndex) {
         if self.expires.len() > max {
             while self.expires.len() > target && !self.queue.is_empty() {
-                self.forget_oldest(index);
+                self.forget_oldest(&mut |worker, blocks| index.remove(worker, blocks));
             }
         }
     }
 
+    /// Drops every belief about `worker` without reporting it (its blocks are known again).
+    pub fn drop_worker(&mut self, worker: usize) {
+        self.expires.retain(|&(_, w), _| w != worker);
+        self.queue.retain(|(_, w, _)| *w != worker);
+    }
+
     /// Forgets the oldest record's pairs that were not renewed since.
-    fn forget_oldest(&mut self, index: &mut KvIndex) {
+    fn forget_oldest(&mut self, forget: &mut impl FnMut(usize, &[BlockHash])) {
         let (t, worker, blocks) = self.queue.pop_front().expect("checked non-empty");
         let stale: Vec<BlockHash> = blocks
             .into_iter()
@@ -57,7 +68,9 @@ impl TtlIndex {
         for b in &stale {
             self.expires.remove(&(*b, worker));
         }
-        index.remove(worker, &stale);
+        if !stale.is_empty() {
+            forget(worker, &stale);
+        }
     }
 }
 

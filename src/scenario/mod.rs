@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::disagg::ModelShape;
 use crate::rng::RngKind;
 use crate::router::loads::LoadKind;
+use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
 pub use load::{load_scenario, Override};
@@ -275,6 +276,28 @@ pub struct Router {
     /// How often the router refreshes its snapshot of the workers' load signals, for a policy
     /// that reads them, ms; 0 = exact at each decision (0.0).
     pub signal_refresh_ms: f64,
+    /// What the router does when a worker's KV event stream has a gap (ignore): see
+    /// [`crate::router::stream`].
+    pub on_gap: OnGap,
+    /// A worker serving this router's requests that publishes nothing for this long is treated
+    /// as a gap, ms (1000.0); recovery strategies only.
+    pub gap_silence_ms: f64,
+    /// A replay or snapshot request not answered in this long is sent again, ms (100.0).
+    pub recovery_timeout_ms: f64,
+    /// `on_gap = "fallback"`: how long a routing decision counts as the worker holding the
+    /// prompt, ms (120000.0, Dynamo's `router_ttl_secs`).
+    pub fallback_ttl_ms: f64,
+    /// Router replicas, each with its own index and load view (1).
+    pub replicas: usize,
+    /// How the client spreads requests over replicas (round-robin).
+    pub spread: Spread,
+    /// What replicas tell each other (none).
+    pub sync: ReplicaSync,
+    /// Measure how right the routers' indexes are (`index` in the report: precision and recall
+    /// against the workers' caches), for a policy fed by events (true). It costs about a fifth
+    /// of a replay's time; Dynamo's mocker measures nothing like it, so `dynamo-mocker.toml`
+    /// turns it off for a fair speed comparison.
+    pub audit_index: bool,
     /// Policies' settings, one `[router.NAME]` table per policy (for example `[router.cost]`
     /// `temperature = 0.5`), each documented in the policy's module under
     /// [`crate::router::policies`]. Only the chosen policy's table is used; every table is
@@ -289,9 +312,39 @@ impl Default for Router {
             policy: "kv".to_string(),
             load: LoadKind::Routed,
             signal_refresh_ms: 0.0,
+            on_gap: OnGap::Ignore,
+            gap_silence_ms: 1000.0,
+            recovery_timeout_ms: 100.0,
+            fallback_ttl_ms: 120_000.0,
+            replicas: 1,
+            spread: Spread::RoundRobin,
+            sync: ReplicaSync::None,
+            audit_index: true,
             settings: BTreeMap::new(),
         }
     }
+}
+
+/// How the client spreads requests over router replicas (`router.spread`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Spread {
+    /// Request `i` to replica `i mod replicas`.
+    RoundRobin,
+    /// Every turn of a session to one replica (by the session id); requests without one
+    /// round-robin.
+    Session,
+}
+
+/// What router replicas tell each other (`router.sync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplicaSync {
+    /// Nothing: each replica knows only the load it routed.
+    None,
+    /// Fire-and-forget notes over the bus when a request is added, finishes its prefill and is
+    /// freed (Dynamo's replica sync of active sequences).
+    ActiveLoad,
 }
 
 /// `[bus]`: how KV events travel from workers to the router.
@@ -310,6 +363,11 @@ pub struct Bus {
     pub reorder: bool,
     /// Windows in which every event is lost.
     pub outages: Vec<Window>,
+    /// Events each worker keeps for replay, newest last (10000, vLLM's `buffer_steps`).
+    pub replay_buffer: usize,
+    /// The bus link's rate, GB/s (1e9 bytes/s), when a message's size should cost time (a
+    /// resync of a full cache on a slow link); absent: sizes cost no time.
+    pub link_gbps: Option<f64>,
 }
 
 impl Default for Bus {
@@ -321,6 +379,8 @@ impl Default for Bus {
             jitter_ms: 0.0,
             reorder: false,
             outages: Vec::new(),
+            replay_buffer: 10_000,
+            link_gbps: None,
         }
     }
 }

@@ -34,6 +34,10 @@ fn non_negative(key: &str, x: f64) -> Result<(), Invalid> {
 pub const MAX_MS: f64 = 1e12;
 /// The most workers a cluster may have.
 pub const MAX_WORKERS: usize = 65_536;
+/// The most events a worker may keep for replay.
+pub const MAX_REPLAY_BUFFER: usize = 10_000_000;
+/// The most router replicas a scenario may have.
+pub const MAX_REPLICAS: usize = crate::cluster::audit::MAX_AUDITED_REPLICAS;
 /// The most requests a generated workload may have.
 pub const MAX_REQUESTS: usize = 10_000_000;
 /// The longest generated prompt, tokens.
@@ -136,6 +140,10 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         ));
     }
     time_ms("bus.latency_ms", b.latency_ms)?;
+    at_most("bus.replay_buffer", b.replay_buffer, MAX_REPLAY_BUFFER)?;
+    if let Some(g) = b.link_gbps {
+        positive("bus.link_gbps", g)?;
+    }
     time_ms("bus.jitter_ms", b.jitter_ms)?;
     for (i, w) in b.outages.iter().enumerate() {
         time_ms(&format!("bus.outages[{i}].start_ms"), w.start_ms)?;
@@ -250,6 +258,17 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
 fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     let r = &s.router;
     time_ms("router.signal_refresh_ms", r.signal_refresh_ms)?;
+    for (key, x) in [
+        ("router.gap_silence_ms", r.gap_silence_ms),
+        ("router.recovery_timeout_ms", r.recovery_timeout_ms),
+        ("router.fallback_ttl_ms", r.fallback_ttl_ms),
+    ] {
+        time_ms(key, x)?;
+    }
+    positive("router.gap_silence_ms", r.gap_silence_ms)?;
+    positive("router.recovery_timeout_ms", r.recovery_timeout_ms)?;
+    at_least_one("router.replicas", r.replicas)?;
+    at_most("router.replicas", r.replicas, MAX_REPLICAS)?;
     let known = || registry::names().join(", ");
     if registry::entry(&r.policy).is_none() {
         return Err(bad(
@@ -269,8 +288,9 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
             let problem = match moved {
                 Some(p) => format!("moved to the policy's own table: [router.{p}] {name} = ..."),
                 None => format!(
-                    "is not a [router] setting (policy, load, signal_refresh_ms) nor a policy's \
-                     table (one of {})",
+                    "is not a [router] setting (policy, load, signal_refresh_ms, on_gap, \
+                     gap_silence_ms, recovery_timeout_ms, fallback_ttl_ms, replicas, spread, sync, \
+                     audit_index) nor a policy's table (one of {})",
                     known()
                 ),
             };

@@ -383,7 +383,7 @@ fn draw(
                 format!("{value:.3}")
             }
         } else {
-            format!("{v}")
+            tidy(*v)
         }
     };
     chart
@@ -458,6 +458,16 @@ fn draw(
         }
     }
     Ok(())
+}
+
+/// A tick value without float noise (0.8999999999999999 shows as 0.9): six significant digits,
+/// then the shortest text that reads back as that number.
+fn tidy(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let scale = 10f64.powi(5 - v.abs().log10().floor() as i32);
+    format!("{}", (v * scale).round() / scale)
 }
 
 #[cfg(test)]
@@ -571,5 +581,14 @@ mod tests {
             facet_file_name("ttft_ms.p90", &path),
             "ttft_ms_p90.mooncake_synthetic.svg"
         );
+    }
+
+    #[test]
+    fn tick_labels_carry_no_float_noise() {
+        assert_eq!(tidy(0.8999999999999999), "0.9");
+        assert_eq!(tidy(1.2000000000000002), "1.2");
+        assert_eq!(tidy(576_756_696.0), "576757000");
+        assert_eq!(tidy(-0.30000000000000004), "-0.3");
+        assert_eq!(tidy(0.0), "0");
     }
 }

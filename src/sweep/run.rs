@@ -104,8 +104,14 @@ fn report_shape() -> Result<Json> {
     let report = run_scenario(&Scenario::default(), Path::new("."), None)?;
     let mut shape = serde_json::to_value(&report).expect("a report serialises to JSON");
     if let Json::Object(m) = &mut shape {
+        // Fields only some runs have: trace rows (trace workloads), index quality (policies
+        // that learn from events).
         m.entry("trace").or_insert_with(|| {
             serde_json::to_value(crate::report::TraceRows::default()).expect("serialises")
+        });
+        m.entry("index").or_insert_with(|| {
+            serde_json::to_value(crate::cluster::audit::IndexQuality::default())
+                .expect("serialises")
         });
     }
     Ok(shape)

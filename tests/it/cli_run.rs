@@ -240,6 +240,12 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("outage.toml", "[bus]\noutages = [{ start_ms = 5.0, end_ms = 1.0 }]\n", ":2: bus.outages[0].end_ms = 1.0 must be"),
         ("tagged.toml", "[workload]\nkind = \"prefix-repeat\"\nprefixes = 3\nbogus = 1\n", ":4: workload.bogus: unknown field"),
         ("capacity.toml", "[cluster]\nkv_capacity_blocks = \"lots\"\n", ":2: cluster.kv_capacity_blocks:"),
+        ("on_gap.toml", "[router]\non_gap = \"retry\"\n", ":2: router.on_gap: unknown variant `retry`"),
+        ("sync.toml", "[router]\nsync = \"all\"\n", ":2: router.sync: unknown variant `all`"),
+        ("replicas.toml", "[router]\nreplicas = 0\n", ":2: router.replicas = 0 must be at least 1"),
+        ("silence.toml", "[router]\ngap_silence_ms = 0.0\n", ":2: router.gap_silence_ms = 0.0 must be a finite number > 0"),
+        ("link.toml", "[bus]\nlink_gbps = 0.0\n", ":2: bus.link_gbps = 0.0 must be a finite number > 0"),
+        ("buffer.toml", "[bus]\nreplay_buffer = 20000000\n", ":2: bus.replay_buffer = 20000000 must be at most 10000000"),
     ];
     for (name, text, needle) in cases {
         let path = write(dir.path(), name, text);

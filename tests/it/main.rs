@@ -13,4 +13,5 @@ mod properties;
 mod readme;
 mod replay;
 mod routers;
+mod streams;
 mod sweep;

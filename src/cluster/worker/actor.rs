@@ -2,8 +2,14 @@
 //!
 //! It queues arriving requests, runs one planned step (or decode stretch) at a time with its own
 //! `StepStart`/`StepEnd` timers, publishes the KV events a step causes at that step's end
-//! (through the bus, when `bus.publish` is on), acks finished requests, hands prefilled requests
-//! to a decode worker over the KV link, and hands everything back when it goes down.
+//! (through the bus, when `bus.publish` is on, each stamped with its epoch and sequence number
+//! and kept in a replay buffer: see [`crate::router::stream`]), answers replay and snapshot
+//! requests, acks finished requests to the router replica in charge of them, hands prefilled
+//! requests to a decode worker over the KV link, and hands everything back when it goes down.
+//!
+//! A replay or snapshot answer reflects the worker's cache when the request arrives, including
+//! the changes of the step in progress, whose live events are still on their way (they arrive
+//! after the answer and are dropped as duplicates).
 //!
 //! Roles: `Unified` (aggregated serving), `Prefill` (a request leaves when its prompt is
 //! computed and its KV crosses the link to a decode worker), `Decode` (decodes transferred
@@ -18,10 +24,14 @@ use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::WorkerId;
 use crate::kv_event::KvEvent;
+use crate::router::stream::Stamp;
 
 use super::super::attribution::classify;
+use super::super::audit::SharedAudit;
 use super::super::board::SignalBoard;
-use super::super::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
+use super::super::messages::{
+    Ack, Misses, Msg, PrefillOutcome, ReplayAnswer, Routed, SnapshotAnswer,
+};
 use super::super::topology::Role;
 use super::super::truth::SharedTruth;
 use super::kv::Changes;
@@ -50,8 +60,8 @@ pub struct WorkerSetup {
     pub scheduler: SchedulerConfig,
     /// Whether it publishes KV events.
     pub publish: bool,
-    /// The router's address.
-    pub router: ActorId,
+    /// Events kept for replay (0: none, when no router asks for replays).
+    pub replay_buffer: usize,
     /// The bus's address.
     pub bus: ActorId,
     /// Decode workers a prefill worker hands off to, as (worker number, address): the first that
@@ -63,6 +73,8 @@ pub struct WorkerSetup {
     pub truth: SharedTruth,
     /// Where a routable worker posts its load signals (`None` for decode workers).
     pub board: Option<SignalBoard>,
+    /// Where a routable worker reports its cache's changes, when the routers' index is audited.
+    pub audit: Option<SharedAudit>,
 }
 
 /// A worker's counters.
@@ -102,6 +114,10 @@ pub struct Worker {
     waiting_for_peer: VecDeque<Routed>,
     /// Prefix groups whose requests this worker admitted (the lab's hit definition).
     processed: HashSet<u64, IdBuilder>,
+    /// The next event's sequence number in this epoch.
+    next_seq: u64,
+    /// The last `replay_buffer` events published, oldest first.
+    replay: VecDeque<(u64, KvEvent)>,
     /// What the worker did.
     pub stats: WorkerStats,
 }
@@ -123,6 +139,8 @@ impl Worker {
             plan: 0,
             start_pending: false,
             processed: HashSet::default(),
+            next_seq: 0,
+            replay: VecDeque::new(),
             stats: WorkerStats::default(),
         }
     }
@@ -258,6 +276,13 @@ impl Worker {
     fn kv_changed(&mut self, changes: Changes, delay: Nanos, ctx: &mut Context<'_, Msg>) {
         let me = self.setup.index;
         self.stats.evicted_blocks += changes.evicted.len() as u64;
+        if let Some(audit) = &self.setup.audit {
+            let mut audit = audit.borrow_mut();
+            audit.truth_removed(me.index(), &changes.evicted, ctx.now());
+            for (_, blocks) in &changes.stored {
+                audit.truth_stored(me.index(), blocks, ctx.now());
+            }
+        }
         if !self.setup.publish {
             return;
         }
@@ -266,7 +291,7 @@ impl Worker {
                 worker: me,
                 blocks: changes.evicted,
             };
-            ctx.send(self.setup.bus, Msg::Kv(ev), delay);
+            self.publish(ev, delay, ctx);
         }
         for (parent, blocks) in changes.stored {
             let ev = KvEvent::Stored {
@@ -274,15 +299,80 @@ impl Worker {
                 parent,
                 blocks,
             };
-            ctx.send(self.setup.bus, Msg::Kv(ev), delay);
+            self.publish(ev, delay, ctx);
         }
+    }
+
+    /// Stamps `event` with the next sequence number, keeps it for replay, and hands it to the
+    /// bus `delay` from now.
+    fn publish(&mut self, event: KvEvent, delay: Nanos, ctx: &mut Context<'_, Msg>) {
+        let stamp = Stamp {
+            epoch: self.epoch,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
+        if self.setup.replay_buffer > 0 {
+            if self.replay.len() == self.setup.replay_buffer {
+                self.replay.pop_front();
+            }
+            self.replay.push_back((stamp.seq, event.clone()));
+        }
+        ctx.send(self.setup.bus, Msg::Kv { stamp, event }, delay);
+    }
+
+    /// Whether it answers replay and snapshot requests: a routable worker that is up and
+    /// publishes (one that does not has no publisher to ask).
+    fn answers(&self) -> bool {
+        self.up && self.setup.publish && !matches!(self.setup.role, Role::Decode)
+    }
+
+    fn answer_replay(&self, from: u64, reply_to: ActorId, ctx: &mut Context<'_, Msg>) {
+        if !self.answers() {
+            return;
+        }
+        let events = self
+            .replay
+            .iter()
+            .filter(|(seq, _)| *seq >= from)
+            .cloned()
+            .collect();
+        let answer = ReplayAnswer {
+            worker: self.setup.index,
+            epoch: self.epoch,
+            events,
+            next: self.next_seq,
+        };
+        let msg = Box::new(Msg::Replay(Box::new(answer)));
+        ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);
+    }
+
+    fn answer_snapshot(&self, reply_to: ActorId, ctx: &mut Context<'_, Msg>) {
+        if !self.answers() {
+            return;
+        }
+        let answer = SnapshotAnswer {
+            worker: self.setup.index,
+            epoch: self.epoch,
+            next: self.next_seq,
+            blocks: self.sched.pool().named_blocks(),
+        };
+        let msg = Box::new(Msg::Snapshot(Box::new(answer)));
+        ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);
     }
 
     fn end_step(&mut self, ctx: &mut Context<'_, Msg>) {
         let applied = self.sched.apply();
         let now = ctx.now();
         for request in applied.first_tokens {
-            ctx.send(self.setup.router, Msg::PrefillDone { request }, 0);
+            let router = applied
+                .finished
+                .iter()
+                .chain(&applied.prefilled)
+                .find(|s| s.id() == request)
+                .or_else(|| self.sched.running_seq(request))
+                .map(|s| s.payload.routed.router)
+                .expect("a request with a first token is running or just left");
+            ctx.send(router, Msg::PrefillDone { request }, 0);
         }
         for seq in applied.finished {
             self.ack(seq, now, false, ctx);
@@ -334,7 +424,7 @@ impl Worker {
             rejected,
         };
         self.stats.completed += 1;
-        ctx.send(self.setup.router, Msg::Ack(Box::new(ack)), 0);
+        ctx.send(routed.router, Msg::Ack(Box::new(ack)), 0);
     }
 
     /// Sends a prefilled request's KV over the link to the first decode peer that is up (from the
@@ -374,12 +464,15 @@ impl Worker {
     fn hand_back(&self, mut routed: Routed, ctx: &mut Context<'_, Msg>) {
         routed.retries += 1;
         routed.prefill = None;
-        ctx.send(self.setup.router, Msg::HandBack(routed), 0);
+        ctx.send(routed.router, Msg::HandBack(routed), 0);
     }
 
     fn go_down(&mut self, ctx: &mut Context<'_, Msg>) {
         self.up = false;
         self.epoch += 1;
+        // A new process: a new stream, from 0, with an empty replay buffer.
+        self.next_seq = 0;
+        self.replay.clear();
         self.start_pending = false;
         self.stats.restarts += 1;
         for seq in self.sched.drain(ctx.now()) {
@@ -392,9 +485,12 @@ impl Worker {
         if matches!(self.setup.role, Role::Decode) {
             return;
         }
+        let worker = self.setup.index;
+        if let Some(audit) = &self.setup.audit {
+            audit.borrow_mut().truth_cleared(worker.index(), ctx.now());
+        }
         if self.setup.publish {
-            let worker = self.setup.index;
-            ctx.send(self.setup.bus, Msg::Kv(KvEvent::Cleared { worker }), 0);
+            self.publish(KvEvent::Cleared { worker }, 0, ctx);
         }
     }
 
@@ -439,7 +535,14 @@ impl Actor for Worker {
             }
             Msg::WorkerDown { worker } => self.peer_changed(worker, false, ctx),
             Msg::WorkerUp { worker } => self.peer_changed(worker, true, ctx),
-            Msg::Kv(_)
+            Msg::ReplayRequest { from, reply_to, .. } => self.answer_replay(from, reply_to, ctx),
+            Msg::SnapshotRequest { reply_to, .. } => self.answer_snapshot(reply_to, ctx),
+            Msg::Kv { .. }
+            | Msg::Via { .. }
+            | Msg::Replay(_)
+            | Msg::Snapshot(_)
+            | Msg::Peer(_)
+            | Msg::CheckStreams
             | Msg::Ack(_)
             | Msg::HandBack(_)
             | Msg::PrefillDone { .. }

@@ -155,6 +155,14 @@ impl KvPool {
         self.index.contains_key(&block)
     }
 
+    /// Every named block held, in increasing order of name (a snapshot for a router: sorted,
+    /// so that the table's order never reaches a message).
+    pub fn named_blocks(&self) -> Vec<BlockHash> {
+        let mut blocks: Vec<BlockHash> = self.index.keys().copied().collect();
+        blocks.sort_unstable_by_key(|b| b.0);
+        blocks
+    }
+
     /// Whether `block` is held or remembered (lost not long ago).
     pub fn remembers(&self, block: BlockHash) -> bool {
         self.contains(block) || self.memory.contains(block)

@@ -230,6 +230,11 @@ impl<T> StepScheduler<T> {
         self.running.iter_mut().rev().find(|s| s.id() == id)
     }
 
+    /// The running request `id`, if it runs.
+    pub fn running_seq(&self, id: RequestId) -> Option<&Seq<T>> {
+        self.running.iter().rev().find(|s| s.id() == id)
+    }
+
     /// Plans the next step starting at `now`; `None` when there is nothing to run. Call
     /// [`StepScheduler::apply`] at [`Planned::end`].
     pub fn plan(&mut self, now: Nanos) -> Option<Planned<T>> {

@@ -172,9 +172,26 @@ struct Dynamo {
 }
 
 impl Dynamo {
-    fn uncached_tokens(&self, req: &RouteRequest<'_>, worker: usize) -> u64 {
-        let cached = self.overlaps[worker] as u64 * self.block_size as u64;
-        u64::from(req.input_tokens).saturating_sub(cached)
+    /// Counts `req` on the decision's worker (Dynamo's active sequences): its blocks, and its
+    /// prompt tokens beyond the blocks believed cached as prefill load until its first token.
+    fn track(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        let w = d.worker.index();
+        let cached = d.predicted_blocks as u64 * self.block_size as u64;
+        let prefill_tokens = u64::from(req.input_tokens).saturating_sub(cached);
+        let load = &mut self.workers[w];
+        for &b in req.blocks {
+            *load.blocks.entry(b).or_insert(0) += 1;
+        }
+        load.prefill_tokens += prefill_tokens;
+        load.requests += 1;
+        self.active.insert(
+            req.id,
+            Active {
+                worker: w,
+                blocks: req.blocks.to_vec(),
+                prefill_tokens,
+            },
+        );
     }
 
     /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`).
@@ -236,22 +253,8 @@ impl RoutingPolicy for Dynamo {
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        self.track(req, d);
         let w = d.worker.index();
-        let prefill_tokens = self.uncached_tokens(req, w);
-        let load = &mut self.workers[w];
-        for &b in req.blocks {
-            *load.blocks.entry(b).or_insert(0) += 1;
-        }
-        load.prefill_tokens += prefill_tokens;
-        load.requests += 1;
-        self.active.insert(
-            req.id,
-            Active {
-                worker: w,
-                blocks: req.blocks.to_vec(),
-                prefill_tokens,
-            },
-        );
         if !self.settings.use_kv_events {
             self.index.store(w, req.blocks);
             self.ttl.record(w, req.blocks, req.now + self.ttl_ns);
@@ -259,6 +262,10 @@ impl RoutingPolicy for Dynamo {
             let target = (max as f64 * self.settings.router_prune_target_ratio) as usize;
             self.ttl.cap(max, target, &mut self.index);
         }
+    }
+
+    fn on_peer_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
+        self.track(req, d);
     }
 
     fn on_prefill_done(&mut self, _worker: WorkerId, request: RequestId) {

@@ -1,0 +1,223 @@
+//! KV event streams: sequence numbers, gaps and their recovery, the index audit, router
+//! replicas and their sync, and the bus link's rate.
+
+use std::path::Path;
+
+use dynsim::cluster::build::{populate, Built};
+use dynsim::cluster::Node;
+use dynsim::engine::Simulation;
+use dynsim::report::Report;
+use dynsim::run::{build_workload, run_scenario};
+use dynsim::scenario::load::parse_scenario;
+use dynsim::scenario::Scenario;
+
+/// The lab workload on 4 workers of 20 blocks (so that workers evict), fixed 1 ms steps.
+fn scenario(extra: &str) -> Scenario {
+    let text = format!(
+        r#"
+        seed = 5
+        [workload]
+        kind = "prefix-repeat"
+        prefixes = 12
+        reps = 6
+        interval_ms = 10.0
+        output_tokens = 4
+        [cluster]
+        workers = 4
+        kv_capacity_blocks = 20
+        [timing]
+        model = "fixed"
+        service_ms = 1.0
+        {extra}
+        "#
+    );
+    parse_scenario(Path::new("streams.toml"), &text, &[]).expect("valid")
+}
+
+fn run(s: &Scenario) -> Report {
+    run_scenario(s, Path::new(env!("CARGO_MANIFEST_DIR")), None).expect("runs")
+}
+
+/// Runs `s` to the end and says, per replica, whether its belief equals what every worker
+/// holds at the end.
+fn exact_at_end(s: &Scenario) -> Vec<bool> {
+    let built = build_workload(s, Path::new(env!("CARGO_MANIFEST_DIR"))).expect("workload");
+    let mut sim: Simulation<Node> = Simulation::new(built.rng);
+    let Built { audit, .. } = populate(s, built.specs, built.pacing, &mut sim);
+    sim.run(|_| {});
+    let audit = audit.expect("an events-fed policy is audited");
+    let audit = audit.borrow();
+    (0..s.router.replicas).map(|r| audit.exact(r)).collect()
+}
+
+#[test]
+fn a_perfect_bus_makes_the_belief_equal_the_truth() {
+    for policy in ["kv-events", "dynamo", "llm-d"] {
+        for on_gap in ["ignore", "replay", "resync", "fallback"] {
+            let s = scenario(&format!(
+                "[router]\npolicy = \"{policy}\"\non_gap = \"{on_gap}\"\nreplicas = 2"
+            ));
+            assert_eq!(exact_at_end(&s), vec![true, true], "{policy} {on_gap}");
+            let r = run(&s);
+            assert_eq!(r.events.gaps_detected, 0, "{policy} {on_gap}");
+            let q = r.index.expect("audited");
+            // Events reach the router at the end of the step that caused them: close, not exact.
+            assert!(
+                q.precision > 0.95 && q.recall > 0.9,
+                "{policy} {on_gap} {q:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_audit_can_be_turned_off_and_only_events_fed_policies_have_one() {
+    let off = run(&scenario(
+        "[router]\npolicy = \"kv-events\"\naudit_index = false",
+    ));
+    assert_eq!(off.index, None);
+    let self_tracking = run(&scenario("[router]\npolicy = \"kv\""));
+    assert_eq!(self_tracking.index, None);
+    let on = run(&scenario("[router]\npolicy = \"kv-events\""));
+    assert!(on.index.is_some());
+    assert_eq!(
+        (off.hits, off.cached_blocks),
+        (on.hits, on.cached_blocks),
+        "measuring changes nothing"
+    );
+}
+
+#[test]
+fn after_an_outage_recovery_makes_the_belief_whole_and_ignoring_does_not() {
+    let outage = "[bus]\nlatency_ms = 1.0\noutages = [{ start_ms = 100.0, end_ms = 300.0 }]";
+    let with = |on_gap: &str, extra: &str| {
+        scenario(&format!(
+            "[router]\npolicy = \"kv-events\"\non_gap = \"{on_gap}\"\n{outage}\n{extra}"
+        ))
+    };
+    let ignored = with("ignore", "");
+    assert_eq!(exact_at_end(&ignored), vec![false], "lost events stay lost");
+    let ignored = run(&ignored);
+    assert!(ignored.events.gaps_detected > 0);
+    assert_eq!(
+        (ignored.events.replays, ignored.events.resyncs),
+        (0, 0),
+        "ignore asks for nothing"
+    );
+    for on_gap in ["replay", "resync", "fallback"] {
+        let s = with(on_gap, "");
+        assert_eq!(exact_at_end(&s), vec![true], "{on_gap}");
+        let r = run(&s);
+        assert!(r.events.gaps_detected > 0, "{on_gap}");
+        // A request and its answer: two trips of 1 ms.
+        assert!(r.recovery_ms.p50 >= 2.0, "{on_gap}: {:?}", r.recovery_ms);
+        let q = r.index.expect("audited");
+        let qi = ignored.index.expect("audited");
+        assert!(
+            q.precision > qi.precision,
+            "{on_gap}: recovery removes stale blocks: {q:?} vs {qi:?}"
+        );
+        match on_gap {
+            "replay" => assert!(r.events.replays > 0 && r.events.replayed > 0),
+            _ => assert!(
+                r.events.resyncs > 0 && r.events.resync_bytes > 0,
+                "{on_gap}"
+            ),
+        }
+    }
+    // A replay buffer too short for the outage: replays turn into snapshots.
+    let short = with("replay", "replay_buffer = 1");
+    assert_eq!(exact_at_end(&short), vec![true]);
+    let r = run(&short);
+    assert!(
+        r.events.replays > 0 && r.events.resyncs > 0,
+        "{:?}",
+        r.events
+    );
+}
+
+#[test]
+fn a_restart_starts_a_new_stream_without_a_false_gap() {
+    let s = scenario(
+        "[router]\npolicy = \"kv-events\"\non_gap = \"replay\"\n\
+         [[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 200.0\ndown_ms = 50.0",
+    );
+    assert_eq!(exact_at_end(&s), vec![true]);
+    let r = run(&s);
+    assert_eq!(r.events.gaps_detected, 0, "{:?}", r.events);
+    assert_eq!(r.acks, r.requests as u64);
+}
+
+#[test]
+fn fallback_predicts_a_silent_workers_cache_from_its_own_decisions() {
+    let silent = |on_gap: &str| {
+        run(&scenario(&format!(
+            "[router]\npolicy = \"kv-events\"\non_gap = \"{on_gap}\"\ngap_silence_ms = 20.0\n\
+             [bus]\npublish = false"
+        )))
+    };
+    let blind = silent("ignore");
+    let fallback = silent("fallback");
+    assert_eq!(blind.predicted_blocks, 0, "no event, no belief");
+    assert!(fallback.predicted_blocks > 0, "predictions from decisions");
+    assert!(fallback.events.gaps_detected > 0, "silence while serving");
+    assert!(
+        fallback.hits > blind.hits,
+        "fallback routes on predictions: {} vs {} hits",
+        fallback.hits,
+        blind.hits
+    );
+    assert_eq!(fallback.acks, fallback.requests as u64);
+}
+
+#[test]
+fn a_snapshot_on_a_slow_link_takes_time() {
+    let resync = |link: &str| {
+        run(&scenario(&format!(
+            "[router]\npolicy = \"kv-events\"\non_gap = \"resync\"\n\
+             [bus]\noutages = [{{ start_ms = 100.0, end_ms = 300.0 }}]\n{link}"
+        )))
+    };
+    let fast = resync("");
+    // 1e-6 GB/s: a kilobyte per second, so a snapshot of a few hundred bytes takes a while.
+    let slow = resync("link_gbps = 1e-6");
+    assert!(slow.events.resync_bytes > 0);
+    assert!(
+        slow.recovery_ms.mean > fast.recovery_ms.mean + 100.0,
+        "{} vs {}",
+        slow.recovery_ms.mean,
+        fast.recovery_ms.mean
+    );
+}
+
+#[test]
+fn replicas_share_the_work_and_sync_their_load() {
+    let with = |replicas: usize, sync: &str, spread: &str| {
+        let s = scenario(&format!(
+            "[router]\npolicy = \"dynamo\"\nreplicas = {replicas}\nsync = \"{sync}\"\n\
+             spread = \"{spread}\""
+        ));
+        let mut trace = Vec::new();
+        let r = run_scenario(&s, Path::new("."), Some(&mut trace)).expect("runs");
+        (r, String::from_utf8(trace).expect("utf-8"))
+    };
+    let (one, one_trace) = with(1, "none", "round-robin");
+    let (three, trace) = with(3, "none", "round-robin");
+    assert_eq!(three.acks, three.requests as u64);
+    assert_eq!(
+        three.per_worker.iter().map(|w| w.routed).sum::<u64>(),
+        one.per_worker.iter().map(|w| w.routed).sum::<u64>()
+    );
+    assert!(trace.contains(r#""to":"router2""#) && !trace.contains("PeerAdded"));
+    assert!(one_trace.contains(r#""to":"router""#));
+    let (synced, trace) = with(3, "active-load", "session");
+    assert_eq!(synced.acks, synced.requests as u64);
+    for kind in ["PeerAdded", "PeerPrefillDone", "PeerFreed"] {
+        assert!(trace.contains(kind), "{kind}");
+    }
+    // Each replica hears of every event: three deliveries per published event.
+    assert_eq!(synced.events.applied, 3 * synced.events.published);
+    assert!(synced.busiest_worker_share > 0.0 && synced.busiest_worker_share <= 1.0);
+    // Deterministic for a seed.
+    assert_eq!(with(3, "active-load", "session").1, trace);
+}
