@@ -198,3 +198,42 @@ fn every_request_gets_exactly_one_ack_whatever_the_bus_loses() {
         assert_eq!(acked_ids, (0..72).collect::<Vec<u64>>());
     }
 }
+
+/// Empty prompts (prefix and tail of zero tokens) are routed and acknowledged like the lab's,
+/// never an arithmetic overflow in the step scheduler (found by the proptest above).
+#[test]
+fn empty_prompts_run_like_the_lab() {
+    for (policy, publish, mode) in MODES {
+        let mut s = lab_scenario(policy, publish);
+        s.seed = 0;
+        s.cluster.workers = 1;
+        s.cluster.block_size = 1;
+        s.workload = Workload::PrefixRepeat(PrefixRepeatWorkload {
+            prefixes: 1,
+            reps: 1,
+            prefix_len: 0,
+            tail_len: 0,
+            ..PrefixRepeatWorkload::default()
+        });
+        let engine = run(&s);
+        let lab = run_sim(&SimParams {
+            mode,
+            publish,
+            workers: 1,
+            workload: PrefixRepeat {
+                prefixes: 1,
+                reps: 1,
+                prefix_len: 0,
+                tail_len: 0,
+            },
+            seed: 0,
+            block: 1,
+            rng: RngKind::Python,
+        });
+        assert_eq!(
+            (engine.requests, engine.hits, engine.acks),
+            (lab.requests, lab.hits, lab.requests as u64),
+            "{policy:?} publish={publish}"
+        );
+    }
+}

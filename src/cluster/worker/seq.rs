@@ -71,7 +71,9 @@ impl<T> Seq<T> {
         block_size: usize,
         decode_side: bool,
     ) -> Self {
-        let prompt = u64::from(spec.input_tokens);
+        // An empty prompt is computed as one token: a tokenizer always adds at least a
+        // start-of-sequence token, and the scheduler's arithmetic needs a first token to compute.
+        let prompt = u64::from(spec.input_tokens.max(1));
         let named = if decode_side {
             0
         } else {
