@@ -108,12 +108,17 @@
 //! scheduler and KV pool in [`cluster::worker`], [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
 //! ([`cluster`]), wired from a [`scenario`] by [`run`]; results in [`report`], [`trace`], [`diff`].
 //! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`]; [`sweep`]
-//! runs a scenario over a grid of settings on threads and writes results and plots.
+//! runs a scenario over a grid of settings on threads and writes results and plots, [`plan`]
+//! searches for the fewest workers (or the highest load) meeting SLAs, [`compare`] runs
+//! scenarios side by side, [`perfetto`] writes a run's timeline; [`parallel`] runs their
+//! simulations on threads and [`chart`] draws their line charts.
 
 #![forbid(unsafe_code)]
 
+pub mod chart;
 pub mod cli;
 pub mod cluster;
+pub mod compare;
 pub mod diff;
 pub mod disagg;
 pub mod engine;
@@ -125,6 +130,9 @@ pub mod index;
 pub mod kv_event;
 pub mod lab;
 pub mod output;
+pub mod parallel;
+pub mod perfetto;
+pub mod plan;
 pub mod py_random;
 pub mod report;
 pub mod rng;

@@ -88,6 +88,34 @@ pub fn pretty_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
     bytes
 }
 
+/// Writes rendered files into `dir` (created if missing), each atomically.
+pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::file(dir, format!("cannot create folder: {e}")))?;
+    for (name, bytes) in files {
+        write_atomic(&dir.join(name), bytes)?;
+    }
+    Ok(())
+}
+
+/// Checks, before any work, that `dir` can be an output folder (so a bad `--out` fails in a
+/// second, not after a long run): neither it nor a folder above it may be a file. Creates
+/// nothing.
+pub fn check_out_dir(dir: &Path) -> Result<()> {
+    for at in dir.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+        if at.exists() {
+            if !at.is_dir() {
+                return Err(Error::file(
+                    at,
+                    "is a file, not a folder (--out takes a folder)",
+                ));
+            }
+            break;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,24 +55,43 @@ impl Percentiles {
     /// Percentiles (linear interpolation between closest ranks, as numpy's default) of `ns`
     /// values, in ms. All zero for no values.
     pub fn of_ns(mut ns: Vec<u64>) -> Self {
+        ns.sort_unstable();
+        Self::of_sorted(&ns)
+    }
+
+    /// Like [`Percentiles::of_ns`], for values sorted in increasing order.
+    pub fn of_sorted(ns: &[u64]) -> Self {
         if ns.is_empty() {
             return Percentiles::default();
         }
-        ns.sort_unstable();
-        let at = |q: f64| {
-            let pos = q * (ns.len() - 1) as f64;
-            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-            let frac = pos - lo as f64;
-            (ns[lo] as f64 * (1.0 - frac) + ns[hi] as f64 * frac) / 1e6
-        };
         let mean = ns.iter().map(|&v| v as f64).sum::<f64>() / ns.len() as f64 / 1e6;
         Percentiles {
-            p50: round_py(at(0.5), 3),
-            p90: round_py(at(0.9), 3),
-            p99: round_py(at(0.99), 3),
+            p50: round_py(quantile_ms(ns, 0.5), 3),
+            p90: round_py(quantile_ms(ns, 0.9), 3),
+            p99: round_py(quantile_ms(ns, 0.99), 3),
             mean: round_py(mean, 3),
         }
     }
+}
+
+/// The `q` quantile (0..=1) of sorted ns values, in ms: linear interpolation between the
+/// closest ranks (numpy's default).
+fn quantile_ms(ns: &[u64], q: f64) -> f64 {
+    let pos = q * (ns.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    let frac = pos - lo as f64;
+    (ns[lo] as f64 * (1.0 - frac) + ns[hi] as f64 * frac) / 1e6
+}
+
+/// A distribution for plotting: its quantiles at 0, 1, ..., 100 %, in ms (3 decimals); empty
+/// for no values.
+pub fn cdf_ms(sorted_ns: &[u64]) -> Vec<f64> {
+    if sorted_ns.is_empty() {
+        return Vec::new();
+    }
+    (0..=100)
+        .map(|k| round_py(quantile_ms(sorted_ns, f64::from(k) / 100.0), 3))
+        .collect()
 }
 
 impl Percentiles {
@@ -188,6 +207,12 @@ pub struct Report {
     pub trace: Option<TraceRows>,
     /// Problems a serving engineer should know about (e.g. a blind KV router).
     pub warnings: Vec<String>,
+    /// TTFT quantiles at 0, 1, ..., 100 %, ms (for `compare`'s plots; not in `--json`).
+    #[serde(skip)]
+    pub ttft_cdf_ms: Vec<f64>,
+    /// TPOT quantiles at 0, 1, ..., 100 %, ms (not in `--json`).
+    #[serde(skip)]
+    pub tpot_cdf_ms: Vec<f64>,
 }
 
 impl Report {

@@ -7,13 +7,14 @@ use crate::cluster::audit::{IndexQuality, SharedAudit};
 use crate::cluster::build::{populate, Built};
 use crate::cluster::client::Pacing;
 use crate::cluster::router_actor::RouterStats;
+use crate::cluster::timeline::Timeline;
 use crate::cluster::topology::Topology;
 use crate::cluster::Node;
 use crate::engine::{ms_to_ns, Simulation};
 use crate::error::{Error, Result};
 use crate::hash::block_hashes;
 use crate::ids::RequestId;
-use crate::report::{EventCounts, Percentiles, Report, TraceRows, WorkerReport};
+use crate::report::{cdf_ms, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
 use crate::round::{rate, round_py};
 use crate::router::registry;
@@ -125,6 +126,7 @@ pub fn run_scenario(
         RunHooks {
             trace,
             progress: None,
+            perfetto: None,
         },
     )
 }
@@ -137,6 +139,8 @@ pub struct RunHooks<'a> {
     /// Called with (requests completed, requests in the workload) every 1,024 completions and
     /// once at the end.
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
+    /// Receives the run's timeline as Chrome trace-event JSON ([`crate::perfetto`]).
+    pub perfetto: Option<&'a mut dyn Write>,
 }
 
 /// Runs a validated scenario with hooks.
@@ -149,7 +153,9 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
     let mut sim: Simulation<Node> = Simulation::new(built.rng);
     let total = built.specs.len() as u64;
-    let Built { topology, audit } = populate(s, built.specs, built.pacing, &mut sim);
+    let timeline = hooks.perfetto.is_some().then(Timeline::shared);
+    let Built { topology, audit } =
+        populate(s, built.specs, built.pacing, &mut sim, timeline.clone());
     let client = topology.client();
     let events_applied = learns_from_events(s);
     let mut writer = hooks
@@ -177,6 +183,11 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         w.finish()
             .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
     }
+    if let (Some(out), Some(t)) = (hooks.perfetto, timeline) {
+        let json = crate::perfetto::render(&t.borrow(), &topology);
+        out.write_all(json.as_bytes())
+            .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
+    }
     Ok(report(s, &topology, sim, built.trace, audit))
 }
 
@@ -203,7 +214,7 @@ fn report(
     }
     let (mut client, bus) = (client.expect("one client"), bus.expect("one bus"));
     assert!(!routers.is_empty(), "at least one router");
-    let tally = std::mem::take(&mut client.tally);
+    let mut tally = std::mem::take(&mut client.tally);
     // The run ends with its last completion: a fault scheduled after the workload does not
     // stretch the throughput and utilisation denominators.
     let duration_ns = if tally.acks > 0 {
@@ -285,6 +296,12 @@ fn report(
             recall: round_py(q.recall, 4),
         }
     });
+    let (mut ttft, mut tpot) = (
+        std::mem::take(&mut tally.ttft_ns),
+        std::mem::take(&mut tally.tpot_ns),
+    );
+    ttft.sort_unstable();
+    tpot.sort_unstable();
     let mut report = Report {
         scenario: s.name.clone(),
         policy: s.router.policy.clone(),
@@ -310,10 +327,10 @@ fn report(
         rerouted: stats.rerouted,
         rejected: tally.rejected,
         preemptions: preempted,
-        ttft_ms: Percentiles::of_ns(tally.ttft_ns),
+        ttft_ms: Percentiles::of_sorted(&ttft),
         e2e_ms: Percentiles::of_ns(tally.e2e_ns),
         queue_ms: Percentiles::of_ns(tally.queue_ns),
-        tpot_ms: Percentiles::of_ns(tally.tpot_ns),
+        tpot_ms: Percentiles::of_sorted(&tpot),
         itl_ms: Percentiles::of_sketch(&itl),
         throughput_rps: per_second(tally.acks - tally.rejected, duration_ns),
         output_tokens_per_s: per_second(tally.output_tokens, duration_ns),
@@ -322,6 +339,8 @@ fn report(
         per_worker,
         trace,
         warnings: Vec::new(),
+        ttft_cdf_ms: cdf_ms(&ttft),
+        tpot_cdf_ms: cdf_ms(&tpot),
     };
     report.warnings = warnings(s, &report, stats.decisions);
     for w in &report.warnings {

@@ -1,8 +1,10 @@
 //! The command-line interface: argument parsing (clap) and dispatch. Each subcommand lives in its
 //! own module and turns library errors into one-line messages; `main` maps them to exit code 2.
 
+mod compare_cmds;
 mod lab_cmds;
 mod parse;
+mod plan_cmds;
 mod progress;
 mod run_cmds;
 mod sweep_cmds;
@@ -39,6 +41,10 @@ enum Command {
     Sweep(sweep_cmds::SweepArgs),
     /// Merges the output folders of `sweep --shard` runs into the unsharded sweep's outputs.
     Merge(sweep_cmds::MergeArgs),
+    /// Runs scenarios side by side: a table, compare.json, TTFT/TPOT CDFs, per-worker load.
+    Compare(compare_cmds::CompareArgs),
+    /// The fewest workers (or the highest load) meeting SLAs, per policy: table, plan.json, plots.
+    Plan(plan_cmds::PlanArgs),
 }
 
 /// What a finished command asks `main` to exit with.
@@ -56,5 +62,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Replay(args) => run_cmds::replay(args),
         Command::Sweep(args) => sweep_cmds::sweep(args),
         Command::Merge(args) => sweep_cmds::merge(args),
+        Command::Compare(args) => compare_cmds::compare(args),
+        Command::Plan(args) => plan_cmds::plan(args),
     }
+}
+
+/// The number of CPUs (the default of `--jobs`).
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }

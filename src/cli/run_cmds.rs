@@ -30,6 +30,9 @@ pub struct RunArgs {
     /// Writes one JSONL line per delivered message.
     #[arg(long, value_name = "OUT.jsonl")]
     trace: Option<PathBuf>,
+    /// Writes the run's timeline (steps, requests, losses) for ui.perfetto.dev.
+    #[arg(long, value_name = "OUT.json")]
+    perfetto: Option<PathBuf>,
     /// Prints one JSON object instead of the summary table.
     #[arg(long)]
     json: bool,
@@ -41,28 +44,42 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if let Some(seed) = a.seed {
         loaded.scenario.seed = seed;
     }
-    execute(&loaded, a.trace.as_deref(), a.json)
+    let out = Outputs {
+        trace: a.trace.as_deref(),
+        perfetto: a.perfetto.as_deref(),
+        json: a.json,
+    };
+    execute(&loaded, out)
 }
 
-/// Runs a loaded scenario (with a progress bar on a terminal), writes the trace atomically and
-/// prints the report.
-fn execute(loaded: &Loaded, trace: Option<&Path>, json: bool) -> Result<ExitCode> {
+/// Where a run's outputs go.
+struct Outputs<'a> {
+    trace: Option<&'a Path>,
+    perfetto: Option<&'a Path>,
+    json: bool,
+}
+
+/// Runs a loaded scenario (with a progress bar on a terminal), writes the trace and timeline
+/// atomically and prints the report.
+fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
     let bar = progress_bar(0, "requests");
     let mut tick = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let mut file = trace.map(AtomicFile::create).transpose()?;
+    let mut file = out.trace.map(AtomicFile::create).transpose()?;
+    let mut timeline = out.perfetto.map(AtomicFile::create).transpose()?;
     let hooks = RunHooks {
         trace: file.as_mut().map(|f| f as &mut dyn Write),
         progress: Some(&mut tick),
+        perfetto: timeline.as_mut().map(|f| f as &mut dyn Write),
     };
     let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
-    if let Some(file) = file {
-        file.commit()?;
+    for f in [file, timeline].into_iter().flatten() {
+        f.commit()?;
     }
     bar.finish_and_clear();
-    let text = if json {
+    let text = if out.json {
         serde_json::to_string(&report).expect("in-memory JSON") + "\n"
     } else {
         report.table()
@@ -74,7 +91,8 @@ fn execute(loaded: &Loaded, trace: Option<&Path>, json: bool) -> Result<ExitCode
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// The trace: Mooncake JSONL or Azure CSV.
-    trace: PathBuf,
+    #[arg(value_name = "TRACE")]
+    input: PathBuf,
     /// The trace format (default: by extension, .csv is azure, anything else mooncake).
     #[arg(long, value_parser = choice::<TraceFormat>(TraceFormat::NAMES))]
     format: Option<TraceFormat>,
@@ -93,85 +111,124 @@ pub struct ReplayArgs {
     /// Overrides any key by its dotted path, after the flags above (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<Override>,
-    /// Writes one JSONL line per delivered message.
-    #[arg(long, value_name = "OUT.jsonl")]
+    /// Writes one JSONL line per delivered message (also accepted as --trace-out).
+    #[arg(long = "trace", alias = "trace-out", value_name = "OUT.jsonl")]
     trace_out: Option<PathBuf>,
+    /// Writes the run's timeline (steps, requests, losses) for ui.perfetto.dev.
+    #[arg(long, value_name = "OUT.json")]
+    perfetto: Option<PathBuf>,
     /// Prints one JSON object instead of the summary table.
     #[arg(long)]
     json: bool,
 }
 
 pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
-    let format = a
-        .format
-        .unwrap_or(match a.trace.extension().and_then(|e| e.to_str()) {
-            Some("csv") => TraceFormat::Azure,
-            _ => TraceFormat::Mooncake,
-        });
-    // Relative to the current folder: as typed without a base scenario (whose folder would
-    // otherwise be the reference), absolute with one.
-    let path = match &a.scenario {
-        None => a.trace.clone(),
-        Some(_) => std::path::absolute(&a.trace)
-            .map_err(|e| Error::file(&a.trace, format!("cannot resolve: {e}")))?,
-    };
-    // A base scenario that replays a trace keeps its other trace settings (rechunk, speedup,
-    // trace_block_size, ...): only the file and its format change. Otherwise the workload is
-    // this trace with the defaults.
-    let base_is_trace = a.scenario.as_deref().is_some_and(|p| {
-        crate::error::read_text(p)
-            .ok()
-            .and_then(|t| t.parse::<toml::Table>().ok())
-            .and_then(|t| {
-                t.get("workload")?
-                    .get("kind")?
-                    .as_str()
-                    .map(|k| k == "trace")
-            })
-            .unwrap_or(false)
-    });
-    let mut fields = toml::Table::new();
-    fields.insert("path".into(), path.display().to_string().into());
-    fields.insert("format".into(), format.name().into());
-    if a.skip_bad {
-        fields.insert("skip_bad".into(), true.into());
-    }
-    let mut overrides: Vec<Override> = if base_is_trace {
-        fields
-            .into_iter()
-            .map(|(k, v)| Override {
-                key: format!("workload.{k}"),
-                value: v,
-            })
-            .collect()
-    } else {
-        fields.insert("kind".into(), "trace".into());
-        vec![Override {
-            key: "workload".into(),
-            value: toml::Value::Table(fields),
-        }]
-    };
+    let mut source =
+        ScenarioSource::of_trace(&a.input, a.format, a.scenario.as_deref(), a.skip_bad)?;
     if let Some(w) = a.workers {
-        overrides.push(Override {
+        source.overrides.push(Override {
             key: "cluster.workers".into(),
             value: toml::Value::Integer(w as i64),
         });
     }
     if let Some(p) = a.policy {
-        overrides.push(Override {
+        source.overrides.push(Override {
             key: "router.policy".into(),
             value: toml::Value::String(p),
         });
     }
-    overrides.extend(a.set);
-    let loaded = match &a.scenario {
-        Some(base) => load_scenario(base, &overrides)?,
-        None => Loaded {
-            scenario: parse_scenario(Path::new("<defaults>"), "", &overrides)?,
-            base_dir: PathBuf::new(),
-        },
+    source.overrides.extend(a.set);
+    let loaded = source.load(&[])?;
+    let out = Outputs {
+        trace: a.trace_out.as_deref(),
+        perfetto: a.perfetto.as_deref(),
+        json: a.json,
     };
-    execute(&loaded, a.trace_out.as_deref(), a.json)
+    execute(&loaded, out)
+}
+
+/// Where a command's scenario comes from: a base file (or the built-in defaults) and the
+/// overrides to apply to it.
+#[derive(Clone, Debug)]
+pub struct ScenarioSource {
+    /// The base scenario file, or `None` for the defaults.
+    pub base: Option<PathBuf>,
+    /// Overrides, in order.
+    pub overrides: Vec<Override>,
+}
+
+impl ScenarioSource {
+    /// A trace replayed with `scenario`'s other settings (or the defaults): the trace's format
+    /// by `format` or its extension (.csv is azure, anything else mooncake). A base that itself
+    /// replays a trace keeps its trace settings (rechunk, speedup, trace_block_size, ...): only
+    /// the file and its format change.
+    pub fn of_trace(
+        trace: &Path,
+        format: Option<TraceFormat>,
+        scenario: Option<&Path>,
+        skip_bad: bool,
+    ) -> Result<Self> {
+        let format = format.unwrap_or(match trace.extension().and_then(|e| e.to_str()) {
+            Some("csv") => TraceFormat::Azure,
+            _ => TraceFormat::Mooncake,
+        });
+        // Relative to the current folder: as typed without a base scenario (whose folder would
+        // otherwise be the reference), absolute with one.
+        let path = match scenario {
+            None => trace.to_path_buf(),
+            Some(_) => std::path::absolute(trace)
+                .map_err(|e| Error::file(trace, format!("cannot resolve: {e}")))?,
+        };
+        let base_is_trace = scenario.is_some_and(|p| {
+            crate::error::read_text(p)
+                .ok()
+                .and_then(|t| t.parse::<toml::Table>().ok())
+                .and_then(|t| {
+                    t.get("workload")?
+                        .get("kind")?
+                        .as_str()
+                        .map(|k| k == "trace")
+                })
+                .unwrap_or(false)
+        });
+        let mut fields = toml::Table::new();
+        fields.insert("path".into(), path.display().to_string().into());
+        fields.insert("format".into(), format.name().into());
+        if skip_bad {
+            fields.insert("skip_bad".into(), true.into());
+        }
+        let overrides: Vec<Override> = if base_is_trace {
+            fields
+                .into_iter()
+                .map(|(k, v)| Override {
+                    key: format!("workload.{k}"),
+                    value: v,
+                })
+                .collect()
+        } else {
+            fields.insert("kind".into(), "trace".into());
+            vec![Override {
+                key: "workload".into(),
+                value: toml::Value::Table(fields),
+            }]
+        };
+        Ok(ScenarioSource {
+            base: scenario.map(Path::to_path_buf),
+            overrides,
+        })
+    }
+
+    /// The scenario with its overrides, then `extra`.
+    pub fn load(&self, extra: &[Override]) -> Result<Loaded> {
+        let all: Vec<Override> = self.overrides.iter().chain(extra).cloned().collect();
+        match &self.base {
+            Some(base) => load_scenario(base, &all),
+            None => Ok(Loaded {
+                scenario: parse_scenario(Path::new("<defaults>"), "", &all)?,
+                base_dir: PathBuf::new(),
+            }),
+        }
+    }
 }
 
 #[derive(Args, Debug)]

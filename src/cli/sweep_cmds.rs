@@ -7,7 +7,9 @@ use clap::Args;
 use super::progress::progress_bar;
 use super::ExitCode;
 use crate::error::Result;
-use crate::sweep::output::{remove_stale_plots, render, write_dir};
+use crate::output::{check_out_dir, write_dir};
+use crate::scenario::Override;
+use crate::sweep::output::{remove_stale_plots, render};
 use crate::sweep::{load_sweep, merge as merge_shards, read_results, run_sweep, Shard};
 
 /// `dynsim sweep`'s arguments.
@@ -24,15 +26,19 @@ pub struct SweepArgs {
     /// Runs only the points whose index % N == I, for `dynsim merge` (writes no plots).
     #[arg(long, value_name = "I/N")]
     shard: Option<Shard>,
+    /// Overrides any key of the base scenario by its dotted path, before every point's axes
+    /// (repeatable): --set cluster.workers=16
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<Override>,
 }
 
 /// Runs a sweep (or one shard of it) and writes its output folder.
 pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
-    let sweep = load_sweep(&a.sweep)?;
+    let mut sweep = load_sweep(&a.sweep)?;
+    sweep.set = a.set;
+    check_out_dir(&a.out)?;
     let shard = a.shard.unwrap_or(Shard::ALL);
-    let jobs = a.jobs.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
+    let jobs = a.jobs.unwrap_or_else(super::cpus);
     let selected = (0..sweep.points_total())
         .filter(|&i| shard.selects(i))
         .count();

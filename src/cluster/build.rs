@@ -15,6 +15,7 @@ use super::bus::BusActor;
 use super::client::{Client, Pacing};
 use super::messages::Msg;
 use super::router_actor::{Placement, RouterActor, RouterSetup};
+use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
 use super::worker::scheduler::{Admission, Preemption, SchedulerConfig};
@@ -30,13 +31,15 @@ pub fn populate(
     specs: Vec<RequestSpec>,
     pacing: Pacing,
     sim: &mut Simulation<Node>,
+    timeline: Option<SharedTimeline>,
 ) -> Built {
     let topo = Topology::of(s);
     let routable = topo.routable().len();
     let truth = Truth::shared();
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let routers = topo.routers().to_vec();
-    let mut client = Client::new(specs, pacing, routers.clone(), s.router.spread, routable);
+    let mut client = Client::new(specs, pacing, routers.clone(), s.router.spread, routable)
+        .with_timeline(timeline.clone());
     let first = client.initial();
     let policies: Vec<_> = routers
         .iter()
@@ -87,7 +90,11 @@ pub fn populate(
         assert_eq!(sim.add(Node::Router(Box::new(router))), routers[replica]);
     }
     assert_eq!(
-        sim.add(Node::Bus(BusActor::new(&s.bus, routers.clone()))),
+        sim.add(Node::Bus(BusActor::new(
+            &s.bus,
+            routers.clone(),
+            timeline.clone()
+        ))),
         topo.bus()
     );
 
@@ -110,6 +117,7 @@ pub fn populate(
             truth: truth.clone(),
             board: board.clone().filter(|_| slot.routable),
             audit: audit.clone().filter(|_| slot.routable),
+            timeline: timeline.clone(),
         };
         assert_eq!(
             sim.add(Node::Worker(Box::new(Worker::new(setup)))),

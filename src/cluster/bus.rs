@@ -14,6 +14,7 @@ use crate::rng::SimRng;
 use crate::scenario::Bus as BusConfig;
 
 use super::messages::Msg;
+use super::timeline::{note, Mark, SharedTimeline};
 
 /// What happens to one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,16 +118,18 @@ pub struct BusStats {
 pub struct BusActor {
     model: BusModel,
     routers: Vec<ActorId>,
+    timeline: Option<SharedTimeline>,
     /// What the bus did.
     pub stats: BusStats,
 }
 
 impl BusActor {
-    /// A bus delivering events to `routers`.
-    pub fn new(cfg: &BusConfig, routers: Vec<ActorId>) -> Self {
+    /// A bus delivering events to `routers`, noting what it loses on `timeline` if given.
+    pub fn new(cfg: &BusConfig, routers: Vec<ActorId>, timeline: Option<SharedTimeline>) -> Self {
         BusActor {
             model: BusModel::new(cfg),
             routers,
+            timeline,
             stats: BusStats::default(),
         }
     }
@@ -151,7 +154,13 @@ impl Actor for BusActor {
                 let mut msg = Some(msg);
                 for (i, &to) in self.routers.iter().enumerate() {
                     match self.model.fate(ctx.now(), to, bytes, ctx.rng()) {
-                        Fate::Dropped => self.stats.dropped += 1,
+                        Fate::Dropped => {
+                            self.stats.dropped += 1;
+                            if let Some(Msg::Kv { event, .. }) = &msg {
+                                let (worker, kind, at) = (event.worker(), event.kind(), ctx.now());
+                                note(&self.timeline, || Mark::Dropped { worker, at, kind });
+                            }
+                        }
                         Fate::Deliver(delay) => {
                             let m = if i == last {
                                 msg.take().expect("the last replica takes the event")

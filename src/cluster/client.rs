@@ -12,6 +12,7 @@ use crate::workload::RequestSpec;
 
 use super::messages::{Msg, Routed};
 use super::tally::Tally;
+use super::timeline::{note, Mark, SharedTimeline};
 
 /// How the client paces requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +35,7 @@ pub struct Client {
     sent: usize,
     /// The outcomes of completed requests.
     pub tally: Tally,
+    timeline: Option<SharedTimeline>,
 }
 
 impl Client {
@@ -63,7 +65,14 @@ impl Client {
             followers,
             sent: 0,
             tally: Tally::new(workers),
+            timeline: None,
         }
+    }
+
+    /// Notes every completed request's phases on `timeline`.
+    pub fn with_timeline(mut self, timeline: Option<SharedTimeline>) -> Self {
+        self.timeline = timeline;
+        self
     }
 
     /// Requests in the workload.
@@ -138,6 +147,17 @@ impl Actor for Client {
             return;
         };
         self.tally.add(&ack);
+        note(&self.timeline, || Mark::Request {
+            id: ack.request,
+            prefill_worker: ack.prefill_worker,
+            worker: ack.worker,
+            arrived: ack.arrived_ns,
+            started: ack.started_ns,
+            first_token: ack.first_token_ns,
+            transferred: ack.transferred_ns,
+            done: ack.done_ns,
+            rejected: ack.rejected,
+        });
         let now = ctx.now();
         match self.pacing {
             Pacing::OpenLoop => {

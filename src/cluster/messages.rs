@@ -253,6 +253,8 @@ pub struct Ack {
     pub input_tokens: u32,
     /// Prompt tokens the prefill worker took from its cache instead of computing them.
     pub cached_tokens: u64,
+    /// When its KV reached the decode worker (disaggregated serving), ns.
+    pub transferred_ns: Option<Nanos>,
     /// Tokens generated.
     pub output_tokens: u64,
     /// Times it was preempted (and recomputed).

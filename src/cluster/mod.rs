@@ -22,6 +22,7 @@ pub mod client;
 pub mod messages;
 pub mod router_actor;
 pub mod tally;
+pub mod timeline;
 pub mod topology;
 pub mod truth;
 pub mod worker;

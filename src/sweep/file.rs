@@ -69,6 +69,7 @@ pub fn parse_sweep(path: &Path, text: &str) -> Result<Sweep> {
         metric_lines,
         axes,
         facet,
+        set: Vec::new(),
     })
 }
 

@@ -63,6 +63,8 @@ pub struct Sweep {
     /// The axis whose every value gets plots of its own (not the first two: they are the plot's
     /// x and lines).
     pub facet: Option<String>,
+    /// `--set` overrides from the command line, applied to the base before every point's axes.
+    pub set: Vec<Override>,
 }
 
 /// One varied setting.
@@ -88,15 +90,24 @@ impl Sweep {
         combination(&lens, index)
     }
 
-    /// The `--set` overrides of point `index`, one per axis.
+    /// The overrides of point `index`: the command line's `--set`, then one per axis.
     pub fn overrides(&self, index: usize) -> Vec<Override> {
-        self.axes
+        let axes = self
+            .axes
             .iter()
             .zip(self.combination(index))
             .map(|(a, v)| Override {
                 key: a.key.clone(),
                 value: a.values[v].clone(),
-            })
+            });
+        self.set.iter().cloned().chain(axes).collect()
+    }
+
+    /// The command line's `--set` overrides as `KEY=VALUE` text (as results record them).
+    pub fn set_text(&self) -> Vec<String> {
+        self.set
+            .iter()
+            .map(|o| format!("{}={}", o.key, o.value))
             .collect()
     }
 

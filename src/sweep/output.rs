@@ -10,7 +10,7 @@ use serde_json::{Map, Value as Json};
 use super::plot;
 use super::results::{canonical, SweepResults};
 use crate::error::{read_text, Error, Result};
-use crate::output::{pretty_json, write_atomic};
+use crate::output::pretty_json;
 
 /// The files of the output folder, by name: `results.json`, `results.csv` and, when `results`
 /// is complete, `<metric>.svg` for each metric (dots replaced by underscores).
@@ -25,16 +25,6 @@ pub fn render(results: &SweepResults) -> Result<Vec<(String, Vec<u8>)>> {
         }
     }
     Ok(files)
-}
-
-/// Writes rendered files into `dir` (created if missing), each atomically.
-pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::file(dir, format!("cannot create folder: {e}")))?;
-    for (name, bytes) in files {
-        write_atomic(&dir.join(name), bytes)?;
-    }
-    Ok(())
 }
 
 /// Removes the plots of `metrics` left in `dir` by an earlier, complete sweep, so that a shard
@@ -115,6 +105,7 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
             ("axes", r.axes != merged.axes),
             ("points_total", r.points_total != merged.points_total),
             ("facet", r.facet != merged.facet),
+            ("set", r.set != merged.set),
         ];
         if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
             return Err(Error::file(
@@ -218,6 +209,7 @@ mod tests {
     fn results(indices: &[usize]) -> SweepResults {
         let mut r = SweepResults {
             facet: None,
+            set: Vec::new(),
             base: "b.toml".into(),
             metrics: vec!["m".into()],
             axes: vec![AxisValues {

@@ -11,6 +11,7 @@ use plotters::prelude::*;
 use serde_json::Value as Json;
 
 use super::results::SweepResults;
+use crate::chart::{tidy, COLORS};
 
 /// The plot's file name for `metric`: dots replaced by underscores, `.svg`.
 pub fn file_name(metric: &str) -> String {
@@ -111,30 +112,6 @@ fn label(v: &Json) -> String {
         other => other.to_string(),
     }
 }
-
-/// Line colours (Tableau 20: ten colours, then their light tints), picked in order.
-const COLORS: [RGBColor; 20] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-    RGBColor(174, 199, 232),
-    RGBColor(255, 187, 120),
-    RGBColor(152, 223, 138),
-    RGBColor(255, 152, 150),
-    RGBColor(197, 176, 213),
-    RGBColor(196, 156, 148),
-    RGBColor(247, 182, 210),
-    RGBColor(199, 199, 199),
-    RGBColor(219, 219, 141),
-    RGBColor(158, 218, 229),
-];
 
 /// The x axis: numeric when every first-axis value is a number, categorical otherwise.
 struct XAxis {
@@ -460,16 +437,6 @@ fn draw(
     Ok(())
 }
 
-/// A tick value without float noise (0.8999999999999999 shows as 0.9): six significant digits,
-/// then the shortest text that reads back as that number.
-fn tidy(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let scale = 10f64.powi(5 - v.abs().log10().floor() as i32);
-    format!("{}", (v * scale).round() / scale)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,6 +475,7 @@ mod tests {
             .collect();
         SweepResults {
             facet: None,
+            set: Vec::new(),
             base: "b".into(),
             metrics: vec!["m".into()],
             axes,
@@ -581,14 +549,5 @@ mod tests {
             facet_file_name("ttft_ms.p90", &path),
             "ttft_ms_p90.mooncake_synthetic.svg"
         );
-    }
-
-    #[test]
-    fn tick_labels_carry_no_float_noise() {
-        assert_eq!(tidy(0.8999999999999999), "0.9");
-        assert_eq!(tidy(1.2000000000000002), "1.2");
-        assert_eq!(tidy(576_756_696.0), "576757000");
-        assert_eq!(tidy(-0.30000000000000004), "-0.3");
-        assert_eq!(tidy(0.0), "0");
     }
 }

@@ -21,6 +21,9 @@ pub struct SweepResults {
     /// The axis whose every value gets plots of its own (`facet` in the sweep file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facet: Option<String>,
+    /// The command line's `--set` overrides, applied to the base before the axes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<String>,
 }
 
 /// One axis: its scenario key and values.

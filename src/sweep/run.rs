@@ -5,13 +5,13 @@
 //! by point index, so the results do not depend on the number of threads.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde_json::Value as Json;
 
 use super::results::{canonical, AxisValues, PointResult, SweepResults};
 use super::{check_metrics, lookup, Shard, Sweep};
 use crate::error::{Error, Result};
+use crate::parallel::parallel_map;
 use crate::run::run_scenario;
 use crate::scenario::Scenario;
 
@@ -67,6 +67,7 @@ pub fn run_sweep(
     }
     let mut results = SweepResults {
         facet: sweep.facet.clone(),
+        set: sweep.set_text(),
         base: sweep.base.clone(),
         metrics: sweep.metrics.clone(),
         axes: sweep
@@ -100,7 +101,7 @@ fn to_json(v: &toml::Value) -> Json {
 
 /// The JSON shape of a report, from a run of the default (lab-sized) scenario, with the
 /// trace-only fields present.
-fn report_shape() -> Result<Json> {
+pub fn report_shape() -> Result<Json> {
     let report = run_scenario(&Scenario::default(), Path::new("."), None)?;
     let mut shape = serde_json::to_value(&report).expect("a report serialises to JSON");
     if let Json::Object(m) = &mut shape {
@@ -117,61 +118,9 @@ fn report_shape() -> Result<Json> {
     Ok(shape)
 }
 
-/// `f` over `items` on `jobs` scoped threads; results in item order. On errors, the error of the
-/// lowest failing item (no new item starts once one has failed).
-pub fn parallel_map<T: Sync, R: Send>(
-    items: &[T],
-    jobs: usize,
-    f: impl Fn(&T) -> Result<R> + Sync,
-    done: &(dyn Fn() + Sync),
-) -> Result<Vec<R>> {
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let jobs = jobs.clamp(1, items.len().max(1));
-    let mut out: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..jobs)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    while !failed.load(Ordering::Relaxed) {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        let r = f(item);
-                        if r.is_err() {
-                            failed.store(true, Ordering::Relaxed);
-                        }
-                        done();
-                        mine.push((i, r));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, r)| r).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn results_keep_item_order_whatever_the_threads() {
-        let items: Vec<u64> = (0..50).collect();
-        let square = |x: &u64| Ok(x * x);
-        let one = parallel_map(&items, 1, square, &|| ()).unwrap();
-        let four = parallel_map(&items, 4, square, &|| ()).unwrap();
-        assert_eq!(one, four);
-        assert_eq!(four[7], 49);
-        assert!(parallel_map(&[] as &[u64], 3, square, &|| ())
-            .unwrap()
-            .is_empty());
-    }
 
     #[test]
     fn the_lowest_failing_item_is_reported() {

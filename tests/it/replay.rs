@@ -128,7 +128,7 @@ fn closed_loop_sessions_never_start_a_turn_before_the_previous_one_completes() {
         "--json",
         "--set",
         "timing={}",
-        "--trace-out",
+        "--trace",
         trace.to_str().unwrap(),
     ]));
     assert_eq!(r["acks"], 6);

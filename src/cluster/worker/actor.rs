@@ -32,6 +32,7 @@ use super::super::board::SignalBoard;
 use super::super::messages::{
     Ack, Misses, Msg, PrefillOutcome, ReplayAnswer, Routed, SnapshotAnswer,
 };
+use super::super::timeline::{note, Mark, SharedTimeline};
 use super::super::topology::Role;
 use super::super::truth::SharedTruth;
 use super::kv::Changes;
@@ -75,6 +76,8 @@ pub struct WorkerSetup {
     pub board: Option<SignalBoard>,
     /// Where a routable worker reports its cache's changes, when the routers' index is audited.
     pub audit: Option<SharedAudit>,
+    /// Where it notes its steps, levels and losses, when the run keeps a timeline.
+    pub timeline: Option<SharedTimeline>,
 }
 
 /// A worker's counters.
@@ -97,6 +100,17 @@ pub struct Job {
     /// What its prefill found (set at its first admission on the prompt side, or carried with
     /// a transferred request).
     outcome: Option<PrefillOutcome>,
+    /// When its KV arrived here from a prefill worker.
+    transferred_ns: Option<Nanos>,
+}
+
+/// The step in progress, for the timeline: when it started and what it holds.
+#[derive(Clone, Copy, Debug)]
+struct Running {
+    start: Nanos,
+    batch: u32,
+    prefill_tokens: u64,
+    decode_tokens: u64,
 }
 
 /// The worker actor.
@@ -118,6 +132,8 @@ pub struct Worker {
     next_seq: u64,
     /// The last `replay_buffer` events published, oldest first.
     replay: VecDeque<(u64, KvEvent)>,
+    /// The step in progress (kept only for a timeline).
+    running_step: Option<Running>,
     /// What the worker did.
     pub stats: WorkerStats,
 }
@@ -141,6 +157,7 @@ impl Worker {
             processed: HashSet::default(),
             next_seq: 0,
             replay: VecDeque::new(),
+            running_step: None,
             stats: WorkerStats::default(),
         }
     }
@@ -204,6 +221,7 @@ impl Worker {
     fn start_step(&mut self, ctx: &mut Context<'_, Msg>) {
         self.start_pending = false;
         let now = ctx.now();
+        let preempted_before = self.sched.stats().preemptions;
         let Some(planned) = self.sched.plan(now) else {
             return;
         };
@@ -211,10 +229,24 @@ impl Worker {
             end,
             first_end,
             steps,
+            batch,
+            prefill_tokens,
+            decode_tokens,
             log,
             done,
             rejected,
         } = planned;
+        if self.setup.timeline.is_some() {
+            self.note_levels(now, preempted_before);
+            if self.sched.in_step() {
+                self.running_step = Some(Running {
+                    start: now,
+                    batch,
+                    prefill_tokens,
+                    decode_tokens,
+                });
+            }
+        }
         for item in log {
             match item {
                 LogItem::Admitted(id) => self.admitted(id, now),
@@ -233,6 +265,43 @@ impl Worker {
             ctx.send(ctx.me(), Msg::StepEnd { epoch, plan, steps }, end - now);
         } else {
             self.wake(ctx);
+        }
+    }
+
+    /// Notes the worker's levels, and the requests preempted since `preempted_before`.
+    fn note_levels(&self, now: Nanos, preempted_before: u64) {
+        let worker = self.setup.index;
+        let signals = self.sched.signals();
+        note(&self.setup.timeline, || Mark::Levels {
+            worker,
+            at: now,
+            kv_blocks: signals.decode_blocks,
+            waiting: signals.waiting,
+            running: signals.running,
+        });
+        let preempted = self.sched.stats().preemptions - preempted_before;
+        if preempted > 0 {
+            note(&self.setup.timeline, || Mark::Preempted {
+                worker,
+                at: now,
+                requests: preempted as u32,
+            });
+        }
+    }
+
+    /// The step in progress ends at `now` after `steps` forward passes: noted on the timeline.
+    fn note_step(&mut self, now: Nanos, steps: u32) {
+        if let Some(r) = self.running_step.take() {
+            let worker = self.setup.index;
+            note(&self.setup.timeline, || Mark::Step {
+                worker,
+                start: r.start,
+                end: now,
+                steps,
+                batch: r.batch,
+                prefill_tokens: r.prefill_tokens,
+                decode_tokens: r.decode_tokens,
+            });
         }
     }
 
@@ -276,6 +345,14 @@ impl Worker {
     fn kv_changed(&mut self, changes: Changes, delay: Nanos, ctx: &mut Context<'_, Msg>) {
         let me = self.setup.index;
         self.stats.evicted_blocks += changes.evicted.len() as u64;
+        if !changes.evicted.is_empty() {
+            let (at, blocks) = (ctx.now(), changes.evicted.len() as u32);
+            note(&self.setup.timeline, || Mark::Evicted {
+                worker: me,
+                at,
+                blocks,
+            });
+        }
         if let Some(audit) = &self.setup.audit {
             let mut audit = audit.borrow_mut();
             audit.truth_removed(me.index(), &changes.evicted, ctx.now());
@@ -360,9 +437,10 @@ impl Worker {
         ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);
     }
 
-    fn end_step(&mut self, ctx: &mut Context<'_, Msg>) {
+    fn end_step(&mut self, steps: u32, ctx: &mut Context<'_, Msg>) {
         let applied = self.sched.apply();
         let now = ctx.now();
+        self.note_step(now, steps);
         for request in applied.first_tokens {
             let router = applied
                 .finished
@@ -381,6 +459,7 @@ impl Worker {
             let Job {
                 mut routed,
                 outcome,
+                ..
             } = seq.payload;
             routed.prefill = outcome.map(Box::new);
             self.hand_off(routed, ctx);
@@ -393,7 +472,11 @@ impl Worker {
         let first_token = seq.first_token_ns().unwrap_or(now);
         let done = seq.last_token_ns().unwrap_or(now);
         let (generated, preemptions) = (seq.generated(), seq.preemptions());
-        let Job { routed, outcome } = seq.payload;
+        let Job {
+            routed,
+            outcome,
+            transferred_ns,
+        } = seq.payload;
         let o = outcome.unwrap_or(PrefillOutcome {
             worker: me,
             cached_blocks: 0,
@@ -419,6 +502,7 @@ impl Worker {
             done_ns: done,
             input_tokens: spec.input_tokens,
             cached_tokens: o.cached_tokens,
+            transferred_ns,
             output_tokens: generated,
             preemptions,
             rejected,
@@ -468,6 +552,11 @@ impl Worker {
     }
 
     fn go_down(&mut self, ctx: &mut Context<'_, Msg>) {
+        let now = ctx.now();
+        let steps = self.sched.planned_steps();
+        self.note_step(now, steps);
+        let worker = self.setup.index;
+        note(&self.setup.timeline, || Mark::Restart { worker, at: now });
         self.up = false;
         self.epoch += 1;
         // A new process: a new stream, from 0, with an empty replay buffer.
@@ -500,6 +589,7 @@ impl Worker {
         let job = Job {
             routed,
             outcome: None,
+            transferred_ns: None,
         };
         Seq::prompt(spec, job, self.setup.scheduler.block_size, decode_side)
     }
@@ -517,15 +607,20 @@ impl Actor for Worker {
             Msg::Handoff(mut routed) if self.up => {
                 let outcome = routed.prefill.take().map(|b| *b);
                 let spec = Arc::clone(&routed.spec);
-                let seq = Seq::transferred(spec, Job { routed, outcome });
+                let job = Job {
+                    routed,
+                    outcome,
+                    transferred_ns: Some(ctx.now()),
+                };
+                let seq = Seq::transferred(spec, job);
                 self.arrive(seq, ctx);
             }
             Msg::Request(routed) | Msg::Handoff(routed) => self.hand_back(routed, ctx),
             Msg::StepStart { epoch } if epoch == self.epoch && self.start_pending => {
                 self.start_step(ctx)
             }
-            Msg::StepEnd { epoch, plan, .. } if epoch == self.epoch && plan == self.plan => {
-                self.end_step(ctx)
+            Msg::StepEnd { epoch, plan, steps } if epoch == self.epoch && plan == self.plan => {
+                self.end_step(steps, ctx)
             }
             Msg::StepStart { .. } | Msg::StepEnd { .. } => {} // stale: a restart or a cut stretch
             Msg::WorkerDown { worker } if worker == self.setup.index => self.go_down(ctx),

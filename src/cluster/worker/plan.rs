@@ -25,6 +25,12 @@ pub struct Planned<T> {
     pub first_end: Nanos,
     /// Steps planned (more than one for a decode stretch).
     pub steps: u32,
+    /// Requests in the (first) step's batch.
+    pub batch: u32,
+    /// Prompt tokens computed in the first step.
+    pub prefill_tokens: u64,
+    /// Tokens decoded in the first step.
+    pub decode_tokens: u64,
     /// Admissions and KV changes, in order.
     pub log: Vec<LogItem>,
     /// Transferred requests with nothing left to generate: complete on admission.

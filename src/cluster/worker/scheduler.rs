@@ -243,6 +243,9 @@ impl<T> StepScheduler<T> {
             end: now,
             first_end: now,
             steps: 0,
+            batch: 0,
+            prefill_tokens: 0,
+            decode_tokens: 0,
             log: Vec::new(),
             done: Vec::new(),
             rejected: Vec::new(),
@@ -290,6 +293,9 @@ impl<T> StepScheduler<T> {
         out.end = end;
         out.first_end = ends[0];
         out.steps = ends.len() as u32;
+        out.batch = work.len() as u32;
+        out.prefill_tokens = prefill_tokens;
+        out.decode_tokens = work.iter().map(|w| w.tokens).sum::<u64>() - prefill_tokens;
         self.plan = Some(Plan {
             stretch: ends.len() > 1,
             ends,

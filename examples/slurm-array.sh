@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A dynsim sweep across a Slurm cluster: one shard per array task, then one merge.
+#
+#   sbatch --array=0-7 examples/slurm-array.sh                       # 8 shards
+#   sbatch --dependency=afterok:<the array's job id> examples/slurm-array.sh merge
+#
+# Every point of a sweep is deterministic, so the merged folder equals an unsharded
+# `dynsim sweep` byte for byte (results.json, results.csv and the plots). Settings, from the
+# environment (sbatch --export=...):
+#   SWEEP   the sweep file (default sweeps/routers.toml)
+#   OUT     the output folder shared by the tasks (default sweep-out); shards go to OUT/shard-I,
+#           the merge to OUT/merged
+#   DYNSIM  the dynsim binary (default: dynsim on PATH; `cargo install --path .` puts it there)
+#SBATCH --job-name=dynsim-sweep
+#SBATCH --cpus-per-task=4
+#SBATCH --time=02:00:00
+#SBATCH --output=dynsim-sweep-%A_%a.log
+set -euo pipefail
+
+SWEEP=${SWEEP:-sweeps/routers.toml}
+OUT=${OUT:-sweep-out}
+DYNSIM=${DYNSIM:-dynsim}
+
+if [[ "${1:-shard}" == "merge" ]]; then
+    exec "$DYNSIM" merge "$OUT"/shard-* --out "$OUT/merged"
+fi
+
+INDEX=${SLURM_ARRAY_TASK_ID:?"run as an array job: sbatch --array=0-N"}
+COUNT=${SLURM_ARRAY_TASK_COUNT:?"run as an array job: sbatch --array=0-N"}
+exec "$DYNSIM" sweep "$SWEEP" --shard "$INDEX/$COUNT" --jobs "${SLURM_CPUS_PER_TASK:-1}" \
+    --out "$OUT/shard-$INDEX"

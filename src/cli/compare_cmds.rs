@@ -1,0 +1,66 @@
+//! `compare`: scenarios side by side.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::ExitCode;
+use crate::compare::{labels, render, table, Compared};
+use crate::error::Result;
+use crate::output::{check_out_dir, write_dir, write_stdout};
+use crate::parallel::parallel_map;
+use crate::run::run_scenario;
+use crate::scenario::{load_scenario, Override};
+
+/// `dynsim compare`'s arguments.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The scenario files (TOML), two or more.
+    #[arg(required = true, num_args = 2.., value_name = "SCENARIO")]
+    scenarios: Vec<PathBuf>,
+    /// The output folder (created if missing): compare.json, ttft_cdf.svg, tpot_cdf.svg,
+    /// per_worker_load.svg.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Overrides any key of every scenario by its dotted path (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<Override>,
+    /// Scenarios run at once (default: the number of CPUs).
+    #[arg(long, value_parser = super::parse::at_least_one)]
+    jobs: Option<usize>,
+}
+
+/// Runs the scenarios, prints the table and writes the folder.
+pub fn compare(a: CompareArgs) -> Result<ExitCode> {
+    let loaded = a
+        .scenarios
+        .iter()
+        .map(|p| load_scenario(p, &a.set))
+        .collect::<Result<Vec<_>>>()?;
+    check_out_dir(&a.out)?;
+    let jobs = a.jobs.unwrap_or_else(super::cpus);
+    let reports = parallel_map(
+        &loaded,
+        jobs,
+        |l| run_scenario(&l.scenario, &l.base_dir, None),
+        &|| (),
+    )?;
+    let files: Vec<String> = a
+        .scenarios
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let runs: Vec<Compared> = labels(&files)
+        .into_iter()
+        .zip(files)
+        .zip(reports)
+        .map(|((label, file), report)| Compared {
+            label,
+            file,
+            report,
+        })
+        .collect();
+    write_dir(&a.out, &render(&runs))?;
+    write_stdout(table(&runs).as_bytes())?;
+    Ok(0)
+}

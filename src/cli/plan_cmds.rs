@@ -1,0 +1,238 @@
+//! `plan`: the fewest workers, or the highest load, that meets every SLA, per policy.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::parse::choice;
+use super::run_cmds::ScenarioSource;
+use super::ExitCode;
+use crate::error::{Error, Result};
+use crate::output::{check_out_dir, write_dir, write_stdout};
+use crate::parallel::parallel_map;
+use crate::plan::{plan_json, plots, search, table, Axis, Point, Sla};
+use crate::router::registry;
+use crate::run::run_scenario;
+use crate::scenario::validate::MAX_WORKERS;
+use crate::scenario::{Override, TraceFormat, Workload};
+use crate::sweep::lookup;
+
+/// `dynsim plan`'s arguments.
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// A scenario (.toml) or a trace (Mooncake JSONL, Azure CSV).
+    #[arg(value_name = "SCENARIO.toml|TRACE")]
+    input: PathBuf,
+    /// With a trace: the scenario to take every other setting from (default: the defaults).
+    #[arg(long, value_name = "BASE.toml")]
+    scenario: Option<PathBuf>,
+    /// With a trace: its format (default: by extension, .csv is azure, anything else mooncake).
+    #[arg(long, value_parser = choice::<TraceFormat>(TraceFormat::NAMES))]
+    format: Option<TraceFormat>,
+    /// An objective, KEY<=VALUE or KEY>=VALUE, KEY named after the --json metrics
+    /// (ttft_p90_ms, tpot_p50_ms, e2e_p99_ms, throughput_rps, ...) (repeatable).
+    #[arg(long, required = true, value_name = "KEY<=VALUE")]
+    sla: Vec<Sla>,
+    /// A routing policy to plan for (repeatable; default: the scenario's).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(registry::names()))]
+    policy: Vec<String>,
+    /// Workers: MIN..MAX to find the fewest that meet the SLAs, or N (default: the scenario's).
+    #[arg(long, value_name = "MIN..MAX")]
+    workers: Option<String>,
+    /// Load, a multiple of the workload's arrival rate: MIN..MAX to find the highest the SLAs
+    /// survive (within 1 %), or X (default: 1).
+    #[arg(long, value_name = "MIN..MAX")]
+    load: Option<String>,
+    /// Overrides any key of the scenario by its dotted path (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<Override>,
+    /// The output folder (created if missing): plan.json and one SVG per SLA.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Runs at once (default: the number of CPUs).
+    #[arg(long, value_parser = super::parse::at_least_one)]
+    jobs: Option<usize>,
+}
+
+/// `A..B` or `A`, each parsed by `one`.
+fn range<T: Copy + PartialOrd>(
+    flag: &str,
+    text: &str,
+    one: impl Fn(&str) -> std::result::Result<T, String>,
+) -> Result<(T, T)> {
+    let bad = |m: String| Error::arg(flag, format!("{text:?}: {m}"));
+    let (lo, hi) = match text.split_once("..") {
+        Some((a, b)) => (one(a.trim()).map_err(bad)?, one(b.trim()).map_err(bad)?),
+        None => {
+            let v = one(text.trim()).map_err(bad)?;
+            (v, v)
+        }
+    };
+    if hi < lo {
+        return Err(bad("MIN must not exceed MAX".into()));
+    }
+    Ok((lo, hi))
+}
+
+/// How a point's load is set: the workload key and its value at load 1.
+fn load_key(w: &Workload) -> Result<(&'static str, f64, bool)> {
+    match w {
+        Workload::Trace(t) if t.concurrency.is_none() => Ok(("workload.speedup", t.speedup, true)),
+        Workload::Synthetic(p) => Ok(("workload.rate_per_s", p.rate_per_s, true)),
+        Workload::PrefixRepeat(p) => Ok(("workload.interval_ms", p.interval_ms, false)),
+        Workload::Trace(_) => Err(Error::arg(
+            "--load",
+            "a closed-loop trace (workload.concurrency) has no arrival rate to scale",
+        )),
+    }
+}
+
+/// Runs the planner and writes its folder.
+pub fn plan(a: PlanArgs) -> Result<ExitCode> {
+    let is_scenario = a.input.extension().is_some_and(|e| e == "toml");
+    let mut source = if is_scenario {
+        ScenarioSource {
+            base: Some(a.input.clone()),
+            overrides: Vec::new(),
+        }
+    } else {
+        ScenarioSource::of_trace(&a.input, a.format, a.scenario.as_deref(), false)?
+    };
+    source.overrides.extend(a.set);
+    let base = source.load(&[])?.scenario;
+    let workers = match &a.workers {
+        Some(t) => range("--workers", t, super::parse::workers)?,
+        None => (base.cluster.workers, base.cluster.workers),
+    };
+    let load = match &a.load {
+        Some(t) => range("--load", t, super::parse::positive)?,
+        None => (1.0, 1.0),
+    };
+    let axis = match (workers.0 < workers.1, load.0 < load.1) {
+        (true, false) => Axis::Workers {
+            min: workers.0,
+            max: workers.1.min(MAX_WORKERS),
+        },
+        (false, true) => Axis::Load {
+            min: load.0,
+            max: load.1,
+            tolerance: 0.01,
+        },
+        (true, true) => {
+            return Err(Error::arg(
+                "--workers",
+                "vary workers or load, not both (give the other one value: --load 2)",
+            ))
+        }
+        (false, false) => {
+            return Err(Error::arg(
+                "--workers",
+                "give one range: --workers MIN..MAX (the fewest workers) or --load MIN..MAX \
+                 (the highest load)",
+            ))
+        }
+    };
+    if matches!(axis, Axis::Workers { .. }) && base.disagg.enabled {
+        return Err(Error::arg(
+            "--workers",
+            "the planner varies cluster.workers; a disaggregated scenario sizes prefill and \
+             decode workers apart (vary them with a sweep)",
+        ));
+    }
+    let (load_at, load_base, scale_up) = load_key(&base.workload)?;
+    let shape = crate::sweep::run::report_shape()?;
+    for s in &a.sla {
+        if lookup(&shape, &s.path).and_then(|v| v.as_f64()).is_none() {
+            return Err(Error::arg(
+                "--sla",
+                format!(
+                    "{}: {:?} is not a number in the report (try ttft_p90_ms, tpot_p50_ms, \
+                     e2e_p99_ms, queue_p90_ms, throughput_rps, block_hit_rate)",
+                    s.text(),
+                    s.path
+                ),
+            ));
+        }
+    }
+    let policies = if a.policy.is_empty() {
+        vec![base.router.policy.clone()]
+    } else {
+        a.policy.clone()
+    };
+    check_out_dir(&a.out)?;
+    let jobs = a.jobs.unwrap_or_else(super::cpus);
+    let point_overrides = |policy: &str, value: f64| {
+        let (w, l) = match axis {
+            Axis::Workers { .. } => (value as usize, load.0),
+            Axis::Load { .. } => (workers.0, value),
+        };
+        let scaled = if scale_up {
+            load_base * l
+        } else {
+            load_base / l
+        };
+        vec![
+            Override {
+                key: "router.policy".into(),
+                value: toml::Value::String(policy.to_string()),
+            },
+            Override {
+                key: "cluster.workers".into(),
+                value: toml::Value::Integer(w as i64),
+            },
+            Override {
+                key: load_at.into(),
+                value: toml::Value::Float(scaled),
+            },
+        ]
+    };
+    let slas = &a.sla;
+    let plans = search(&axis, &policies, jobs, |probes| {
+        let loaded = probes
+            .iter()
+            .map(|&(p, v)| source.load(&point_overrides(&policies[p], v)))
+            .collect::<Result<Vec<_>>>()?;
+        let reports = parallel_map(
+            &loaded,
+            jobs,
+            |l| run_scenario(&l.scenario, &l.base_dir, None),
+            &|| (),
+        )?;
+        probes
+            .iter()
+            .zip(reports)
+            .map(|(&(p, value), report)| {
+                let json = serde_json::to_value(&report).expect("a report serialises");
+                let mut metrics = std::collections::BTreeMap::new();
+                let mut meets = true;
+                for s in slas {
+                    let v = lookup(&json, &s.path)
+                        .and_then(|v| v.as_f64())
+                        .ok_or_else(|| {
+                            Error::arg(
+                                "--sla",
+                                format!(
+                                    "{}: the run of policy {} has no {:?}",
+                                    s.text(),
+                                    policies[p],
+                                    s.path
+                                ),
+                            )
+                        })?;
+                    meets &= s.met_by(v);
+                    metrics.insert(s.key.clone(), v);
+                }
+                Ok(Point {
+                    value,
+                    meets,
+                    metrics,
+                })
+            })
+            .collect()
+    })?;
+    let mut files = vec![("plan.json".to_string(), plan_json(&axis, slas, &plans))];
+    files.extend(plots(&axis, slas, &plans));
+    write_dir(&a.out, &files)?;
+    write_stdout(table(&axis, slas, &plans).as_bytes())?;
+    Ok(0)
+}

@@ -1,0 +1,173 @@
+//! `dynsim compare`: scenarios side by side. Each runs once (on its own thread); the output is a
+//! table, `compare.json` (every scenario's full report and its TTFT and TPOT quantiles) and three
+//! plots: the TTFT and TPOT distributions (CDFs, one line per scenario) and the requests each
+//! worker received.
+
+use serde::Serialize;
+
+use crate::chart::{line_svg, LineChart, Series};
+use crate::output::pretty_json;
+use crate::report::Report;
+
+/// One compared scenario: its label (the file's stem, numbered if two share one) and report.
+#[derive(Clone, Debug)]
+pub struct Compared {
+    /// Its label in the table and the legends.
+    pub label: String,
+    /// The scenario file as given.
+    pub file: String,
+    /// Its run's report.
+    pub report: Report,
+}
+
+#[derive(Serialize)]
+struct Entry<'a> {
+    label: &'a str,
+    file: &'a str,
+    report: &'a Report,
+    ttft_cdf_ms: &'a [f64],
+    tpot_cdf_ms: &'a [f64],
+}
+
+#[derive(Serialize)]
+struct CompareJson<'a> {
+    scenarios: Vec<Entry<'a>>,
+}
+
+/// Labels for scenario files: each file's stem, numbered when stems repeat.
+pub fn labels(files: &[String]) -> Vec<String> {
+    let stems: Vec<String> = files
+        .iter()
+        .map(|f| {
+            std::path::Path::new(f)
+                .file_stem()
+                .map_or(f.clone(), |s| s.to_string_lossy().into_owned())
+        })
+        .collect();
+    stems
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            if stems.iter().filter(|t| *t == s).count() > 1 {
+                format!("{s} ({})", i + 1)
+            } else {
+                s.clone()
+            }
+        })
+        .collect()
+}
+
+/// The readable table: one row per scenario.
+pub fn table(runs: &[Compared]) -> String {
+    let width = runs.iter().map(|r| r.label.len()).max().unwrap_or(8).max(8);
+    let mut out = format!(
+        "{:<width$}  {:>12} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}\n",
+        "scenario",
+        "policy",
+        "reuse",
+        "ttft p50",
+        "ttft p90",
+        "ttft p99",
+        "tpot p50",
+        "tpot p90",
+        "req/s",
+        "busiest"
+    );
+    for c in runs {
+        let r = &c.report;
+        out.push_str(&format!(
+            "{:<width$}  {:>12} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}\n",
+            c.label,
+            r.policy,
+            r.block_hit_rate,
+            r.ttft_ms.p50,
+            r.ttft_ms.p90,
+            r.ttft_ms.p99,
+            r.tpot_ms.p50,
+            r.tpot_ms.p90,
+            r.throughput_rps,
+            r.busiest_worker_share
+        ));
+    }
+    out
+}
+
+/// The output folder's files, by name: `compare.json`, `ttft_cdf.svg`, `tpot_cdf.svg`,
+/// `per_worker_load.svg`.
+pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
+    let json = CompareJson {
+        scenarios: runs
+            .iter()
+            .map(|c| Entry {
+                label: &c.label,
+                file: &c.file,
+                report: &c.report,
+                ttft_cdf_ms: &c.report.ttft_cdf_ms,
+                tpot_cdf_ms: &c.report.tpot_cdf_ms,
+            })
+            .collect(),
+    };
+    let cdf = |pick: fn(&Report) -> &[f64]| -> Vec<Series> {
+        runs.iter()
+            .map(|c| Series {
+                label: c.label.clone(),
+                points: pick(&c.report)
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &ms)| (ms, k as f64 / 100.0))
+                    .collect(),
+            })
+            .collect()
+    };
+    let ttft = cdf(|r| &r.ttft_cdf_ms);
+    let tpot = cdf(|r| &r.tpot_cdf_ms);
+    let load: Vec<Series> = runs
+        .iter()
+        .map(|c| Series {
+            label: c.label.clone(),
+            points: c
+                .report
+                .per_worker
+                .iter()
+                .enumerate()
+                .map(|(w, p)| (w as f64, p.routed as f64))
+                .collect(),
+        })
+        .collect();
+    let chart = |title: &str, x: &str, y: &str, series: &[Series]| {
+        line_svg(&LineChart {
+            title,
+            x_desc: x,
+            y_desc: y,
+            series,
+            threshold: None,
+        })
+        .into_bytes()
+    };
+    vec![
+        ("compare.json".to_string(), pretty_json(&json)),
+        (
+            "ttft_cdf.svg".to_string(),
+            chart("TTFT distribution", "TTFT ms", "share of requests", &ttft),
+        ),
+        (
+            "tpot_cdf.svg".to_string(),
+            chart("TPOT distribution", "TPOT ms", "share of requests", &tpot),
+        ),
+        (
+            "per_worker_load.svg".to_string(),
+            chart("requests per worker", "worker", "requests routed", &load),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_stems_numbered_when_they_repeat() {
+        let files = ["a/x.toml", "b/x.toml", "y.toml"].map(String::from);
+        assert_eq!(labels(&files), ["x (1)", "x (2)", "y"]);
+    }
+}

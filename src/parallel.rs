@@ -1,0 +1,65 @@
+//! Running independent deterministic jobs on all cores: each job is a whole simulation run inside
+//! one thread (the engine is `Rc`-based and never crosses threads); threads take the next job
+//! from an atomic counter and results come back in job order, so they do not depend on the
+//! number of threads.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::error::Result;
+
+/// `f` over `items` on `jobs` scoped threads; results in item order. On errors, the error of the
+/// lowest failing item (no new item starts once one has failed).
+pub fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    f: impl Fn(&T) -> Result<R> + Sync,
+    done: &(dyn Fn() + Sync),
+) -> Result<Vec<R>> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let jobs = jobs.clamp(1, items.len().max(1));
+    let mut out: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    while !failed.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        let r = f(item);
+                        if r.is_err() {
+                            failed.store(true, Ordering::Relaxed);
+                        }
+                        done();
+                        mine.push((i, r));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_keep_item_order_whatever_the_threads() {
+        let items: Vec<u64> = (0..50).collect();
+        let square = |x: &u64| Ok(x * x);
+        let one = parallel_map(&items, 1, square, &|| ()).unwrap();
+        let four = parallel_map(&items, 4, square, &|| ()).unwrap();
+        assert_eq!(one, four);
+        assert_eq!(four[7], 49);
+        assert!(parallel_map(&[] as &[u64], 3, square, &|| ())
+            .unwrap()
+            .is_empty());
+    }
+}

@@ -1,0 +1,223 @@
+//! A run's timeline as Chrome trace-event JSON, the format ui.perfetto.dev and chrome://tracing
+//! open (the "JSON Object Format" of the Trace Event Format document: `{"traceEvents": [...]}`,
+//! times in microseconds).
+//!
+//! Layout: process 1 "workers", one thread per worker (its name), with a complete event (`X`)
+//! per step or decode stretch (args: steps, batch, prefill and decode tokens), counters (`C`) of
+//! its KV blocks and queue, and instant events (`i`) for evictions, preemptions and restarts;
+//! process 2 "requests", one async track per request (`b`/`e` pairs, id = the request) with its
+//! queue, prefill, transfer (disaggregated) and decode phases; process 3 "bus", instant events
+//! for every KV event it lost. Metadata events (`M`) name the processes and threads.
+
+use std::fmt::Write as _;
+
+use crate::cluster::timeline::{Mark, Timeline};
+use crate::cluster::topology::Topology;
+use crate::engine::Nanos;
+
+const WORKERS: u32 = 1;
+const REQUESTS: u32 = 2;
+const BUS: u32 = 3;
+
+/// Microseconds, as the format wants them (three decimals: whole nanoseconds).
+fn us(ns: Nanos) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+/// The trace-event JSON of `timeline`, with worker names from `topology`.
+pub fn render(timeline: &Timeline, topology: &Topology) -> String {
+    let mut events: Vec<String> = Vec::new();
+    let meta = |pid: u32, tid: u32, what: &str, name: &str| {
+        format!(
+            r#"{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"args":{{"name":"{name}"}}}}"#
+        )
+    };
+    events.push(meta(WORKERS, 0, "process_name", "workers"));
+    events.push(meta(REQUESTS, 0, "process_name", "requests"));
+    events.push(meta(BUS, 0, "process_name", "bus"));
+    for w in topology.workers() {
+        events.push(meta(WORKERS, w.id.0, "thread_name", &w.name));
+    }
+    let name = |w: crate::ids::WorkerId| topology.worker(w).name.as_str();
+    for mark in &timeline.marks {
+        match *mark {
+            Mark::Step {
+                worker,
+                start,
+                end,
+                steps,
+                batch,
+                prefill_tokens,
+                decode_tokens,
+            } => {
+                let label = if steps > 1 {
+                    format!("decode x{steps}")
+                } else if prefill_tokens > 0 {
+                    "prefill".to_string()
+                } else {
+                    "decode".to_string()
+                };
+                events.push(format!(
+                    r#"{{"ph":"X","name":"{label}","cat":"step","pid":{WORKERS},"tid":{},"ts":{},"dur":{},"args":{{"steps":{steps},"batch":{batch},"prefill_tokens":{prefill_tokens},"decode_tokens":{decode_tokens}}}}}"#,
+                    worker.0,
+                    us(start),
+                    us(end - start)
+                ));
+            }
+            Mark::Levels {
+                worker,
+                at,
+                kv_blocks,
+                waiting,
+                running,
+            } => {
+                events.push(format!(
+                    r#"{{"ph":"C","name":"{} kv blocks","pid":{WORKERS},"tid":{},"ts":{},"args":{{"kv_blocks":{kv_blocks}}}}}"#,
+                    name(worker),
+                    worker.0,
+                    us(at)
+                ));
+                events.push(format!(
+                    r#"{{"ph":"C","name":"{} queue","pid":{WORKERS},"tid":{},"ts":{},"args":{{"waiting":{waiting},"running":{running}}}}}"#,
+                    name(worker),
+                    worker.0,
+                    us(at)
+                ));
+            }
+            Mark::Evicted { worker, at, blocks } => events.push(instant(
+                "evicted",
+                WORKERS,
+                worker.0,
+                at,
+                &format!(r#""blocks":{blocks}"#),
+            )),
+            Mark::Preempted {
+                worker,
+                at,
+                requests,
+            } => events.push(instant(
+                "preempted",
+                WORKERS,
+                worker.0,
+                at,
+                &format!(r#""requests":{requests}"#),
+            )),
+            Mark::Restart { worker, at } => {
+                events.push(instant("restart", WORKERS, worker.0, at, ""))
+            }
+            Mark::Dropped { worker, at, kind } => events.push(instant(
+                &format!("dropped {kind}"),
+                BUS,
+                0,
+                at,
+                &format!(r#""worker":"{}""#, name(worker)),
+            )),
+            Mark::Request {
+                id,
+                prefill_worker,
+                worker,
+                arrived,
+                started,
+                first_token,
+                transferred,
+                done,
+                rejected,
+            } => {
+                if rejected {
+                    events.push(instant(
+                        &format!("rejected r{id}"),
+                        REQUESTS,
+                        0,
+                        done,
+                        &format!(r#""worker":"{}""#, name(worker)),
+                    ));
+                    continue;
+                }
+                let mut phases = vec![
+                    ("queue", arrived, started, prefill_worker),
+                    ("prefill", started, first_token, prefill_worker),
+                ];
+                match transferred {
+                    Some(t) => {
+                        phases.push(("transfer", first_token, t, worker));
+                        phases.push(("decode", t, done, worker));
+                    }
+                    None => phases.push(("decode", first_token, done, worker)),
+                }
+                for (phase, from, to, on) in phases {
+                    let args = format!(r#""request":{id},"worker":"{}""#, name(on));
+                    for (ph, at) in [("b", from), ("e", to.max(from))] {
+                        events.push(format!(
+                            r#"{{"ph":"{ph}","name":"{phase}","cat":"request","id":{id},"pid":{REQUESTS},"tid":0,"ts":{},"args":{{{args}}}}}"#,
+                            us(at)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::from("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    for (i, e) in events.iter().enumerate() {
+        let _ = write!(out, "{}{e}", if i == 0 { "" } else { ",\n" });
+    }
+    out.push_str("\n]}\n");
+    out
+}
+
+fn instant(name: &str, pid: u32, tid: u32, at: Nanos, args: &str) -> String {
+    format!(
+        r#"{{"ph":"i","s":"t","name":"{name}","pid":{pid},"tid":{tid},"ts":{},"args":{{{args}}}}}"#,
+        us(at)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{RequestId, WorkerId};
+    use crate::scenario::Scenario;
+
+    #[test]
+    fn marks_become_trace_events() {
+        let topo = Topology::of(&Scenario::default());
+        let mut t = Timeline::default();
+        t.note(Mark::Step {
+            worker: WorkerId(1),
+            start: 1_500,
+            end: 2_000_250,
+            steps: 1,
+            batch: 2,
+            prefill_tokens: 96,
+            decode_tokens: 1,
+        });
+        t.note(Mark::Request {
+            id: RequestId(7),
+            prefill_worker: WorkerId(0),
+            worker: WorkerId(0),
+            arrived: 0,
+            started: 1_000,
+            first_token: 3_000,
+            transferred: None,
+            done: 9_000,
+            rejected: false,
+        });
+        let json: serde_json::Value = serde_json::from_str(&render(&t, &topo)).unwrap();
+        let events = json["traceEvents"].as_array().unwrap();
+        let step = events.iter().find(|e| e["ph"] == "X").unwrap();
+        assert_eq!(step["ts"].as_f64(), Some(1.5));
+        assert_eq!(step["dur"].as_f64(), Some(1998.75));
+        assert_eq!(
+            (step["tid"].as_u64(), step["name"].as_str()),
+            (Some(1), Some("prefill"))
+        );
+        let phases: Vec<&str> = events
+            .iter()
+            .filter(|e| e["ph"] == "b")
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(phases, ["queue", "prefill", "decode"]);
+        assert!(events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["args"]["name"] == "worker1"));
+    }
+}

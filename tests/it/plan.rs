@@ -1,0 +1,286 @@
+//! `plan`, `compare` and the flags shared across commands (`--set` on `sweep`, `--out` checked
+//! before any run).
+
+use serde_json::Value as Json;
+
+use crate::common::{bad, ok, write};
+
+const SCENARIO: &str = r#"
+seed = 1
+[workload]
+kind = "synthetic"
+requests = 300
+groups = 4
+rate_per_s = 200.0
+[cluster]
+workers = 2
+[router]
+policy = "rr"
+"#;
+
+fn read_json(path: &std::path::Path) -> Json {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("written")).expect("JSON")
+}
+
+#[test]
+fn plan_finds_the_fewest_workers_and_runs_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", SCENARIO);
+    let out = dir.path().join("plan");
+    let table = ok(&[
+        "plan",
+        &s,
+        "--sla",
+        "ttft_p90_ms<=50",
+        "--sla",
+        "tpot_p50_ms<=20",
+        "--policy",
+        "rr",
+        "--policy",
+        "least-loaded",
+        "--workers",
+        "1..12",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(table.starts_with("fewest workers meeting ttft_p90_ms<=50, tpot_p50_ms<=20"));
+    let plan = read_json(&out.join("plan.json"));
+    assert_eq!(plan["search"], "workers");
+    for p in plan["policies"].as_array().unwrap() {
+        let answer = p["workers"].as_u64().expect("an answer in range");
+        let points = p["points"].as_array().unwrap();
+        let at = |w: u64| points.iter().find(|pt| pt["workers"] == w);
+        let below = at(answer - 1).expect("the point below the answer was run");
+        assert_eq!(below["meets"], false);
+        let here = at(answer).unwrap();
+        assert_eq!(here["meets"], true);
+        assert!(here["metrics"]["ttft_p90_ms"].as_f64().unwrap() <= 50.0);
+        assert!(at(answer + 1).is_some(), "and the point above");
+        assert_eq!(p["monotone"], true);
+        assert!(points.len() < 12, "bisection, not a scan: {}", points.len());
+    }
+    for svg in ["ttft_p90_ms.svg", "tpot_p50_ms.svg"] {
+        let text = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(text.contains("SLA ttft_p90_ms&lt;=50") || text.contains("SLA tpot_p50_ms&lt;=20"));
+    }
+    // Deterministic: the same answer file again.
+    let again = dir.path().join("again");
+    ok(&[
+        "plan",
+        &s,
+        "--sla",
+        "ttft_p90_ms<=50",
+        "--sla",
+        "tpot_p50_ms<=20",
+        "--policy",
+        "rr",
+        "--policy",
+        "least-loaded",
+        "--workers",
+        "1..12",
+        "--out",
+        again.to_str().unwrap(),
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(
+        std::fs::read(out.join("plan.json")).unwrap(),
+        std::fs::read(again.join("plan.json")).unwrap(),
+        "whatever the number of jobs"
+    );
+}
+
+#[test]
+fn plan_finds_the_highest_load_and_says_when_nothing_meets_the_sla() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", SCENARIO);
+    let out = dir.path().join("plan");
+    ok(&[
+        "plan",
+        &s,
+        "--sla",
+        "ttft_p90_ms<=60",
+        "--workers",
+        "3",
+        "--load",
+        "0.5..4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let plan = read_json(&out.join("plan.json"));
+    let p = &plan["policies"][0];
+    let load = p["load"].as_f64().expect("an answer");
+    assert!((0.5..4.0).contains(&load));
+    let points = p["points"].as_array().unwrap();
+    let above = points
+        .iter()
+        .filter(|pt| pt["load"].as_f64().unwrap() > load)
+        .map(|pt| pt["load"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        above <= load * 1.011,
+        "the failing point just above is run: {above} vs {load}"
+    );
+    let none = dir.path().join("none");
+    let table = ok(&[
+        "plan",
+        &s,
+        "--sla",
+        "ttft_p90_ms<=0.001",
+        "--workers",
+        "1..3",
+        "--out",
+        none.to_str().unwrap(),
+    ]);
+    assert!(table.contains("none"), "{table}");
+    assert_eq!(
+        read_json(&none.join("plan.json"))["policies"][0]["workers"],
+        Json::Null
+    );
+}
+
+#[test]
+fn plan_refuses_unclear_questions_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", SCENARIO);
+    let out = dir.path().join("o");
+    let o = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--workers", "1..4", "--load", "1..2"],
+            "vary workers or load, not both",
+        ),
+        (&[], "give one range"),
+        (&["--workers", "4..1"], "MIN must not exceed MAX"),
+        (
+            &["--workers", "1..4", "--sla", "ttft_p91_ms<=4"],
+            "is not a number in the report",
+        ),
+        (
+            &["--workers", "1..4", "--sla", "ttft_p90_ms=4"],
+            "is not KEY<=VALUE",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["plan", &s, "--out", o];
+        if !extra.contains(&"--sla") {
+            args.extend(["--sla", "ttft_p90_ms<=100"]);
+        }
+        args.extend(extra);
+        let line = bad(&args);
+        assert!(line.contains(needle), "{line}");
+    }
+    assert!(!out.exists() || out.is_dir(), "no half-written output");
+}
+
+#[test]
+fn compare_runs_scenarios_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "rr.toml", SCENARIO);
+    let b = write(
+        dir.path(),
+        "kv.toml",
+        &SCENARIO.replace(r#"policy = "rr""#, r#"policy = "kv""#),
+    );
+    let out = dir.path().join("cmp");
+    let table = ok(&[
+        "compare",
+        &a,
+        &b,
+        "--set",
+        "cluster.workers=3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(table.lines().nth(1).unwrap().starts_with("rr ") && table.contains("\nkv "));
+    let json = read_json(&out.join("compare.json"));
+    let scenarios = json["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 2);
+    for s in scenarios {
+        assert_eq!(s["ttft_cdf_ms"].as_array().unwrap().len(), 101);
+        assert_eq!(
+            s["report"]["per_worker"].as_array().unwrap().len(),
+            3,
+            "--set applied"
+        );
+    }
+    for svg in ["ttft_cdf.svg", "tpot_cdf.svg", "per_worker_load.svg"] {
+        assert!(std::fs::read_to_string(out.join(svg))
+            .unwrap()
+            .contains("<svg"));
+    }
+    assert!(bad(&["compare", &a, "--out", "x"]).contains("SCENARIO"));
+}
+
+#[test]
+fn sweep_takes_set_and_checks_out_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write(dir.path(), "base.toml", SCENARIO);
+    let sweep = write(
+        dir.path(),
+        "s.toml",
+        &format!(
+            "base = {:?}\nmetrics = [\"throughput_rps\"]\n[axes]\nseed = [1, 2]\n",
+            base
+        ),
+    );
+    let out = dir.path().join("out");
+    ok(&[
+        "sweep",
+        &sweep,
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "cluster.workers=5",
+    ]);
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["set"][0], "cluster.workers=5");
+    let file = write(dir.path(), "a_file", "x");
+    let line = bad(&["sweep", &sweep, "--out", &file]);
+    assert!(line.contains("is a file, not a folder"), "{line}");
+}
+
+#[test]
+fn the_slurm_script_shards_and_merges_like_an_unsharded_sweep() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let base = write(dir.path(), "base.toml", SCENARIO);
+    let sweep = write(
+        dir.path(),
+        "s.toml",
+        &format!(
+            "base = {:?}\nmetrics = [\"ttft_ms.p90\"]\n[axes]\n\"cluster.workers\" = [1, 2, 3]\n\
+             \"router.policy\" = [\"rr\", \"kv\"]\n",
+            base
+        ),
+    );
+    let out = dir.path().join("out");
+    let binary = assert_cmd::cargo::cargo_bin("dynsim");
+    let script = root.join("examples/slurm-array.sh");
+    let run = |args: &[&str], index: Option<usize>| {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(&script).args(args).current_dir(root);
+        cmd.env("SWEEP", &sweep)
+            .env("OUT", &out)
+            .env("DYNSIM", &binary)
+            .env("SLURM_ARRAY_TASK_COUNT", "3");
+        if let Some(i) = index {
+            cmd.env("SLURM_ARRAY_TASK_ID", i.to_string());
+        }
+        let o = cmd.output().expect("bash runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    for i in 0..3 {
+        run(&[], Some(i));
+    }
+    run(&["merge"], None);
+    let whole = dir.path().join("whole");
+    ok(&["sweep", &sweep, "--out", whole.to_str().unwrap()]);
+    for file in ["results.json", "results.csv", "ttft_ms_p90.svg"] {
+        assert_eq!(
+            std::fs::read(out.join("merged").join(file)).unwrap(),
+            std::fs::read(whole.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+}
