@@ -47,6 +47,16 @@ pub enum SimRng {
     Python(Box<PyRandom>),
 }
 
+impl std::fmt::Debug for SimRng {
+    /// The kind only: a generator's state is not for reading.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimRng::Chacha(_) => f.write_str("SimRng::Chacha"),
+            SimRng::Python(_) => f.write_str("SimRng::Python"),
+        }
+    }
+}
+
 impl SimRng {
     /// A generator of `kind` seeded with `seed`.
     pub fn new(kind: RngKind, seed: u64) -> Self {

@@ -12,8 +12,6 @@ use crate::cluster::topology::Topology;
 use crate::cluster::Node;
 use crate::engine::{ms_to_ns, Simulation};
 use crate::error::{Error, Result};
-use crate::hash::block_hashes;
-use crate::ids::RequestId;
 use crate::report::{cdf_ms, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
 use crate::round::{rate, round_py};
@@ -23,15 +21,17 @@ use crate::scenario::{Scenario, TraceFormat, Workload};
 use crate::sketch::LogHistogram;
 use crate::trace::TraceWriter;
 use crate::workload::lab::PrefixRepeat;
+use crate::workload::source::Recipe;
+use crate::workload::synthetic::SyntheticStream;
 use crate::workload::trace::TraceOptions;
-use crate::workload::{azure, mooncake, synthetic, RequestSpec};
+use crate::workload::{azure, mooncake};
 
-/// A workload's requests, how to pace them, (for traces) what was read, and the run's generator
-/// as the workload left it.
-#[derive(Clone)]
+/// A built workload (its [`Recipe`]: requests are made only when sent), how to pace it, (for
+/// traces) what was read, and the run's generator as the workload left it.
+#[derive(Clone, Debug)]
 pub struct BuiltWorkload {
-    /// Requests in arrival order.
-    pub specs: Vec<RequestSpec>,
+    /// The requests, made on demand.
+    pub recipe: Recipe,
     /// Open or closed loop.
     pub pacing: Pacing,
     /// Trace rows read and skipped.
@@ -42,23 +42,13 @@ pub struct BuiltWorkload {
 }
 
 /// Builds the scenario's workload, drawing from the run's generator (seeded by the scenario).
-/// Trace paths are relative to `base_dir`.
+/// Trace paths are relative to `base_dir`. Nothing is materialised: a trace is read into a
+/// compact table, a synthetic workload's draws are made once to check it and find where the
+/// generator ends, and requests are made when sent.
 pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
-    let mut rng = SimRng::new(s.rng, s.seed);
-    let (specs, pacing, trace) = workload_specs(s, base_dir, &mut rng)?;
-    Ok(BuiltWorkload {
-        specs,
-        pacing,
-        trace,
-        rng,
-    })
-}
-
-type Specs = (Vec<RequestSpec>, Pacing, Option<TraceRows>);
-
-fn workload_specs(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result<Specs> {
     let block = s.block_size();
-    match &s.workload {
+    let mut rng = SimRng::new(s.rng, s.seed);
+    let (recipe, pacing, trace) = match &s.workload {
         Workload::PrefixRepeat(w) => {
             let shape = PrefixRepeat {
                 prefixes: w.prefixes,
@@ -66,31 +56,32 @@ fn workload_specs(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result<Spe
                 prefix_len: w.prefix_len,
                 tail_len: w.tail_len,
             };
-            let interval = ms_to_ns(w.interval_ms);
-            let specs = shape
-                .order(rng)
-                .into_iter()
-                .enumerate()
-                .map(|(i, k)| {
-                    let tokens = shape.tokens(i, k);
-                    RequestSpec {
-                        id: RequestId(i as u64),
-                        arrival_ns: (i as u64).saturating_mul(interval),
-                        input_tokens: tokens.len() as u32,
-                        output_tokens: w.output_tokens,
-                        blocks: block_hashes(&tokens, block),
-                        prefix: Some(k as u64),
-                        prefix_blocks: w.prefix_len / block,
-                        session: None,
-                    }
-                })
-                .collect();
-            Ok((specs, Pacing::OpenLoop, None))
+            let order = shape.order(&mut rng);
+            let recipe = Recipe::lab(
+                shape,
+                order,
+                block,
+                ms_to_ns(w.interval_ms),
+                w.output_tokens,
+            );
+            (recipe, Pacing::OpenLoop, None)
         }
-        Workload::Synthetic(p) => Ok((synthetic::generate(p, block, rng), Pacing::OpenLoop, None)),
+        Workload::Synthetic(p) => {
+            let start = rng.clone();
+            let checked =
+                SyntheticStream::check(p, rng).map_err(|(key, problem)| Error::Setting {
+                    at: "scenario".into(),
+                    key: format!("workload.{key}"),
+                    value: String::new(),
+                    problem,
+                })?;
+            rng = checked.rng;
+            let recipe = Recipe::synthetic(p.clone(), block, start, checked.sessions);
+            (recipe, Pacing::OpenLoop, None)
+        }
         Workload::Trace(t) => {
             let path = base_dir.join(&t.path);
-            let text = crate::error::read_text(&path)?;
+            let reader = crate::workload::trace::open(&path)?;
             let opts = TraceOptions {
                 trace_block_size: t.trace_block_size,
                 block_size: block,
@@ -98,20 +89,27 @@ fn workload_specs(s: &Scenario, base_dir: &Path, rng: &mut SimRng) -> Result<Spe
                 limit: t.limit,
                 skip_bad: t.skip_bad,
             };
-            let (specs, stats) = match t.format {
-                TraceFormat::Mooncake => mooncake::parse_mooncake(&path, &text, &opts)?,
-                TraceFormat::Azure => azure::parse_azure(&path, &text, &opts)?,
+            let table = match t.format {
+                TraceFormat::Mooncake => mooncake::read_mooncake(&path, reader, &opts)?,
+                TraceFormat::Azure => azure::read_azure(&path, reader, &opts)?,
             };
-            Ok((
-                specs,
+            let stats = table.stats();
+            (
+                Recipe::table(table),
                 t.concurrency.map_or(Pacing::OpenLoop, Pacing::ClosedLoop),
                 Some(TraceRows {
                     rows: stats.rows,
                     skipped: stats.skipped,
                 }),
-            ))
+            )
         }
-    }
+    };
+    Ok(BuiltWorkload {
+        recipe,
+        pacing,
+        trace,
+        rng,
+    })
 }
 
 /// Runs a validated scenario; writes one trace line per delivered message to `trace` if given.
@@ -152,10 +150,10 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 /// one workload many times builds it once).
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
     let mut sim: Simulation<Node> = Simulation::new(built.rng);
-    let total = built.specs.len() as u64;
+    let total = built.recipe.total() as u64;
     let timeline = hooks.perfetto.is_some().then(Timeline::shared);
     let Built { topology, audit } =
-        populate(s, built.specs, built.pacing, &mut sim, timeline.clone());
+        populate(s, &built.recipe, built.pacing, &mut sim, timeline.clone());
     let client = topology.client();
     let events_applied = learns_from_events(s);
     let mut writer = hooks

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::lab::{self, KvCostParams, LabMode, SimParams, LAB_LINKS_GBPS, LAB_TOKENS};
 use crate::output::{pretty_json, write_atomic, write_stdout};
 use crate::rng::RngKind;
-use crate::scenario::validate::{MAX_PROMPT_TOKENS, MAX_REQUESTS};
+use crate::scenario::validate::{MAX_CONTEXT_TOKENS, MAX_REQUESTS};
 use crate::summarize::summarize_file;
 use crate::workload::lab::PrefixRepeat;
 
@@ -64,10 +64,12 @@ pub fn sim(a: SimArgs) -> Result<ExitCode> {
             format!("--prefixes x --reps must be at most {MAX_REQUESTS} requests"),
         ));
     }
-    if a.plen.saturating_add(a.tail) > MAX_PROMPT_TOKENS {
+    if a.plen.saturating_add(a.tail) as u64 > MAX_CONTEXT_TOKENS {
         return Err(Error::arg(
             "--tail",
-            format!("--plen + --tail must be at most {MAX_PROMPT_TOKENS} tokens"),
+            format!(
+                "--plen + --tail must be at most {MAX_CONTEXT_TOKENS} tokens (the longest context)"
+            ),
         ));
     }
     if a.publish.is_some() && a.mode != LabMode::KvEvents {

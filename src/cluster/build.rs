@@ -7,12 +7,12 @@ use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::router::stream::OnGap;
 use crate::scenario::{AdmissionKind, Fault, PreemptionKind, Scenario};
-use crate::workload::RequestSpec;
+use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};
 use super::board::board;
 use super::bus::BusActor;
-use super::client::{Client, Pacing};
+use super::client::{Arrivals, Client, Feed, Pacing};
 use super::messages::Msg;
 use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
@@ -28,7 +28,7 @@ use super::Node;
 /// workload).
 pub fn populate(
     s: &Scenario,
-    specs: Vec<RequestSpec>,
+    recipe: &Recipe,
     pacing: Pacing,
     sim: &mut Simulation<Node>,
     timeline: Option<SharedTimeline>,
@@ -38,9 +38,8 @@ pub fn populate(
     let truth = Truth::shared();
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let routers = topo.routers().to_vec();
-    let mut client = Client::new(specs, pacing, routers.clone(), s.router.spread, routable)
-        .with_timeline(timeline.clone());
-    let first = client.initial();
+    let feed = Feed::shared(recipe, pacing, routers.clone(), s.router.spread);
+    let client = Client::new(feed.clone(), routable).with_timeline(timeline.clone());
     let policies: Vec<_> = routers
         .iter()
         .map(|_| {
@@ -140,7 +139,8 @@ pub fn populate(
             sim.schedule(up, slot.addr, to, Msg::WorkerUp { worker: slot.id });
         }
     }
-    sim.schedule_stream(topo.client(), first);
+    let arrivals = feed.borrow().initial_count() as u64;
+    sim.schedule_stream(topo.client(), arrivals, Arrivals(feed));
     Built {
         topology: topo,
         audit,

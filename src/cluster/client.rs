@@ -2,12 +2,14 @@
 //! fixed concurrency, session turns after the previous turn completes), spreads requests over
 //! the router replicas (`router.spread`), and records every completed request's outcome.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::ids::RequestId;
 use crate::scenario::Spread;
+use crate::workload::source::{Recipe, Source};
 use crate::workload::RequestSpec;
 
 use super::messages::{Msg, Routed};
@@ -23,47 +25,137 @@ pub enum Pacing {
     ClosedLoop(usize),
 }
 
-/// The client actor.
-pub struct Client {
-    specs: Vec<Arc<RequestSpec>>,
+/// The workload's requests as the client sends them: shared by the client actor (later turns,
+/// closed-loop refills) and the engine's arrival stream ([`Arrivals`]), which pulls the first
+/// deliveries one at a time as the clock reaches them.
+pub struct Feed {
+    source: Source,
     pacing: Pacing,
     routers: Vec<ActorId>,
     spread: Spread,
-    next: usize,
-    /// Later session turns by the turn they wait for (looked up only, never iterated).
-    followers: HashMap<RequestId, Vec<usize>>,
-    sent: usize,
+    /// First deliveries still to hand to the arrival stream.
+    initial_left: usize,
+}
+
+/// The handle the client and its arrival stream share (one simulation runs on one thread).
+pub type SharedFeed = Rc<RefCell<Feed>>;
+
+impl Feed {
+    /// A feed of `recipe`'s requests sent to the router replicas `routers` as `spread` says.
+    pub fn shared(
+        recipe: &Recipe,
+        pacing: Pacing,
+        routers: Vec<ActorId>,
+        spread: Spread,
+    ) -> SharedFeed {
+        let initial_left = match pacing {
+            Pacing::OpenLoop => recipe.first_turns(),
+            Pacing::ClosedLoop(n) => n.min(recipe.total()),
+        };
+        Rc::new(RefCell::new(Feed {
+            source: recipe.source(),
+            pacing,
+            routers,
+            spread,
+            initial_left,
+        }))
+    }
+
+    /// Deliveries the arrival stream will make (first turns, or the first closed-loop batch).
+    pub fn initial_count(&self) -> usize {
+        self.initial_left
+    }
+
+    /// The replica `spec` goes to: by request number, or by session.
+    fn replica(&self, spec: &RequestSpec) -> ActorId {
+        let n = self.routers.len();
+        let k = match (self.spread, spec.session) {
+            (Spread::Session, Some(l)) => (l.session % n as u64) as usize,
+            _ => (spec.id.0 % n as u64) as usize,
+        };
+        self.routers[k]
+    }
+
+    fn request(&self, spec: RequestSpec, at: Nanos) -> (ActorId, Msg) {
+        let router = self.replica(&spec);
+        let msg = Msg::Request(Routed {
+            spec: Arc::new(spec),
+            router,
+            arrived_ns: at,
+            worker: None,
+            predicted_blocks: 0,
+            others_held_blocks: 0,
+            ever_computed_blocks: 0,
+            retries: 0,
+            repeat: false,
+            prefill: None,
+        });
+        (router, msg)
+    }
+
+    /// The arrival stream's next delivery: `(time, router replica, message)`.
+    fn next_initial(&mut self) -> Option<(Nanos, ActorId, Msg)> {
+        if self.initial_left == 0 {
+            return None;
+        }
+        self.initial_left -= 1;
+        let (spec, at) = match self.pacing {
+            Pacing::OpenLoop => {
+                let spec = self.source.next_first_turn()?;
+                let at = spec.arrival_ns;
+                (spec, at)
+            }
+            Pacing::ClosedLoop(_) => (self.source.next_in_order()?, 0),
+        };
+        let (to, msg) = self.request(spec, at);
+        Some((at, to, msg))
+    }
+
+    /// What request `done` completing at `now` sends next, if anything: `(time, replica,
+    /// message)` (open loop: its session's next turn; closed loop: the next request).
+    fn after(&mut self, done: RequestId, now: Nanos) -> Option<(Nanos, ActorId, Msg)> {
+        let (spec, at) = match self.pacing {
+            Pacing::OpenLoop => {
+                let spec = self.source.follower_of(done)?;
+                let delay_ns = spec.session.map_or(0, |l| l.delay_ns);
+                let at = now.saturating_add(delay_ns).max(spec.arrival_ns);
+                (spec, at)
+            }
+            Pacing::ClosedLoop(_) => (self.source.next_in_order()?, now),
+        };
+        let (to, msg) = self.request(spec, at);
+        Some((at, to, msg))
+    }
+}
+
+/// The engine's stream of first deliveries, pulled from the shared feed.
+pub struct Arrivals(pub SharedFeed);
+
+impl Iterator for Arrivals {
+    type Item = (Nanos, ActorId, Msg);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.borrow_mut().next_initial()
+    }
+}
+
+/// The client actor.
+pub struct Client {
+    feed: SharedFeed,
+    total: usize,
     /// The outcomes of completed requests.
     pub tally: Tally,
     timeline: Option<SharedTimeline>,
 }
 
 impl Client {
-    /// A client for `specs` (in arrival order, ids equal to positions) sending to the router
-    /// replicas `routers` as `spread` says. Outcomes are tallied over `workers` routable workers.
-    pub fn new(
-        specs: Vec<RequestSpec>,
-        pacing: Pacing,
-        routers: Vec<ActorId>,
-        spread: Spread,
-        workers: usize,
-    ) -> Self {
-        let mut followers: HashMap<RequestId, Vec<usize>> = HashMap::new();
-        if pacing == Pacing::OpenLoop {
-            for (i, s) in specs.iter().enumerate() {
-                if let Some(after) = s.session.and_then(|l| l.after) {
-                    followers.entry(after).or_default().push(i);
-                }
-            }
-        }
+    /// A client sending `feed`'s requests. Outcomes are tallied over `workers` routable
+    /// workers.
+    pub fn new(feed: SharedFeed, workers: usize) -> Self {
+        let total = feed.borrow().source.total();
         Client {
-            specs: specs.into_iter().map(Arc::new).collect(),
-            pacing,
-            routers,
-            spread,
-            next: 0,
-            followers,
-            sent: 0,
+            feed,
+            total,
             tally: Tally::new(workers),
             timeline: None,
         }
@@ -77,64 +169,7 @@ impl Client {
 
     /// Requests in the workload.
     pub fn total(&self) -> usize {
-        self.specs.len()
-    }
-
-    /// Requests sent so far.
-    pub fn sent(&self) -> usize {
-        self.sent
-    }
-
-    /// The first deliveries to schedule before the run: `(time, router replica, message)`.
-    pub fn initial(&mut self) -> Vec<(Nanos, ActorId, Msg)> {
-        let picks: Vec<usize> = match self.pacing {
-            Pacing::OpenLoop => (0..self.specs.len())
-                .filter(|&i| self.specs[i].session.and_then(|l| l.after).is_none())
-                .collect(),
-            Pacing::ClosedLoop(n) => {
-                self.next = n.min(self.specs.len());
-                (0..self.next).collect()
-            }
-        };
-        picks
-            .into_iter()
-            .map(|i| {
-                let at = match self.pacing {
-                    Pacing::OpenLoop => self.specs[i].arrival_ns,
-                    Pacing::ClosedLoop(_) => 0,
-                };
-                let (to, msg) = self.request(i, at);
-                (at, to, msg)
-            })
-            .collect()
-    }
-
-    /// The replica request `i` goes to: by request number, or by session.
-    fn replica(&self, i: usize) -> ActorId {
-        let n = self.routers.len();
-        let k = match (self.spread, self.specs[i].session) {
-            (Spread::Session, Some(l)) => (l.session % n as u64) as usize,
-            _ => i % n,
-        };
-        self.routers[k]
-    }
-
-    fn request(&mut self, i: usize, at: Nanos) -> (ActorId, Msg) {
-        self.sent += 1;
-        let router = self.replica(i);
-        let msg = Msg::Request(Routed {
-            spec: Arc::clone(&self.specs[i]),
-            router,
-            arrived_ns: at,
-            worker: None,
-            predicted_blocks: 0,
-            others_held_blocks: 0,
-            ever_computed_blocks: 0,
-            retries: 0,
-            repeat: false,
-            prefill: None,
-        });
-        (router, msg)
+        self.total
     }
 }
 
@@ -159,27 +194,9 @@ impl Actor for Client {
             rejected: ack.rejected,
         });
         let now = ctx.now();
-        match self.pacing {
-            Pacing::OpenLoop => {
-                if self.followers.is_empty() {
-                    return;
-                }
-                for next in self.followers.remove(&ack.request).unwrap_or_default() {
-                    let spec = &self.specs[next];
-                    let delay_ns = spec.session.map_or(0, |l| l.delay_ns);
-                    let at = (now + delay_ns).max(spec.arrival_ns);
-                    let (to, msg) = self.request(next, at);
-                    ctx.send(to, msg, at - now);
-                }
-            }
-            Pacing::ClosedLoop(_) => {
-                if self.next < self.specs.len() {
-                    let next = self.next;
-                    self.next += 1;
-                    let (to, msg) = self.request(next, now);
-                    ctx.send(to, msg, 0);
-                }
-            }
+        let next = self.feed.borrow_mut().after(ack.request, now);
+        if let Some((at, to, msg)) = next {
+            ctx.send(to, msg, at - now);
         }
     }
 }

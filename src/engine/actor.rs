@@ -25,11 +25,15 @@ impl<M> Context<'_, M> {
         self.me
     }
 
-    /// Sends `msg` to `to`, delivered `delay` nanoseconds from now (at the end of time, `u64::MAX`
-    /// ns, if that is later).
+    /// Sends `msg` to `to`, delivered `delay` nanoseconds from now. A delivery past the end of
+    /// time (`u64::MAX` ns) is made at the end of time and noted: the run then fails rather
+    /// than report wrapped or saturated times ([`super::Simulation::overflowed`]).
     pub fn send(&mut self, to: ActorId, msg: M, delay: Nanos) {
-        self.queue
-            .push(self.now.saturating_add(delay), self.me, to, msg);
+        let at = self.now.checked_add(delay).unwrap_or_else(|| {
+            self.queue.overflow();
+            Nanos::MAX
+        });
+        self.queue.push(at, self.me, to, msg);
     }
 
     /// The run's seeded generator (one per simulation: draws happen in delivery order).

@@ -2,7 +2,7 @@
 //! deliveries known in advance.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use super::envelope::{ActorId, Envelope};
 use super::time::Nanos;
@@ -17,8 +17,22 @@ pub struct EventQueue<M> {
     free: Vec<u32>,
     next_seq: u64,
     /// Deliveries known in advance, in `(time, seq)` order, merged with the heap on pop so that
-    /// a long workload does not sit in (and slow down) the heap.
-    stream: VecDeque<(Nanos, u64, Parked<M>)>,
+    /// a long workload neither sits in (and slows down) the heap nor in memory: items are
+    /// pulled from their iterator one at a time, as the clock reaches them.
+    stream: Option<Stream<M>>,
+    /// Whether a delivery was asked for past the end of time (`u64::MAX` ns).
+    overflowed: bool,
+}
+
+/// A stream of deliveries known in advance, made on demand.
+struct Stream<M> {
+    items: Box<dyn Iterator<Item = (Nanos, ActorId, ActorId, M)>>,
+    /// The next item, pulled from `items` when the queue needs to compare it.
+    head: Option<(Nanos, u64, Parked<M>)>,
+    /// The seq the next pulled item gets, and the end of the range reserved for the stream.
+    next_seq: u64,
+    end_seq: u64,
+    last_time: Nanos,
 }
 
 struct Parked<M> {
@@ -34,25 +48,54 @@ impl<M> EventQueue<M> {
             slots: Vec::new(),
             free: Vec::new(),
             next_seq: 0,
-            stream: VecDeque::new(),
+            stream: None,
+            overflowed: false,
         }
     }
 
-    /// Appends deliveries known in advance; they get the next `seq`s in order, exactly as if each
-    /// had been pushed. Times must not decrease along the stream nor go below earlier stream items.
-    pub(super) fn extend_stream(
+    /// Sets the stream of deliveries known in advance: `count` items, in time order, pulled from
+    /// `items` only when needed. They get the next `count` seqs in order, exactly as if each had
+    /// been pushed now. One stream per queue.
+    pub(super) fn set_stream(
         &mut self,
-        items: impl IntoIterator<Item = (Nanos, ActorId, ActorId, M)>,
+        count: u64,
+        items: Box<dyn Iterator<Item = (Nanos, ActorId, ActorId, M)>>,
     ) {
-        for (time, from, to, msg) in items {
-            debug_assert!(
-                self.stream.back().is_none_or(|last| last.0 <= time),
-                "a stream is in time order"
-            );
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.stream.push_back((time, seq, Parked { from, to, msg }));
+        assert!(self.stream.is_none(), "one stream per queue");
+        let next_seq = self.next_seq;
+        self.next_seq += count;
+        self.stream = Some(Stream {
+            items,
+            head: None,
+            next_seq,
+            end_seq: next_seq + count,
+            last_time: 0,
+        });
+    }
+
+    /// Notes that a delivery was asked for past the end of time.
+    pub(super) fn overflow(&mut self) {
+        self.overflowed = true;
+    }
+
+    /// Whether a delivery was asked for past the end of time.
+    pub(super) fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// The stream's next `(time, seq)`, pulling it from the iterator if needed.
+    fn stream_head(&mut self) -> Option<(Nanos, u64)> {
+        let s = self.stream.as_mut()?;
+        if s.head.is_none() {
+            if let Some((time, from, to, msg)) = s.items.next() {
+                assert!(s.next_seq < s.end_seq, "a stream yields what it reserved");
+                assert!(time >= s.last_time, "a stream is in time order");
+                s.last_time = time;
+                s.head = Some((time, s.next_seq, Parked { from, to, msg }));
+                s.next_seq += 1;
+            }
         }
+        s.head.as_ref().map(|&(t, q, _)| (t, q))
     }
 
     /// Schedules a delivery; `seq` is assigned now, in send order.
@@ -74,14 +117,17 @@ impl<M> EventQueue<M> {
     }
 
     pub(super) fn pop(&mut self) -> Option<Envelope<M>> {
-        let stream_first = match (self.stream.front(), self.heap.peek()) {
-            (Some(&(t, q, _)), Some(&Reverse((ht, hq, _)))) => (t, q) < (ht, hq),
+        let stream_first = match (self.stream_head(), self.heap.peek()) {
+            (Some(s), Some(&Reverse((ht, hq, _)))) => s < (ht, hq),
             (Some(_), None) => true,
             (None, _) => false,
         };
         if stream_first {
-            let (time, seq, Parked { from, to, msg }) =
-                self.stream.pop_front().expect("checked non-empty");
+            let (time, seq, Parked { from, to, msg }) = self
+                .stream
+                .as_mut()
+                .and_then(|s| s.head.take())
+                .expect("checked non-empty");
             return Some(Envelope {
                 time,
                 seq,

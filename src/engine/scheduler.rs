@@ -42,15 +42,23 @@ impl<A: Actor> Simulation<A> {
         self.queue.push(at, from, to, msg);
     }
 
-    /// Schedules deliveries known in advance (a workload's arrivals), sorted here by time (stably,
-    /// so equal times keep their order). They are ordered with every other delivery by
-    /// `(time, seq)` exactly as if each had been [`Simulation::schedule`]d, but wait outside the
-    /// heap, so a long workload costs nothing per step.
-    /// Each item is `(time, destination, message)`.
-    pub fn schedule_stream(&mut self, from: ActorId, mut items: Vec<(Nanos, ActorId, A::Msg)>) {
-        items.sort_by_key(|(t, _, _)| *t);
-        self.queue
-            .extend_stream(items.into_iter().map(|(t, to, msg)| (t, from, to, msg)));
+    /// Schedules `count` deliveries known in advance (a workload's arrivals), in time order
+    /// (`(time, destination, message)`), made by `items` only when the clock nears them. They
+    /// are ordered with every other delivery by `(time, seq)` exactly as if each had been
+    /// [`Simulation::schedule`]d now, but wait outside the heap and outside memory, so a long
+    /// workload costs nothing per step.
+    pub fn schedule_stream(
+        &mut self,
+        from: ActorId,
+        count: u64,
+        items: impl Iterator<Item = (Nanos, ActorId, A::Msg)> + 'static,
+    ) where
+        A::Msg: 'static,
+    {
+        self.queue.set_stream(
+            count,
+            Box::new(items.map(move |(t, to, msg)| (t, from, to, msg))),
+        );
     }
 
     /// The run's generator, for draws made before the first delivery (e.g. a workload shuffle).
@@ -66,6 +74,12 @@ impl<A: Actor> Simulation<A> {
     /// Messages delivered so far.
     pub fn delivered(&self) -> u64 {
         self.delivered
+    }
+
+    /// Whether an actor asked for a delivery past the end of time (`u64::MAX` ns, about 584
+    /// years): the run's times can no longer be trusted.
+    pub fn overflowed(&self) -> bool {
+        self.queue.overflowed()
     }
 
     /// Delivers the next pending message, showing it to `observe` first. Returns `false` when
@@ -175,7 +189,7 @@ mod tests {
             seen: vec![],
         });
         sim.schedule(100, a, a, 9);
-        sim.schedule_stream(a, vec![(100, a, 11), (100, a, 12)]);
+        sim.schedule_stream(a, 2, vec![(100, a, 11), (100, a, 12)].into_iter());
         sim.schedule(100, a, a, 7);
         sim.schedule(50, a, a, 4);
         let mut order = Vec::new();
@@ -195,16 +209,54 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_sorts_its_items_by_time_keeping_equal_times_in_order() {
+    fn a_stream_is_pulled_only_as_the_clock_reaches_it() {
+        use std::cell::Cell;
+        use std::rc::Rc;
         let mut sim = Simulation::new(SimRng::new(RngKind::Chacha, 0));
         let a = sim.add(Echo {
             peer: ActorId(0),
             seen: vec![],
         });
-        sim.schedule_stream(a, vec![(30, a, 8), (10, a, 6), (30, a, 9), (10, a, 7)]);
+        let pulled = Rc::new(Cell::new(0));
+        let counter = Rc::clone(&pulled);
+        let items = [(10, 6), (10, 7), (30, 8), (30, 9)]
+            .into_iter()
+            .map(move |(t, m)| {
+                counter.set(counter.get() + 1);
+                (t, a, m)
+            });
+        sim.schedule_stream(a, 4, items);
         sim.schedule(20, a, a, 100); // a heap item between the stream's two instants
+        assert_eq!(pulled.get(), 0, "nothing is made before the run");
         let mut order = Vec::new();
-        sim.run(|env| order.push((env.time, env.msg)));
+        while sim.step(&mut |env| order.push((env.time, env.msg))) {
+            // One item ahead of the clock at most: the one compared with the heap's head.
+            let delivered = order.iter().filter(|(_, m)| *m != 100).count();
+            assert!(pulled.get() <= delivered + 1, "{order:?}");
+        }
         assert_eq!(order, vec![(10, 6), (10, 7), (20, 100), (30, 8), (30, 9)]);
+    }
+
+    /// Sends itself one message far in the future.
+    struct Far;
+
+    impl Actor for Far {
+        type Msg = u32;
+
+        fn handle(&mut self, env: Envelope<u32>, ctx: &mut Context<'_, u32>) {
+            if env.msg == 0 {
+                ctx.send(ctx.me(), 1, Nanos::MAX);
+            }
+        }
+    }
+
+    #[test]
+    fn a_delivery_past_the_end_of_time_is_noted_not_wrapped() {
+        let mut sim = Simulation::new(SimRng::new(RngKind::Chacha, 0));
+        let a = sim.add(Far);
+        sim.schedule(5, a, a, 0);
+        sim.run(|_| {});
+        assert!(sim.overflowed());
+        assert_eq!(sim.now(), Nanos::MAX);
     }
 }

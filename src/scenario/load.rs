@@ -169,10 +169,12 @@ fn table_above(lines: &[&str], line: usize) -> Option<String> {
 
 /// Points an out-of-range setting at its `--set`, its line, or (a default) the file.
 fn locate(path: &Path, text: &str, overrides: &[Override], inv: Invalid) -> Error {
+    // A problem that names another key (a product of two settings) is the override's too.
     let set_here = overrides.iter().any(|o| {
         inv.key == o.key
             || inv.key.starts_with(&format!("{}.", o.key))
             || inv.key.starts_with(&format!("{}[", o.key))
+            || inv.problem.contains(&o.key)
     });
     let at = if set_here {
         "--set".to_string()

@@ -4,8 +4,10 @@
 pub use crate::error::Invalid;
 
 use super::{Fault, Limit, Scenario, Workload};
+use crate::rng::SimRng;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
+use crate::workload::synthetic::SyntheticStream;
 
 fn bad(key: &str, value: impl ToString, problem: &str) -> Invalid {
     Invalid {
@@ -40,8 +42,9 @@ pub const MAX_REPLAY_BUFFER: usize = 10_000_000;
 pub const MAX_REPLICAS: usize = crate::cluster::audit::MAX_AUDITED_REPLICAS;
 /// The most requests a generated workload may have.
 pub const MAX_REQUESTS: usize = 10_000_000;
-/// The longest generated prompt, tokens.
-pub const MAX_PROMPT_TOKENS: usize = 1_000_000;
+/// The longest context a request may have, prompt plus output tokens (2^20: a 1M-token
+/// context, the longest any served model offers today). Longer trace rows are bad rows.
+pub const MAX_CONTEXT_TOKENS: u64 = 1 << 20;
 
 /// A duration or instant in ms: finite, >= 0, at most [`MAX_MS`].
 fn time_ms(key: &str, x: f64) -> Result<(), Invalid> {
@@ -95,17 +98,44 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         Workload::PrefixRepeat(w) => {
             at_least_one("workload.prefixes", w.prefixes)?;
             at_least_one("workload.reps", w.reps)?;
-            at_most(
-                "workload.reps",
-                w.reps,
-                MAX_REQUESTS / w.prefixes.min(MAX_REQUESTS),
-            )?;
-            at_most(
-                "workload.tail_len",
-                w.tail_len,
-                MAX_PROMPT_TOKENS.saturating_sub(w.prefix_len),
-            )?;
+            let requests = w.prefixes.saturating_mul(w.reps);
+            if requests > MAX_REQUESTS {
+                return Err(bad(
+                    "workload.prefixes",
+                    w.prefixes,
+                    &format!(
+                        "times workload.reps = {} makes {requests} requests, more than a run may \
+                         have ({MAX_REQUESTS})",
+                        w.reps
+                    ),
+                ));
+            }
+            let context = (w.prefix_len as u64)
+                .saturating_add(w.tail_len as u64)
+                .saturating_add(u64::from(w.output_tokens));
+            if context > MAX_CONTEXT_TOKENS {
+                return Err(bad(
+                    "workload.tail_len",
+                    w.tail_len,
+                    &format!(
+                        "makes prefix_len + tail_len + output_tokens = {context} tokens, longer \
+                         than the longest context ({MAX_CONTEXT_TOKENS})"
+                    ),
+                ));
+            }
             time_ms("workload.interval_ms", w.interval_ms)?;
+            let last_ms = w.interval_ms * (requests - 1) as f64;
+            if last_ms > MAX_MS {
+                return Err(bad(
+                    "workload.interval_ms",
+                    format!("{:?}", w.interval_ms),
+                    &format!(
+                        "puts the last of {} requests at {last_ms:e} ms, past the clock's limit \
+                         of 1e12 ms (about 31.7 years)",
+                        requests
+                    ),
+                ));
+            }
         }
         Workload::Trace(t) => {
             if t.path.is_empty() {
@@ -122,6 +152,10 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
         Workload::Synthetic(p) => {
             p.validate()
+                .map_err(|(key, problem)| bad(&format!("workload.{key}"), "", &problem))?;
+            // The draws themselves: every arrival within the clock, every request within the
+            // longest context.
+            SyntheticStream::check(p, SimRng::new(s.rng, s.seed))
                 .map_err(|(key, problem)| bad(&format!("workload.{key}"), "", &problem))?;
         }
     }

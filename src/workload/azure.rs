@@ -9,39 +9,41 @@
 //! - **Blocks.** The trace has lengths only, no prefix information: each prompt still gets
 //!   `ContextTokens / block_size` blocks (they occupy KV cache), named uniquely per request so that
 //!   no two requests ever share one. `prefix` is `None`. `trace_block_size` is not used.
+//! - **Checks.** Context plus generated tokens may not exceed
+//!   [`MAX_CONTEXT_TOKENS`], and an arrival (time since the earliest row / `speedup`) may not
+//!   pass the clock's limit (1e12 ms): such rows are bad rows.
+//! - **Memory.** The file is read one line at a time into a compact [`TraceTable`].
 
+use std::io::BufRead;
 use std::path::Path;
 
-use super::trace::{collect_rows, numbered_lines, TraceOptions, TraceStats};
-use super::RequestSpec;
+use super::table::{Naming, RawRow, RowTime, TraceTable};
+use super::trace::{collect_rows, numbered_lines, TraceOptions};
 use crate::error::{Error, Result};
-use crate::hash::chain_ids;
-use crate::ids::RequestId;
+use crate::scenario::validate::MAX_CONTEXT_TOKENS;
 
 /// The expected header columns, in order.
 const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];
 
-/// High bits that keep this parser's synthetic block ids apart from small trace ids.
-const ID_TAG: u64 = 0xA2u64 << 56;
-
-/// One accepted row, before sorting: time in ns since 1970 (as if UTC), context, generated.
-type Row = (i128, u32, u32);
-
-/// Parses an Azure LLM inference CSV's `text` (read from `path`, which only names errors) into
-/// requests in arrival order. See the module doc for the conversion rules.
+/// Reads an Azure LLM inference CSV from `reader` (the file `path`, which names errors), one line
+/// at a time, into a [`TraceTable`] in arrival order. See the module doc for the conversion
+/// rules.
 ///
 /// # Errors
 /// `file:line: column: what` for a bad header or the first malformed row (`line` for a wrong
-/// number of columns) unless `skip_bad`; `file: ...` for bad options or a file without requests.
-pub fn parse_azure(
-    path: &Path,
-    text: &str,
-    opts: &TraceOptions,
-) -> Result<(Vec<RequestSpec>, TraceStats)> {
+/// number of columns) unless `skip_bad`; `file: ...` for bad options, a failed read or a file
+/// without requests.
+pub fn read_azure(path: &Path, reader: impl BufRead, opts: &TraceOptions) -> Result<TraceTable> {
     opts.check(path)?;
-    let mut lines = numbered_lines(text).skip_while(|(_, l)| l.trim().is_empty());
-    let Some((header_no, header)) = lines.next() else {
-        return Err(Error::file(path, "no requests"));
+    let mut lines = numbered_lines(path, reader);
+    let (header_no, header) = loop {
+        match lines.next() {
+            None => return Err(Error::file(path, "no requests")),
+            Some(line) => match line? {
+                (_, Some(text)) if text.trim().is_empty() => continue,
+                (n, text) => break (n, text.unwrap_or_default()),
+            },
+        }
     };
     let names: Vec<&str> = header.split(',').map(str::trim).collect();
     if names.len() != COLUMNS.len()
@@ -57,30 +59,14 @@ pub fn parse_azure(
             format!("expected `{}`, got `{}`", COLUMNS.join(","), header.trim()),
         ));
     }
-    let (mut rows, stats) = collect_rows(path, lines, opts, |n, line| parse_row(path, n, line))?;
-    rows.sort_by_key(|r| r.0);
-    let origin = rows[0].0;
-    let requests = (0u64..)
-        .zip(rows)
-        .map(|(id, (t, context, generated))| {
-            let full = context as u64 / opts.block_size as u64;
-            let ids: Vec<u64> = (0..full).map(|k| ID_TAG ^ (id << 32) ^ k).collect();
-            RequestSpec {
-                id: RequestId(id),
-                arrival_ns: ((t - origin) as f64 / opts.speedup).round() as u64,
-                input_tokens: context,
-                output_tokens: generated,
-                blocks: chain_ids(&ids),
-                prefix: None,
-                prefix_blocks: 0,
-                session: None,
-            }
-        })
-        .collect();
-    Ok((requests, stats))
+    let (rows, stats) = collect_rows(path, lines, opts, |n, line| parse_row(path, n, line))?;
+    let naming = Naming::Unique {
+        block_size: opts.block_size,
+    };
+    TraceTable::build(path, rows, Vec::new(), naming, opts, stats, COLUMNS[0])
 }
 
-fn parse_row(path: &Path, n: usize, line: &str) -> Result<Row> {
+fn parse_row(path: &Path, n: usize, line: &str) -> Result<RawRow> {
     let fields: Vec<&str> = line.split(',').map(str::trim).collect();
     if fields.len() != COLUMNS.len() {
         return Err(Error::field(
@@ -101,7 +87,27 @@ fn parse_row(path: &Path, n: usize, line: &str) -> Result<Row> {
             )
         })
     };
-    Ok((time, tokens(1)?, tokens(2)?))
+    let (input, output) = (tokens(1)?, tokens(2)?);
+    if u64::from(input) + u64::from(output) > MAX_CONTEXT_TOKENS {
+        return Err(Error::field(
+            path,
+            n,
+            COLUMNS[1],
+            format!(
+                "{input} prompt + {output} output tokens is longer than the longest context \
+                 dynsim serves ({MAX_CONTEXT_TOKENS} tokens)"
+            ),
+        ));
+    }
+    Ok(RawRow {
+        line: n,
+        time: RowTime::EpochNs(time),
+        input,
+        output,
+        ids: (0, 0),
+        session: None,
+        delay_ms: 0.0,
+    })
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.fffffffff]` to nanoseconds since 1970-01-01 00:00:00 (no zone).
@@ -169,12 +175,18 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::trace::TraceStats;
+    use crate::workload::RequestSpec;
     use std::collections::HashSet;
 
     const HEADER: &str = "TIMESTAMP,ContextTokens,GeneratedTokens";
 
     fn parse(text: &str, o: &TraceOptions) -> Result<(Vec<RequestSpec>, TraceStats)> {
-        parse_azure(Path::new("a.csv"), text, o)
+        let table = read_azure(Path::new("a.csv"), text.as_bytes(), o)?;
+        Ok((
+            (0..table.len()).map(|i| table.spec(i)).collect(),
+            table.stats(),
+        ))
     }
 
     fn opts(block_size: usize) -> TraceOptions {
@@ -237,6 +249,9 @@ mod tests {
             ("2023-11-16 18:15:46.,1,1", "TIMESTAMP"),
             ("2023-11-16,1,1", "TIMESTAMP"),
             ("2023-11-16 18:15:46,1", "line"),
+            ("2023-11-16 18:15:46,2000000,1", "ContextTokens"),
+            // Eight thousand years after the first row: past the clock's limit.
+            ("9999-12-31 23:59:59,1,1", "TIMESTAMP"),
         ];
         for (bad, column) in cases {
             let text = format!("{HEADER}\r\n2023-11-16 18:15:46.6805900,374,44\r\n\r\n{bad}");

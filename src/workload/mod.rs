@@ -1,19 +1,24 @@
 //! Workloads: where requests come from.
 //!
 //! Every workload produces [`RequestSpec`]s in arrival order; the engine's client actor replays
-//! them. The generators are pure: they take a seeded [`crate::rng::SimRng`] or a file's text and
-//! never touch the clock.
+//! them. The generators are pure: they take a seeded [`crate::rng::SimRng`] or a file read as a
+//! stream, and never touch the clock.
 //!
 //! - [`lab`]: the lab's repeated-prefix workload and its hit definition.
 //! - [`synthetic`]: Zipf-popular shared-prefix groups, Poisson or fixed arrivals, multi-turn sessions.
 //! - [`mooncake`]: Mooncake JSONL traces (block hash ids, optional sessions).
 //! - [`azure`]: Azure LLM inference CSV traces (lengths only).
-//! - [`trace`]: options and counters shared by the trace parsers.
+//! - [`trace`]: options and counters shared by the trace parsers, and their streamed row loop.
+//! - [`table`]: a trace read once into a compact table.
+//! - [`source`]: a built workload ([`source::Recipe`]) and the requests it makes on demand
+//!   ([`source::Source`]): a run holds the requests in flight, not the whole workload.
 
 pub mod azure;
 pub mod lab;
 pub mod mooncake;
+pub mod source;
 pub mod synthetic;
+pub mod table;
 pub mod trace;
 
 use crate::hash::BlockHash;

@@ -19,49 +19,32 @@
 //! - **Sessions.** Rows sharing a `session_id` are turns of one session: each links to the previous
 //!   turn in arrival order, waiting `delay_ms` (default 0) after it completes. Sessions are numbered
 //!   by first appearance. The first turn carries a link with no predecessor and no delay.
+//! - **Checks.** A row's `hash_ids` must cover its prompt: exactly
+//!   `ceil(input_length / trace_block_size)` ids, as in every published Mooncake trace. Prompt
+//!   plus output may not exceed [`MAX_CONTEXT_TOKENS`]; `timestamp / speedup` and `delay_ms` may
+//!   not pass the clock's limit ([`MAX_MS`]). Any other row is a bad row: an error naming its
+//!   line and field, or skipped and counted with `skip_bad`.
+//! - **Memory.** The file is read one line at a time into a compact
+//!   [`TraceTable`]; block names are made when a request is sent.
 
-use std::collections::HashMap;
+use std::io::BufRead;
 use std::path::Path;
 
 use serde_json::Value;
-use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use super::trace::{collect_rows, numbered_lines, TraceOptions, TraceStats};
-use super::{RequestSpec, SessionLink};
-use crate::engine::ms_to_ns;
+use super::table::{Naming, RawRow, RowTime, SessionKey, TraceTable};
+use super::trace::{collect_rows, numbered_lines, TraceOptions};
 use crate::error::{Error, Result};
-use crate::hash::{chain_ids, BlockHash, ROOT_SEED};
-use crate::ids::RequestId;
+use crate::scenario::validate::{MAX_CONTEXT_TOKENS, MAX_MS};
 
-/// A session id as the trace spells it: `"7"` and `7` are different sessions.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum SessionKey {
-    Str(String),
-    Int(i128),
-}
-
-/// One accepted row, before sorting.
-struct Row {
-    timestamp_ms: f64,
-    input: u32,
-    output: u32,
-    hash_ids: Vec<u64>,
-    session: Option<SessionKey>,
-    delay_ms: f64,
-}
-
-/// Parses a Mooncake trace's `text` (read from `path`, which only names errors) into requests in
-/// arrival order. See the module doc for the conversion rules.
+/// Reads a Mooncake trace from `reader` (the file `path`, which names errors), one line at a
+/// time, into a [`TraceTable`] in arrival order. See the module doc for the conversion rules.
 ///
 /// # Errors
 /// `file:line: field: what` for the first malformed row (`line` for invalid JSON) unless
 /// `skip_bad`; `file: ...` for bad options, a `block_size` that does not divide
-/// `trace_block_size`, or a file without requests.
-pub fn parse_mooncake(
-    path: &Path,
-    text: &str,
-    opts: &TraceOptions,
-) -> Result<(Vec<RequestSpec>, TraceStats)> {
+/// `trace_block_size`, a failed read, or a file without requests.
+pub fn read_mooncake(path: &Path, reader: impl BufRead, opts: &TraceOptions) -> Result<TraceTable> {
     opts.check(path)?;
     if opts.trace_block_size == 0 || opts.trace_block_size % opts.block_size != 0 {
         return Err(Error::file(
@@ -73,77 +56,29 @@ pub fn parse_mooncake(
         ));
     }
     let ratio = opts.trace_block_size / opts.block_size;
-    let (mut rows, stats) = collect_rows(path, numbered_lines(text), opts, |n, line| {
-        parse_row(path, n, line)
+    let mut ids = Vec::new();
+    let (rows, stats) = collect_rows(path, numbered_lines(path, reader), opts, |n, line| {
+        parse_row(path, n, line, opts.trace_block_size, &mut ids)
     })?;
-    rows.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
-
-    // Lookups only: the map's iteration order never reaches the output.
-    let mut sessions: HashMap<SessionKey, (u64, RequestId)> = HashMap::new();
-    let mut out = Vec::with_capacity(rows.len());
-    for (id, row) in (0u64..).map(RequestId).zip(rows) {
-        let full = row.input as usize / opts.block_size;
-        let blocks = if ratio == 1 {
-            chain_ids(&row.hash_ids)
-        } else {
-            rechunk_ids(&row.hash_ids, ratio, full)
-        };
-        let session = row.session.map(|key| {
-            let next = sessions.len() as u64;
-            match sessions.get_mut(&key) {
-                Some((session, last)) => {
-                    let after = std::mem::replace(last, id);
-                    SessionLink {
-                        session: *session,
-                        after: Some(after),
-                        delay_ns: ms_to_ns(row.delay_ms),
-                    }
-                }
-                None => {
-                    sessions.insert(key, (next, id));
-                    SessionLink {
-                        session: next,
-                        after: None,
-                        delay_ns: 0,
-                    }
-                }
-            }
-        });
-        out.push(RequestSpec {
-            id,
-            arrival_ns: ms_to_ns(row.timestamp_ms / opts.speedup),
-            input_tokens: row.input,
-            output_tokens: row.output,
-            prefix: blocks.first().map(|b| b.0),
-            prefix_blocks: usize::from(!blocks.is_empty()),
-            blocks,
-            session,
-        });
-    }
-    Ok((out, stats))
-}
-
-/// Names for trace ids re-chunked into `ratio` sub-blocks each, chained over `(id, sub-index)`
-/// pairs from [`ROOT_SEED`], at most `max_blocks` of them. Equal id prefixes give equal names.
-fn rechunk_ids(ids: &[u64], ratio: usize, max_blocks: usize) -> Vec<BlockHash> {
-    let mut names = Vec::with_capacity(max_blocks.min(ids.len().saturating_mul(ratio)));
-    let mut seed = ROOT_SEED;
-    for &id in ids {
-        for sub in 0..ratio as u64 {
-            if names.len() >= max_blocks {
-                return names;
-            }
-            let mut bytes = [0u8; 16];
-            bytes[..8].copy_from_slice(&id.to_le_bytes());
-            bytes[8..].copy_from_slice(&sub.to_le_bytes());
-            seed = xxh3_64_with_seed(&bytes, seed);
-            names.push(BlockHash(seed));
+    let naming = if ratio == 1 {
+        Naming::Chain
+    } else {
+        Naming::Rechunk {
+            ratio,
+            block_size: opts.block_size,
         }
-    }
-    names
+    };
+    TraceTable::build(path, rows, ids, naming, opts, stats, "timestamp")
 }
 
-fn parse_row(path: &Path, n: usize, line: &str) -> Result<Row> {
+/// Parses one row, appending its hash ids to `arena` (only once the whole row is valid).
+fn parse_row(
+    path: &Path,
+    n: usize,
+    line: &str,
+    trace_block_size: usize,
+    arena: &mut Vec<u64>,
+) -> Result<RawRow> {
     let bad = |field: &str, what: String| Error::field(path, n, field, what);
     let value: Value =
         serde_json::from_str(line).map_err(|e| bad("line", format!("invalid JSON: {e}")))?;
@@ -173,53 +108,92 @@ fn parse_row(path: &Path, n: usize, line: &str) -> Result<Row> {
     )?;
     let input = tokens("input_length")?;
     let output = tokens("output_length")?;
+    let context = u64::from(input) + u64::from(output);
+    if context > MAX_CONTEXT_TOKENS {
+        return Err(bad(
+            "input_length",
+            format!(
+                "{input} prompt + {output} output tokens is longer than the longest context \
+                 dynsim serves ({MAX_CONTEXT_TOKENS} tokens)"
+            ),
+        ));
+    }
     let ids = get("hash_ids").ok_or_else(|| bad("hash_ids", "missing".into()))?;
     let Value::Array(ids) = ids else {
         return Err(bad("hash_ids", format!("expected an array, got {ids}")));
     };
-    let hash_ids = ids
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.as_u64().ok_or_else(|| {
-                bad(
+    let expected = u64::from(input).div_ceil(trace_block_size as u64);
+    if ids.len() as u64 != expected {
+        return Err(bad(
+            "hash_ids",
+            format!(
+                "{} ids for input_length {input}: expected {expected}, one per \
+                 {trace_block_size}-token block (workload.trace_block_size)",
+                ids.len()
+            ),
+        ));
+    }
+    let at = arena.len();
+    for (i, v) in ids.iter().enumerate() {
+        match v.as_u64() {
+            Some(id) => arena.push(id),
+            None => {
+                arena.truncate(at);
+                return Err(bad(
                     "hash_ids",
                     format!("element {i}: expected a non-negative integer, got {v}"),
-                )
-            })
-        })
-        .collect::<Result<Vec<u64>>>()?;
-    let session = match get("session_id") {
-        None => None,
-        Some(Value::String(s)) => Some(SessionKey::Str(s.clone())),
-        Some(v) => match (v.as_i64(), v.as_u64()) {
-            (Some(i), _) => Some(SessionKey::Int(i.into())),
-            (_, Some(u)) => Some(SessionKey::Int(u.into())),
-            _ => {
-                return Err(bad(
-                    "session_id",
-                    format!("expected a string or an integer, got {v}"),
-                ))
+                ));
             }
-        },
-    };
-    let delay_ms = match get("delay_ms") {
-        None => 0.0,
-        Some(v) => millis("delay_ms", v)?,
-    };
-    Ok(Row {
-        timestamp_ms,
-        input,
-        output,
-        hash_ids,
-        session,
-        delay_ms,
-    })
+        }
+    }
+    let row = (|| {
+        let session = match get("session_id") {
+            None => None,
+            Some(Value::String(s)) => Some(SessionKey::Str(s.clone())),
+            Some(v) => match (v.as_i64(), v.as_u64()) {
+                (Some(i), _) => Some(SessionKey::Int(i.into())),
+                (_, Some(u)) => Some(SessionKey::Int(u.into())),
+                _ => {
+                    return Err(bad(
+                        "session_id",
+                        format!("expected a string or an integer, got {v}"),
+                    ))
+                }
+            },
+        };
+        let delay_ms = match get("delay_ms") {
+            None => 0.0,
+            Some(v) => millis("delay_ms", v)?,
+        };
+        if delay_ms > MAX_MS {
+            return Err(bad(
+                "delay_ms",
+                format!("{delay_ms} ms is past the clock's limit of 1e12 ms (about 31.7 years)"),
+            ));
+        }
+        Ok(RawRow {
+            line: n,
+            time: RowTime::Ms(timestamp_ms),
+            input,
+            output,
+            ids: (at as u64, ids.len() as u32),
+            session,
+            delay_ms,
+        })
+    })();
+    if row.is_err() {
+        arena.truncate(at);
+    }
+    row
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::{chain_ids, BlockHash};
+    use crate::ids::RequestId;
+    use crate::workload::trace::TraceStats;
+    use crate::workload::{RequestSpec, SessionLink};
     use std::collections::HashSet;
 
     fn opts() -> TraceOptions {
@@ -227,7 +201,11 @@ mod tests {
     }
 
     fn parse(text: &str, o: &TraceOptions) -> Result<(Vec<RequestSpec>, TraceStats)> {
-        parse_mooncake(Path::new("t.jsonl"), text, o)
+        let table = read_mooncake(Path::new("t.jsonl"), text.as_bytes(), o)?;
+        Ok((
+            (0..table.len()).map(|i| table.spec(i)).collect(),
+            table.stats(),
+        ))
     }
 
     fn row(ts: u64, input: u32, ids: &[u64]) -> String {
@@ -292,6 +270,14 @@ mod tests {
 
     #[test]
     fn malformed_line_names_its_line_and_field() {
+        let hundred_ids = format!(
+            r#"{{"timestamp": 1, "input_length": 1000, "output_length": 1, "hash_ids": {:?}}}"#,
+            (0..100).collect::<Vec<u64>>()
+        );
+        let too_long = format!(
+            r#"{{"timestamp": 1, "input_length": 2000000, "output_length": 1, "hash_ids": {:?}}}"#,
+            vec![1u64; 3907]
+        );
         let cases = [
             ("{not json", "line"),
             ("[1, 2]", "line"),
@@ -312,8 +298,25 @@ mod tests {
                 "timestamp",
             ),
             (
-                r#"{"timestamp": 1, "input_length": 3, "output_length": 1, "hash_ids": [], "session_id": [1]}"#,
+                r#"{"timestamp": 1, "input_length": 3, "output_length": 1, "hash_ids": [2], "session_id": [1]}"#,
                 "session_id",
+            ),
+            // Ids that do not cover the prompt: one id for 100,000 tokens, 100 for 1,000.
+            (
+                r#"{"timestamp": 1, "input_length": 100000, "output_length": 1, "hash_ids": [1]}"#,
+                "hash_ids",
+            ),
+            (hundred_ids.as_str(), "hash_ids"),
+            // Longer than the longest context.
+            (too_long.as_str(), "input_length"),
+            // Past the clock's limit.
+            (
+                r#"{"timestamp": 1e300, "input_length": 3, "output_length": 1, "hash_ids": [1]}"#,
+                "timestamp",
+            ),
+            (
+                r#"{"timestamp": 1, "input_length": 3, "output_length": 1, "hash_ids": [1], "session_id": 1, "delay_ms": 1e13}"#,
+                "delay_ms",
             ),
         ];
         for (bad, field) in cases {
@@ -410,13 +413,13 @@ mod tests {
         };
         let text = [
             row(0, 1500, &[4, 5, 6]),
-            row(1, 2048, &[4, 5, 9]),
-            row(2, 5000, &[4, 6]),
+            row(1, 1536, &[4, 5, 9]),
+            row(2, 1024, &[4, 6]),
         ]
         .join("\n");
         let (reqs, _) = parse(&text, &o).unwrap();
         let lens: Vec<usize> = reqs.iter().map(|r| r.blocks.len()).collect();
-        assert_eq!(lens, vec![1500 / 128, 12, 8]); // the last is capped by 2 ids x 4
+        assert_eq!(lens, vec![1500 / 128, 1536 / 128, 1024 / 128]);
         assert_eq!(reqs[0].blocks[..8], reqs[1].blocks[..8]); // ids 4, 5 shared
         assert_ne!(reqs[0].blocks[8], reqs[1].blocks[8]);
         assert_eq!(reqs[0].blocks[..4], reqs[2].blocks[..4]); // id 4 shared

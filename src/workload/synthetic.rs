@@ -24,6 +24,7 @@ use crate::engine::ms_to_ns;
 use crate::hash::{extend_block_hashes, BlockHash};
 use crate::ids::RequestId;
 use crate::rng::SimRng;
+use crate::scenario::validate::{MAX_CONTEXT_TOKENS, MAX_MS};
 
 /// Longest length a lognormal draw may give, in tokens.
 pub const MAX_DRAW_TOKENS: u32 = 1 << 20;
@@ -191,56 +192,151 @@ fn standard_normal(rng: &mut SimRng) -> f64 {
     (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
-/// Generates the workload in arrival order with ids `0..requests`, every draw from `rng`. Call
-/// [`SyntheticParams::validate`] first: out-of-range values are clamped, not reported, here. A
+/// The synthetic workload made one session at a time, on demand (ids `0..requests` in arrival
+/// order, every draw from its own generator, in the order the module doc gives), so a run holds
+/// only the sessions in flight. Call [`SyntheticParams::validate`] first, then
+/// [`SyntheticStream::check`]: out-of-range values are clamped, not reported, here. A
 /// `block_size` of 0 gives requests without blocks.
-pub fn generate(p: &SyntheticParams, block_size: usize, rng: &mut SimRng) -> Vec<RequestSpec> {
-    let groups = p.groups.max(1);
-    let cumulative: Vec<f64> = (1..=groups)
-        .scan(0.0, |acc, rank| {
-            *acc += (rank as f64).powf(-p.zipf_s.max(0.0));
-            Some(*acc)
-        })
-        .collect();
-    let total_weight = cumulative[groups - 1];
-    let turns = p.turns.max(1) as usize;
-    let gap_ns = 1e9 / p.rate_per_s;
-    let mut fresh: u32 = 1 << 31;
-    let mut fresh_tokens = |n: u32, out: &mut Vec<u32>| {
-        out.extend((0..n).map(|i| fresh.wrapping_add(i)));
-        fresh = fresh.wrapping_add(n);
-    };
-    let prefix_blocks = p.shared_prefix_tokens as usize / block_size.max(1);
+#[derive(Clone, Debug)]
+pub struct SyntheticStream {
+    p: SyntheticParams,
+    block_size: usize,
+    rng: SimRng,
+    cumulative: std::sync::Arc<[f64]>,
+    fresh: u32,
+    made: usize,
+    session: u64,
+    start_ns: f64,
+}
 
-    let mut out: Vec<RequestSpec> = Vec::with_capacity(p.requests.min(1 << 20));
-    let mut start_ns = 0.0f64;
-    for session in 0u64.. {
-        if out.len() >= p.requests {
-            break;
+/// What [`SyntheticStream::check`] found: the generator as the workload leaves it, and the
+/// number of sessions.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// The generator after every draw of the workload.
+    pub rng: SimRng,
+    /// Sessions (each has one first turn).
+    pub sessions: usize,
+}
+
+impl SyntheticStream {
+    /// A stream of `p`'s requests at `block_size`, drawing from `rng`.
+    pub fn new(p: &SyntheticParams, block_size: usize, rng: SimRng) -> Self {
+        let groups = p.groups.max(1);
+        let cumulative: std::sync::Arc<[f64]> = (1..=groups)
+            .scan(0.0, |acc, rank| {
+                *acc += (rank as f64).powf(-p.zipf_s.max(0.0));
+                Some(*acc)
+            })
+            .collect();
+        SyntheticStream {
+            p: p.clone(),
+            block_size,
+            rng,
+            cumulative,
+            fresh: 1 << 31,
+            made: 0,
+            session: 0,
+            start_ns: 0.0,
         }
+    }
+
+    /// Makes every draw of the workload without building it, checking that each arrival fits
+    /// the clock and each request the longest context. Returns the generator as the workload
+    /// leaves it (the run continues from there) and the number of sessions; on failure the
+    /// offending key and what is wrong.
+    pub fn check(p: &SyntheticParams, rng: SimRng) -> Result<Checked, (String, String)> {
+        let mut stream = SyntheticStream::new(p, 0, rng);
+        let mut sessions = 0;
+        while let Some(session) = stream.session(false) {
+            sessions += 1;
+            for r in session? {
+                let context = u64::from(r.input_tokens) + u64::from(r.output_tokens);
+                if context > MAX_CONTEXT_TOKENS {
+                    let key = if p.turns > 1 { "turns" } else { "input" };
+                    return Err((
+                        key.to_string(),
+                        format!(
+                            "request {} would hold {context} tokens (prompt + output), longer \
+                             than the longest context ({MAX_CONTEXT_TOKENS}): lower turns, \
+                             input or output",
+                            r.id.0
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Checked {
+            rng: stream.rng,
+            sessions,
+        })
+    }
+
+    /// The next session's turns (consecutive ids), `None` once every request is made. With
+    /// `build` false only the draws are made (requests carry lengths and links, no blocks).
+    /// An arrival past the clock's limit is an error (key and problem).
+    pub fn session(&mut self, build: bool) -> Option<Result<Vec<RequestSpec>, (String, String)>> {
+        let p = self.p.clone();
+        if self.made >= p.requests {
+            return None;
+        }
+        let groups = self.cumulative.len();
+        let total_weight = self.cumulative[groups - 1];
+        let turns = p.turns.max(1) as usize;
+        let gap_ns = 1e9 / p.rate_per_s;
+        let block_size = self.block_size;
+        let rng = &mut self.rng;
+        let session = self.session;
         let u = rng.unit() * total_weight;
-        let g = cumulative.partition_point(|&c| c <= u).min(groups - 1);
-        let arrival_ns = start_ns.round() as u64;
-        start_ns = match p.arrival {
-            Arrival::Poisson => start_ns - (1.0 - rng.unit()).ln() * gap_ns,
+        let g = self.cumulative.partition_point(|&c| c <= u).min(groups - 1);
+        if self.start_ns.is_nan() || self.start_ns > MAX_MS * 1e6 {
+            return Some(Err((
+                "rate_per_s".to_string(),
+                format!(
+                    "puts session {session} at {:e} ms, past the clock's limit of 1e12 ms (about \
+                     31.7 years): raise rate_per_s or lower requests",
+                    self.start_ns / 1e6
+                ),
+            )));
+        }
+        let arrival_ns = self.start_ns.round() as u64;
+        self.start_ns = match p.arrival {
+            Arrival::Poisson => self.start_ns - (1.0 - rng.unit()).ln() * gap_ns,
             Arrival::Fixed => (session + 1) as f64 * gap_ns,
         };
-        let mut prompt: Vec<u32> = (0..p.shared_prefix_tokens)
-            .map(|j| (g as u32).wrapping_mul(1_000_003).wrapping_add(j))
-            .collect();
+        self.session += 1;
+        let mut prompt: Vec<u32> = if build {
+            (0..p.shared_prefix_tokens)
+                .map(|j| (g as u32).wrapping_mul(1_000_003).wrapping_add(j))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut prompt_len = u64::from(p.shared_prefix_tokens);
+        let fresh = &mut self.fresh;
+        let mut fresh_tokens = |n: u32, out: &mut Vec<u32>| {
+            if build {
+                out.extend((0..n).map(|i| fresh.wrapping_add(i)));
+            }
+            *fresh = fresh.wrapping_add(n);
+        };
+        let prefix_blocks = p.shared_prefix_tokens as usize / block_size.max(1);
         let mut blocks: Vec<BlockHash> = Vec::new();
         let mut last_output = 0;
-        for turn in 0..turns.min(p.requests - out.len()) {
+        let mut out = Vec::new();
+        for turn in 0..turns.min(p.requests - self.made) {
             fresh_tokens(last_output, &mut prompt);
             let input = p.input.sample(rng);
             fresh_tokens(input, &mut prompt);
+            prompt_len += u64::from(last_output) + u64::from(input);
             last_output = p.output.sample(rng);
-            if block_size > 0 {
+            if build && block_size > 0 {
                 let done = blocks.len() * block_size;
                 let parent = blocks.last().copied();
                 extend_block_hashes(&prompt[done..], block_size, parent, &mut blocks);
             }
-            let id = out.len() as u64;
+            let id = self.made as u64;
+            self.made += 1;
             let session_link = (turns > 1).then(|| SessionLink {
                 session,
                 after: (turn > 0).then(|| RequestId(id - 1)),
@@ -249,7 +345,7 @@ pub fn generate(p: &SyntheticParams, block_size: usize, rng: &mut SimRng) -> Vec
             out.push(RequestSpec {
                 id: RequestId(id),
                 arrival_ns,
-                input_tokens: u32::try_from(prompt.len()).unwrap_or(u32::MAX),
+                input_tokens: u32::try_from(prompt_len).unwrap_or(u32::MAX),
                 output_tokens: last_output,
                 blocks: blocks.clone(),
                 prefix: (p.shared_prefix_tokens > 0).then_some(g as u64),
@@ -257,7 +353,19 @@ pub fn generate(p: &SyntheticParams, block_size: usize, rng: &mut SimRng) -> Vec
                 session: session_link,
             });
         }
+        Some(Ok(out))
     }
+}
+
+/// Generates the whole workload at once (for tests and small tools; a run streams it with
+/// [`SyntheticStream`]).
+pub fn generate(p: &SyntheticParams, block_size: usize, rng: &mut SimRng) -> Vec<RequestSpec> {
+    let mut stream = SyntheticStream::new(p, block_size, rng.clone());
+    let mut out = Vec::new();
+    while let Some(session) = stream.session(true) {
+        out.extend(session.expect("a checked workload"));
+    }
+    *rng = stream.rng;
     out
 }
 

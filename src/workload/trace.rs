@@ -1,6 +1,8 @@
 //! Options and counters shared by the trace parsers ([`super::mooncake`], [`super::azure`]), and
-//! the row loop they share: blank lines skipped, 1-based line numbers, `limit` and `skip_bad`.
+//! the row loop they share: the file read line by line as a stream, blank lines skipped, 1-based
+//! line numbers, `limit` and `skip_bad`.
 
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -60,26 +62,33 @@ pub struct TraceStats {
     pub skipped: usize,
 }
 
-/// Runs `parse` over the non-blank lines of `lines` (pairs of 1-based line number and text, the
-/// text already trimmed of its line end), applying `limit` and `skip_bad`. Fails with
-/// `file: no requests` when no row is accepted.
-pub(crate) fn collect_rows<'a, T>(
+/// Runs `parse` over the non-blank lines of `lines` (1-based line number and text, read as a
+/// stream), applying `limit` and `skip_bad`. Fails with `file: no requests` when no row is
+/// accepted.
+pub(crate) fn collect_rows<T>(
     path: &Path,
-    lines: impl Iterator<Item = (usize, &'a str)>,
+    lines: impl Iterator<Item = Result<Line>>,
     opts: &TraceOptions,
-    mut parse: impl FnMut(usize, &'a str) -> Result<T>,
+    mut parse: impl FnMut(usize, &str) -> Result<T>,
 ) -> Result<(Vec<T>, TraceStats)> {
     let mut rows = Vec::new();
     let mut stats = TraceStats::default();
-    for (line_no, line) in lines {
+    for item in lines {
         if opts.limit.is_some_and(|n| rows.len() >= n) {
             break;
         }
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        match parse(line_no, line) {
+        let (line_no, text) = item?;
+        let parsed = match text.as_deref().map(str::trim) {
+            Some("") => continue,
+            Some(line) => parse(line_no, line),
+            None => Err(Error::field(
+                path,
+                line_no,
+                "line",
+                "not UTF-8 text, or longer than 16 MiB",
+            )),
+        };
+        match parsed {
             Ok(row) => rows.push(row),
             Err(_) if opts.skip_bad => stats.skipped += 1,
             Err(e) => return Err(e),
@@ -96,10 +105,77 @@ pub(crate) fn collect_rows<'a, T>(
     Ok((rows, stats))
 }
 
-/// The lines of `text` numbered from 1, without a leading byte-order mark.
-pub(crate) fn numbered_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    text.lines().enumerate().map(|(i, l)| (i + 1, l))
+/// The longest line a trace may have, bytes (a row of the longest context, 1,048,576 tokens,
+/// takes about 45 KB in Mooncake's format).
+pub const MAX_LINE_BYTES: u64 = 1 << 24;
+
+/// One line of a trace: its 1-based number and its text (`None` if it is not UTF-8 or longer
+/// than [`MAX_LINE_BYTES`]).
+pub(crate) type Line = (usize, Option<String>);
+
+/// The lines of `reader` numbered from 1, read one at a time, without a leading byte-order mark
+/// or line end. A failed read is an error naming the file.
+pub(crate) fn numbered_lines<'a>(
+    path: &'a Path,
+    mut reader: impl BufRead + 'a,
+) -> impl Iterator<Item = Result<Line>> + 'a {
+    let mut line_no = 0;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        let read = (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut bytes);
+        let too_long = bytes.len() as u64 > MAX_LINE_BYTES;
+        let read = read.and_then(|n| {
+            if too_long && bytes.last() != Some(&b'\n') {
+                reader.skip_until(b'\n')?;
+            }
+            Ok(n)
+        });
+        match read {
+            Ok(0) => {
+                done = true;
+                return None;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                done = true;
+                return Some(Err(Error::file(path, format!("cannot read: {e}"))));
+            }
+        }
+        line_no += 1;
+        if too_long {
+            return Some(Ok((line_no, None)));
+        }
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+        }
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Some(Ok((line_no, None)));
+        };
+        let text = match (line_no, text.strip_prefix('\u{feff}')) {
+            (1, Some(rest)) => rest.to_string(),
+            _ => text,
+        };
+        Some(Ok((line_no, Some(text))))
+    })
+}
+
+/// Opens a trace file for reading as a stream, naming it in the error.
+pub fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>> {
+    let file =
+        std::fs::File::open(path).map_err(|e| Error::file(path, format!("cannot read: {e}")))?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(Error::file(path, "cannot read: is a directory"));
+    }
+    Ok(std::io::BufReader::with_capacity(1 << 16, file))
 }
 
 #[cfg(test)]
@@ -131,10 +207,10 @@ mod tests {
             ..TraceOptions::default()
         };
         let text = "\u{feff}1\n\n  \r\n2\r\n3";
-        let (rows, stats) = collect_rows(Path::new("t"), numbered_lines(text), &opts, |n, l| {
-            Ok((n, l.to_string()))
-        })
-        .unwrap();
+        let path = Path::new("t");
+        let lines = numbered_lines(path, text.as_bytes());
+        let (rows, stats) =
+            collect_rows(path, lines, &opts, |n, l| Ok((n, l.to_string()))).unwrap();
         assert_eq!(rows, vec![(1, "1".to_string()), (4, "2".to_string())]);
         assert_eq!(
             stats,

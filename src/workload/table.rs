@@ -1,0 +1,320 @@
+//! A trace read once into a compact table: per row its arrival, lengths, session link and (for
+//! Mooncake) its hash ids in one shared arena. A request's block names, the bulk of its memory,
+//! are made only when the request is sent ([`TraceTable::spec`]), so a replay holds about
+//! [`ROW_BYTES`] per row plus 8 bytes per hash id, not the requests' block lists.
+//!
+//! The parsers ([`super::mooncake`], [`super::azure`]) read the file line by line into
+//! [`RawRow`]s; [`TraceTable::build`] sorts them stably by time, numbers the sessions, links
+//! each later turn to the one before it (and that one to its follower), and refuses an arrival
+//! past the clock's limit.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use super::trace::{TraceOptions, TraceStats};
+use super::{RequestSpec, SessionLink};
+use crate::engine::ms_to_ns;
+use crate::error::{Error, Result};
+use crate::hash::{chain_ids, BlockHash, ROOT_SEED};
+use crate::ids::RequestId;
+use crate::scenario::validate::MAX_MS;
+
+/// Bytes the table holds per row, besides its hash ids (for memory estimates).
+pub const ROW_BYTES: u64 = std::mem::size_of::<TableRow>() as u64;
+
+/// High bits that keep the block ids made up for traces without ids (Azure) apart from small
+/// trace ids.
+const ID_TAG: u64 = 0xA2u64 << 56;
+
+/// A session id as the trace spells it: `"7"` and `7` are different sessions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SessionKey {
+    /// A string id.
+    Str(String),
+    /// An integer id.
+    Int(i128),
+}
+
+/// One accepted row, as read, before sorting.
+#[derive(Clone, Debug)]
+pub struct RawRow {
+    /// 1-based line in the file (for errors found after sorting).
+    pub line: usize,
+    /// The row's time, before `speedup`.
+    pub time: RowTime,
+    /// Prompt tokens.
+    pub input: u32,
+    /// Tokens to generate.
+    pub output: u32,
+    /// Where its hash ids start in the arena, and how many (none for Azure).
+    pub ids: (u64, u32),
+    /// Its session, if any.
+    pub session: Option<SessionKey>,
+    /// Think time after the session's previous turn, ms.
+    pub delay_ms: f64,
+}
+
+/// A row's time as its trace writes it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RowTime {
+    /// Milliseconds from the trace's own zero (Mooncake's `timestamp`).
+    Ms(f64),
+    /// Nanoseconds since an epoch; arrivals count from the earliest row (Azure's `TIMESTAMP`).
+    EpochNs(i128),
+}
+
+impl RowTime {
+    fn ord(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (RowTime::Ms(a), RowTime::Ms(b)) => a.total_cmp(b),
+            (RowTime::EpochNs(a), RowTime::EpochNs(b)) => a.cmp(b),
+            (RowTime::Ms(_), RowTime::EpochNs(_)) => std::cmp::Ordering::Less,
+            (RowTime::EpochNs(_), RowTime::Ms(_)) => std::cmp::Ordering::Greater,
+        }
+    }
+
+    /// The arrival in ns after `speedup` (`origin`: the earliest row's time), or `None` past
+    /// the clock's limit; and the arrival in ms, for the message.
+    fn arrival(&self, origin: &RowTime, speedup: f64) -> (Option<u64>, f64) {
+        match (*self, *origin) {
+            (RowTime::Ms(ms), _) => {
+                let at_ms = ms / speedup;
+                ((at_ms <= MAX_MS).then(|| ms_to_ns(at_ms)), at_ms)
+            }
+            (RowTime::EpochNs(t), RowTime::EpochNs(o)) => {
+                let ns = (t - o) as f64 / speedup;
+                ((ns <= MAX_MS * 1e6).then(|| ns.round() as u64), ns / 1e6)
+            }
+            (RowTime::EpochNs(_), RowTime::Ms(_)) => (None, f64::INFINITY),
+        }
+    }
+}
+
+/// How a table's rows get block names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// Every trace id is one block, chained (Mooncake at its own block size).
+    Chain,
+    /// Every trace id is cut into `ratio` sub-blocks, at most `input / block_size` of them.
+    Rechunk {
+        /// Sub-blocks per trace id.
+        ratio: usize,
+        /// The engine's block size.
+        block_size: usize,
+    },
+    /// No ids in the trace: `input / block_size` blocks named uniquely per request (Azure).
+    Unique {
+        /// The engine's block size.
+        block_size: usize,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct TableRow {
+    arrival_ns: u64,
+    input: u32,
+    output: u32,
+    ids_at: u64,
+    ids_len: u32,
+    session: Option<SessionLink>,
+    follower: Option<RequestId>,
+}
+
+/// A trace's requests in arrival order (ids are positions), compactly.
+#[derive(Clone, Debug)]
+pub struct TraceTable {
+    rows: Vec<TableRow>,
+    ids: Vec<u64>,
+    naming: Naming,
+    first_turns: usize,
+    stats: TraceStats,
+}
+
+impl TraceTable {
+    /// Sorts `rows` stably by time, links sessions and checks every arrival against the clock.
+    /// `ids` is the arena the rows point into; `stats` what the reader counted. A row whose
+    /// arrival (time / `speedup`) is past [`MAX_MS`] is an error naming its line and `field`
+    /// (or, with `skip_bad`, skipped and counted).
+    pub fn build(
+        path: &Path,
+        mut rows: Vec<RawRow>,
+        ids: Vec<u64>,
+        naming: Naming,
+        opts: &TraceOptions,
+        mut stats: TraceStats,
+        field: &str,
+    ) -> Result<TraceTable> {
+        rows.sort_by(|a, b| a.time.ord(&b.time));
+        let origin = rows.first().map_or(RowTime::Ms(0.0), |r| r.time);
+        let mut kept = Vec::with_capacity(rows.len());
+        for row in rows {
+            let (arrival, at_ms) = row.time.arrival(&origin, opts.speedup);
+            let Some(arrival_ns) = arrival else {
+                if opts.skip_bad {
+                    stats.skipped += 1;
+                    continue;
+                }
+                return Err(Error::field(
+                    path,
+                    row.line,
+                    field,
+                    format!(
+                        "arrives {at_ms:e} ms into the run (after workload.speedup = {}), past \
+                         the clock's limit of 1e12 ms (about 31.7 years)",
+                        opts.speedup
+                    ),
+                ));
+            };
+            kept.push((arrival_ns, row));
+        }
+        stats.rows = kept.len();
+        if kept.is_empty() {
+            return Err(Error::file(
+                path,
+                format!("no requests ({} malformed rows skipped)", stats.skipped),
+            ));
+        }
+        // Lookups only: the map's iteration order never reaches the table.
+        let mut sessions: HashMap<SessionKey, (u64, RequestId)> = HashMap::new();
+        let mut table = Vec::with_capacity(kept.len());
+        let mut first_turns = 0;
+        for (id, (arrival_ns, row)) in (0u64..).map(RequestId).zip(kept) {
+            let session = row.session.map(|key| {
+                let next = sessions.len() as u64;
+                match sessions.get_mut(&key) {
+                    Some((session, last)) => {
+                        let after = std::mem::replace(last, id);
+                        SessionLink {
+                            session: *session,
+                            after: Some(after),
+                            delay_ns: ms_to_ns(row.delay_ms),
+                        }
+                    }
+                    None => {
+                        sessions.insert(key, (next, id));
+                        SessionLink {
+                            session: next,
+                            after: None,
+                            delay_ns: 0,
+                        }
+                    }
+                }
+            });
+            match session.and_then(|l| l.after) {
+                Some(before) => {
+                    let prev: &mut TableRow = &mut table[before.0 as usize];
+                    prev.follower = Some(id);
+                }
+                None => first_turns += 1,
+            }
+            table.push(TableRow {
+                arrival_ns,
+                input: row.input,
+                output: row.output,
+                ids_at: row.ids.0,
+                ids_len: row.ids.1,
+                session,
+                follower: None,
+            });
+        }
+        Ok(TraceTable {
+            rows: table,
+            ids,
+            naming,
+            first_turns,
+            stats,
+        })
+    }
+
+    /// Requests in the trace.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether the table has no request (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Requests that are not a later turn of a session.
+    pub fn first_turns(&self) -> usize {
+        self.first_turns
+    }
+
+    /// Rows read and skipped.
+    pub fn stats(&self) -> TraceStats {
+        self.stats
+    }
+
+    /// Whether request `id` is a later turn of a session.
+    pub fn is_follower(&self, id: usize) -> bool {
+        self.rows[id].session.is_some_and(|l| l.after.is_some())
+    }
+
+    /// The request that follows request `id` in its session, if any.
+    pub fn follower(&self, id: usize) -> Option<RequestId> {
+        self.rows[id].follower
+    }
+
+    /// Bytes the table holds.
+    pub fn bytes(&self) -> u64 {
+        self.rows.capacity() as u64 * ROW_BYTES + self.ids.capacity() as u64 * 8
+    }
+
+    /// Request `id` with its block names.
+    pub fn spec(&self, id: usize) -> RequestSpec {
+        let row = &self.rows[id];
+        let ids = &self.ids[row.ids_at as usize..][..row.ids_len as usize];
+        let blocks = match self.naming {
+            Naming::Chain => chain_ids(ids),
+            Naming::Rechunk { ratio, block_size } => {
+                rechunk_ids(ids, ratio, row.input as usize / block_size)
+            }
+            Naming::Unique { block_size } => {
+                let full = u64::from(row.input) / block_size as u64;
+                let tagged: Vec<u64> = (0..full)
+                    .map(|k| ID_TAG ^ ((id as u64) << 32) ^ k)
+                    .collect();
+                chain_ids(&tagged)
+            }
+        };
+        RequestSpec {
+            id: RequestId(id as u64),
+            arrival_ns: row.arrival_ns,
+            input_tokens: row.input,
+            output_tokens: row.output,
+            prefix: match self.naming {
+                Naming::Unique { .. } => None,
+                _ => blocks.first().map(|b| b.0),
+            },
+            prefix_blocks: match self.naming {
+                Naming::Unique { .. } => 0,
+                _ => usize::from(!blocks.is_empty()),
+            },
+            blocks,
+            session: row.session,
+        }
+    }
+}
+
+/// Names for trace ids re-chunked into `ratio` sub-blocks each, chained over `(id, sub-index)`
+/// pairs from [`ROOT_SEED`], at most `max_blocks` of them. Equal id prefixes give equal names.
+fn rechunk_ids(ids: &[u64], ratio: usize, max_blocks: usize) -> Vec<BlockHash> {
+    let mut names = Vec::with_capacity(max_blocks.min(ids.len().saturating_mul(ratio)));
+    let mut seed = ROOT_SEED;
+    for &id in ids {
+        for sub in 0..ratio as u64 {
+            if names.len() >= max_blocks {
+                return names;
+            }
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&id.to_le_bytes());
+            bytes[8..].copy_from_slice(&sub.to_le_bytes());
+            seed = xxh3_64_with_seed(&bytes, seed);
+            names.push(BlockHash(seed));
+        }
+    }
+    names
+}
