@@ -39,6 +39,15 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// A valid scenario cannot be run as asked (it would pass the clock's end, or need more
+    /// memory than the budget): `scenario NAME: message`.
+    #[error("scenario {scenario}: {message}")]
+    Run {
+        /// The scenario's name.
+        scenario: String,
+        /// What stopped it.
+        message: String,
+    },
     /// A command-line value is wrong: `--flag: message`.
     #[error("{flag}: {message}")]
     Arg {
@@ -87,10 +96,41 @@ impl Error {
         }
     }
 
+    /// An out-of-range setting made at `at` (`file:line`, the file, or `--set`); a value or
+    /// problem that spans lines is folded onto one.
+    pub fn setting(
+        at: impl Into<String>,
+        key: impl Into<String>,
+        value: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Error::Setting {
+            at: one_line(at.into()),
+            key: one_line(key.into()),
+            value: value
+                .into()
+                .chars()
+                .map(|c| match c {
+                    c if c.is_control() => c.escape_default().to_string(),
+                    c => c.to_string(),
+                })
+                .collect(),
+            problem: one_line(problem.into()),
+        }
+    }
+
+    /// A scenario that cannot be run as asked.
+    pub fn run(scenario: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Run {
+            scenario: scenario.into(),
+            message: one_line(message.into()),
+        }
+    }
+
     /// A bad command-line value.
     pub fn arg(flag: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Arg {
-            flag: flag.into(),
+            flag: one_line(flag.into()),
             message: one_line(message.into()),
         }
     }

@@ -123,6 +123,7 @@ pub mod diff;
 pub mod disagg;
 pub mod engine;
 pub mod error;
+pub mod fuzzing;
 pub mod hash;
 pub mod hashers;
 pub mod ids;
@@ -144,6 +145,7 @@ pub mod sketch;
 pub mod summarize;
 pub mod sweep;
 pub mod trace;
+pub mod warnings;
 pub mod worker_set;
 pub mod workload;
 

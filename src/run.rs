@@ -68,13 +68,9 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
         }
         Workload::Synthetic(p) => {
             let start = rng.clone();
-            let checked =
-                SyntheticStream::check(p, rng).map_err(|(key, problem)| Error::Setting {
-                    at: "scenario".into(),
-                    key: format!("workload.{key}"),
-                    value: String::new(),
-                    problem,
-                })?;
+            let checked = SyntheticStream::check(p, rng).map_err(|(key, problem)| {
+                Error::setting("scenario", format!("workload.{key}"), "", problem)
+            })?;
             rng = checked.rng;
             let recipe = Recipe::synthetic(p.clone(), block, start, checked.sessions);
             (recipe, Pacing::OpenLoop, None)
@@ -177,6 +173,14 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
     if let Some(p) = progress.as_mut() {
         p(done, total);
     }
+    if sim.overflowed() {
+        return Err(Error::run(
+            &s.name,
+            "virtual time passed its end (2^63 ns, about 292 years): the settings make the run \
+             too long to time (look at timing.service_ms, the step-time coefficients and the \
+             workload's lengths)",
+        ));
+    }
     if let Some(w) = writer {
         w.finish()
             .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
@@ -241,6 +245,17 @@ fn report(
             streams.replays += t.stats.replays;
             streams.resyncs += t.stats.resyncs;
             recoveries.extend_from_slice(&t.recoveries_ns);
+        }
+    }
+    if tally.acks == client.total() as u64 {
+        // Conservation: once every request has left, every KV block is back in its pool.
+        for w in &workers {
+            debug_assert_eq!(
+                w.kv_blocks_in_use(),
+                0,
+                "{}: blocks still in use",
+                w.index()
+            );
         }
     }
     let routed_total: u64 = routed.iter().sum();
@@ -341,9 +356,6 @@ fn report(
         tpot_cdf_ms: cdf_ms(&tpot),
     };
     report.warnings = warnings(s, &report, stats.decisions);
-    for w in &report.warnings {
-        tracing::warn!("{w}");
-    }
     report
 }
 

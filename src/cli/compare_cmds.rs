@@ -60,6 +60,14 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
             report,
         })
         .collect();
+    let warnings = crate::warnings::summarize(
+        runs.iter()
+            .map(|r| (r.label.as_str(), r.report.warnings.as_slice())),
+        ("scenario", "scenarios"),
+    );
+    for line in warnings {
+        tracing::warn!("{line}");
+    }
     write_dir(&a.out, &render(&runs))?;
     write_stdout(table(&runs).as_bytes())?;
     Ok(0)

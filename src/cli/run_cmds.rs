@@ -79,6 +79,9 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
         f.commit()?;
     }
     bar.finish_and_clear();
+    for w in &report.warnings {
+        tracing::warn!("{w}");
+    }
     let text = if out.json {
         serde_json::to_string(&report).expect("in-memory JSON") + "\n"
     } else {

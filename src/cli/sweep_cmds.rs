@@ -46,6 +46,9 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let tick = || bar.inc(1);
     let results = run_sweep(&sweep, shard, jobs, &tick)?;
     bar.finish_and_clear();
+    for line in results.warning_lines() {
+        tracing::warn!("{line}");
+    }
     let files = render(&results)?;
     write_dir(&a.out, &files)?;
     if results.points.len() < results.points_total {

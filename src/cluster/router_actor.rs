@@ -93,6 +93,10 @@ pub struct RouterActor {
     place: Placement,
     sync: ReplicaSync,
     pending: VecDeque<Routed>,
+    /// Requests this replica routed that have not come back (acked or handed back). Its timers
+    /// run only while it has some: a peer's note that was lost on the bus must not keep a
+    /// replica busy forever.
+    own_open: u64,
     seen_prefixes: HashSet<u64, IdBuilder>,
     /// Whether a snapshot refresh timer is running.
     refreshing: bool,
@@ -133,6 +137,7 @@ impl RouterActor {
             place,
             sync: cfg.sync,
             pending: VecDeque::new(),
+            own_open: 0,
             seen_prefixes: HashSet::default(),
             refreshing: false,
             recovery,
@@ -166,6 +171,7 @@ impl RouterActor {
             r.streams.sent_request(w, now);
         }
         self.loads.routed_to(spec.id, d.worker, spec.blocks.len());
+        self.own_open += 1;
         self.policy.on_routed(&req, &d);
         self.guess(&spec, w, now);
         let (others, ever) = {
@@ -228,9 +234,9 @@ impl RouterActor {
         }
     }
 
-    /// Whether requests are open or waiting.
+    /// Whether requests it routed are open, or requests wait for a worker.
     fn busy(&self) -> bool {
-        self.loads.open_requests() > 0 || !self.pending.is_empty()
+        self.own_open > 0 || !self.pending.is_empty()
     }
 
     fn finished(&mut self, request: RequestId) {
@@ -467,6 +473,7 @@ impl Actor for RouterActor {
             }
             Msg::HandBack(routed) => {
                 // It no longer counts where it was.
+                self.own_open -= 1;
                 let request = routed.spec.id;
                 self.finished(request);
                 self.tell_peers(|| PeerNote::Freed { request }, ctx);
@@ -488,6 +495,7 @@ impl Actor for RouterActor {
             }
             Msg::Ack(ack) => {
                 self.stats.acks += 1;
+                self.own_open -= 1;
                 let request = ack.request;
                 self.finished(request);
                 self.tell_peers(|| PeerNote::Freed { request }, ctx);

@@ -2,7 +2,7 @@
 
 use super::envelope::{ActorId, Envelope};
 use super::queue::EventQueue;
-use super::time::Nanos;
+use super::time::{Nanos, END_OF_TIME};
 use crate::rng::SimRng;
 
 /// What an actor can do while it handles a message: read the clock, draw from the run's one
@@ -25,14 +25,15 @@ impl<M> Context<'_, M> {
         self.me
     }
 
-    /// Sends `msg` to `to`, delivered `delay` nanoseconds from now. A delivery past the end of
-    /// time (`u64::MAX` ns) is made at the end of time and noted: the run then fails rather
-    /// than report wrapped or saturated times ([`super::Simulation::overflowed`]).
+    /// Sends `msg` to `to`, delivered `delay` nanoseconds from now. A delivery at or past the
+    /// end of time ([`END_OF_TIME`]) is never made: it is noted, the run stops, and it fails
+    /// rather than report wrapped or saturated times ([`super::Simulation::overflowed`]).
     pub fn send(&mut self, to: ActorId, msg: M, delay: Nanos) {
-        let at = self.now.checked_add(delay).unwrap_or_else(|| {
+        let at = self.now.saturating_add(delay);
+        if at >= END_OF_TIME {
             self.queue.overflow();
-            Nanos::MAX
-        });
+            return;
+        }
         self.queue.push(at, self.me, to, msg);
     }
 

@@ -35,4 +35,4 @@ pub mod time;
 pub use actor::{Actor, Context};
 pub use envelope::{ActorId, Envelope};
 pub use scheduler::Simulation;
-pub use time::{ms_to_ns, Nanos};
+pub use time::{ms_to_ns, Nanos, END_OF_TIME};

@@ -76,8 +76,8 @@ impl<A: Actor> Simulation<A> {
         self.delivered
     }
 
-    /// Whether an actor asked for a delivery past the end of time (`u64::MAX` ns, about 584
-    /// years): the run's times can no longer be trusted.
+    /// Whether an actor asked for a delivery at or past the end of time
+    /// ([`super::END_OF_TIME`]): the run stopped there, and its times cannot be trusted.
     pub fn overflowed(&self) -> bool {
         self.queue.overflowed()
     }
@@ -85,6 +85,9 @@ impl<A: Actor> Simulation<A> {
     /// Delivers the next pending message, showing it to `observe` first. Returns `false` when
     /// nothing is pending.
     pub fn step(&mut self, observe: &mut impl FnMut(&Envelope<A::Msg>)) -> bool {
+        if self.queue.overflowed() {
+            return false;
+        }
         let Some(env) = self.queue.pop() else {
             return false;
         };
@@ -255,8 +258,11 @@ mod tests {
         let mut sim = Simulation::new(SimRng::new(RngKind::Chacha, 0));
         let a = sim.add(Far);
         sim.schedule(5, a, a, 0);
-        sim.run(|_| {});
+        sim.schedule(7, a, a, 2);
+        let mut seen = Vec::new();
+        sim.run(|env| seen.push(env.msg));
         assert!(sim.overflowed());
-        assert_eq!(sim.now(), Nanos::MAX);
+        assert_eq!(seen, vec![0], "the run stops at the overflow");
+        assert_eq!(sim.now(), 5);
     }
 }

@@ -3,6 +3,11 @@
 /// Virtual time and durations, in nanoseconds.
 pub type Nanos = u64;
 
+/// The end of virtual time, 2^63 ns (about 292 years): nothing is delivered at or after it.
+/// Every time a setting or a workload may name is at most 1e12 ms (1e18 ns), so an actor may add
+/// any of them to the current time without overflowing 64 bits.
+pub const END_OF_TIME: Nanos = 1 << 63;
+
 /// Converts milliseconds to whole virtual nanoseconds (rounded to nearest, halves up; negative
 /// or NaN gives 0, beyond `u64::MAX` ns saturates: callers bound their inputs first).
 pub fn ms_to_ns(ms: f64) -> Nanos {

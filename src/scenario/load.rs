@@ -29,8 +29,16 @@ impl FromStr for Override {
             .split_once('=')
             .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
         let key = key.trim();
-        if key.is_empty() || key.split('.').any(str::is_empty) {
-            return Err(format!("{key:?} is not a dotted key"));
+        let bare = |part: &str| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if !key.split('.').all(bare) {
+            return Err(format!(
+                "{key:?} is not a dotted key (letters, digits, _ and - between dots)"
+            ));
         }
         let raw = raw.trim();
         let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
@@ -81,7 +89,39 @@ pub fn parse_scenario(path: &Path, text: &str, overrides: &[Override]) -> Result
 }
 
 fn set_error(o: &Override, message: &str) -> Error {
-    Error::arg(format!("--set {}", o.key), message.trim().to_string())
+    Error::arg(format!("--set {}", o.key), readable(message.trim()))
+}
+
+/// serde's type errors in words a scenario's author uses: `invalid type: string "abc", expected
+/// usize` becomes `expected a whole number >= 0, got "abc"`. Other messages pass unchanged.
+fn readable(message: &str) -> String {
+    let Some((unexpected, expected)) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.split_once(", expected "))
+    else {
+        return message.to_string();
+    };
+    let got = match unexpected {
+        "sequence" => "a list".to_string(),
+        "map" => "a table".to_string(),
+        other => {
+            let value = ["string ", "integer ", "floating point ", "boolean "]
+                .iter()
+                .find_map(|kind| other.strip_prefix(kind))
+                .unwrap_or(other);
+            value.trim_matches('`').to_string()
+        }
+    };
+    let want = match expected {
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number >= 0",
+        "i64" | "i32" | "i16" | "i8" | "isize" => "a whole number",
+        "f64" | "f32" => "a number",
+        "a boolean" => "true or false",
+        "a sequence" => "a list",
+        other => other,
+    };
+    format!("expected {want}, got {got}")
 }
 
 /// Sets `value` at the dotted `key` in `table`, creating tables on the way.
@@ -131,7 +171,7 @@ fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
     };
     let message = match moved_key(&key) {
         Some(hint) if message.starts_with("unknown field") => hint.to_string(),
-        _ => message,
+        _ => readable(&message),
     };
     Error::field(path, line, key, message)
 }
@@ -184,12 +224,7 @@ fn locate(path: &Path, text: &str, overrides: &[Override], inv: Invalid) -> Erro
             None => path.display().to_string(),
         }
     };
-    Error::Setting {
-        at,
-        key: inv.key,
-        value: inv.value,
-        problem: inv.problem,
-    }
+    Error::setting(at, inv.key, inv.value, readable(&inv.problem))
 }
 
 /// 1-based line of a byte offset.
@@ -266,5 +301,95 @@ impl<'a> Node<'a> {
             Node::Value(v) => v.span(),
         }
         .map(|s| s.start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_errors_read_as_what_was_expected_and_what_came() {
+        let cases = [
+            (
+                "invalid type: string \"abc\", expected usize",
+                "expected a whole number >= 0, got \"abc\"",
+            ),
+            (
+                "invalid value: integer `-2`, expected u64",
+                "expected a whole number >= 0, got -2",
+            ),
+            (
+                "invalid type: floating point `1.5`, expected usize",
+                "expected a whole number >= 0, got 1.5",
+            ),
+            (
+                "invalid type: string \"x\", expected f64",
+                "expected a number, got \"x\"",
+            ),
+            (
+                "invalid type: integer `3`, expected a boolean",
+                "expected true or false, got 3",
+            ),
+            (
+                "invalid type: integer `3`, expected a sequence",
+                "expected a list, got 3",
+            ),
+            (
+                "unknown variant `x`, expected `lifo` or `fifo`",
+                "unknown variant `x`, expected `lifo` or `fifo`",
+            ),
+        ];
+        for (serde, want) in cases {
+            assert_eq!(readable(serde), want);
+        }
+    }
+
+    /// Every leaf key of every bundled scenario, set to the value it already has, gives the same
+    /// scenario: a `--set` of a key to its value (its default included) changes no result.
+    #[test]
+    fn setting_a_key_to_its_own_value_changes_nothing() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        paths.sort();
+        paths.push(PathBuf::from("<defaults>"));
+        for path in paths {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let base = parse_scenario(&path, &text, &[]).unwrap();
+            let table = toml::Table::try_from(&base).unwrap();
+            let mut leaves = Vec::new();
+            flatten("", &toml::Value::Table(table), &mut leaves);
+            assert!(leaves.len() > 20, "{}", path.display());
+            for (key, value) in leaves {
+                let o = Override {
+                    key: key.clone(),
+                    value,
+                };
+                let again = parse_scenario(&path, &text, &[o]).unwrap();
+                assert_eq!(again, base, "{}: --set {key}", path.display());
+            }
+        }
+    }
+
+    /// The dotted leaf keys of `value` with their values (tables are walked, anything else is a
+    /// leaf).
+    fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, toml::Value)>) {
+        match value {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    flatten(&key, v, out);
+                }
+            }
+            leaf => out.push((prefix.to_string(), leaf.clone())),
+        }
     }
 }

@@ -205,14 +205,12 @@ impl Scenario {
 }
 
 /// A count or `"unbounded"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(untagged)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Limit {
     /// At most this many.
     Count(usize),
     /// No limit.
     #[default]
-    #[serde(with = "unbounded")]
     Unbounded,
 }
 
@@ -226,20 +224,57 @@ impl Limit {
     }
 }
 
-mod unbounded {
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("unbounded")
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-        match String::deserialize(d)?.as_str() {
-            "unbounded" => Ok(()),
-            other => Err(D::Error::custom(format!(
-                "expected a whole number or \"unbounded\", got {other:?}"
-            ))),
+impl Serialize for Limit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Limit::Count(n) => s.serialize_u64(*n as u64),
+            Limit::Unbounded => s.serialize_str("unbounded"),
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    /// A whole number or `"unbounded"`; anything else is refused naming both.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        const EXPECTED: &str = "a whole number >= 1 or \"unbounded\"";
+        fn refuse<E: serde::de::Error>(got: impl std::fmt::Display) -> E {
+            E::custom(format!("expected {EXPECTED}, got {got}"))
+        }
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Limit;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(EXPECTED)
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Limit, E> {
+                usize::try_from(n).map(Limit::Count).map_err(|_| refuse(n))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Limit, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(refuse(n)),
+                }
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, x: f64) -> Result<Limit, E> {
+                Err(refuse(x))
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<Limit, E> {
+                Err(refuse(b))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Limit, E> {
+                match v {
+                    "unbounded" => Ok(Limit::Unbounded),
+                    other => Err(refuse(format!("{other:?}"))),
+                }
+            }
+        }
+        d.deserialize_any(Visit)
     }
 }
 

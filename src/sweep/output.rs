@@ -226,6 +226,7 @@ mod tests {
                 metrics: [("m".to_string(), json!(0.1 * i as f64))]
                     .into_iter()
                     .collect(),
+                warnings: Vec::new(),
             });
         }
         r

@@ -471,6 +471,7 @@ mod tests {
                 index: i,
                 axes: Default::default(),
                 metrics: [("m".to_string(), json!(i as f64))].into_iter().collect(),
+                warnings: Vec::new(),
             })
             .collect();
         SweepResults {

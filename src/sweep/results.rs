@@ -46,6 +46,9 @@ pub struct PointResult {
     pub axes: Map<String, Json>,
     /// Metric → value.
     pub metrics: Map<String, Json>,
+    /// The run's warnings (a hot spot, a blind router, ...), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl SweepResults {
@@ -53,6 +56,26 @@ impl SweepResults {
     pub fn facet_axis(&self) -> Option<(usize, &AxisValues)> {
         let key = self.facet.as_ref()?;
         self.axes.iter().enumerate().find(|(_, a)| &a.key == key)
+    }
+
+    /// The points' warnings summarised: each kind once, naming its first point by its axes,
+    /// with a count of the other points that gave it ([`crate::warnings::summarize`]).
+    pub fn warning_lines(&self) -> Vec<String> {
+        let labels: Vec<String> = self
+            .points
+            .iter()
+            .map(|p| {
+                let axes: Vec<String> = p.axes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("point {} ({})", p.index, axes.join(", "))
+            })
+            .collect();
+        crate::warnings::summarize(
+            labels
+                .iter()
+                .zip(&self.points)
+                .map(|(l, p)| (l.as_str(), p.warnings.as_slice())),
+            ("point", "points"),
+        )
     }
 
     /// Whether every point of the sweep is here.

@@ -41,15 +41,17 @@ pub fn run_sweep(
         jobs,
         |l| {
             let report = run_scenario(&l.scenario, &l.base_dir, None)?;
-            Ok(serde_json::to_value(&report).expect("a report serialises to JSON"))
+            let warnings = report.warnings.clone();
+            let json = serde_json::to_value(&report).expect("a report serialises to JSON");
+            Ok((json, warnings))
         },
         done,
     )?;
     let mut points = Vec::with_capacity(indices.len());
-    for (&index, report) in indices.iter().zip(&values) {
+    for (&index, (report, warnings)) in indices.iter().zip(values) {
         let mut metrics = serde_json::Map::new();
         for m in &sweep.metrics {
-            let v = lookup(report, m).ok_or_else(|| {
+            let v = lookup(&report, m).ok_or_else(|| {
                 Error::field(
                     &sweep.path,
                     sweep.metric_line(m),
@@ -63,6 +65,7 @@ pub fn run_sweep(
             index,
             axes: axes_of(sweep, index),
             metrics,
+            warnings,
         });
     }
     let mut results = SweepResults {

@@ -183,7 +183,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         (
             "type.toml",
             "seed = 1\n\n[cluster]\nworkers = \"two\"\n",
-            ":4: cluster.workers: invalid type",
+            ":4: cluster.workers: expected a whole number >= 0, got \"two\"",
         ),
         (
             "range.toml",
@@ -218,7 +218,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         (
             "table_type.toml",
             "[router.cost]\ntemperature = \"hot\"\n",
-            ":2: router.cost.temperature = \"hot\" invalid type: string \"hot\", expected f64",
+            ":2: router.cost.temperature = \"hot\" expected a number, got \"hot\"",
         ),
         (
             "not_policy.toml",

@@ -6,6 +6,8 @@ mod cli_lab;
 mod cli_run;
 mod engine;
 mod fidelity;
+mod fuzz;
+mod invariants;
 mod lab_parity;
 mod physics;
 mod pinned;

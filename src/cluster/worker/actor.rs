@@ -187,6 +187,12 @@ impl Worker {
         self.sched.pool().peak_active()
     }
 
+    /// KV blocks its running requests hold now (0 once every request has left: a block kept
+    /// or released twice would show here).
+    pub fn kv_blocks_in_use(&self) -> usize {
+        self.sched.pool().active()
+    }
+
     /// Its KV capacity in blocks (`None`: unbounded).
     pub fn kv_capacity(&self) -> Option<usize> {
         self.sched.pool().capacity()

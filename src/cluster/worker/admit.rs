@@ -53,25 +53,30 @@ impl<T> StepScheduler<T> {
             return Admit::Blocked;
         }
         let n = remaining.min(budget);
-        let fits = match self.cfg.admission {
-            Admission::Chunk => {
-                let pins = self.pool.borrow().unpinned_among(&head.names()[..pin]);
-                let (named_after, private_after) = head.blocks_for(start + n, bs);
-                let new = self
-                    .pool
-                    .borrow()
-                    .unpinned_among(&head.names()[pin..named_after]);
-                pins + new + private_after <= self.pool.borrow().available()
-            }
-            Admission::WholePrompt => {
-                let whole = target.div_ceil(bs as u64) as usize;
-                let shared = head.names()[..pin]
-                    .iter()
-                    .filter(|b| self.pool.borrow().is_pinned(**b))
-                    .count();
-                whole - shared <= self.pool.borrow().available()
-            }
-        };
+        // A transferred request whose only token came with its KV finishes on arrival: it
+        // needs no block here.
+        let done_on_arrival =
+            head.kind == SeqKind::Transferred && head.generated == 0 && head.output <= 1;
+        let fits = done_on_arrival
+            || match self.cfg.admission {
+                Admission::Chunk => {
+                    let pins = self.pool.borrow().unpinned_among(&head.names()[..pin]);
+                    let (named_after, private_after) = head.blocks_for(start + n, bs);
+                    let new = self
+                        .pool
+                        .borrow()
+                        .unpinned_among(&head.names()[pin..named_after]);
+                    pins + new + private_after <= self.pool.borrow().available()
+                }
+                Admission::WholePrompt => {
+                    let whole = target.div_ceil(bs as u64) as usize;
+                    let shared = head.names()[..pin]
+                        .iter()
+                        .filter(|b| self.pool.borrow().is_pinned(**b))
+                        .count();
+                    whole - shared <= self.pool.borrow().available()
+                }
+            };
         if !fits {
             return Admit::Blocked;
         }

@@ -264,6 +264,14 @@ impl<T> StepScheduler<T> {
             }
             break (preempted, admitted);
         };
+        if work.is_empty() && self.running.is_empty() && !self.waiting.is_empty() {
+            // An idle worker has every block to give: a head it cannot admit never will be.
+            // Admission rejects such requests up front; this is the net under that rule.
+            debug_assert!(false, "the head of an idle worker's queue can never start");
+            let s = self.pop_waiting();
+            self.stats.rejected += 1;
+            out.rejected.push(s);
+        }
         if work.is_empty() {
             return if out.done.is_empty() && out.rejected.is_empty() {
                 None
@@ -277,7 +285,7 @@ impl<T> StepScheduler<T> {
             .timing
             .step_ns(prefill_tokens, decode_kv.map(|kv| self.kv_fraction(kv)));
         ends.clear();
-        ends.push(now + first);
+        ends.push(now.saturating_add(first));
         let stretch = !admitted
             && !preempted
             && out.rejected.is_empty()

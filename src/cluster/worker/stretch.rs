@@ -66,7 +66,7 @@ impl<T> StepScheduler<T> {
                 .timing
                 .step_ns(0, Some(self.kv_fraction(kv_tokens)));
             let last = *ends.last().expect("non-empty");
-            ends.push(last + d);
+            ends.push(last.saturating_add(d));
         }
     }
 }
