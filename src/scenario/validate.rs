@@ -36,8 +36,9 @@ pub const MAX_MS: f64 = 1e12;
 pub const MAX_WORKERS: usize = 65_536;
 /// The most events a worker may keep for replay.
 pub const MAX_REPLAY_BUFFER: usize = 10_000_000;
-/// The most router replicas a scenario may have.
-pub const MAX_REPLICAS: usize = crate::cluster::audit::MAX_AUDITED_REPLICAS;
+/// The most router replicas a scenario may have: the index audit follows each replica with one
+/// bit of a `u64` beside its "held" bit (`cluster::audit`).
+pub const MAX_REPLICAS: usize = 63;
 /// The most requests a generated workload may have.
 pub const MAX_REQUESTS: usize = 10_000_000;
 /// The longest generated prompt, tokens.

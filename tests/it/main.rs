@@ -15,5 +15,6 @@ mod readme;
 mod replay;
 mod routers;
 mod streams;
+mod structure;
 mod sweep;
 mod timeline;
