@@ -1,29 +1,9 @@
-//! Every routing policy, by name: the one place that lists them and says which learn from KV
-//! events. A new policy is one file in `policies/` and one line in [`POLICIES`].
+//! Every routing policy, by name. The list itself is [`POLICIES`], kept beside the policies'
+//! files in [`super::policies`]: a new policy is one file there and one line in that list.
 
-use super::policies::{
-    approx, cost, dynamo, lab, least_loaded, llm_d, power_of_two, random, rr, sglang, vllm_router,
-};
+pub use super::policies::POLICIES;
 pub use super::policy::PolicyEntry;
 use super::policy::PolicySetup;
-
-/// The policies, in the order help texts list them.
-pub const POLICIES: &[PolicyEntry] = &[
-    rr::ENTRY,
-    random::ENTRY,
-    lab::KV,
-    lab::KV_EVENTS,
-    cost::ENTRY,
-    approx::ENTRY,
-    dynamo::ENTRY,
-    sglang::ENTRY,
-    llm_d::ENTRY,
-    vllm_router::SESSION,
-    vllm_router::PREFIX_AWARE,
-    vllm_router::LOADAWARE,
-    least_loaded::ENTRY,
-    power_of_two::ENTRY,
-];
 
 /// The entry named `name`.
 pub fn entry(name: &str) -> Option<&'static PolicyEntry> {
@@ -68,6 +48,29 @@ mod tests {
             };
             assert!((p.build)(&setup).is_ok(), "{}", p.name);
         }
+    }
+
+    #[test]
+    fn policies_are_listed_in_help_order() {
+        assert_eq!(
+            names(),
+            [
+                "rr",
+                "random",
+                "kv",
+                "kv-events",
+                "cost",
+                "approx",
+                "dynamo",
+                "sglang",
+                "llm-d",
+                "vllm-session",
+                "vllm-prefix-aware",
+                "vllm-loadaware",
+                "least-loaded",
+                "power-of-two",
+            ]
+        );
     }
 
     #[test]
