@@ -3,7 +3,6 @@
 
 pub use super::policies::POLICIES;
 pub use super::policy::PolicyEntry;
-use super::policy::PolicySetup;
 
 /// The entry named `name`.
 pub fn entry(name: &str) -> Option<&'static PolicyEntry> {
@@ -15,25 +14,10 @@ pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
 }
 
-/// Whether the policy named `name`, with its `[router.NAME]` settings, learns from KV events
-/// (`false` for an unknown name or bad settings).
-pub fn learns_from_events(name: &str, settings: Option<&toml::Value>) -> bool {
-    entry(name)
-        .and_then(|e| {
-            (e.build)(&PolicySetup {
-                name: e.name,
-                workers: 1,
-                block_size: 16,
-                settings,
-            })
-            .ok()
-        })
-        .is_some_and(|p| p.learns_from_events())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::router::policy::PolicySetup;
 
     #[test]
     fn names_are_unique_and_every_policy_builds_with_its_defaults() {
