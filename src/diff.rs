@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::cluster::topology::ActorKind;
 use crate::error::{read_text, Error, Result};
 
 /// Metrics recomputed from one trace.
@@ -96,9 +97,15 @@ pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
                 .ok_or_else(|| Error::field(path, line_no, name, "missing or not a string"))
         };
         let (kind, from, to) = (field("kind")?, field("from")?, field("to")?);
+        let (from_kind, to_kind) = (ActorKind::of_name(from), ActorKind::of_name(to));
+        let (client, router, bus) = (
+            Some(ActorKind::Client),
+            Some(ActorKind::Router),
+            Some(ActorKind::Bus),
+        );
         let flag = |name: &str| v.get(name).and_then(Value::as_bool).unwrap_or(false);
         match kind {
-            "Request" if from == "client" => {
+            "Request" if from_kind == client => {
                 bump(&mut m.values, "requests".into());
                 if let Some(p) = v.get("prefix").and_then(Value::as_u64) {
                     if !seen_prefixes.insert(p) {
@@ -106,15 +113,15 @@ pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
                     }
                 }
             }
-            "Request" if from == "router" => bump(&mut m.values, format!("routes.{to}")),
-            "Ack" if to == "router" => bump(&mut m.values, "acks".into()),
-            "Ack" if to == "client" && flag("repeat") && flag("prefix_hit") => {
+            "Request" if from_kind == router => bump(&mut m.values, format!("routes.{to}")),
+            "Ack" if to_kind == router => bump(&mut m.values, "acks".into()),
+            "Ack" if to_kind == client && flag("repeat") && flag("prefix_hit") => {
                 bump(&mut m.values, "hits".into())
             }
-            "KvStored" | "KvRemoved" | "KvCleared" if to == "bus" => {
+            "KvStored" | "KvRemoved" | "KvCleared" if to_kind == bus => {
                 bump(&mut m.values, "events.published".into())
             }
-            "KvStored" | "KvRemoved" | "KvCleared" if to == "router" => {
+            "KvStored" | "KvRemoved" | "KvCleared" if to_kind == router => {
                 bump(&mut m.values, "events.delivered".into());
                 if flag("applied") {
                     bump(&mut m.values, "events.applied".into());

@@ -130,6 +130,7 @@ pub mod ids;
 pub mod index;
 pub mod kv_event;
 pub mod lab;
+pub mod limits;
 pub mod output;
 pub mod parallel;
 pub mod perfetto;

@@ -15,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::report::{cdf_ms, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
 use crate::round::{rate, round_py};
-use crate::router::registry;
 use crate::router::stream::{OnGap, StreamStats};
 use crate::scenario::{Scenario, TraceFormat, Workload};
 use crate::sketch::LogHistogram;
@@ -148,13 +147,15 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
     let mut sim: Simulation<Node> = Simulation::new(built.rng);
     let total = built.recipe.total() as u64;
     let timeline = hooks.perfetto.is_some().then(Timeline::shared);
-    let Built { topology, audit } =
-        populate(s, &built.recipe, built.pacing, &mut sim, timeline.clone());
+    let Built {
+        topology,
+        audit,
+        learns,
+    } = populate(s, &built.recipe, built.pacing, &mut sim, timeline.clone());
     let client = topology.client();
-    let events_applied = learns_from_events(s);
     let mut writer = hooks
         .trace
-        .map(|out| TraceWriter::new(out, topology.clone(), events_applied));
+        .map(|out| TraceWriter::new(out, topology.clone(), learns));
     let mut progress = hooks.progress;
     let mut done = 0u64;
     sim.run(|env| {
@@ -190,15 +191,17 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         out.write_all(json.as_bytes())
             .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
     }
-    Ok(report(s, &topology, sim, built.trace, audit))
+    Ok(report(s, &topology, sim, built.trace, audit, learns))
 }
 
+/// The run's report; `learns`: whether the routers' policy learns from KV events.
 fn report(
     s: &Scenario,
     topology: &Topology,
     sim: Simulation<Node>,
     trace: Option<TraceRows>,
     audit: Option<SharedAudit>,
+    learns: bool,
 ) -> Report {
     let last_delivery_ns = sim.now();
     let messages = sim.delivered();
@@ -355,13 +358,8 @@ fn report(
         ttft_cdf_ms: cdf_ms(&ttft),
         tpot_cdf_ms: cdf_ms(&tpot),
     };
-    report.warnings = warnings(s, &report, stats.decisions);
+    report.warnings = warnings(s, &report, stats.decisions, learns);
     report
-}
-
-/// Whether the scenario's policy, with its settings, learns from KV events.
-fn learns_from_events(s: &Scenario) -> bool {
-    registry::learns_from_events(&s.router.policy, s.router.settings.get(&s.router.policy))
 }
 
 /// `count` per second of `duration_ns` (3 places; 0 for an empty run).
@@ -373,12 +371,12 @@ fn per_second(count: u64, duration_ns: u64) -> f64 {
     }
 }
 
-/// Makes the silent failures loud.
-fn warnings(s: &Scenario, r: &Report, decisions: u64) -> Vec<String> {
+/// Makes the silent failures loud; `learns`: whether the routers' policy learns from KV events.
+fn warnings(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<String> {
     let mut out = Vec::new();
     let policy = &s.router.policy;
     let e = &r.events;
-    if learns_from_events(s) && decisions > 0 {
+    if learns && decisions > 0 {
         if e.applied == 0 {
             let cause = if !s.bus.publish {
                 "workers are not publishing KV events (bus.publish = false)".to_string()

@@ -144,15 +144,20 @@ pub fn populate(
     Built {
         topology: topo,
         audit,
+        learns,
     }
 }
 
-/// What [`populate`] laid out: the topology, and the routers' index audit if there is one.
+/// What [`populate`] laid out: the topology, the routers' index audit if there is one, and
+/// whether their policy learns from KV events.
 pub struct Built {
     /// Every actor's place.
     pub topology: Topology,
     /// Precision and recall of the routers' indexes (for a policy that learns from events).
     pub audit: Option<SharedAudit>,
+    /// Whether the routers' policy, as built with the scenario's settings, learns from KV
+    /// events ([`crate::router::policy::RoutingPolicy::learns_from_events`]).
+    pub learns: bool,
 }
 
 /// A worker's step scheduler settings, from the scenario and its role.

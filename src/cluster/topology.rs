@@ -27,6 +27,43 @@ pub enum Role {
     Colocated,
 }
 
+/// What kind of actor a name belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActorKind {
+    /// The client (`client`).
+    Client,
+    /// A router replica (`router`, or `router0`, `router1`, ...).
+    Router,
+    /// The KV event bus (`bus`).
+    Bus,
+    /// A worker (`worker0`, `prefill0`, `decode1`, `gpu0`, ...).
+    Worker,
+}
+
+impl ActorKind {
+    /// The kind of the actor a topology names `name` (as traces and reports print it), `None` for
+    /// a name no topology gives.
+    pub fn of_name(name: &str) -> Option<ActorKind> {
+        let numbered = |prefix: &str| {
+            name.strip_prefix(prefix)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        };
+        match name {
+            "client" => Some(ActorKind::Client),
+            "router" => Some(ActorKind::Router),
+            "bus" => Some(ActorKind::Bus),
+            _ if numbered("router") => Some(ActorKind::Router),
+            _ if ["worker", "prefill", "decode", "gpu"]
+                .into_iter()
+                .any(numbered) =>
+            {
+                Some(ActorKind::Worker)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One worker's place in the topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerSlot {
@@ -195,6 +232,19 @@ impl Topology {
         &self.names
     }
 
+    /// The kind of actor at `a`.
+    pub fn kind(&self, a: ActorId) -> ActorKind {
+        if a == self.client {
+            ActorKind::Client
+        } else if a == self.bus {
+            ActorKind::Bus
+        } else if self.is_router(a) {
+            ActorKind::Router
+        } else {
+            ActorKind::Worker
+        }
+    }
+
     /// Whether `a` is a router replica.
     pub fn is_router(&self, a: ActorId) -> bool {
         self.routers.contains(&a)
@@ -209,6 +259,38 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_name_a_topology_gives_maps_back_to_its_kind() {
+        let mut layouts = Vec::new();
+        for replicas in [1, 3, 12] {
+            let mut s = Scenario::default();
+            s.router.replicas = replicas;
+            s.cluster.workers = 11;
+            layouts.push(s.clone());
+            s.disagg.enabled = true;
+            s.disagg.prefill_workers = 2;
+            s.disagg.decode_workers = 10;
+            layouts.push(s.clone());
+            s.disagg.colocated = true;
+            layouts.push(s);
+        }
+        for s in &layouts {
+            let t = Topology::of(s);
+            for a in 0..t.actors() {
+                let a = ActorId(a as u32);
+                assert_eq!(
+                    ActorKind::of_name(t.name(a)),
+                    Some(t.kind(a)),
+                    "{}",
+                    t.name(a)
+                );
+            }
+        }
+        for stranger in ["routerx", "router-1", "worker", "gpu", "Bus", "client0", ""] {
+            assert_eq!(ActorKind::of_name(stranger), None, "{stranger}");
+        }
+    }
 
     #[test]
     fn disaggregated_layout_links_every_prefill_worker_to_every_decode_worker() {

@@ -98,10 +98,11 @@ impl KvRouter {
         };
         let worker = self.choose(depth);
         if !self.events_only {
-            // The chosen worker already holds the first `depth` blocks.
-            self.rule
-                .index_mut()
-                .store(worker.index(), &hashes[depth..]);
+            let d = Decision {
+                worker,
+                predicted_blocks: depth,
+            };
+            self.rule.record_decision(&d, &hashes);
         }
         self.hashes = hashes;
         worker
@@ -137,17 +138,14 @@ impl KvRouter {
     /// Routes a prompt already cut into block names (hashing it once is the caller's job).
     pub fn route_hashes(&mut self, hashes: &[BlockHash]) -> Decision {
         let depth = self.rule.matches(hashes);
-        let worker = self.choose(depth);
-        if !self.events_only {
-            // The chosen worker already holds the first `depth` blocks.
-            self.rule
-                .index_mut()
-                .store(worker.index(), &hashes[depth..]);
-        }
-        Decision {
-            worker,
+        let d = Decision {
+            worker: self.choose(depth),
             predicted_blocks: depth,
+        };
+        if !self.events_only {
+            self.rule.record_decision(&d, hashes);
         }
+        d
     }
 
     /// Rules 2 and 3 after the last match, then counts the request for the chosen worker.

@@ -56,6 +56,14 @@ impl LabRule {
         &mut self.index
     }
 
+    /// Records the rule's own decision `d` for `blocks` (self-tracking): the chosen worker will
+    /// hold every block, and already held the first `d.predicted_blocks` (the overlap the rule
+    /// found), so only the rest is stored.
+    pub fn record_decision(&mut self, d: &Decision, blocks: &[BlockHash]) {
+        self.index
+            .store(d.worker.index(), &blocks[d.predicted_blocks..]);
+    }
+
     /// Rule 1: walks the index over `blocks`; returns the deepest overlap.
     pub fn matches(&mut self, blocks: &[BlockHash]) -> usize {
         self.index.find_matches(blocks, &mut self.scratch)
@@ -144,6 +152,9 @@ mod tests {
         };
         let d = rule.decide(&blocks, &loads).unwrap();
         assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 2));
+        rule.record_decision(&d, &blocks);
+        let d = rule.decide(&blocks, &loads).unwrap();
+        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 4));
     }
 
     #[test]

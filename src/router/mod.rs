@@ -4,8 +4,9 @@
 //!   place it lives, used by the lab router and by the engine's policies alike.
 //! - [`kv_router`]: the lab's [`KvRouter`], self-tracking or fed by KV events.
 //! - [`policy`]: the [`RoutingPolicy`](policy::RoutingPolicy) trait the engine's router runs.
-//! - [`registry`]: every policy by name, and which learn from KV events.
-//! - [`policies`]: the policies, one file each.
+//! - [`registry`]: every policy by name.
+//! - [`policies`]: the policies, one file each, and their list: a new policy is one file there
+//!   and one line in that list.
 //! - [`loads`]: the router's own bookkeeping of what it routed (load, up/down) and its snapshot
 //!   of the workers' [`signals`].
 //! - [`select`]: least-loaded selection, with an O(1) tracker for the lab's load.

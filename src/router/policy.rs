@@ -5,8 +5,9 @@
 //! [`RoutingPolicy::decide`] for every arrival (and every request a failing worker hands back),
 //! then [`RoutingPolicy::on_routed`] with the decision, [`RoutingPolicy::on_prefill_done`] when
 //! its first token comes, [`RoutingPolicy::on_finished`] when the request completes or comes
-//! back, and [`RoutingPolicy::on_event`] for each KV event that
-//! reaches the router if the policy's registry entry says it learns from events.
+//! back, and [`RoutingPolicy::on_event`] for each KV event that reaches the router if the policy
+//! says it learns from events ([`RoutingPolicy::learns_from_events`], asked when the run is
+//! built).
 
 use serde::de::DeserializeOwned;
 

@@ -1,29 +1,8 @@
-//! Every routing policy, by name: the one place that lists them and says which learn from KV
-//! events. A new policy is one file in `policies/` and one line in [`POLICIES`].
+//! Every routing policy, by name. The list itself is [`POLICIES`], kept beside the policies'
+//! files in [`super::policies`]: a new policy is one file there and one line in that list.
 
-use super::policies::{
-    approx, cost, dynamo, lab, least_loaded, llm_d, power_of_two, random, rr, sglang, vllm_router,
-};
+pub use super::policies::POLICIES;
 pub use super::policy::PolicyEntry;
-use super::policy::PolicySetup;
-
-/// The policies, in the order help texts list them.
-pub const POLICIES: &[PolicyEntry] = &[
-    rr::ENTRY,
-    random::ENTRY,
-    lab::KV,
-    lab::KV_EVENTS,
-    cost::ENTRY,
-    approx::ENTRY,
-    dynamo::ENTRY,
-    sglang::ENTRY,
-    llm_d::ENTRY,
-    vllm_router::SESSION,
-    vllm_router::PREFIX_AWARE,
-    vllm_router::LOADAWARE,
-    least_loaded::ENTRY,
-    power_of_two::ENTRY,
-];
 
 /// The entry named `name`.
 pub fn entry(name: &str) -> Option<&'static PolicyEntry> {
@@ -35,25 +14,10 @@ pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
 }
 
-/// Whether the policy named `name`, with its `[router.NAME]` settings, learns from KV events
-/// (`false` for an unknown name or bad settings).
-pub fn learns_from_events(name: &str, settings: Option<&toml::Value>) -> bool {
-    entry(name)
-        .and_then(|e| {
-            (e.build)(&PolicySetup {
-                name: e.name,
-                workers: 1,
-                block_size: 16,
-                settings,
-            })
-            .ok()
-        })
-        .is_some_and(|p| p.learns_from_events())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::router::policy::PolicySetup;
 
     #[test]
     fn names_are_unique_and_every_policy_builds_with_its_defaults() {
@@ -68,6 +32,29 @@ mod tests {
             };
             assert!((p.build)(&setup).is_ok(), "{}", p.name);
         }
+    }
+
+    #[test]
+    fn policies_are_listed_in_help_order() {
+        assert_eq!(
+            names(),
+            [
+                "rr",
+                "random",
+                "kv",
+                "kv-events",
+                "cost",
+                "approx",
+                "dynamo",
+                "sglang",
+                "llm-d",
+                "vllm-session",
+                "vllm-prefix-aware",
+                "vllm-loadaware",
+                "least-loaded",
+                "power-of-two",
+            ]
+        );
     }
 
     #[test]

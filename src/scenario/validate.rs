@@ -2,6 +2,9 @@
 //! problem, so the loader can point at the line that set it.
 
 pub use crate::error::Invalid;
+pub use crate::limits::{
+    MAX_CONTEXT_TOKENS, MAX_MS, MAX_REPLAY_BUFFER, MAX_REPLICAS, MAX_REQUESTS, MAX_WORKERS,
+};
 
 use super::{Fault, Limit, Scenario, Workload};
 use crate::rng::SimRng;
@@ -30,21 +33,6 @@ fn non_negative(key: &str, x: f64) -> Result<(), Invalid> {
     }
     Ok(())
 }
-
-/// The longest time a setting may name, ms: about 31.7 years, so that every virtual time fits in
-/// 64-bit nanoseconds with room to add.
-pub const MAX_MS: f64 = 1e12;
-/// The most workers a cluster may have.
-pub const MAX_WORKERS: usize = 65_536;
-/// The most events a worker may keep for replay.
-pub const MAX_REPLAY_BUFFER: usize = 10_000_000;
-/// The most router replicas a scenario may have.
-pub const MAX_REPLICAS: usize = crate::cluster::audit::MAX_AUDITED_REPLICAS;
-/// The most requests a generated workload may have.
-pub const MAX_REQUESTS: usize = 10_000_000;
-/// The longest context a request may have, prompt plus output tokens (2^20: a 1M-token
-/// context, the longest any served model offers today). Longer trace rows are bad rows.
-pub const MAX_CONTEXT_TOKENS: u64 = 1 << 20;
 
 /// A duration or instant in ms: finite, >= 0, at most [`MAX_MS`].
 fn time_ms(key: &str, x: f64) -> Result<(), Invalid> {

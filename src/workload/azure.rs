@@ -20,7 +20,7 @@ use std::path::Path;
 use super::table::{Naming, RawRow, RowTime, TraceTable};
 use super::trace::{collect_rows, numbered_lines, TraceOptions};
 use crate::error::{Error, Result};
-use crate::scenario::validate::MAX_CONTEXT_TOKENS;
+use crate::limits::MAX_CONTEXT_TOKENS;
 
 /// The expected header columns, in order.
 const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];

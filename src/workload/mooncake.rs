@@ -35,7 +35,7 @@ use serde_json::Value;
 use super::table::{Naming, RawRow, RowTime, SessionKey, TraceTable};
 use super::trace::{collect_rows, numbered_lines, TraceOptions};
 use crate::error::{Error, Result};
-use crate::scenario::validate::{MAX_CONTEXT_TOKENS, MAX_MS};
+use crate::limits::{MAX_CONTEXT_TOKENS, MAX_MS};
 
 /// Reads a Mooncake trace from `reader` (the file `path`, which names errors), one line at a
 /// time, into a [`TraceTable`] in arrival order. See the module doc for the conversion rules.

@@ -23,8 +23,8 @@ use super::{RequestSpec, SessionLink};
 use crate::engine::ms_to_ns;
 use crate::hash::{extend_block_hashes, BlockHash};
 use crate::ids::RequestId;
+use crate::limits::{MAX_CONTEXT_TOKENS, MAX_MS};
 use crate::rng::SimRng;
-use crate::scenario::validate::{MAX_CONTEXT_TOKENS, MAX_MS};
 
 /// Longest length a lognormal draw may give, in tokens.
 pub const MAX_DRAW_TOKENS: u32 = 1 << 20;

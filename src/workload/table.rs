@@ -19,7 +19,7 @@ use crate::engine::ms_to_ns;
 use crate::error::{Error, Result};
 use crate::hash::{chain_ids, BlockHash, ROOT_SEED};
 use crate::ids::RequestId;
-use crate::scenario::validate::MAX_MS;
+use crate::limits::MAX_MS;
 
 /// Bytes the table holds per row, besides its hash ids (for memory estimates).
 pub const ROW_BYTES: u64 = std::mem::size_of::<TableRow>() as u64;

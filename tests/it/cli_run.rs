@@ -163,6 +163,69 @@ fn diff_recomputes_the_run_metrics() {
 }
 
 #[test]
+fn diff_counts_what_router_replicas_route_and_hear() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let mut reports = Vec::new();
+    for (sync, trace) in [
+        ("\"none\"", t("a.jsonl")),
+        ("\"active-load\"", t("b.jsonl")),
+    ] {
+        let sync = format!("router.sync={sync}");
+        let json = ok(&[
+            "run",
+            "scenarios/router-replicas.toml",
+            "--set",
+            "workload.limit=60",
+            "--set",
+            &sync,
+            "--json",
+            "--trace",
+            &trace,
+        ]);
+        reports.push(serde_json::from_str::<serde_json::Value>(&json).unwrap());
+    }
+    let out = dynsim()
+        .args(["diff", &t("a.jsonl"), &t("b.jsonl")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = |name: &str| -> [u64; 2] {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in {text}"));
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        [v[0], v[1]]
+    };
+    for (side, report) in reports.iter().enumerate() {
+        let mut routed = 0;
+        for w in report["per_worker"].as_array().unwrap() {
+            let name = w["name"].as_str().unwrap();
+            let n = row(&format!("routes.{name}"))[side];
+            assert_eq!(
+                n,
+                w["routed"].as_u64().unwrap(),
+                "routes.{name}, side {side}"
+            );
+            assert!(n > 0, "routes.{name} is 0 on side {side}: {text}");
+            routed += n;
+        }
+        assert_eq!(routed, 60);
+        assert_eq!(row("requests")[side], 60);
+        assert_eq!(row("acks")[side], report["acks"].as_u64().unwrap());
+        let applied = row("events.applied")[side];
+        assert_eq!(applied, report["events"]["applied"].as_u64().unwrap());
+        assert!(applied > 0 && row("events.delivered")[side] > 0, "{text}");
+    }
+}
+
+#[test]
 fn diff_of_bad_input_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.jsonl", "{not json\n");

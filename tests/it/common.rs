@@ -52,9 +52,10 @@ pub fn scenario(name: &str) -> (dynsim::scenario::Scenario, std::path::PathBuf) 
     (s, path.parent().expect("in a folder").to_path_buf())
 }
 
-/// Runs `s` on its workload, built once per distinct workload, seed and block size for the whole
-/// test binary (the bundled Mooncake trace is parsed once, not once per test).
-pub fn run_cached(s: &dynsim::scenario::Scenario, base: &Path) -> dynsim::report::Report {
+/// The workload of `s`, built once per distinct workload, block size, generator, seed and base
+/// folder for the whole test binary: the bundled Mooncake trace is parsed once per such key, not
+/// once per test.
+pub fn cached_workload(s: &dynsim::scenario::Scenario, base: &Path) -> dynsim::run::BuiltWorkload {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static CACHE: OnceLock<Mutex<HashMap<String, dynsim::run::BuiltWorkload>>> = OnceLock::new();
@@ -66,15 +67,26 @@ pub fn run_cached(s: &dynsim::scenario::Scenario, base: &Path) -> dynsim::report
         s.seed,
         base.display()
     );
-    let built = {
-        let mut cache = CACHE
-            .get_or_init(|| Mutex::new(HashMap::new()))
-            .lock()
-            .expect("not poisoned");
-        cache
-            .entry(key)
-            .or_insert_with(|| dynsim::run::build_workload(s, base).expect("workload builds"))
-            .clone()
-    };
-    dynsim::run::run_built(s, built, dynsim::run::RunHooks::default()).expect("runs")
+    let mut cache = CACHE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .expect("not poisoned");
+    cache
+        .entry(key)
+        .or_insert_with(|| dynsim::run::build_workload(s, base).expect("workload builds"))
+        .clone()
+}
+
+/// Runs `s` on its [`cached_workload`].
+pub fn run_cached(s: &dynsim::scenario::Scenario, base: &Path) -> dynsim::report::Report {
+    run_cached_with(s, base, dynsim::run::RunHooks::default())
+}
+
+/// Runs `s` on its [`cached_workload`] with `hooks` (a trace, a timeline).
+pub fn run_cached_with(
+    s: &dynsim::scenario::Scenario,
+    base: &Path,
+    hooks: dynsim::run::RunHooks<'_>,
+) -> dynsim::report::Report {
+    dynsim::run::run_built(s, cached_workload(s, base), hooks).expect("runs")
 }

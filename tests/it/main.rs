@@ -17,5 +17,6 @@ mod readme;
 mod replay;
 mod routers;
 mod streams;
+mod structure;
 mod sweep;
 mod timeline;

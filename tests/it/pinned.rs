@@ -12,20 +12,20 @@
 //! stream position (`"epoch"` and `"event_seq"` on every KV event line: the five traces with
 //! those two fields removed were checked byte for byte equal to the previous pins' traces).
 
-use std::path::Path;
-
-use dynsim::run::run_scenario;
-use dynsim::scenario::load::parse_scenario;
+use dynsim::run::RunHooks;
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::common::{run_cached_with, scenario};
+
+/// Runs a bundled scenario (its workload built once per test binary) and returns its trace.
 fn traced(name: &str) -> (dynsim::report::Report, Vec<u8>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let s = parse_scenario(&path, &text, &[]).unwrap();
+    let (s, base) = scenario(name);
     let mut trace = Vec::new();
-    let report = run_scenario(&s, path.parent().unwrap(), Some(&mut trace)).unwrap();
+    let hooks = RunHooks {
+        trace: Some(&mut trace),
+        ..RunHooks::default()
+    };
+    let report = run_cached_with(&s, &base, hooks);
     (report, trace)
 }
 

@@ -5,9 +5,10 @@ use std::path::Path;
 
 use dynsim::report::Report;
 use dynsim::router::registry;
-use dynsim::run::run_scenario;
 use dynsim::scenario::load::parse_scenario;
 use dynsim::scenario::{Fault, Scenario};
+
+use crate::common::run_cached;
 
 fn scenario(workload: &str, policy: &str) -> Scenario {
     let text = format!(
@@ -25,8 +26,9 @@ fn scenario(workload: &str, policy: &str) -> Scenario {
     parse_scenario(Path::new("x.toml"), &text, &[]).expect("valid")
 }
 
+/// Runs `s` on its workload, built (the Mooncake rows parsed) once per test binary.
 fn run(s: &Scenario) -> Report {
-    run_scenario(s, Path::new(env!("CARGO_MANIFEST_DIR")), None).expect("runs")
+    run_cached(s, Path::new(env!("CARGO_MANIFEST_DIR")))
 }
 
 const WORKLOADS: [&str; 3] = [

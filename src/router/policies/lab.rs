@@ -57,10 +57,7 @@ impl RoutingPolicy for LabPolicy {
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
         if self.self_tracking {
-            // The chosen worker already holds the first `predicted_blocks`.
-            self.rule
-                .index_mut()
-                .store(d.worker.index(), &req.blocks[d.predicted_blocks..]);
+            self.rule.record_decision(d, req.blocks);
         }
     }
 
