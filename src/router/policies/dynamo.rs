@@ -22,6 +22,14 @@
 //! With `router_temperature` > 0 a worker is sampled with probability ∝
 //! exp(−(cost − min) / ((max − min) · T)) instead.
 //!
+//! Cost of a decision: a cost per worker, O(workers) by rule, as in Dynamo's selector. The
+//! prefix of the request among each worker's active blocks comes from one walk of a second index
+//! that holds every worker's active blocks (kept as requests are routed and finish), not from a
+//! walk per worker: a system prompt in flight on every worker would otherwise cost O(workers x
+//! prefix blocks). Recent Dynamo sources do the same (a registry of active prompts whose
+//! `compute_overlap_depths` gives every worker's depth in one pass, beside incremental
+//! `active_blocks` counts).
+//!
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
 //! `decode_active_request_weight` (0.0), `router_temperature` (0.0), `use_kv_events` (true),
@@ -134,6 +142,9 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
         scratch: MatchScratch::default(),
         overlaps: Vec::new(),
         workers: vec![WorkerLoad::default(); setup.workers],
+        active_index: KvIndex::new(setup.workers),
+        active_depths: Vec::new(),
+        changed: Vec::new(),
         active: HashMap::default(),
         costs: Vec::new(),
         block_size: setup.block_size.max(1),
@@ -166,6 +177,14 @@ struct Dynamo {
     scratch: MatchScratch,
     overlaps: Vec<usize>,
     workers: Vec<WorkerLoad>,
+    /// The distinct blocks of each worker's active requests again (a block is in it for a
+    /// worker while its count there is above 0), so that one walk gives every worker's prefix
+    /// among its active blocks.
+    active_index: KvIndex,
+    /// Each worker's prefix of the request among its active blocks, from the last walk.
+    active_depths: Vec<usize>,
+    /// Blocks that just became, or stopped being, active on a worker (a reused buffer).
+    changed: Vec<BlockHash>,
     active: HashMap<RequestId, Active, IdBuilder>,
     costs: Vec<(usize, f64)>,
     block_size: usize,
@@ -179,9 +198,15 @@ impl Dynamo {
         let cached = d.predicted_blocks as u64 * self.block_size as u64;
         let prefill_tokens = u64::from(req.input_tokens).saturating_sub(cached);
         let load = &mut self.workers[w];
+        self.changed.clear();
         for &b in req.blocks {
-            *load.blocks.entry(b).or_insert(0) += 1;
+            let n = load.blocks.entry(b).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                self.changed.push(b);
+            }
         }
+        self.active_index.store(w, &self.changed);
         load.prefill_tokens += prefill_tokens;
         load.requests += 1;
         self.active.insert(
@@ -194,13 +219,11 @@ impl Dynamo {
         );
     }
 
-    /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`).
+    /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`), once
+    /// `active_depths` holds this request's walk.
     fn decode_blocks(&self, worker: usize, blocks: &[BlockHash], input_tokens: u32) -> f64 {
         let load = &self.workers[worker];
-        let depth = blocks
-            .iter()
-            .take_while(|b| load.blocks.contains_key(b))
-            .count();
+        let depth = self.active_depths[worker];
         let request_blocks = u64::from(input_tokens).div_ceil(self.block_size as u64) as usize;
         let untracked = request_blocks.saturating_sub(blocks.len());
         (load.blocks.len() + blocks.len() - depth + untracked) as f64
@@ -214,6 +237,8 @@ impl RoutingPolicy for Dynamo {
         }
         self.index
             .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
+        self.active_index
+            .overlaps(req.blocks, &mut self.scratch, &mut self.active_depths);
         let bs = self.block_size as f64;
         let request_blocks = u64::from(req.input_tokens).div_ceil(self.block_size as u64);
         let min_prefill = loads
@@ -282,14 +307,17 @@ impl RoutingPolicy for Dynamo {
         let load = &mut self.workers[a.worker];
         load.prefill_tokens -= a.prefill_tokens;
         load.requests -= 1;
+        self.changed.clear();
         for b in &a.blocks {
             if let std::collections::hash_map::Entry::Occupied(mut n) = load.blocks.entry(*b) {
                 *n.get_mut() -= 1;
                 if *n.get() == 0 {
                     n.remove();
+                    self.changed.push(*b);
                 }
             }
         }
+        self.active_index.remove(a.worker, &self.changed);
     }
 
     fn on_event(&mut self, event: &KvEvent) {
