@@ -52,6 +52,42 @@ mod tests {
     use crate::router::loads::LoadKind;
 
     #[test]
+    fn a_seeded_pair_computed_by_hand() {
+        // Four workers, ChaCha seed 2: the first draw is below(4) = 2, the second below(3) = 2,
+        // which is at or past the first, so it moves up one: the pair is workers 2 and 3. Seed
+        // 7 draws 2 then 1 (below the first, kept): workers 2 and 1. Workers 0 and 1 carry
+        // nothing, 2 one request, 3 two: seed 2 picks 2 (the less loaded of the pair, though
+        // not the least loaded of all), seed 7 picks 1.
+        let mut draws = SimRng::new(RngKind::Chacha, 2);
+        assert_eq!((draws.below(4), draws.below(3)), (2, 2));
+        let mut draws = SimRng::new(RngKind::Chacha, 7);
+        assert_eq!((draws.below(4), draws.below(3)), (2, 1));
+        let mut loads = LoadBook::new(4, LoadKind::Routed);
+        for (id, w) in [(0, 2), (1, 3), (2, 3)] {
+            loads.routed_to(RequestId(id), WorkerId(w), 1);
+        }
+        let req = RouteRequest {
+            id: RequestId(9),
+            blocks: &[],
+            input_tokens: 0,
+            session: None,
+            now: 0,
+        };
+        let pick = |seed, loads: &LoadBook| {
+            let mut rng = SimRng::new(RngKind::Chacha, seed);
+            PowerOfTwo.decide(&req, loads, &mut rng).worker
+        };
+        assert_eq!(pick(2, &loads), WorkerId(2));
+        assert_eq!(pick(7, &loads), WorkerId(1));
+        // Worker 3 freed of both: 0 < 1, it wins seed 2's pair; a tie goes to the first drawn.
+        loads.finished(RequestId(1));
+        loads.finished(RequestId(2));
+        assert_eq!(pick(2, &loads), WorkerId(3));
+        loads.routed_to(RequestId(3), WorkerId(3), 1);
+        assert_eq!(pick(2, &loads), WorkerId(2));
+    }
+
+    #[test]
     fn of_two_draws_the_less_loaded_wins() {
         // Worker 0 carries 5 requests, 1 and 2 none: whenever worker 0 is drawn with another,
         // the other wins, so worker 0 is chosen only if drawn twice, which distinct draws never
