@@ -5,7 +5,7 @@ use super::policies::{
     approx, cost, dynamo, lab, least_loaded, llm_d, power_of_two, random, rr, sglang, vllm_router,
 };
 pub use super::policy::PolicyEntry;
-use super::policy::PolicySetup;
+use super::policy::{PolicySetup, RoutingPolicy};
 
 /// The policies, in the order help texts list them.
 pub const POLICIES: &[PolicyEntry] = &[
@@ -35,20 +35,30 @@ pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
 }
 
+/// The policy named `name` built with its `[router.NAME]` settings for one worker, to ask what
+/// it needs (`None` for an unknown name or bad settings).
+fn sample(name: &str, settings: Option<&toml::Value>) -> Option<Box<dyn RoutingPolicy>> {
+    entry(name).and_then(|e| {
+        (e.build)(&PolicySetup {
+            name: e.name,
+            workers: 1,
+            block_size: 16,
+            settings,
+        })
+        .ok()
+    })
+}
+
 /// Whether the policy named `name`, with its `[router.NAME]` settings, learns from KV events
 /// (`false` for an unknown name or bad settings).
 pub fn learns_from_events(name: &str, settings: Option<&toml::Value>) -> bool {
-    entry(name)
-        .and_then(|e| {
-            (e.build)(&PolicySetup {
-                name: e.name,
-                workers: 1,
-                block_size: 16,
-                settings,
-            })
-            .ok()
-        })
-        .is_some_and(|p| p.learns_from_events())
+    sample(name, settings).is_some_and(|p| p.learns_from_events())
+}
+
+/// Whether the policy named `name`, with its `[router.NAME]` settings, reads the workers' load
+/// signals (`false` for an unknown name or bad settings).
+pub fn reads_signals(name: &str, settings: Option<&toml::Value>) -> bool {
+    sample(name, settings).is_some_and(|p| p.reads_signals())
 }
 
 #[cfg(test)]
@@ -68,6 +78,16 @@ mod tests {
             };
             assert!((p.build)(&setup).is_ok(), "{}", p.name);
         }
+    }
+
+    #[test]
+    fn only_llm_d_reads_signals() {
+        let readers: Vec<&str> = names()
+            .into_iter()
+            .filter(|n| reads_signals(n, None))
+            .collect();
+        assert_eq!(readers, vec!["llm-d"]);
+        assert!(!reads_signals("nonsense", None));
     }
 
     #[test]
