@@ -1,6 +1,22 @@
 //! `power-of-two`: two distinct workers drawn at random (from the run's seeded generator), the
 //! one with fewer requests this router has in flight there; the first drawn on a tie (the
 //! "power of two choices" balancer). It ignores caches.
+//!
+//! Sources: the rule is M. Mitzenmacher, "The Power of Two Choices in Randomized Load
+//! Balancing", IEEE Transactions on Parallel and Distributed Systems 12(10), 2001 (after Azar,
+//! Broder, Karlin and Upfal's "Balanced Allocations", 1994): two random choices instead of one
+//! cut the most loaded server's excess from Θ(log n / log log n) to Θ(log log n). The
+//! implementation followed is SGLang's router, `sgl-router/src/policies/power_of_two.rs` at
+//! b6f20641 (`PowerOfTwoPolicy::select_worker`): two distinct healthy workers drawn uniformly
+//! (the second redrawn until it differs), the lower `load()` wins, the first drawn on a tie
+//! (`load1 <= load2`); a single healthy worker is taken without a draw. Envoy's `LEAST_REQUEST`
+//! with equal weights is the same idea (`choice_count` 2).
+//!
+//! Where dynsim differs: the draws come from the run's seeded generator (SGLang uses the
+//! thread's), and the second is drawn among the n − 1 others and shifted past the first instead
+//! of redrawn: the same uniform distribution over ordered pairs, one draw fewer. Load is always
+//! the router's own in-flight count; SGLang prefers loads pushed to it by an external monitor
+//! (`update_loads`) when it has them.
 
 use crate::error::Invalid;
 use crate::rng::SimRng;
