@@ -215,6 +215,29 @@ fn a_temperature_samples_the_softmax_of_the_normalised_costs() {
 }
 
 #[test]
+fn the_held_prefix_search_agrees_with_a_walk() {
+    for n in 0..40usize {
+        let blocks = block_hashes(&(0..4 * n as u32).collect::<Vec<u32>>(), 4);
+        for depth in 0..=n {
+            let held: std::collections::HashSet<BlockHash> =
+                blocks[..depth].iter().copied().collect();
+            let probes = std::cell::Cell::new(0);
+            let found = held_prefix(&blocks, |b| {
+                probes.set(probes.get() + 1);
+                held.contains(b)
+            });
+            assert_eq!(found, depth, "{n} blocks");
+            // O(log prefix): at most about twice log2 of the depth, plus two.
+            let bound = 2 * (usize::BITS - depth.leading_zeros()) as usize + 2;
+            assert!(
+                probes.get() <= bound,
+                "{n} blocks, depth {depth}: {probes:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn equal_costs_are_broken_by_the_seeded_generator() {
     let loads = LoadBook::new(2, LoadKind::Routed);
     let blocks = block_hashes(&(0..8).collect::<Vec<u32>>(), 4);
