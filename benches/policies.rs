@@ -2,7 +2,9 @@
 //! on the commonest production case: 4,096-token prompts whose first 3,000 tokens are one of 200
 //! system prompts that every worker holds (events-fed policies learn them from KV events, the
 //! others from routing each to every worker), the rest unique. Also the lab's events router on
-//! the same prompts. Run with `cargo bench --bench policies`.
+//! the same prompts; and `dynamo-in-flight`, Dynamo with two requests sharing the system prompt
+//! in flight on every worker (its decode-block term then meets the shared prefix on every
+//! worker). Run with `cargo bench --bench policies`.
 // criterion_group! and criterion_main! define public functions without docs.
 #![allow(missing_docs)]
 
@@ -15,7 +17,7 @@ use dynsim::kv_event::KvEvent;
 use dynsim::rng::{RngKind, SimRng};
 use dynsim::router::loads::{LoadBook, LoadKind};
 use dynsim::router::policy::{PolicySetup, RouteRequest};
-use dynsim::router::registry::POLICIES;
+use dynsim::router::registry::{self, POLICIES};
 use dynsim::router::signals::WorkerSignals;
 use dynsim::router::{Decision, KvRouter};
 
@@ -118,6 +120,58 @@ fn decisions(c: &mut Criterion) {
                 |b, req| b.iter(|| policy.decide(req, &book, &mut rng)),
             );
         }
+        // Dynamo with the system prompt in flight: every worker has two active requests that
+        // share the request's 187-block prefix (routed through on_routed, as the router does),
+        // so each worker's decode-block term must find that prefix among its active blocks.
+        let mut dynamo = (registry::entry("dynamo").expect("registered").build)(&PolicySetup {
+            name: "dynamo",
+            workers,
+            block_size: BLOCK,
+            settings: None,
+        })
+        .expect("defaults build");
+        for blocks in &prefixes {
+            for w in 0..workers {
+                dynamo.on_event(&KvEvent::Stored {
+                    worker: WorkerId::at(w),
+                    parent: None,
+                    blocks: blocks.clone(),
+                });
+            }
+        }
+        let mut busy = book.clone();
+        let in_flight: Vec<Vec<BlockHash>> = (0..2 * workers as u32)
+            .map(|k| block_hashes(&prompt(7, 1000 + k), BLOCK))
+            .collect();
+        for (k, blocks) in in_flight.iter().enumerate() {
+            let worker = WorkerId::at(k % workers);
+            let req = RouteRequest {
+                id: RequestId(1 << 41 | k as u64),
+                blocks,
+                input_tokens: PROMPT_TOKENS,
+                session: None,
+                now: 0,
+            };
+            let d = Decision {
+                worker,
+                predicted_blocks: (PREFIX_TOKENS as usize) / BLOCK,
+            };
+            busy.routed_to(req.id, worker, blocks.len());
+            dynamo.on_routed(&req, &d);
+        }
+        let req = RouteRequest {
+            id: RequestId(1),
+            blocks: &request,
+            input_tokens: PROMPT_TOKENS,
+            session: Some(7),
+            now: 1,
+        };
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        group.bench_with_input(
+            BenchmarkId::new("dynamo-in-flight", format!("{workers}w")),
+            &req,
+            |b, req| b.iter(|| dynamo.decide(req, &busy, &mut rng)),
+        );
         // The lab's events router: hashing the prompt included.
         let mut lab = KvRouter::with_events(workers, BLOCK);
         for blocks in &prefixes {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::report::{cdf_ms, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
 use crate::round::{rate, round_py};
-use crate::router::stream::{OnGap, StreamStats};
+use crate::router::stream::StreamStats;
 use crate::scenario::{Scenario, TraceFormat, Workload};
 use crate::sketch::LogHistogram;
 use crate::trace::TraceWriter;
@@ -358,7 +358,7 @@ fn report(
         ttft_cdf_ms: cdf_ms(&ttft),
         tpot_cdf_ms: cdf_ms(&tpot),
     };
-    report.warnings = warnings(s, &report, stats.decisions, learns);
+    report.warnings = crate::warnings::of_run(s, &report, stats.decisions, learns);
     report
 }
 
@@ -369,77 +369,4 @@ fn per_second(count: u64, duration_ns: u64) -> f64 {
     } else {
         round_py(count as f64 / (duration_ns as f64 / 1e9), 3)
     }
-}
-
-/// Makes the silent failures loud; `learns`: whether the routers' policy learns from KV events.
-fn warnings(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    let policy = &s.router.policy;
-    let e = &r.events;
-    if learns && decisions > 0 {
-        if e.applied == 0 {
-            let cause = if !s.bus.publish {
-                "workers are not publishing KV events (bus.publish = false)".to_string()
-            } else {
-                format!(
-                    "the bus lost every event ({} published, {} dropped)",
-                    e.published, e.dropped
-                )
-            };
-            let consequence = if s.router.on_gap == OnGap::Fallback {
-                "the router routes on predictions from its own decisions (router.on_gap = \
-                 \"fallback\")"
-            } else {
-                "the router is blind and routes on load alone, like round-robin"
-            };
-            out.push(format!(
-                "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
-                 {cause}; {consequence}"
-            ));
-        } else if s.router.on_gap == OnGap::Ignore
-            && e.applied * 10 < e.published * s.router.replicas as u64 * 9
-        {
-            out.push(format!(
-                "the router applied only {} of {} published KV events (the bus dropped {}): its \
-                 index is stale and part of its routing is blind",
-                e.applied, e.published, e.dropped
-            ));
-        }
-    }
-    if r.acks != r.requests as u64 {
-        out.push(format!(
-            "only {} of {} requests completed",
-            r.acks, r.requests
-        ));
-    }
-    // A hot spot: one worker of four or more got more than half of the routed requests.
-    let routed: u64 = r.per_worker.iter().map(|w| w.routed).sum();
-    let sized = crate::scenario::validate::routable_workers(s);
-    if sized >= 4 && routed > 0 {
-        if let Some(hot) = r.per_worker.iter().max_by_key(|w| w.routed) {
-            if hot.routed * 2 > routed {
-                out.push(format!(
-                    "hot spot: {} received {} of {} routed requests ({:.0} %) on a cluster of {} \
-                     (router.policy = \"{policy}\")",
-                    hot.name,
-                    hot.routed,
-                    routed,
-                    hot.routed as f64 * 100.0 / routed as f64,
-                    sized
-                ));
-            }
-        }
-    }
-    if r.rejected > 0 {
-        out.push(format!(
-            "{} requests were rejected: their prompt and output need more KV blocks than a worker \
-             has (cluster.kv_capacity_blocks = {})",
-            r.rejected,
-            s.cluster
-                .kv_capacity_blocks
-                .count()
-                .map_or("unbounded".to_string(), |c| c.to_string())
-        ));
-    }
-    out
 }

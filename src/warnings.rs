@@ -1,9 +1,95 @@
-//! Warnings over many runs (a sweep's points, a plan's probes, a comparison's scenarios): each
-//! kind of warning once, naming the first run that gave it, with a count of the others.
+//! Warnings: the silent failures of a run made loud ([`of_run`]: a router fed by events that
+//! applied none, a stale index, unacknowledged or rejected requests, a hot spot), and over many
+//! runs (a sweep's points, a plan's probes, a comparison's scenarios) each kind of warning once,
+//! naming the first run that gave it, with a count of the others ([`summarize`]).
 //!
 //! Two warnings are of one kind when they read the same with their numbers taken out ("hot
 //! spot: worker0 received 812 of 1500 ..." and "hot spot: worker3 received 790 of 1500 ..."
 //! are one kind).
+
+use crate::report::{Report, WorkerReport};
+use crate::router::stream::OnGap;
+use crate::scenario::validate::routable_workers;
+use crate::scenario::Scenario;
+
+/// Makes the silent failures loud.
+/// `decisions`: the routers' routing decisions; `learns`: whether their policy learns from KV
+/// events.
+pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let policy = &s.router.policy;
+    let e = &r.events;
+    if learns && decisions > 0 {
+        if e.applied == 0 {
+            let cause = if !s.bus.publish {
+                "workers are not publishing KV events (bus.publish = false)".to_string()
+            } else {
+                format!(
+                    "the bus lost every event ({} published, {} dropped)",
+                    e.published, e.dropped
+                )
+            };
+            let consequence = if s.router.on_gap == OnGap::Fallback {
+                "the router routes on predictions from its own decisions (router.on_gap = \
+                 \"fallback\")"
+            } else {
+                "the router is blind and routes on load alone, like round-robin"
+            };
+            out.push(format!(
+                "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
+                 {cause}; {consequence}"
+            ));
+        } else if s.router.on_gap == OnGap::Ignore
+            && e.applied * 10 < e.published * s.router.replicas as u64 * 9
+        {
+            out.push(format!(
+                "the router applied only {} of {} published KV events (the bus dropped {}): its \
+                 index is stale and part of its routing is blind",
+                e.applied, e.published, e.dropped
+            ));
+        }
+    }
+    if r.acks != r.requests as u64 {
+        out.push(format!(
+            "only {} of {} requests completed",
+            r.acks, r.requests
+        ));
+    }
+    out.extend(hot_spot(&r.per_worker, routable_workers(s), policy));
+    if r.rejected > 0 {
+        out.push(format!(
+            "{} requests were rejected: their prompt and output need more KV blocks than a worker \
+             has (cluster.kv_capacity_blocks = {})",
+            r.rejected,
+            s.cluster
+                .kv_capacity_blocks
+                .count()
+                .map_or("unbounded".to_string(), |c| c.to_string())
+        ));
+    }
+    out
+}
+
+/// A hot spot: on a cluster of at least four routable workers, one received more than half of
+/// the routed requests (exactly half is not a hot spot; smaller clusters never have one).
+fn hot_spot(per_worker: &[WorkerReport], routable: usize, policy: &str) -> Option<String> {
+    let routed: u64 = per_worker.iter().map(|w| w.routed).sum();
+    if routable < 4 || routed == 0 {
+        return None;
+    }
+    let hot = per_worker.iter().max_by_key(|w| w.routed)?;
+    (hot.routed * 2 > routed).then(|| {
+        format!(
+            "hot spot: {} received {} of {} routed requests ({:.0} %) on a cluster of {} \
+             (router.policy = \"{policy}\")",
+            hot.name,
+            hot.routed,
+            routed,
+            hot.routed as f64 * 100.0 / routed as f64,
+            routable
+        )
+    })
+}
 
 /// The summary lines for `runs`, each a run's label and its warnings, in run order: one line per
 /// kind of warning, in order of first appearance: `LABEL: WARNING`, then ` (also at N more
@@ -84,6 +170,55 @@ mod tests {
                 "point 0: hot spot: worker0 received 812 of 1500 (also at 2 more points)",
                 "point 0: only 3 of 4 requests completed",
             ]
+        );
+    }
+
+    fn workers(routed: &[u64]) -> Vec<WorkerReport> {
+        routed
+            .iter()
+            .enumerate()
+            .map(|(i, &routed)| WorkerReport {
+                name: format!("worker{i}"),
+                routed,
+                ..WorkerReport::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn more_than_half_on_one_of_four_or_more_is_a_hot_spot() {
+        let hot = hot_spot(&workers(&[6, 2, 1, 1]), 4, "kv").expect("6 of 10");
+        assert_eq!(
+            hot,
+            "hot spot: worker0 received 6 of 10 routed requests (60 %) on a cluster of 4 \
+             (router.policy = \"kv\")"
+        );
+        assert!(
+            hot_spot(&workers(&[1, 1, 7, 1, 0]), 5, "kv").is_some(),
+            "7 of 10"
+        );
+    }
+
+    #[test]
+    fn exactly_half_is_not_a_hot_spot() {
+        assert_eq!(hot_spot(&workers(&[5, 3, 1, 1]), 4, "kv"), None);
+        assert_eq!(hot_spot(&workers(&[2, 0, 1, 1]), 4, "kv"), None);
+    }
+
+    #[test]
+    fn clusters_under_four_workers_never_warn() {
+        for n in 1..4 {
+            let mut routed = vec![0; n];
+            routed[0] = 100;
+            assert_eq!(hot_spot(&workers(&routed), n, "kv"), None, "{n} workers");
+        }
+        // Four routable workers (prefill workers when disaggregated) are counted, not the
+        // report's rows: decode workers show up there with nothing routed.
+        assert_eq!(hot_spot(&workers(&[9, 1, 0, 0]), 2, "kv"), None);
+        assert_eq!(
+            hot_spot(&workers(&[0, 0, 0, 0]), 4, "kv"),
+            None,
+            "nothing routed"
         );
     }
 }

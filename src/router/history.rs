@@ -70,6 +70,15 @@ impl RoutedHistory {
         &self.overlaps
     }
 
+    /// `worker`'s own match of `blocks`, counted from the front: [`RoutedHistory::overlaps`] for
+    /// one worker, without touching the others.
+    pub fn overlap(&self, worker: usize, blocks: &[BlockHash]) -> usize {
+        blocks
+            .iter()
+            .take_while(|&&b| self.index.holds(worker, b))
+            .count()
+    }
+
     /// Records that `blocks` were routed to `worker` (or matched there): they become its most
     /// recent, the first block most recent of all (a prompt's tail is forgotten before its
     /// head).
@@ -120,6 +129,7 @@ mod tests {
         assert_eq!(h.deepest(&a), 4);
         assert_eq!(h.best().collect::<Vec<_>>(), vec![1]);
         assert_eq!(h.overlaps(&a[..2]), &[0, 2]);
+        assert_eq!((h.overlap(0, &a), h.overlap(1, &a)), (0, 4));
         h.shrink(1, 3);
         assert_eq!(h.deepest(&a), 3, "the tail went first");
         h.forget(1);

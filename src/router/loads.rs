@@ -42,9 +42,10 @@ pub struct LoadBook {
     /// The workers' load signals as of the last refresh.
     signals: Vec<WorkerSignals>,
     /// Requests routed and requests in flight per worker, for the least-loaded of all workers
-    /// without a scan.
+    /// without a scan; and requests in flight again, for the most loaded.
     least_routed: LoadTree,
     least_in_flight: LoadTree,
+    most_in_flight: LoadTree,
 }
 
 impl LoadBook {
@@ -61,6 +62,7 @@ impl LoadBook {
             signals: vec![WorkerSignals::default(); n_workers],
             least_routed: LoadTree::new(n_workers.max(1)),
             least_in_flight: LoadTree::new(n_workers.max(1)),
+            most_in_flight: LoadTree::greatest(n_workers.max(1)),
         }
     }
 
@@ -95,20 +97,33 @@ impl LoadBook {
         self.track(w);
     }
 
-    /// Brings the least-load trees up to date with `worker`'s counts.
+    /// Brings the load trees up to date with `worker`'s counts.
     fn track(&mut self, worker: usize) {
         self.least_routed.set(worker, self.routed[worker]);
         self.least_in_flight.set(worker, self.in_flight[worker]);
+        self.most_in_flight.set(worker, self.in_flight[worker]);
     }
 
     /// The worker with the fewest requests in flight (lowest number on ties) among those up.
     /// `None` when none is up. O(log n) when all are up, else a scan.
     pub fn least_in_flight(&self) -> Option<usize> {
         if self.all_up() {
-            Some(self.least_in_flight.min())
+            Some(self.least_in_flight.winner())
         } else {
             least_loaded(self.up_workers(), |w| self.in_flight[w])
         }
+    }
+
+    /// The fewest and the most requests in flight on any worker, up or down (0 and 0 without
+    /// workers). O(1).
+    pub fn in_flight_range(&self) -> (u64, u64) {
+        if self.in_flight.is_empty() {
+            return (0, 0);
+        }
+        (
+            self.in_flight[self.least_in_flight.winner()],
+            self.in_flight[self.most_in_flight.winner()],
+        )
     }
 
     /// The number of workers up.
@@ -218,8 +233,8 @@ impl LoadView for LoadBook {
     }
     fn least_of_all(&self) -> Option<usize> {
         Some(match self.kind {
-            LoadKind::Routed => self.least_routed.min(),
-            LoadKind::InFlight => self.least_in_flight.min(),
+            LoadKind::Routed => self.least_routed.winner(),
+            LoadKind::InFlight => self.least_in_flight.winner(),
         })
     }
 }
@@ -257,6 +272,25 @@ mod tests {
             Some(1),
             "routed counts never go down"
         );
+    }
+
+    #[test]
+    fn the_in_flight_range_spans_every_worker_up_or_down() {
+        let mut book = LoadBook::new(3, LoadKind::Routed);
+        assert_eq!(book.in_flight_range(), (0, 0));
+        for r in 0..3 {
+            book.routed_to(RequestId(r), WorkerId(1), 1);
+        }
+        book.routed_to(RequestId(3), WorkerId(0), 1);
+        assert_eq!(book.in_flight_range(), (0, 3));
+        book.set_up(WorkerId(1), false);
+        book.set_up(WorkerId(2), false);
+        assert_eq!(book.in_flight_range(), (0, 3), "down workers count");
+        book.routed_to(RequestId(4), WorkerId(2), 1);
+        book.finished(RequestId(0));
+        book.finished(RequestId(1));
+        assert_eq!(book.in_flight_range(), (1, 1));
+        assert_eq!(LoadBook::new(0, LoadKind::Routed).in_flight_range(), (0, 0));
     }
 
     #[test]

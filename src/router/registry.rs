@@ -3,6 +3,7 @@
 
 pub use super::policies::POLICIES;
 pub use super::policy::PolicyEntry;
+use super::policy::{PolicySetup, RoutingPolicy};
 
 /// The entry named `name`.
 pub fn entry(name: &str) -> Option<&'static PolicyEntry> {
@@ -12,6 +13,26 @@ pub fn entry(name: &str) -> Option<&'static PolicyEntry> {
 /// Every policy's name, in registry order.
 pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
+}
+
+/// The policy named `name` built with its `[router.NAME]` settings for one worker, to ask what
+/// it needs (`None` for an unknown name or bad settings).
+fn sample(name: &str, settings: Option<&toml::Value>) -> Option<Box<dyn RoutingPolicy>> {
+    entry(name).and_then(|e| {
+        (e.build)(&PolicySetup {
+            name: e.name,
+            workers: 1,
+            block_size: 16,
+            settings,
+        })
+        .ok()
+    })
+}
+
+/// Whether the policy named `name`, with its `[router.NAME]` settings, reads the workers' load
+/// signals (`false` for an unknown name or bad settings).
+pub fn reads_signals(name: &str, settings: Option<&toml::Value>) -> bool {
+    sample(name, settings).is_some_and(|p| p.reads_signals())
 }
 
 #[cfg(test)]
@@ -55,6 +76,16 @@ mod tests {
                 "power-of-two",
             ]
         );
+    }
+
+    #[test]
+    fn only_llm_d_reads_signals() {
+        let readers: Vec<&str> = names()
+            .into_iter()
+            .filter(|n| reads_signals(n, None))
+            .collect();
+        assert_eq!(readers, vec!["llm-d"]);
+        assert!(!reads_signals("nonsense", None));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Least-loaded selection, the lab rule's second and third steps (the least load, then the lowest
 //! worker number): a scan over candidates, an O(1) tracker of the least-loaded worker for
 //! loads that only grow (the lab router's routed counts), and an O(log n) one for loads that
-//! also shrink (a policy's requests in flight).
+//! also shrink (a policy's requests in flight), which also tracks the most loaded.
 
 /// Among `candidates` (worker indices in increasing order, all with the same, deepest overlap),
 /// the one with the least `load`, the lowest index on ties. `None` if there is no candidate.
@@ -225,24 +225,39 @@ impl LeastLoaded {
     }
 }
 
-/// The least-loaded of *all* workers (the lowest index on ties), for loads that go up and down:
-/// a tournament tree whose every node keeps the winner of its two children, so
-/// [`LoadTree::min`] is the root and [`LoadTree::set`] replays the matches on one leaf-to-root
-/// path, O(log n).
+/// The least-loaded (or the most loaded) of *all* workers, the lowest index on ties, for loads
+/// that go up and down: a tournament tree whose every node keeps the winner of its two children,
+/// so [`LoadTree::winner`] is the root and [`LoadTree::set`] replays the matches on one
+/// leaf-to-root path, O(log n).
 #[derive(Clone, Debug)]
 pub struct LoadTree {
     loads: Vec<u64>,
     /// Node `i`'s winner; leaves start at `leaves` (a power of two), padding leaves hold `NONE`.
     winner: Vec<u32>,
     leaves: usize,
+    /// Whether the greater load wins (else the lesser).
+    greatest: bool,
 }
 
 impl LoadTree {
-    /// A tree over `n_workers` workers (at least one), all with load 0.
+    /// A tree over `n_workers` workers (at least one), all with load 0, whose winner is the
+    /// least loaded.
     ///
     /// # Panics
     /// Panics if `n_workers` is 0 or not below 2^32 - 1.
     pub fn new(n_workers: usize) -> Self {
+        Self::build(n_workers, false)
+    }
+
+    /// Like [`LoadTree::new`], but the winner is the most loaded.
+    ///
+    /// # Panics
+    /// Panics if `n_workers` is 0 or not below 2^32 - 1.
+    pub fn greatest(n_workers: usize) -> Self {
+        Self::build(n_workers, true)
+    }
+
+    fn build(n_workers: usize, greatest: bool) -> Self {
         assert!(n_workers > 0, "at least one worker");
         assert!(
             u32::try_from(n_workers).is_ok_and(|n| n < NONE),
@@ -257,6 +272,7 @@ impl LoadTree {
             loads: vec![0; n_workers],
             winner,
             leaves,
+            greatest,
         };
         for node in (1..leaves).rev() {
             tree.replay(node);
@@ -264,9 +280,10 @@ impl LoadTree {
         tree
     }
 
-    /// The worker with the least load, the lowest index on ties.
+    /// The worker with the least load (the greatest for [`LoadTree::greatest`]), the lowest
+    /// index on ties.
     #[inline]
-    pub fn min(&self) -> usize {
+    pub fn winner(&self) -> usize {
         self.winner[1] as usize
     }
 
@@ -294,9 +311,20 @@ impl LoadTree {
             (NONE, _) => b,
             (_, NONE) => a,
             // `a` has the lower index: it wins ties.
-            _ if self.loads[b as usize] < self.loads[a as usize] => b,
+            _ if self.beats(b, a) => b,
             _ => a,
         };
+    }
+
+    /// Whether worker `b`'s load is strictly better than `a`'s.
+    #[inline]
+    fn beats(&self, b: u32, a: u32) -> bool {
+        let (lb, la) = (self.loads[b as usize], self.loads[a as usize]);
+        if self.greatest {
+            lb > la
+        } else {
+            lb < la
+        }
     }
 }
 
@@ -348,11 +376,18 @@ mod tests {
         for n in [1, 2, 3, 5, 8, 9, 64, 100, 257] {
             let mut loads = vec![0u64; n];
             let mut tree = LoadTree::new(n);
+            let mut most = LoadTree::greatest(n);
             for step in 0..2_000 {
                 assert_eq!(
-                    tree.min(),
+                    tree.winner(),
                     least_loaded(0..n, |w| loads[w]).unwrap(),
                     "n {n} step {step}"
+                );
+                // The most loaded, the lowest index on ties: the least of the complements.
+                assert_eq!(
+                    most.winner(),
+                    least_loaded(0..n, |w| u64::MAX - loads[w]).unwrap(),
+                    "most: n {n} step {step}"
                 );
                 x = x
                     .wrapping_mul(6_364_136_223_846_793_005)
@@ -364,7 +399,8 @@ mod tests {
                     loads[w] + 1
                 };
                 tree.set(w, loads[w]);
-                assert_eq!(tree.load(w), loads[w]);
+                most.set(w, loads[w]);
+                assert_eq!((tree.load(w), most.load(w)), (loads[w], loads[w]));
             }
         }
     }

@@ -326,6 +326,24 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
         };
         (entry.build)(&setup)?;
     }
+    // A refresh period with a policy that reads no signals would silently do nothing.
+    if r.signal_refresh_ms != 0.0 && !registry::reads_signals(&r.policy, r.settings.get(&r.policy))
+    {
+        let readers: Vec<&str> = registry::names()
+            .into_iter()
+            .filter(|n| registry::reads_signals(n, None))
+            .collect();
+        return Err(bad(
+            "router.signal_refresh_ms",
+            format!("{:?}", r.signal_refresh_ms),
+            &format!(
+                "has no effect: router.policy = {:?} reads no load signals (those that do: \
+                 {}); remove it or set it to 0",
+                r.policy,
+                readers.join(", ")
+            ),
+        ));
+    }
     Ok(())
 }
 

@@ -306,6 +306,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("on_gap.toml", "[router]\non_gap = \"retry\"\n", ":2: router.on_gap: unknown variant `retry`"),
         ("sync.toml", "[router]\nsync = \"all\"\n", ":2: router.sync: unknown variant `all`"),
         ("replicas.toml", "[router]\nreplicas = 0\n", ":2: router.replicas = 0 must be at least 1"),
+        ("refresh.toml", "[router]\npolicy = \"rr\"\nsignal_refresh_ms = 50.0\n", ":3: router.signal_refresh_ms = 50.0 has no effect: router.policy = \"rr\" reads no load signals (those that do: llm-d); remove it or set it to 0"),
         ("silence.toml", "[router]\ngap_silence_ms = 0.0\n", ":2: router.gap_silence_ms = 0.0 must be a finite number > 0"),
         ("link.toml", "[bus]\nlink_gbps = 0.0\n", ":2: bus.link_gbps = 0.0 must be a finite number > 0"),
         ("buffer.toml", "[bus]\nreplay_buffer = 20000000\n", ":2: bus.replay_buffer = 20000000 must be at most 10000000"),

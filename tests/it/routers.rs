@@ -6,6 +6,7 @@ use std::path::Path;
 use dynsim::report::Report;
 use dynsim::router::registry;
 use dynsim::scenario::load::parse_scenario;
+use dynsim::scenario::validate::validate;
 use dynsim::scenario::{Fault, Scenario};
 
 use crate::common::run_cached;
@@ -102,9 +103,12 @@ fn a_refreshed_snapshot_lags_the_signals_and_an_exact_one_does_not() {
     let (a, b) = (run(&exact), run(&lagged));
     assert_ne!(routed(&a), routed(&b));
     assert_eq!(b, run(&lagged));
-    // A policy that reads no signals is not affected by the setting.
+    // A policy that reads no signals would not be affected by the setting: it is refused.
     let mut rr = scenario(burst, "rr");
-    let before = run(&rr);
     rr.router.signal_refresh_ms = 200.0;
-    assert_eq!(before, run(&rr));
+    let err = validate(&rr).expect_err("rr reads no signals");
+    assert_eq!(err.key, "router.signal_refresh_ms");
+    assert!(err.problem.contains("router.policy = \"rr\""), "{err:?}");
+    rr.router.signal_refresh_ms = 0.0;
+    assert!(validate(&rr).is_ok());
 }

@@ -110,6 +110,35 @@ fn the_budget_chunks_a_long_prompt_and_later_arrivals_share_the_last_chunk() {
 }
 
 #[test]
+fn load_signals_after_one_chunked_prefill_step() {
+    // Budget 100, 1,000 blocks of 4 tokens. A (250-token prompt) and B (30) wait: 280 prompt
+    // tokens to compute, nothing running or held.
+    let mut s = StepScheduler::new(config(100, Some(1000)));
+    s.enqueue(request(0, 1, 250, 3));
+    s.enqueue(request(1, 2, 30, 1));
+    let signals = s.signals();
+    assert_eq!(
+        (signals.waiting, signals.running, signals.prefill_tokens),
+        (2, 0, 280)
+    );
+    assert_eq!((signals.decode_blocks, signals.kv_usage), (0, 0.0));
+    // The step takes A's first 100-token chunk (the whole budget; B stays waiting) and its 25
+    // blocks at once: 25 / 1,000 = 0.025 of the KV in use. While it runs A's chunk still counts
+    // as to compute (30 + 250); once it ends, 30 + 150 = 180.
+    s.plan(0).unwrap();
+    let mid = s.signals();
+    assert_eq!((mid.waiting, mid.running, mid.prefill_tokens), (1, 1, 280));
+    assert_eq!((mid.decode_blocks, mid.kv_usage), (25, 0.025));
+    s.apply();
+    let after = s.signals();
+    assert_eq!(
+        (after.waiting, after.running, after.prefill_tokens),
+        (1, 1, 180)
+    );
+    assert_eq!((after.decode_blocks, after.kv_usage), (25, 0.025));
+}
+
+#[test]
 fn a_step_that_decodes_and_prefills_adds_both_polynomials() {
     // Capacity 1,000 blocks of 4 tokens: A (prompt 400) decodes while B's prompt (40) prefills.
     let mut s = StepScheduler::new(config(8192, Some(1000)));

@@ -22,6 +22,16 @@
 //! With `router_temperature` > 0 a worker is sampled with probability ∝
 //! exp(−(cost − min) / ((max − min) · T)) instead.
 //!
+//! Cost of a decision: a cost per worker, O(workers) by rule, as in Dynamo's selector. Each
+//! worker's prefix of the request among its active blocks is found by an exponential then
+//! binary search, O(log prefix) lookups (block names are chained, so the request's blocks that a
+//! worker's active requests hold are a prefix of it); a walk block by block cost O(workers x
+//! prefix blocks) with a system prompt in flight on every worker. Recent Dynamo sources go
+//! further: a registry of active prompts whose `compute_overlap_depths` gives every worker's
+//! depth in one pass. dynsim tried that (a second index of active blocks): decisions at 256
+//! workers became flat, but one more table operation per block routed and finished cost about
+//! 14 % more instructions on a whole 8-worker run, so it keeps the search.
+//!
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
 //! `decode_active_request_weight` (0.0), `router_temperature` (0.0), `use_kv_events` (true),
@@ -99,45 +109,7 @@ impl Default for Settings {
 }
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
-    let s: Settings = setup.settings()?;
-    for (key, x) in [
-        ("overlap_score_credit", s.overlap_score_credit),
-        ("overlap_score_credit_decay", s.overlap_score_credit_decay),
-        ("prefill_load_scale", s.prefill_load_scale),
-        (
-            "decode_active_request_weight",
-            s.decode_active_request_weight,
-        ),
-        ("router_temperature", s.router_temperature),
-    ] {
-        setup.check_number(key, x, 0.0, f64::INFINITY)?;
-    }
-    setup.check_number("router_ttl_secs", s.router_ttl_secs, 0.0, 1e9)?;
-    setup.check_number(
-        "router_prune_target_ratio",
-        s.router_prune_target_ratio,
-        0.0,
-        1.0,
-    )?;
-    if s.router_max_tree_size == 0 {
-        return Err(Invalid {
-            key: "router.dynamo.router_max_tree_size".into(),
-            value: "0".into(),
-            problem: "must be at least 1".into(),
-        });
-    }
-    Ok(Box::new(Dynamo {
-        settings: s,
-        ttl_ns: ms_to_ns(s.router_ttl_secs * 1e3),
-        index: KvIndex::new(setup.workers),
-        ttl: TtlIndex::default(),
-        scratch: MatchScratch::default(),
-        overlaps: Vec::new(),
-        workers: vec![WorkerLoad::default(); setup.workers],
-        active: HashMap::default(),
-        costs: Vec::new(),
-        block_size: setup.block_size.max(1),
-    }))
+    Ok(Box::new(Dynamo::new(setup)?))
 }
 
 /// What the router tracks of one worker's active requests.
@@ -172,6 +144,49 @@ struct Dynamo {
 }
 
 impl Dynamo {
+    /// Builds it, checking its settings.
+    fn new(setup: &PolicySetup<'_>) -> Result<Dynamo, Invalid> {
+        let s: Settings = setup.settings()?;
+        for (key, x) in [
+            ("overlap_score_credit", s.overlap_score_credit),
+            ("overlap_score_credit_decay", s.overlap_score_credit_decay),
+            ("prefill_load_scale", s.prefill_load_scale),
+            (
+                "decode_active_request_weight",
+                s.decode_active_request_weight,
+            ),
+            ("router_temperature", s.router_temperature),
+        ] {
+            setup.check_number(key, x, 0.0, f64::INFINITY)?;
+        }
+        setup.check_number("router_ttl_secs", s.router_ttl_secs, 0.0, 1e9)?;
+        setup.check_number(
+            "router_prune_target_ratio",
+            s.router_prune_target_ratio,
+            0.0,
+            1.0,
+        )?;
+        if s.router_max_tree_size == 0 {
+            return Err(Invalid {
+                key: "router.dynamo.router_max_tree_size".into(),
+                value: "0".into(),
+                problem: "must be at least 1".into(),
+            });
+        }
+        Ok(Dynamo {
+            settings: s,
+            ttl_ns: ms_to_ns(s.router_ttl_secs * 1e3),
+            index: KvIndex::new(setup.workers),
+            ttl: TtlIndex::default(),
+            scratch: MatchScratch::default(),
+            overlaps: Vec::new(),
+            workers: vec![WorkerLoad::default(); setup.workers],
+            active: HashMap::default(),
+            costs: Vec::new(),
+            block_size: setup.block_size.max(1),
+        })
+    }
+
     /// Counts `req` on the decision's worker (Dynamo's active sequences): its blocks, and its
     /// prompt tokens beyond the blocks believed cached as prefill load until its first token.
     fn track(&mut self, req: &RouteRequest<'_>, d: &Decision) {
@@ -197,10 +212,15 @@ impl Dynamo {
     /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`).
     fn decode_blocks(&self, worker: usize, blocks: &[BlockHash], input_tokens: u32) -> f64 {
         let load = &self.workers[worker];
-        let depth = blocks
-            .iter()
-            .take_while(|b| load.blocks.contains_key(b))
-            .count();
+        let depth = held_prefix(blocks, |b| load.blocks.contains_key(b));
+        debug_assert_eq!(
+            depth,
+            blocks
+                .iter()
+                .take_while(|b| load.blocks.contains_key(b))
+                .count(),
+            "block names are chained"
+        );
         let request_blocks = u64::from(input_tokens).div_ceil(self.block_size as u64) as usize;
         let untracked = request_blocks.saturating_sub(blocks.len());
         (load.blocks.len() + blocks.len() - depth + untracked) as f64
@@ -301,6 +321,23 @@ impl RoutingPolicy for Dynamo {
     }
 }
 
+/// How many of `blocks`, from the front, are `held`, for a `held` that is true for a prefix of
+/// them and false after it: an exponential search (blocks 0, 1, 3, 7, ... until one is not held)
+/// then a binary search in the last step, O(log prefix) lookups instead of one per block.
+///
+/// A worker's active blocks are such a set: block names are chained, so a request holding block
+/// *i* of this prompt holds every block before it.
+fn held_prefix(blocks: &[BlockHash], held: impl Fn(&BlockHash) -> bool) -> usize {
+    let mut lo = 0;
+    let mut probe = 0;
+    while probe < blocks.len() && held(&blocks[probe]) {
+        lo = probe + 1;
+        probe = 2 * probe + 1;
+    }
+    let hi = probe.min(blocks.len());
+    lo + blocks[lo..hi].partition_point(held)
+}
+
 /// The lowest cost, a uniformly random one (from the run's generator) among equal lowest costs.
 fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> usize {
     let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
@@ -312,16 +349,22 @@ fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> usize {
     }
 }
 
-/// Samples with probability ∝ exp(−(cost − min) / ((max − min) · temperature)).
-fn sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> usize {
+/// Each cost's softmax weight, exp(−(cost − min) / ((max − min) · temperature)) (unnormalised;
+/// the span is 1 when every cost is equal).
+fn softmax_weights(costs: &[(usize, f64)], temperature: f64) -> impl Iterator<Item = f64> + '_ {
     let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
     let max = costs.iter().map(|c| c.1).fold(f64::NEG_INFINITY, f64::max);
     let span = if max > min { max - min } else { 1.0 };
-    let weight = |c: f64| (-(c - min) / (span * temperature)).exp();
-    let total: f64 = costs.iter().map(|c| weight(c.1)).sum();
+    costs
+        .iter()
+        .map(move |c| (-(c.1 - min) / (span * temperature)).exp())
+}
+
+/// Samples with probability ∝ exp(−(cost − min) / ((max − min) · temperature)).
+fn sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> usize {
+    let total: f64 = softmax_weights(costs, temperature).sum();
     let mut x = rng.unit() * total;
-    for c in costs {
-        let w = weight(c.1);
+    for (c, w) in costs.iter().zip(softmax_weights(costs, temperature)) {
         if x < w {
             return c.0;
         }
@@ -334,116 +377,4 @@ fn sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::hash::block_hashes;
-    use crate::rng::RngKind;
-    use crate::router::loads::LoadKind;
-
-    fn policy(settings: Option<&toml::Value>) -> Box<dyn RoutingPolicy> {
-        build(&PolicySetup {
-            name: "dynamo",
-            workers: 2,
-            block_size: 4,
-            settings,
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn a_decision_computed_by_hand_from_the_published_rule() {
-        // Block size 4. Worker 0 holds the first 3 blocks of a 6-block (24-token) prompt and has
-        // one request (8 tokens, 2 blocks, none cached) routed and still in prefill; worker 1 is
-        // idle and holds nothing.
-        let mut p = policy(None);
-        let tokens: Vec<u32> = (0..24).collect();
-        let blocks = block_hashes(&tokens, 4);
-        p.on_event(&KvEvent::Stored {
-            worker: WorkerId(0),
-            parent: None,
-            blocks: blocks[..3].to_vec(),
-        });
-        let other = block_hashes(&(100..108).collect::<Vec<u32>>(), 4);
-        let mut loads = LoadBook::new(2, LoadKind::Routed);
-        let mut rng = SimRng::new(RngKind::Chacha, 1);
-        let busy = RouteRequest {
-            id: RequestId(1),
-            blocks: &other,
-            input_tokens: 8,
-            session: None,
-            now: 0,
-        };
-        let d0 = Decision {
-            worker: WorkerId(0),
-            predicted_blocks: 0,
-        };
-        p.decide(&busy, &loads, &mut rng);
-        loads.routed_to(RequestId(1), WorkerId(0), 2);
-        p.on_routed(&busy, &d0);
-        let req = RouteRequest {
-            id: RequestId(2),
-            blocks: &blocks,
-            input_tokens: 24,
-            session: None,
-            now: 0,
-        };
-        // Worker 0: prefill (8 + 24) / 4 − 3 credit = 5; decode 2 active + 6 new = 8: cost 13.
-        // Worker 1: prefill 24 / 4 = 6; decode 6 new: cost 12. Worker 1 wins.
-        let d = p.decide(&req, &loads, &mut rng);
-        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 0));
-        // Once worker 0's request produced its first token its prefill load is gone:
-        // worker 0 costs (24 / 4 − 3) + 8 = 11 < 12.
-        p.on_prefill_done(WorkerId(0), RequestId(1));
-        let d = p.decide(&req, &loads, &mut rng);
-        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(0), 3));
-        // And once it finished, worker 0 costs 3 + 6 = 9.
-        p.on_finished(WorkerId(0), RequestId(1));
-        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
-    }
-
-    #[test]
-    fn equal_costs_are_broken_by_the_seeded_generator() {
-        let loads = LoadBook::new(2, LoadKind::Routed);
-        let blocks = block_hashes(&(0..8).collect::<Vec<u32>>(), 4);
-        let req = RouteRequest {
-            id: RequestId(0),
-            blocks: &blocks,
-            input_tokens: 8,
-            session: None,
-            now: 0,
-        };
-        let picks = |seed| {
-            let mut rng = SimRng::new(RngKind::Chacha, seed);
-            let mut p = policy(None);
-            (0..32)
-                .map(|_| p.decide(&req, &loads, &mut rng).worker.index())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(picks(7), picks(7), "same seed, same ties");
-        assert!(
-            picks(7).contains(&0) && picks(7).contains(&1),
-            "both tied workers chosen"
-        );
-    }
-
-    #[test]
-    fn approximate_mode_learns_from_its_own_decisions() {
-        let table: toml::Value = toml::from_str("use_kv_events = false").unwrap();
-        let mut p = policy(Some(&table));
-        let loads = LoadBook::new(2, LoadKind::Routed);
-        let mut rng = SimRng::new(RngKind::Chacha, 1);
-        let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
-        let req = |id| RouteRequest {
-            id: RequestId(id),
-            blocks: &blocks,
-            input_tokens: 16,
-            session: None,
-            now: 0,
-        };
-        let first = p.decide(&req(0), &loads, &mut rng);
-        p.on_routed(&req(0), &first);
-        p.on_finished(first.worker, RequestId(0));
-        let again = p.decide(&req(1), &loads, &mut rng);
-        assert_eq!((again.worker, again.predicted_blocks), (first.worker, 4));
-    }
-}
+mod tests;

@@ -1,5 +1,16 @@
 //! `least-loaded`: the worker with the fewest requests this router has in flight there (the
 //! classic least-outstanding-requests balancer), the lowest number on ties. It ignores caches.
+//!
+//! Source: SGLang's router, `sgl-router/src/policies/load_aware.rs` at 732240a3
+//! (`LoadAwarePolicy::find_min_load_worker`): a scan of the healthy workers for the least
+//! `load()`, the router's own count of requests it sent that have not completed, the first in
+//! worker order on ties. The same rule as NGINX's `least_conn` (fewest active connections).
+//!
+//! Where dynsim differs: nothing in the rule; the least loaded comes from the router's
+//! [`LoadBook`] (a tournament tree, O(1) per decision when every worker is up) instead of a
+//! scan. NGINX breaks ties by weighted round-robin where dynsim (and SGLang) take the lowest
+//! number, and weights do not exist here. Envoy's `LEAST_REQUEST`, despite its name, draws two
+//! random hosts when weights are equal: that is `power-of-two`, not this policy.
 
 use crate::error::Invalid;
 use crate::rng::SimRng;

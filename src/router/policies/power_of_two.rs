@@ -1,6 +1,22 @@
 //! `power-of-two`: two distinct workers drawn at random (from the run's seeded generator), the
 //! one with fewer requests this router has in flight there; the first drawn on a tie (the
 //! "power of two choices" balancer). It ignores caches.
+//!
+//! Sources: the rule is M. Mitzenmacher, "The Power of Two Choices in Randomized Load
+//! Balancing", IEEE Transactions on Parallel and Distributed Systems 12(10), 2001 (after Azar,
+//! Broder, Karlin and Upfal's "Balanced Allocations", 1994): two random choices instead of one
+//! cut the most loaded server's excess from Θ(log n / log log n) to Θ(log log n). The
+//! implementation followed is SGLang's router, `sgl-router/src/policies/power_of_two.rs` at
+//! b6f20641 (`PowerOfTwoPolicy::select_worker`): two distinct healthy workers drawn uniformly
+//! (the second redrawn until it differs), the lower `load()` wins, the first drawn on a tie
+//! (`load1 <= load2`); a single healthy worker is taken without a draw. Envoy's `LEAST_REQUEST`
+//! with equal weights is the same idea (`choice_count` 2).
+//!
+//! Where dynsim differs: the draws come from the run's seeded generator (SGLang uses the
+//! thread's), and the second is drawn among the n − 1 others and shifted past the first instead
+//! of redrawn: the same uniform distribution over ordered pairs, one draw fewer. Load is always
+//! the router's own in-flight count; SGLang prefers loads pushed to it by an external monitor
+//! (`update_loads`) when it has them.
 
 use crate::error::Invalid;
 use crate::rng::SimRng;
@@ -50,6 +66,42 @@ mod tests {
     use crate::ids::{RequestId, WorkerId};
     use crate::rng::RngKind;
     use crate::router::loads::LoadKind;
+
+    #[test]
+    fn a_seeded_pair_computed_by_hand() {
+        // Four workers, ChaCha seed 2: the first draw is below(4) = 2, the second below(3) = 2,
+        // which is at or past the first, so it moves up one: the pair is workers 2 and 3. Seed
+        // 7 draws 2 then 1 (below the first, kept): workers 2 and 1. Workers 0 and 1 carry
+        // nothing, 2 one request, 3 two: seed 2 picks 2 (the less loaded of the pair, though
+        // not the least loaded of all), seed 7 picks 1.
+        let mut draws = SimRng::new(RngKind::Chacha, 2);
+        assert_eq!((draws.below(4), draws.below(3)), (2, 2));
+        let mut draws = SimRng::new(RngKind::Chacha, 7);
+        assert_eq!((draws.below(4), draws.below(3)), (2, 1));
+        let mut loads = LoadBook::new(4, LoadKind::Routed);
+        for (id, w) in [(0, 2), (1, 3), (2, 3)] {
+            loads.routed_to(RequestId(id), WorkerId(w), 1);
+        }
+        let req = RouteRequest {
+            id: RequestId(9),
+            blocks: &[],
+            input_tokens: 0,
+            session: None,
+            now: 0,
+        };
+        let pick = |seed, loads: &LoadBook| {
+            let mut rng = SimRng::new(RngKind::Chacha, seed);
+            PowerOfTwo.decide(&req, loads, &mut rng).worker
+        };
+        assert_eq!(pick(2, &loads), WorkerId(2));
+        assert_eq!(pick(7, &loads), WorkerId(1));
+        // Worker 3 freed of both: 0 < 1, it wins seed 2's pair; a tie goes to the first drawn.
+        loads.finished(RequestId(1));
+        loads.finished(RequestId(2));
+        assert_eq!(pick(2, &loads), WorkerId(3));
+        loads.routed_to(RequestId(3), WorkerId(3), 1);
+        assert_eq!(pick(2, &loads), WorkerId(2));
+    }
 
     #[test]
     fn of_two_draws_the_less_loaded_wins() {

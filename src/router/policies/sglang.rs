@@ -1,26 +1,48 @@
 //! `sglang`: SGLang's cache-aware router (sgl-project/sglang, `sgl-router/src/policies/
-//! cache_aware.rs` at commit 026f853b, its tree in `policies/tree.rs` at 4d40eec0, the command
-//! line defaults in `sgl-router/src/main.rs` at 0129b029).
+//! cache_aware.rs` at commit 026f853b, `CacheAwarePolicy::select_worker`; its tree in
+//! `policies/tree.rs` at 4d40eec0; the command line defaults in `sgl-router/src/main.rs` at
+//! 0129b029).
 //!
 //! Load is the number of requests this router has in flight on each worker. If the pool is
 //! imbalanced, max load − min load > `balance_abs_threshold` and max load >
-//! `balance_rel_threshold` x min load (over every worker, up or not), the least loaded worker
-//! that is up wins (the lowest number on ties). Otherwise the router matches the prompt against
-//! an approximate tree of the prompts it routed to each worker: if the longest match covers more
-//! than `cache_threshold` of the prompt, the worker holding it wins, else the worker with the
-//! smallest tree. Either way the prompt is recorded under the chosen worker. Every
-//! `eviction_interval_secs` each worker's tree is cut back to `max_tree_tokens`, least recently
-//! used first.
+//! `balance_rel_threshold` x min load, the least loaded worker that is up wins (the lowest
+//! number on ties). Otherwise the router matches the prompt against an approximate tree of the
+//! prompts it routed to each worker: if the longest match covers more than `cache_threshold` of
+//! the prompt, the worker holding it wins, else the worker with the smallest tree. Either way the
+//! prompt is recorded under the chosen worker. Every `eviction_interval_secs` each worker's tree
+//! is cut back to `max_tree_tokens`, least recently used first.
+//!
+//! The imbalance check takes the max and min load over every worker, up or down, as SGLang's
+//! does: `select_worker` collects `w.load()` over the whole `workers` slice it is given, while
+//! only the choice of the least loaded is restricted to the healthy ones
+//! (`get_healthy_worker_indices`). A worker that is down therefore still counts: once its
+//! requests are handed back its load is 0, so the pool looks imbalanced as soon as a worker up
+//! has more than `balance_abs_threshold` requests in flight.
 //!
 //! Settings, `[router.sglang]` (SGLang's command-line defaults): `cache_threshold` (0.3),
 //! `balance_abs_threshold` (64), `balance_rel_threshold` (1.5), `eviction_interval_secs` (120),
 //! `max_tree_tokens` (16,777,216: SGLang's `max_tree_size` of 2^26 characters at 4 characters
 //! per token).
 //!
-//! Where dynsim differs: the tree holds block names, not characters, so the match rate is
-//! matched blocks / prompt blocks and tree sizes count tokens by whole blocks; among workers with
-//! the same longest match, SGLang returns whichever its hash map lists first (arbitrary), dynsim
-//! the lowest-numbered one that is up; the smallest tree's ties likewise.
+//! Where dynsim differs:
+//!
+//! - The tree holds block names, not characters, so the match rate is matched blocks / prompt
+//!   blocks and tree sizes count tokens by whole blocks.
+//! - A low match (rate ≤ `cache_threshold`): SGLang takes `Tree::get_smallest_tenant`, the worker
+//!   with the fewest characters in the tree among all it knows, healthy or not, ties in hash
+//!   map order (arbitrary); it does not look at load there (the "else the least loaded"
+//!   is not what the code does). dynsim takes the worker with the smallest tree among those up,
+//!   the lowest number on ties.
+//! - A high match: SGLang's `prefix_match` returns the first tenant in the hash map of the
+//!   deepest matched node (arbitrary among the workers holding it); dynsim the lowest-numbered
+//!   one that is up.
+//! - A chosen worker that is down: SGLang then returns its first healthy worker (by index) and
+//!   records nothing in the tree; dynsim never chooses a worker that is down, as above, and
+//!   always records the prompt.
+//!
+//! Cost: O(1) in the number of workers when all are up (the load range and the least loaded come
+//! from the [`LoadBook`]'s tournament trees, the smallest tree from one of its own), one walk of
+//! the prompt's blocks; a scan of the workers up when some are down.
 
 use serde::Deserialize;
 
@@ -29,9 +51,10 @@ use crate::error::Invalid;
 use crate::ids::WorkerId;
 use crate::rng::SimRng;
 use crate::router::history::RoutedHistory;
+use crate::router::lab_rule::LoadView;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
-use crate::router::select::least_loaded;
+use crate::router::select::{least_loaded, LoadTree};
 use crate::router::Decision;
 
 /// The registry entry.
@@ -104,6 +127,7 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
         settings: s,
         max_blocks: (s.max_tree_tokens / setup.block_size.max(1) as u64) as usize,
         history: RoutedHistory::new(setup.workers),
+        sizes: LoadTree::new(setup.workers.max(1)),
         interval_ns,
         next_prune: interval_ns,
     }))
@@ -113,16 +137,28 @@ struct Sglang {
     settings: Settings,
     max_blocks: usize,
     history: RoutedHistory,
+    /// Each worker's tree size (blocks), for the smallest without a scan.
+    sizes: LoadTree,
     interval_ns: u64,
     next_prune: u64,
 }
 
 impl Sglang {
+    /// SGLang's imbalance test, on the load range over every worker (up or not).
     fn imbalanced(&self, loads: &LoadBook) -> bool {
-        let all = (0..loads.workers()).map(|w| loads.in_flight(w));
-        let (max, min) = all.fold((0, u64::MAX), |(mx, mn), l| (mx.max(l), mn.min(l)));
+        let (min, max) = loads.in_flight_range();
         max - min > self.settings.balance_abs_threshold
             && max as f64 > self.settings.balance_rel_threshold * min as f64
+    }
+
+    /// The worker up with the smallest tree, the lowest number on ties.
+    fn smallest_tree(&self, loads: &LoadBook) -> usize {
+        if loads.all_up() {
+            self.sizes.winner()
+        } else {
+            least_loaded(loads.up_workers(), |w| self.history.size(w) as u64)
+                .expect("the router decides only when a worker is up")
+        }
     }
 }
 
@@ -131,15 +167,15 @@ impl RoutingPolicy for Sglang {
         while req.now >= self.next_prune {
             for w in 0..loads.workers() {
                 self.history.shrink(w, self.max_blocks);
+                self.sizes.set(w, self.history.size(w) as u64);
             }
             self.next_prune += self.interval_ns;
         }
-        let least = || {
-            least_loaded(loads.up_workers(), |w| loads.in_flight(w))
-                .expect("the router decides only when a worker is up")
-        };
         let (worker, known) = if self.imbalanced(loads) {
-            (least(), None)
+            let least = loads
+                .least_in_flight()
+                .expect("the router decides only when a worker is up");
+            (least, None)
         } else {
             let depth = self.history.deepest(req.blocks);
             let rate = if req.blocks.is_empty() {
@@ -150,15 +186,11 @@ impl RoutingPolicy for Sglang {
             let tenant = self.history.best().find(|&w| loads.up(w));
             match tenant {
                 Some(w) if rate > self.settings.cache_threshold => (w, Some(depth)),
-                _ => (
-                    least_loaded(loads.up_workers(), |w| self.history.size(w) as u64)
-                        .expect("the router decides only when a worker is up"),
-                    None,
-                ),
+                _ => (self.smallest_tree(loads), None),
             }
         };
         // The tenant holds the deepest match; any other choice needs its own.
-        let predicted = known.unwrap_or_else(|| self.history.overlaps(req.blocks)[worker]);
+        let predicted = known.unwrap_or_else(|| self.history.overlap(worker, req.blocks));
         Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: predicted,
@@ -166,7 +198,9 @@ impl RoutingPolicy for Sglang {
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
-        self.history.touch(d.worker.index(), req.blocks);
+        let w = d.worker.index();
+        self.history.touch(w, req.blocks);
+        self.sizes.set(w, self.history.size(w) as u64);
     }
 }
 
@@ -229,6 +263,28 @@ mod tests {
         // worker 2, gets the next repeat despite worker 0's cache.
         assert_eq!(route(&mut *p, &mut loads, 3, &long), 0);
         assert_eq!(route(&mut *p, &mut loads, 4, &long), 2);
+    }
+
+    #[test]
+    fn a_worker_that_is_down_counts_in_the_imbalance_check_as_in_sglang() {
+        // abs 2. Worker 0 holds the long prompt and has 3 in flight, worker 2 has 2, worker 1
+        // is down with none. Over every worker: 3 − 0 > 2 and 3 > 1.5 x 0, imbalanced: the least
+        // loaded worker up, 2, wins despite worker 0's cache. Over the workers up alone (3 − 2)
+        // the pool would look balanced and the cache would send it to worker 0.
+        let mut p = policy("balance_abs_threshold = 2");
+        let mut loads = LoadBook::new(3, LoadKind::InFlight);
+        let long = block_hashes(&(0..40).collect::<Vec<u32>>(), 4);
+        assert_eq!(route(&mut *p, &mut loads, 0, &long), 0);
+        for (id, w) in [(10, 0), (11, 0), (12, 2), (13, 2)] {
+            loads.routed_to(RequestId(id), WorkerId(w), 1);
+        }
+        loads.set_up(WorkerId(1), false);
+        assert_eq!(loads.in_flight_range(), (0, 3));
+        assert_eq!(route(&mut *p, &mut loads, 1, &long), 2);
+        // Worker 1 back with one request in flight: 3 − 1 ≤ 2, balanced, the cache wins.
+        loads.set_up(WorkerId(1), true);
+        loads.routed_to(RequestId(14), WorkerId(1), 1);
+        assert_eq!(route(&mut *p, &mut loads, 2, &long), 0);
     }
 
     #[test]

@@ -1,0 +1,284 @@
+//! `dynamo` on hand-computed decisions: the cost formula, credit decay, the request weight,
+//! softmax sampling, seeded ties and approximate mode.
+
+use super::*;
+use crate::hash::block_hashes;
+use crate::rng::RngKind;
+use crate::router::loads::LoadKind;
+
+fn policy(settings: Option<&toml::Value>) -> Box<dyn RoutingPolicy> {
+    build(&PolicySetup {
+        name: "dynamo",
+        workers: 2,
+        block_size: 4,
+        settings,
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_decision_computed_by_hand_from_the_published_rule() {
+    // Block size 4. Worker 0 holds the first 3 blocks of a 6-block (24-token) prompt and has
+    // one request (8 tokens, 2 blocks, none cached) routed and still in prefill; worker 1 is
+    // idle and holds nothing.
+    let mut p = policy(None);
+    let tokens: Vec<u32> = (0..24).collect();
+    let blocks = block_hashes(&tokens, 4);
+    p.on_event(&KvEvent::Stored {
+        worker: WorkerId(0),
+        parent: None,
+        blocks: blocks[..3].to_vec(),
+    });
+    let other = block_hashes(&(100..108).collect::<Vec<u32>>(), 4);
+    let mut loads = LoadBook::new(2, LoadKind::Routed);
+    let mut rng = SimRng::new(RngKind::Chacha, 1);
+    let busy = RouteRequest {
+        id: RequestId(1),
+        blocks: &other,
+        input_tokens: 8,
+        session: None,
+        now: 0,
+    };
+    let d0 = Decision {
+        worker: WorkerId(0),
+        predicted_blocks: 0,
+    };
+    p.decide(&busy, &loads, &mut rng);
+    loads.routed_to(RequestId(1), WorkerId(0), 2);
+    p.on_routed(&busy, &d0);
+    let req = RouteRequest {
+        id: RequestId(2),
+        blocks: &blocks,
+        input_tokens: 24,
+        session: None,
+        now: 0,
+    };
+    // Worker 0: prefill (8 + 24) / 4 − 3 credit = 5; decode 2 active + 6 new = 8: cost 13.
+    // Worker 1: prefill 24 / 4 = 6; decode 6 new: cost 12. Worker 1 wins.
+    let d = p.decide(&req, &loads, &mut rng);
+    assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 0));
+    // Once worker 0's request produced its first token its prefill load is gone:
+    // worker 0 costs (24 / 4 − 3) + 8 = 11 < 12.
+    p.on_prefill_done(WorkerId(0), RequestId(1));
+    let d = p.decide(&req, &loads, &mut rng);
+    assert_eq!((d.worker, d.predicted_blocks), (WorkerId(0), 3));
+    // And once it finished, worker 0 costs 3 + 6 = 9.
+    p.on_finished(WorkerId(0), RequestId(1));
+    assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+}
+
+/// A two-worker policy (block size 4) with these `[router.dynamo]` settings.
+fn dynamo(settings: &str) -> Dynamo {
+    let table: toml::Value = toml::from_str(settings).unwrap();
+    Dynamo::new(&PolicySetup {
+        name: "dynamo",
+        workers: 2,
+        block_size: 4,
+        settings: Some(&table),
+    })
+    .unwrap()
+}
+
+/// A request of `tokens` (one block per 4).
+fn request(id: u64, tokens: std::ops::Range<u32>) -> (RequestId, Vec<BlockHash>, u32) {
+    let t: Vec<u32> = tokens.collect();
+    (RequestId(id), block_hashes(&t, 4), t.len() as u32)
+}
+
+/// Sends `r` to `worker` as the router would, believing none of it cached; with `decoding`
+/// its first token has come.
+fn busy(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32), worker: u32, decoding: bool) {
+    let req = RouteRequest {
+        id: r.0,
+        blocks: &r.1,
+        input_tokens: r.2,
+        session: None,
+        now: 0,
+    };
+    let d = Decision {
+        worker: WorkerId(worker),
+        predicted_blocks: 0,
+    };
+    p.on_routed(&req, &d);
+    if decoding {
+        p.on_prefill_done(WorkerId(worker), r.0);
+    }
+}
+
+/// The decision on `r` and every worker's cost.
+fn costs(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32)) -> (u32, Vec<(usize, f64)>) {
+    let loads = LoadBook::new(2, LoadKind::Routed);
+    let mut rng = SimRng::new(RngKind::Chacha, 1);
+    let req = RouteRequest {
+        id: r.0,
+        blocks: &r.1,
+        input_tokens: r.2,
+        session: None,
+        now: 0,
+    };
+    let d = p.decide(&req, &loads, &mut rng);
+    (d.worker.0, p.costs.clone())
+}
+
+#[test]
+fn credit_decay_of_one_halves_the_credit_at_one_request_of_excess() {
+    // An 8-block prompt (32 tokens) that worker 0 holds whole. Worker 0 is prefilling an
+    // unrelated 32-token request (8 blocks); worker 1 decodes a 40-token one (10 blocks).
+    // Without decay: worker 0 = (32 + 32) / 4 − 8 credit + (8 + 8) decode = 24; worker 1 =
+    // 32 / 4 + (10 + 8) = 26. With decay 1 worker 0's excess prefill is 32 / 4 = 8 blocks
+    // above worker 1's none, one request's worth (8 blocks): decay = 1 / (1 + 1 x 8 / 8) =
+    // 1/2, credit 4, worker 0 = 28 and worker 1 wins.
+    let prompt = request(1, 0..32);
+    for (settings, expected) in [
+        (
+            "overlap_score_credit_decay = 0.0",
+            (0, vec![(0, 24.0), (1, 26.0)]),
+        ),
+        (
+            "overlap_score_credit_decay = 1.0",
+            (1, vec![(0, 28.0), (1, 26.0)]),
+        ),
+    ] {
+        let mut p = dynamo(settings);
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(0),
+            parent: None,
+            blocks: prompt.1.clone(),
+        });
+        busy(&mut p, &request(10, 1000..1032), 0, false);
+        busy(&mut p, &request(11, 2000..2040), 1, true);
+        assert_eq!(costs(&mut p, &prompt), expected, "{settings}");
+    }
+}
+
+#[test]
+fn active_requests_weigh_decode_active_request_weight_each() {
+    // An 8-block prompt nobody holds. Worker 0 decodes two 1-block requests, worker 1 one
+    // 3-block request. Weight 0: worker 0 = 32 / 4 + (2 + 8) = 18, worker 1 = 8 + (3 + 8)
+    // = 19. Weight 2: worker 0 = 18 + 2 x 2 = 22, worker 1 = 19 + 2 x 1 = 21.
+    let prompt = request(1, 0..32);
+    for (settings, expected) in [
+        (
+            "decode_active_request_weight = 0.0",
+            (0, vec![(0, 18.0), (1, 19.0)]),
+        ),
+        (
+            "decode_active_request_weight = 2.0",
+            (1, vec![(0, 22.0), (1, 21.0)]),
+        ),
+    ] {
+        let mut p = dynamo(settings);
+        busy(&mut p, &request(10, 1000..1004), 0, true);
+        busy(&mut p, &request(11, 1100..1104), 0, true);
+        busy(&mut p, &request(12, 2000..2012), 1, true);
+        assert_eq!(costs(&mut p, &prompt), expected, "{settings}");
+    }
+}
+
+#[test]
+fn a_temperature_samples_the_softmax_of_the_normalised_costs() {
+    // Costs 10, 12, 14 (span 4) at T = 1: weights e^0, e^−0.5, e^−1, probabilities 0.5065,
+    // 0.3072, 0.1863; at T = 0.5: e^0, e^−1, e^−2, probabilities 0.6652, 0.2447, 0.0900.
+    let costs = [(0, 10.0), (1, 12.0), (2, 14.0)];
+    for (t, expected) in [
+        (1.0, [0.5065, 0.3072, 0.1863]),
+        (0.5, [0.6652, 0.2447, 0.0900]),
+    ] {
+        let w: Vec<f64> = softmax_weights(&costs, t).collect();
+        let total: f64 = w.iter().sum();
+        for (got, want) in w.iter().zip(expected) {
+            assert!((got / total - want).abs() < 5e-5, "T {t}: {w:?}");
+        }
+    }
+    // Through decide: the weight-0 case above costs 18 and 19 (span 1); at T = 1 worker 0
+    // is drawn with probability 1 / (1 + e^−1) = 0.731 (4,000 seeded draws: ±0.03 is over
+    // four standard deviations), where T = 0 would always pick it.
+    let mut p = dynamo("router_temperature = 1.0");
+    busy(&mut p, &request(10, 1000..1004), 0, true);
+    busy(&mut p, &request(11, 1100..1104), 0, true);
+    busy(&mut p, &request(12, 2000..2012), 1, true);
+    let (id, blocks, tokens) = request(1, 0..32);
+    let req = RouteRequest {
+        id,
+        blocks: &blocks,
+        input_tokens: tokens,
+        session: None,
+        now: 0,
+    };
+    let loads = LoadBook::new(2, LoadKind::Routed);
+    let mut rng = SimRng::new(RngKind::Chacha, 9);
+    let zeros = (0..4000)
+        .filter(|_| p.decide(&req, &loads, &mut rng).worker == WorkerId(0))
+        .count();
+    let share = zeros as f64 / 4000.0;
+    assert!((share - 0.731).abs() < 0.03, "worker 0 drawn {share}");
+}
+
+#[test]
+fn the_held_prefix_search_agrees_with_a_walk() {
+    for n in 0..40usize {
+        let blocks = block_hashes(&(0..4 * n as u32).collect::<Vec<u32>>(), 4);
+        for depth in 0..=n {
+            let held: std::collections::HashSet<BlockHash> =
+                blocks[..depth].iter().copied().collect();
+            let probes = std::cell::Cell::new(0);
+            let found = held_prefix(&blocks, |b| {
+                probes.set(probes.get() + 1);
+                held.contains(b)
+            });
+            assert_eq!(found, depth, "{n} blocks");
+            // O(log prefix): at most about twice log2 of the depth, plus two.
+            let bound = 2 * (usize::BITS - depth.leading_zeros()) as usize + 2;
+            assert!(
+                probes.get() <= bound,
+                "{n} blocks, depth {depth}: {probes:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn equal_costs_are_broken_by_the_seeded_generator() {
+    let loads = LoadBook::new(2, LoadKind::Routed);
+    let blocks = block_hashes(&(0..8).collect::<Vec<u32>>(), 4);
+    let req = RouteRequest {
+        id: RequestId(0),
+        blocks: &blocks,
+        input_tokens: 8,
+        session: None,
+        now: 0,
+    };
+    let picks = |seed| {
+        let mut rng = SimRng::new(RngKind::Chacha, seed);
+        let mut p = policy(None);
+        (0..32)
+            .map(|_| p.decide(&req, &loads, &mut rng).worker.index())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(picks(7), picks(7), "same seed, same ties");
+    assert!(
+        picks(7).contains(&0) && picks(7).contains(&1),
+        "both tied workers chosen"
+    );
+}
+
+#[test]
+fn approximate_mode_learns_from_its_own_decisions() {
+    let table: toml::Value = toml::from_str("use_kv_events = false").unwrap();
+    let mut p = policy(Some(&table));
+    let loads = LoadBook::new(2, LoadKind::Routed);
+    let mut rng = SimRng::new(RngKind::Chacha, 1);
+    let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
+    let req = |id| RouteRequest {
+        id: RequestId(id),
+        blocks: &blocks,
+        input_tokens: 16,
+        session: None,
+        now: 0,
+    };
+    let first = p.decide(&req(0), &loads, &mut rng);
+    p.on_routed(&req(0), &first);
+    p.on_finished(first.worker, RequestId(0));
+    let again = p.decide(&req(1), &loads, &mut rng);
+    assert_eq!((again.worker, again.predicted_blocks), (first.worker, 4));
+}
