@@ -90,6 +90,22 @@ fn load_key(w: &Workload) -> Result<(&'static str, f64, bool)> {
 /// Runs the planner and writes its folder.
 pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let is_scenario = a.input.extension().is_some_and(|e| e == "toml");
+    if is_scenario {
+        // Both only describe a trace input: refused rather than ignored.
+        let with_trace_only = [
+            ("--scenario", a.scenario.is_some()),
+            ("--format", a.format.is_some()),
+        ];
+        if let Some((flag, _)) = with_trace_only.into_iter().find(|f| f.1) {
+            return Err(Error::arg(
+                flag,
+                format!(
+                    "only with a trace input; {} is a scenario (use --set to change its keys)",
+                    a.input.display()
+                ),
+            ));
+        }
+    }
     let mut source = if is_scenario {
         ScenarioSource {
             base: Some(a.input.clone()),
@@ -132,11 +148,12 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
             ))
         }
     };
-    if matches!(axis, Axis::Workers { .. }) && base.disagg.enabled {
+    if a.workers.is_some() && base.disagg.enabled {
+        // cluster.workers does not size a disaggregated cluster: refused rather than ignored.
         return Err(Error::arg(
             "--workers",
-            "the planner varies cluster.workers; a disaggregated scenario sizes prefill and \
-             decode workers apart (vary them with a sweep)",
+            "the planner sets cluster.workers; a disaggregated scenario sizes prefill and \
+             decode workers apart (set them with --set, vary them with a sweep)",
         ));
     }
     let (load_at, load_base, scale_up) = load_key(&base.workload)?;

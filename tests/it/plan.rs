@@ -171,6 +171,25 @@ fn plan_refuses_unclear_questions_in_one_line() {
         assert!(line.contains(needle), "{line}");
     }
     assert!(!out.exists() || out.is_dir(), "no half-written output");
+    // Flags that only describe a trace input are refused with a scenario, not ignored.
+    for (flag, value) in [("--scenario", s.as_str()), ("--format", "azure")] {
+        let line = bad(&[
+            "plan",
+            &s,
+            "--out",
+            o,
+            "--sla",
+            "ttft_p90_ms<=100",
+            "--workers",
+            "1..4",
+            flag,
+            value,
+        ]);
+        assert!(
+            line.contains(flag) && line.contains("only with a trace input"),
+            "{line}"
+        );
+    }
 }
 
 #[test]
