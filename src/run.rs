@@ -127,6 +127,7 @@ pub fn run_scenario(
             trace,
             progress: None,
             perfetto: None,
+            quiet: false,
         },
     )
 }
@@ -141,6 +142,9 @@ pub struct RunHooks<'a> {
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
     /// Receives the run's timeline as Chrome trace-event JSON ([`crate::perfetto`]).
     pub perfetto: Option<&'a mut dyn Write>,
+    /// Keeps the report's warnings off the log (stderr): for a caller that gathers them from
+    /// many runs and reports them itself.
+    pub quiet: bool,
 }
 
 /// Runs a validated scenario with hooks.
@@ -188,7 +192,13 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         out.write_all(json.as_bytes())
             .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
     }
-    Ok(report(s, &topology, sim, built.trace, audit))
+    let report = report(s, &topology, sim, built.trace, audit);
+    if !hooks.quiet {
+        for w in &report.warnings {
+            tracing::warn!("{w}");
+        }
+    }
+    Ok(report)
 }
 
 fn report(
@@ -343,9 +353,6 @@ fn report(
         tpot_cdf_ms: cdf_ms(&tpot),
     };
     report.warnings = warnings(s, &report, stats.decisions);
-    for w in &report.warnings {
-        tracing::warn!("{w}");
-    }
     report
 }
 

@@ -10,9 +10,9 @@ use super::ExitCode;
 use crate::error::{Error, Result};
 use crate::output::{check_out_dir, write_dir, write_stdout};
 use crate::parallel::parallel_map;
-use crate::plan::{plan_json, plots, search, table, Axis, Point, Sla};
+use crate::plan::{plan_json, plots, search, table, warning_summary, Axis, Point, Sla, PROBES};
 use crate::router::registry;
-use crate::run::run_scenario;
+use crate::run::{run_scenario_with, RunHooks};
 use crate::scenario::validate::MAX_WORKERS;
 use crate::scenario::{Override, TraceFormat, Workload};
 use crate::sweep::lookup;
@@ -204,7 +204,7 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         ]
     };
     let slas = &a.sla;
-    let plans = search(&axis, &policies, jobs, |probes| {
+    let plans = search(&axis, &policies, PROBES, |probes| {
         let loaded = probes
             .iter()
             .map(|&(p, v)| source.load(&point_overrides(&policies[p], v)))
@@ -212,7 +212,13 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         let reports = parallel_map(
             &loaded,
             jobs,
-            |l| run_scenario(&l.scenario, &l.base_dir, None),
+            |l| {
+                let quiet = RunHooks {
+                    quiet: true,
+                    ..RunHooks::default()
+                };
+                run_scenario_with(&l.scenario, &l.base_dir, quiet)
+            },
             &|| (),
         )?;
         probes
@@ -239,10 +245,17 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
                     meets &= s.met_by(v);
                     metrics.insert(s.key.clone(), v);
                 }
+                let mut warnings: Vec<String> = Vec::new();
+                for w in report.warnings {
+                    if !warnings.contains(&w) {
+                        warnings.push(w);
+                    }
+                }
                 Ok(Point {
                     value,
                     meets,
                     metrics,
+                    warnings,
                 })
             })
             .collect()
@@ -250,6 +263,10 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let mut files = vec![("plan.json".to_string(), plan_json(&axis, slas, &plans))];
     files.extend(plots(&axis, slas, &plans));
     write_dir(&a.out, &files)?;
+    // The runs' warnings, one line per kind (each point's are in plan.json).
+    for line in warning_summary(&axis, &plans) {
+        tracing::warn!("{line}");
+    }
     write_stdout(table(&axis, slas, &plans).as_bytes())?;
     Ok(0)
 }

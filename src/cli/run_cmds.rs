@@ -73,6 +73,7 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
         trace: file.as_mut().map(|f| f as &mut dyn Write),
         progress: Some(&mut tick),
         perfetto: timeline.as_mut().map(|f| f as &mut dyn Write),
+        quiet: false,
     };
     let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
     for f in [file, timeline].into_iter().flatten() {
