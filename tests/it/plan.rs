@@ -359,15 +359,20 @@ fn the_slurm_script_shards_and_merges_like_an_unsharded_sweep() {
         cmd.env("SWEEP", &sweep)
             .env("OUT", &out)
             .env("DYNSIM", &binary)
-            .env("SLURM_ARRAY_TASK_COUNT", "3");
+            .env("SLURM_ARRAY_TASK_COUNT", "3")
+            .env("SLURM_ARRAY_TASK_MIN", "1");
         if let Some(i) = index {
             cmd.env("SLURM_ARRAY_TASK_ID", i.to_string());
         }
         let o = cmd.output().expect("bash runs");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
-    for i in 0..3 {
+    // A 1-based array (sbatch --array=1-3): shards 0, 1 and 2 of 3.
+    for i in 1..=3 {
         run(&[], Some(i));
+    }
+    for shard in 0..3 {
+        assert!(out.join(format!("shard-{shard}")).is_dir(), "shard-{shard}");
     }
     run(&["merge"], None);
     let whole = dir.path().join("whole");
