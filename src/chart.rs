@@ -1,6 +1,7 @@
-//! Line charts as SVG, shared by the commands that draw them: one line per series over numeric
-//! x and y, an optional horizontal threshold (an SLA), a legend. The sweep plots (grid, error
-//! bars) take their colours and tick labels from here too.
+//! Charts as SVG, shared by the commands that draw them: line charts (one line per series over
+//! numeric x and y, an optional horizontal threshold (an SLA), a legend) and grouped bar charts
+//! (a group of bars per category, y from 0). The sweep plots (grid, error bars) take their
+//! colours and tick labels from here too.
 //!
 //! Text is SVG `<text>` (plotters' SVG backend needs no font files); the output depends only on
 //! the data, so it is byte-for-byte deterministic.
@@ -186,6 +187,92 @@ fn draw(
     Ok(())
 }
 
+/// A grouped bar chart: for each category, one bar per series, side by side.
+#[derive(Clone, Debug)]
+pub struct BarChart<'a> {
+    /// The title.
+    pub title: &'a str,
+    /// The x axis' description.
+    pub x_desc: &'a str,
+    /// The y axis' description.
+    pub y_desc: &'a str,
+    /// The categories, left to right (the x tick labels).
+    pub categories: &'a [String],
+    /// Each series' legend entry and its value per category (missing ones draw no bar).
+    pub series: &'a [(String, Vec<f64>)],
+}
+
+/// `chart` as an SVG document (900 x 540). The y axis starts at 0, so bar heights compare as
+/// ratios.
+pub fn bar_svg(chart: &BarChart<'_>) -> String {
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (900, 540)).into_drawing_area();
+        draw_bars(&root, chart).expect("drawing into a string cannot fail");
+        root.present().expect("drawing into a string cannot fail");
+    }
+    text
+}
+
+fn draw_bars(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    chart: &BarChart<'_>,
+) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
+    root.fill(&WHITE)?;
+    let n = chart.categories.len().max(1);
+    let top = chart
+        .series
+        .iter()
+        .flat_map(|s| s.1.iter().copied())
+        .fold(0.0, f64::max);
+    let top = if top > 0.0 { top } else { 1.0 };
+    // Head room for the legend inside the plot.
+    let y_hi = top * (1.08 + (chart.series.len() as f64 * 0.05).min(0.5));
+    let mut c = ChartBuilder::on(root)
+        .caption(chart.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(72)
+        .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_hi)?;
+    let label = |v: &f64| {
+        let i = v.round();
+        if (v - i).abs() < 1e-6 && i >= 0.0 {
+            chart
+                .categories
+                .get(i as usize)
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    c.configure_mesh()
+        .x_desc(chart.x_desc)
+        .y_desc(chart.y_desc)
+        .x_labels(n.min(16))
+        .x_label_formatter(&label)
+        .y_label_formatter(&|v| tidy(*v))
+        .disable_x_mesh()
+        .light_line_style(TRANSPARENT)
+        .draw()?;
+    let width = 0.8 / chart.series.len().max(1) as f64;
+    for (k, (name, values)) in chart.series.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let left = |i: usize| i as f64 - 0.4 + width * k as f64;
+        c.draw_series(values.iter().enumerate().map(|(i, &v)| {
+            Rectangle::new([(left(i), 0.0), (left(i) + width * 0.9, v)], color.filled())
+        }))?
+        .label(name.clone())
+        .legend(move |(lx, ly)| Rectangle::new([(lx, ly - 5), (lx + 12, ly + 5)], color.filled()));
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +310,27 @@ mod tests {
             assert!(svg.contains(text), "{text}");
         }
         assert_eq!(svg, line_svg(&chart));
+    }
+
+    #[test]
+    fn bars_start_at_zero_and_name_their_categories() {
+        let categories = ["worker0".to_string(), "worker1".to_string()];
+        let series = [
+            ("alpha".to_string(), vec![1400.0, 1500.0]),
+            ("beta".to_string(), vec![1450.0]),
+        ];
+        let chart = BarChart {
+            title: "requests per worker",
+            x_desc: "worker",
+            y_desc: "requests",
+            categories: &categories,
+            series: &series,
+        };
+        let svg = bar_svg(&chart);
+        for text in ["worker0", "worker1", "alpha", "beta", ">\n0\n<"] {
+            assert!(svg.contains(text), "{text}");
+        }
+        assert_eq!(svg, bar_svg(&chart));
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! `dynsim compare`: scenarios side by side. Each runs once (on its own thread); the output is a
 //! table, `compare.json` (every scenario's full report and its TTFT and TPOT quantiles) and three
 //! plots: the TTFT and TPOT distributions (CDFs, one line per scenario) and the requests each
-//! worker received.
+//! worker received (bars from 0, one per scenario and worker).
 
 use serde::Serialize;
 
-use crate::chart::{line_svg, LineChart, Series};
+use crate::chart::{bar_svg, line_svg, BarChart, LineChart, Series};
 use crate::output::pretty_json;
 use crate::report::Report;
 
@@ -121,17 +121,17 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
     };
     let ttft = cdf(|r| &r.ttft_cdf_ms);
     let tpot = cdf(|r| &r.tpot_cdf_ms);
-    let load: Vec<Series> = runs
+    // Workers by position; the names of the largest cluster.
+    let workers = runs
         .iter()
-        .map(|c| Series {
-            label: c.label.clone(),
-            points: c
-                .report
-                .per_worker
-                .iter()
-                .enumerate()
-                .map(|(w, p)| (w as f64, p.routed as f64))
-                .collect(),
+        .map(|c| &c.report.per_worker)
+        .max_by_key(|w| w.len())
+        .map_or(Vec::new(), |w| w.iter().map(|p| p.name.clone()).collect());
+    let load: Vec<(String, Vec<f64>)> = runs
+        .iter()
+        .map(|c| {
+            let routed = c.report.per_worker.iter().map(|p| p.routed as f64);
+            (c.label.clone(), routed.collect())
         })
         .collect();
     let chart = |title: &str, x: &str, y: &str, series: &[Series]| {
@@ -156,7 +156,14 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
         ),
         (
             "per_worker_load.svg".to_string(),
-            chart("requests per worker", "worker", "requests routed", &load),
+            bar_svg(&BarChart {
+                title: "requests per worker",
+                x_desc: "worker",
+                y_desc: "requests routed",
+                categories: &workers,
+                series: &load,
+            })
+            .into_bytes(),
         ),
     ]
 }

@@ -3,8 +3,11 @@
 //! times in microseconds).
 //!
 //! Layout: process 1 "workers", one thread per worker (its name), with a complete event (`X`)
-//! per step or decode stretch (args: steps, batch, prefill and decode tokens), counters (`C`) of
-//! its KV blocks and queue, and instant events (`i`) for evictions, preemptions and restarts;
+//! per step or decode stretch, named by what it computed (`prefill`, `decode` or `mixed`: a
+//! fixed set of names, so that a viewer groups them; args: steps, batch, prefill and decode
+//! tokens), counters (`C`) of its KV blocks in use (held by running requests), its KV blocks
+//! resident (in use plus cached) and its queue, and instant events (`i`) for evictions,
+//! preemptions and restarts;
 //! process 2 "requests", one async track per request (`b`/`e` pairs, id = the request) with its
 //! queue, prefill, transfer (disaggregated) and decode phases; process 3 "bus", instant events
 //! for every KV event it lost. Metadata events (`M`) name the processes and threads.
@@ -50,12 +53,11 @@ pub fn render(timeline: &Timeline, topology: &Topology) -> String {
                 prefill_tokens,
                 decode_tokens,
             } => {
-                let label = if steps > 1 {
-                    format!("decode x{steps}")
-                } else if prefill_tokens > 0 {
-                    "prefill".to_string()
-                } else {
-                    "decode".to_string()
+                // A stretch (steps > 1) is decode only; its length is in the args.
+                let label = match (prefill_tokens > 0, decode_tokens > 0) {
+                    (true, true) => "mixed",
+                    (true, false) => "prefill",
+                    (false, _) => "decode",
                 };
                 events.push(format!(
                     r#"{{"ph":"X","name":"{label}","cat":"step","pid":{WORKERS},"tid":{},"ts":{},"dur":{},"args":{{"steps":{steps},"batch":{batch},"prefill_tokens":{prefill_tokens},"decode_tokens":{decode_tokens}}}}}"#,
@@ -68,15 +70,20 @@ pub fn render(timeline: &Timeline, topology: &Topology) -> String {
                 worker,
                 at,
                 kv_blocks,
+                resident_blocks,
                 waiting,
                 running,
             } => {
-                events.push(format!(
-                    r#"{{"ph":"C","name":"{} kv blocks","pid":{WORKERS},"tid":{},"ts":{},"args":{{"kv_blocks":{kv_blocks}}}}}"#,
-                    name(worker),
-                    worker.0,
-                    us(at)
-                ));
+                // Two counters, not one stacked counter: the blocks in use are among the
+                // resident ones.
+                for (what, n) in [("used", kv_blocks), ("resident", resident_blocks)] {
+                    events.push(format!(
+                        r#"{{"ph":"C","name":"{} kv blocks {what}","pid":{WORKERS},"tid":{},"ts":{},"args":{{"{what}":{n}}}}}"#,
+                        name(worker),
+                        worker.0,
+                        us(at)
+                    ));
+                }
                 events.push(format!(
                     r#"{{"ph":"C","name":"{} queue","pid":{WORKERS},"tid":{},"ts":{},"args":{{"waiting":{waiting},"running":{running}}}}}"#,
                     name(worker),
@@ -208,7 +215,8 @@ mod tests {
         assert_eq!(step["dur"].as_f64(), Some(1998.75));
         assert_eq!(
             (step["tid"].as_u64(), step["name"].as_str()),
-            (Some(1), Some("prefill"))
+            (Some(1), Some("mixed")),
+            "96 prompt tokens and one decoded token in one step"
         );
         let phases: Vec<&str> = events
             .iter()

@@ -10,7 +10,7 @@ use super::ExitCode;
 use crate::error::{Error, Result};
 use crate::output::{check_out_dir, write_dir, write_stdout};
 use crate::parallel::parallel_map;
-use crate::plan::{plan_json, plots, search, table, Axis, Point, Sla};
+use crate::plan::{plan_json, plots, search, table, warning_summary, Axis, Point, Sla, PROBES};
 use crate::router::registry;
 use crate::run::run_scenario;
 use crate::scenario::validate::MAX_WORKERS;
@@ -90,6 +90,22 @@ fn load_key(w: &Workload) -> Result<(&'static str, f64, bool)> {
 /// Runs the planner and writes its folder.
 pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let is_scenario = a.input.extension().is_some_and(|e| e == "toml");
+    if is_scenario {
+        // Both only describe a trace input: refused rather than ignored.
+        let with_trace_only = [
+            ("--scenario", a.scenario.is_some()),
+            ("--format", a.format.is_some()),
+        ];
+        if let Some((flag, _)) = with_trace_only.into_iter().find(|f| f.1) {
+            return Err(Error::arg(
+                flag,
+                format!(
+                    "only with a trace input; {} is a scenario (use --set to change its keys)",
+                    a.input.display()
+                ),
+            ));
+        }
+    }
     let mut source = if is_scenario {
         ScenarioSource {
             base: Some(a.input.clone()),
@@ -132,11 +148,12 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
             ))
         }
     };
-    if matches!(axis, Axis::Workers { .. }) && base.disagg.enabled {
+    if a.workers.is_some() && base.disagg.enabled {
+        // cluster.workers does not size a disaggregated cluster: refused rather than ignored.
         return Err(Error::arg(
             "--workers",
-            "the planner varies cluster.workers; a disaggregated scenario sizes prefill and \
-             decode workers apart (vary them with a sweep)",
+            "the planner sets cluster.workers; a disaggregated scenario sizes prefill and \
+             decode workers apart (set them with --set, vary them with a sweep)",
         ));
     }
     let (load_at, load_base, scale_up) = load_key(&base.workload)?;
@@ -187,7 +204,7 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         ]
     };
     let slas = &a.sla;
-    let plans = search(&axis, &policies, jobs, |probes| {
+    let plans = search(&axis, &policies, PROBES, |probes| {
         let loaded = probes
             .iter()
             .map(|&(p, v)| source.load(&point_overrides(&policies[p], v)))
@@ -222,10 +239,17 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
                     meets &= s.met_by(v);
                     metrics.insert(s.key.clone(), v);
                 }
+                let mut warnings: Vec<String> = Vec::new();
+                for w in report.warnings {
+                    if !warnings.contains(&w) {
+                        warnings.push(w);
+                    }
+                }
                 Ok(Point {
                     value,
                     meets,
                     metrics,
+                    warnings,
                 })
             })
             .collect()
@@ -233,6 +257,10 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let mut files = vec![("plan.json".to_string(), plan_json(&axis, slas, &plans))];
     files.extend(plots(&axis, slas, &plans));
     write_dir(&a.out, &files)?;
+    // The runs' warnings, one line per kind (each point's are in plan.json).
+    for line in warning_summary(&axis, &plans) {
+        tracing::warn!("{line}");
+    }
     write_stdout(table(&axis, slas, &plans).as_bytes())?;
     Ok(0)
 }

@@ -142,6 +142,14 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     }
     source.overrides.extend(a.set);
     let loaded = source.load(&[])?;
+    if a.workers.is_some() && loaded.scenario.disagg.enabled {
+        // cluster.workers does not size a disaggregated cluster: refused rather than ignored.
+        return Err(Error::arg(
+            "--workers",
+            "the scenario is disaggregated: size it with --set disagg.prefill_workers=N \
+             --set disagg.decode_workers=M",
+        ));
+    }
     let out = Outputs {
         trace: a.trace_out.as_deref(),
         perfetto: a.perfetto.as_deref(),

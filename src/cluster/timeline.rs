@@ -50,6 +50,8 @@ pub enum Mark {
         at: Nanos,
         /// KV blocks its running requests hold.
         kv_blocks: u64,
+        /// KV blocks in its cache: those running requests hold plus cached, evictable ones.
+        resident_blocks: u64,
         /// Requests waiting.
         waiting: u32,
         /// Requests running.

@@ -18,7 +18,10 @@
 //! that stored nothing answers the recovery request with nothing missing). Recovery per
 //! `router.on_gap`:
 //!
-//! - `ignore`: apply every event as it comes (today's routers); gaps are only counted.
+//! - `ignore`: apply every event as it comes (today's routers); gaps are only counted, both
+//!   kinds: a skipped sequence number, and a silence past the threshold, counted when the
+//!   worker's next event or the router's next request to it finds it (no timer runs, so a
+//!   silence still open at the end of the run is not counted).
 //! - `replay`: ask the worker for its events from the first missing one, drop live events until
 //!   the answer comes (they will be in it), then apply the answer; an answer that starts past
 //!   the missing range (the buffer overflowed) turns into a `resync`.
@@ -159,12 +162,30 @@ impl StreamTracker {
     /// The router sent `worker` a request at `now`: silence counts from the first such moment
     /// since the worker's last event.
     pub fn sent_request(&mut self, worker: usize, now: Nanos) {
+        if self.silence_ended(worker, now) {
+            // Under `ignore` (no timer): the silence is over as a gap; a new one starts now.
+            self.streams[worker].waiting_since = None;
+        }
         let s = &mut self.streams[worker];
         s.waiting_since.get_or_insert(now);
     }
 
+    /// Under `ignore`, which has no timer to find silences: whether `worker` has been silent
+    /// past the threshold at `now` since a request; if so, it is counted as a gap.
+    fn silence_ended(&mut self, worker: usize, now: Nanos) -> bool {
+        let silent = self.on_gap == OnGap::Ignore
+            && self.streams[worker]
+                .waiting_since
+                .is_some_and(|t| now >= t + self.silence_ns);
+        if silent {
+            self.stats.gaps_detected += 1;
+        }
+        silent
+    }
+
     /// A live event from `worker` with `stamp` arrived at `now`.
     pub fn on_event(&mut self, worker: usize, stamp: Stamp, now: Nanos) -> Verdict {
+        self.silence_ended(worker, now);
         let on_gap = self.on_gap;
         let s = &mut self.streams[worker];
         s.waiting_since = None;
@@ -284,7 +305,7 @@ impl StreamTracker {
 
     /// At `now`: requests to send again (unanswered for the timeout) and gaps by silence (a
     /// worker sent a request that published nothing for the silence threshold since). Nothing
-    /// under `ignore`.
+    /// under `ignore` (its silences are counted as events and requests come).
     pub fn poll(&mut self, now: Nanos) -> Vec<(usize, Ask)> {
         let mut asks = Vec::new();
         if self.on_gap == OnGap::Ignore {
@@ -327,6 +348,19 @@ mod tests {
         assert_eq!(t.on_event(0, at(0, 1), 3), Verdict::Apply, "late, applied");
         assert_eq!(t.stats.gaps_detected, 1);
         assert!(t.poll(100).is_empty(), "no silence checks");
+        // A silence past the threshold (10) after a request counts too, once, when the next
+        // event or request shows it; a shorter one does not.
+        t.sent_request(0, 20);
+        t.on_event(0, at(0, 4), 25);
+        assert_eq!(t.stats.gaps_detected, 1, "5 < 10: no gap");
+        t.sent_request(0, 30);
+        t.sent_request(0, 35);
+        t.sent_request(0, 41);
+        assert_eq!(t.stats.gaps_detected, 2, "silent from 30 to 41");
+        t.on_event(0, at(0, 5), 52);
+        assert_eq!(t.stats.gaps_detected, 3, "and again from 41 to 52");
+        t.on_event(0, at(0, 6), 100);
+        assert_eq!(t.stats.gaps_detected, 3, "no request, no silence");
     }
 
     #[test]

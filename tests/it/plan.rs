@@ -3,7 +3,7 @@
 
 use serde_json::Value as Json;
 
-use crate::common::{bad, ok, write};
+use crate::common::{bad, dynsim, ok, write};
 
 const SCENARIO: &str = r#"
 seed = 1
@@ -42,6 +42,8 @@ fn plan_finds_the_fewest_workers_and_runs_both_sides() {
         "1..12",
         "--out",
         out.to_str().unwrap(),
+        "--jobs",
+        "8",
     ]);
     assert!(table.starts_with("fewest workers meeting ttft_p90_ms<=50, tpot_p50_ms<=20"));
     let plan = read_json(&out.join("plan.json"));
@@ -55,8 +57,24 @@ fn plan_finds_the_fewest_workers_and_runs_both_sides() {
         let here = at(answer).unwrap();
         assert_eq!(here["meets"], true);
         assert!(here["metrics"]["ttft_p90_ms"].as_f64().unwrap() <= 50.0);
-        assert!(at(answer + 1).is_some(), "and the point above");
+        let above = at(answer + 1).expect("and the point above");
         assert_eq!(p["monotone"], true);
+        // The table shows both sides.
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", p["policy"].as_str().unwrap())))
+            .unwrap();
+        let verdict = if above["meets"] == true {
+            "pass"
+        } else {
+            "fail"
+        };
+        for side in [
+            format!(" {} fail ", answer - 1),
+            format!(" {} {verdict} ", answer + 1),
+        ] {
+            assert!(row.contains(&side), "{row:?} lacks {side:?}");
+        }
         assert!(points.len() < 12, "bisection, not a scan: {}", points.len());
     }
     for svg in ["ttft_p90_ms.svg", "tpot_p50_ms.svg"] {
@@ -86,7 +104,66 @@ fn plan_finds_the_fewest_workers_and_runs_both_sides() {
     assert_eq!(
         std::fs::read(out.join("plan.json")).unwrap(),
         std::fs::read(again.join("plan.json")).unwrap(),
-        "whatever the number of jobs"
+        "the same points probed whatever the number of jobs (8 vs 1)"
+    );
+}
+
+#[test]
+fn plan_gathers_the_runs_warnings_into_plan_json_and_one_line_per_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    // Workers that publish nothing: every run of an events-fed router warns.
+    let s = write(
+        dir.path(),
+        "s.toml",
+        &SCENARIO.replace(
+            r#"policy = "rr""#,
+            "policy = \"kv-events\"\n[bus]\npublish = false",
+        ),
+    );
+    let out = dir.path().join("plan");
+    let o = dynsim()
+        .args([
+            "plan",
+            &s,
+            "--sla",
+            "ttft_p90_ms<=50",
+            "--workers",
+            "1..8",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let plan = read_json(&out.join("plan.json"));
+    let points = plan["policies"][0]["points"].as_array().unwrap();
+    for pt in points {
+        let warnings: Vec<&str> = pt["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        let blind = warnings
+            .iter()
+            .filter(|w| w.contains("applied no KV event"))
+            .count();
+        assert_eq!(blind, 1, "once per point: {warnings:?}");
+    }
+    let stderr = String::from_utf8(o.stderr).unwrap();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("applied no KV event"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one summary line, not one per run: {stderr}"
+    );
+    assert!(
+        lines[0].contains(&format!("(also at {} more runs)", points.len() - 1)),
+        "{}",
+        lines[0]
     );
 }
 
@@ -171,6 +248,25 @@ fn plan_refuses_unclear_questions_in_one_line() {
         assert!(line.contains(needle), "{line}");
     }
     assert!(!out.exists() || out.is_dir(), "no half-written output");
+    // Flags that only describe a trace input are refused with a scenario, not ignored.
+    for (flag, value) in [("--scenario", s.as_str()), ("--format", "azure")] {
+        let line = bad(&[
+            "plan",
+            &s,
+            "--out",
+            o,
+            "--sla",
+            "ttft_p90_ms<=100",
+            "--workers",
+            "1..4",
+            flag,
+            value,
+        ]);
+        assert!(
+            line.contains(flag) && line.contains("only with a trace input"),
+            "{line}"
+        );
+    }
 }
 
 #[test]
@@ -263,15 +359,20 @@ fn the_slurm_script_shards_and_merges_like_an_unsharded_sweep() {
         cmd.env("SWEEP", &sweep)
             .env("OUT", &out)
             .env("DYNSIM", &binary)
-            .env("SLURM_ARRAY_TASK_COUNT", "3");
+            .env("SLURM_ARRAY_TASK_COUNT", "3")
+            .env("SLURM_ARRAY_TASK_MIN", "1");
         if let Some(i) = index {
             cmd.env("SLURM_ARRAY_TASK_ID", i.to_string());
         }
         let o = cmd.output().expect("bash runs");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
-    for i in 0..3 {
+    // A 1-based array (sbatch --array=1-3): shards 0, 1 and 2 of 3.
+    for i in 1..=3 {
         run(&[], Some(i));
+    }
+    for shard in 0..3 {
+        assert!(out.join(format!("shard-{shard}")).is_dir(), "shard-{shard}");
     }
     run(&["merge"], None);
     let whole = dir.path().join("whole");

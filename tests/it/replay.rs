@@ -66,6 +66,23 @@ fn a_malformed_row_stops_the_run_naming_its_line_unless_skipped() {
 }
 
 #[test]
+fn workers_on_a_disaggregated_base_is_refused_not_ignored() {
+    // cluster.workers does not size a disaggregated cluster: --workers would change nothing.
+    let line = bad(&[
+        "replay",
+        CONVERSATION,
+        "--scenario",
+        "scenarios/disagg-one-gpu.toml",
+        "--workers",
+        "4",
+    ]);
+    assert!(
+        line.contains("--workers") && line.contains("disagg.prefill_workers"),
+        "{line}"
+    );
+}
+
+#[test]
 fn azure_csv_replays_lengths_without_reuse() {
     let r = json(&ok(&[
         "replay",

@@ -162,6 +162,11 @@ fn fallback_predicts_a_silent_workers_cache_from_its_own_decisions() {
     assert!(fallback.predicted_blocks > 0, "predictions from decisions");
     assert!(fallback.events.gaps_detected > 0, "silence while serving");
     assert!(
+        blind.events.gaps_detected > 0,
+        "ignore counts silences too, though it asks for nothing"
+    );
+    assert_eq!((blind.events.replays, blind.events.resyncs), (0, 0));
+    assert!(
         fallback.hits > blind.hits,
         "fallback routes on predictions: {} vs {} hits",
         fallback.hits,

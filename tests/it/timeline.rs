@@ -7,6 +7,8 @@ use serde_json::Value as Json;
 
 use crate::common::{ok, write};
 
+const STEP_NAMES: [&str; 3] = ["prefill", "decode", "mixed"];
+
 /// Checks `text` against the trace-event format (JSON object form) and returns its events.
 fn check_trace_events(text: &str) -> Vec<Json> {
     let doc: Json = serde_json::from_str(text).expect("valid JSON");
@@ -66,7 +68,8 @@ fn check_trace_events(text: &str) -> Vec<Json> {
     for (track, mut s) in spans {
         s.sort_by(|a, b| a.0.total_cmp(&b.0));
         for w in s.windows(2) {
-            assert!(w[0].1 <= w[1].0 + 1e-9, "{track:?}: {w:?}");
+            // Times are whole nanoseconds (0.001 us); below half of one is float rounding.
+            assert!(w[0].1 <= w[1].0 + 5e-4, "{track:?}: {w:?}");
         }
     }
     events
@@ -97,7 +100,9 @@ fn a_disaggregated_run_shows_steps_and_every_phase_with_its_transfer() {
         assert_eq!(phases.iter().filter(|n| *n == p).count(), 200, "{p}");
     }
     assert!(names(&events, "X").iter().any(|n| n == "prefill"));
-    assert!(names(&events, "C").iter().any(|n| n.ends_with("kv blocks")));
+    for counter in ["kv blocks used", "kv blocks resident"] {
+        assert!(names(&events, "C").iter().any(|n| n.ends_with(counter)));
+    }
     // Deterministic: the same run writes the same bytes.
     ok(&[
         "run",
@@ -152,4 +157,64 @@ fn losses_evictions_and_restarts_are_instant_events() {
         out2.to_str().unwrap(),
     ]);
     check_trace_events(&std::fs::read_to_string(&out2).unwrap());
+}
+
+#[test]
+fn a_small_cache_shows_preemptions_and_steps_keep_three_names() {
+    let dir = tempfile::tempdir().unwrap();
+    // One worker with room for about two requests (48 prompt blocks each, growing by 8):
+    // decoding runs out of blocks and preempts.
+    let scenario = write(
+        dir.path(),
+        "s.toml",
+        r#"
+        seed = 3
+        [workload]
+        kind = "synthetic"
+        requests = 40
+        rate_per_s = 100.0
+        [cluster]
+        workers = 1
+        kv_capacity_blocks = 120
+        "#,
+    );
+    let out = dir.path().join("t.json");
+    let report: Json = serde_json::from_str(&ok(&[
+        "run",
+        &scenario,
+        "--json",
+        "--perfetto",
+        out.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let events = check_trace_events(&std::fs::read_to_string(&out).unwrap());
+    let preempted: u64 = events
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["name"] == "preempted")
+        .map(|e| e["args"]["requests"].as_u64().unwrap())
+        .sum();
+    assert!(preempted > 0, "the cache is too small not to preempt");
+    assert_eq!(preempted, report["preemptions"].as_u64().unwrap());
+    let steps = names(&events, "X");
+    assert!(
+        steps.iter().all(|n| STEP_NAMES.contains(&n.as_str())),
+        "fixed names, the stretch length in args: {:?}",
+        steps.iter().find(|n| !STEP_NAMES.contains(&n.as_str()))
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "X" && e["args"]["steps"].as_u64().unwrap() > 1));
+    // Resident blocks (in use + cached) never fewer than those in use, and the cache keeps
+    // blocks that no running request holds.
+    let level = |what: &str| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == format!("worker0 kv blocks {what}"))
+            .map(|e| e["args"][what].as_u64().unwrap())
+            .collect()
+    };
+    let (used, resident) = (level("used"), level("resident"));
+    assert_eq!(used.len(), resident.len());
+    assert!(used.iter().zip(&resident).all(|(u, r)| u <= r && *r <= 120));
+    assert!(used.iter().zip(&resident).any(|(u, r)| u < r));
 }

@@ -278,10 +278,15 @@ impl Worker {
     fn note_levels(&self, now: Nanos, preempted_before: u64) {
         let worker = self.setup.index;
         let signals = self.sched.signals();
+        let resident = {
+            let pool = self.sched.pool();
+            (pool.named() + pool.private()) as u64
+        };
         note(&self.setup.timeline, || Mark::Levels {
             worker,
             at: now,
             kv_blocks: signals.decode_blocks,
+            resident_blocks: resident,
             waiting: signals.waiting,
             running: signals.running,
         });

@@ -3,19 +3,26 @@
 //! (arrival speedup) in a range that a worker count sustains.
 //!
 //! The search ([`search`]) is pure: it asks an evaluator for batches of points (so that a
-//! batch runs on all cores) and narrows each policy's bracket with every batch, k probes at a
-//! time (k = the cores shared among the policies still searching): a k+1-ary bisection.
+//! batch runs on all cores) and narrows each policy's bracket with every batch, [`PROBES`]
+//! points per policy at a time: a 4-ary bisection. The points probed depend only on the range,
+//! the SLAs and the results, never on the number of cores, so `plan.json` does not either.
 //! Monotonicity (more workers never hurt, more load never helps) is what makes a bisection
 //! right, and it is not taken on faith: the points on both sides of each answer are always run,
 //! and a policy whose evaluated points contradict it is reported as not monotone.
+//!
+//! What the search found is written out by `plan/output.rs`: `plan.json`, the plots, the table and
+//! the summary of the runs' warnings.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::chart::{line_svg, LineChart, Series};
 use crate::error::Result;
+
+mod output;
+
+pub use output::{plan_json, plots, table, warning_summary};
 
 /// How a metric compares with its bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -157,6 +164,8 @@ pub struct Point {
     pub meets: bool,
     /// Each SLA key's value.
     pub metrics: BTreeMap<String, f64>,
+    /// The run's warnings (each once).
+    pub warnings: Vec<String>,
 }
 
 /// One policy's answer.
@@ -174,8 +183,13 @@ pub struct PolicyPlan {
     pub points: Vec<Point>,
 }
 
-/// Searches `axis` for each of `policies`, `per_round` points per batch; `eval` runs a batch of
-/// (policy index, value) points and returns them in order.
+/// Points probed per policy and round: each round cuts a policy's bracket into `PROBES + 1`
+/// parts. A constant, so that what is run does not depend on how many runs go at once.
+pub const PROBES: usize = 3;
+
+/// Searches `axis` for each of `policies`, `per_round` points per policy and round (the
+/// planner uses [`PROBES`]); `eval` runs a batch of (policy index, value) points and returns
+/// them in order.
 pub fn search(
     axis: &Axis,
     policies: &[String],
@@ -239,7 +253,7 @@ pub fn search(
         if active.is_empty() {
             break;
         }
-        let k = (per_round / active.len()).max(1);
+        let k = per_round.max(1);
         let mut probes = Vec::new();
         for &p in &active {
             let (bad, good) = brackets[p].expect("active");
@@ -344,117 +358,6 @@ fn round_sig(v: f64, digits: i32) -> f64 {
     (v * scale).round() / scale
 }
 
-/// `plan.json`: `{"search", "range", "sla", "policies": [{"policy", "workers" | "load" (null
-/// when no point meets every SLA), "monotone", "points": [{"workers" | "load", "meets",
-/// "metrics"}]}]}`; worker counts are integers.
-pub fn plan_json(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<u8> {
-    use serde_json::{json, Value as Json};
-    let name = axis.name();
-    let number = |v: f64| -> Json {
-        match axis {
-            Axis::Workers { .. } => json!(v as u64),
-            Axis::Load { .. } => json!(v),
-        }
-    };
-    let (min, max) = axis.bounds();
-    let policies: Vec<Json> = plans
-        .iter()
-        .map(|p| {
-            let points: Vec<Json> = p
-                .points
-                .iter()
-                .map(|pt| json!({ name: number(pt.value), "meets": pt.meets, "metrics": pt.metrics }))
-                .collect();
-            json!({
-                "policy": p.policy,
-                name: p.answer.map(number),
-                "monotone": p.monotone,
-                "points": points,
-            })
-        })
-        .collect();
-    let doc = json!({
-        "search": name,
-        "range": [number(min), number(max)],
-        "sla": slas.iter().map(Sla::text).collect::<Vec<_>>(),
-        "policies": policies,
-    });
-    crate::output::pretty_json(&doc)
-}
-
-/// One SVG per SLA: its metric against the varied value, a line per policy, the bound dashed.
-pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Vec<u8>)> {
-    slas.iter()
-        .map(|sla| {
-            let series: Vec<Series> = plans
-                .iter()
-                .map(|p| Series {
-                    label: p.policy.clone(),
-                    points: p
-                        .points
-                        .iter()
-                        .filter_map(|pt| pt.metrics.get(&sla.key).map(|&m| (pt.value, m)))
-                        .collect(),
-                })
-                .collect();
-            let title = format!("{} against {}", sla.key, axis.name());
-            let svg = line_svg(&LineChart {
-                title: &title,
-                x_desc: axis.name(),
-                y_desc: &sla.key,
-                series: &series,
-                threshold: Some((sla.bound, format!("SLA {}", sla.text()))),
-            });
-            (
-                format!("{}.svg", sla.key.replace('.', "_")),
-                svg.into_bytes(),
-            )
-        })
-        .collect()
-}
-
-/// The readable table: one row per policy.
-pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
-    let sla_text: Vec<String> = slas.iter().map(Sla::text).collect();
-    let mut out = format!(
-        "{} meeting {}\n{:<18} {:>10}  {:>6}  at the answer\n",
-        match axis {
-            Axis::Workers { .. } => "fewest workers",
-            Axis::Load { .. } => "highest load",
-        },
-        sla_text.join(", "),
-        "policy",
-        axis.name(),
-        "points"
-    );
-    for p in plans {
-        let answer = p.answer.map_or("none".to_string(), crate::chart::tidy);
-        let at = p
-            .answer
-            .and_then(|a| p.points.iter().find(|pt| pt.value == a))
-            .map(|pt| {
-                pt.metrics
-                    .iter()
-                    .map(|(k, v)| format!("{k} {}", crate::chart::tidy(*v)))
-                    .collect::<Vec<_>>()
-                    .join("  ")
-            })
-            .unwrap_or_default();
-        let flag = if p.monotone {
-            ""
-        } else {
-            "  (not monotone: see plan.json)"
-        };
-        out.push_str(&format!(
-            "{:<18} {:>10}  {:>6}  {at}{flag}\n",
-            p.policy,
-            answer,
-            p.points.len()
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,6 +367,7 @@ mod tests {
             value,
             meets: sla.met_by(metric),
             metrics: [(sla.key.clone(), metric)].into_iter().collect(),
+            warnings: Vec::new(),
         }
     }
 
