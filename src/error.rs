@@ -121,8 +121,13 @@ impl Error {
 
     /// A scenario that cannot be run as asked.
     pub fn run(scenario: impl Into<String>, message: impl Into<String>) -> Self {
+        let scenario: String = scenario.into();
         Error::Run {
-            scenario: scenario.into(),
+            scenario: if scenario.is_empty() {
+                "(unnamed)".to_string()
+            } else {
+                scenario
+            },
             message: one_line(message.into()),
         }
     }

@@ -115,6 +115,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod chart;
 pub mod cli;
 pub mod cluster;

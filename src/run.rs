@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::budget;
 use crate::cluster::audit::{IndexQuality, SharedAudit};
 use crate::cluster::build::{populate, Built};
 use crate::cluster::client::Pacing;
@@ -67,11 +68,11 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
         }
         Workload::Synthetic(p) => {
             let start = rng.clone();
-            let checked = SyntheticStream::check(p, rng).map_err(|(key, problem)| {
+            let checked = SyntheticStream::check(p, block, rng).map_err(|(key, problem)| {
                 Error::setting("scenario", format!("workload.{key}"), "", problem)
             })?;
+            let recipe = Recipe::synthetic(p.clone(), block, start, &checked);
             rng = checked.rng;
-            let recipe = Recipe::synthetic(p.clone(), block, start, checked.sessions);
             (recipe, Pacing::OpenLoop, None)
         }
         Workload::Trace(t) => {
@@ -151,14 +152,17 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         topology,
         audit,
         learns,
+        history_bytes,
+        feed,
     } = populate(s, &built.recipe, built.pacing, &mut sim, timeline.clone());
+    check_memory(s, &built.recipe, &topology, learns, history_bytes)?;
     let client = topology.client();
     let mut writer = hooks
         .trace
         .map(|out| TraceWriter::new(out, topology.clone(), learns));
     let mut progress = hooks.progress;
     let mut done = 0u64;
-    sim.run(|env| {
+    let mut observe = |env: &crate::engine::Envelope<crate::cluster::messages::Msg>| {
         if let Some(w) = writer.as_mut() {
             w.write(env);
         }
@@ -170,7 +174,27 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
                 }
             }
         }
-    });
+    };
+    // Requests in flight are the memory no estimate can bound before the run: a cluster that
+    // falls behind an open-loop workload holds every request that has arrived.
+    let limit = budget::budget();
+    let mut steps = 0u64;
+    while sim.step(&mut observe) {
+        steps += 1;
+        if steps % 4096 == 0 && feed.borrow().in_flight_bytes() > limit {
+            return Err(Error::run(
+                &s.name,
+                format!(
+                    "the requests in flight at {:.1} s of virtual time hold {}, more than the \
+                     memory budget of {} (DYNSIM_MEMORY_GIB): the cluster falls behind the \
+                     arrivals; slow them (workload.speedup, rate_per_s) or add workers",
+                    sim.now() as f64 / 1e9,
+                    budget::size(feed.borrow().in_flight_bytes()),
+                    budget::size(limit)
+                ),
+            ));
+        }
+    }
     if let Some(p) = progress.as_mut() {
         p(done, total);
     }
@@ -360,6 +384,42 @@ fn report(
     };
     report.warnings = crate::warnings::of_run(s, &report, stats.decisions, learns);
     report
+}
+
+/// Refuses a run whose history-dependent memory would pass the budget ([`budget`]).
+fn check_memory(
+    s: &Scenario,
+    recipe: &Recipe,
+    topology: &Topology,
+    learns: bool,
+    history_bytes: u64,
+) -> Result<()> {
+    let inputs = budget::Inputs {
+        requests: recipe.total() as u64,
+        distinct_blocks: recipe.distinct_blocks(),
+        kv_capacity_blocks: s
+            .cluster
+            .kv_capacity_blocks
+            .count()
+            .map(|c| c as u64 * topology.workers().len() as u64),
+        events_index: learns && s.bus.publish,
+        replicas: s.router.replicas as u64,
+        history_bytes,
+        workload_bytes: recipe.bytes(),
+    };
+    let estimate = budget::estimate(&inputs);
+    if estimate.total() <= budget::budget() {
+        return Ok(());
+    }
+    Err(Error::run(
+        &s.name,
+        format!(
+            "would need {} of memory, more than the budget of {} (DYNSIM_MEMORY_GIB): bound \
+             cluster.kv_capacity_blocks, shorten the workload, or raise the budget",
+            estimate.describe(),
+            budget::size(budget::budget())
+        ),
+    ))
 }
 
 /// `count` per second of `duration_ns` (3 places; 0 for an empty run).

@@ -8,6 +8,7 @@ use super::parse::{
     at_least_one, at_least_one_u64, choice, non_negative, positive, workers, yes_no,
 };
 use super::ExitCode;
+use crate::budget;
 use crate::disagg::{checked_kv_bytes_per_token, ModelShape};
 use crate::error::{Error, Result};
 use crate::lab::{self, KvCostParams, LabMode, SimParams, LAB_LINKS_GBPS, LAB_TOKENS};
@@ -72,6 +73,29 @@ pub fn sim(a: SimArgs) -> Result<ExitCode> {
             ),
         ));
     }
+    let shape = PrefixRepeat {
+        prefixes: a.prefixes,
+        reps: a.reps,
+        prefix_len: a.plen,
+        tail_len: a.tail,
+    };
+    if matches!(a.mode, LabMode::Kv | LabMode::KvEvents) {
+        // The KV router's index keeps every block it is told of (the lab's caches never evict).
+        let index = shape.distinct_blocks(a.block) * budget::INDEX_BYTES_PER_BLOCK;
+        if index > budget::budget() {
+            return Err(Error::arg(
+                "--reps",
+                format!(
+                    "the KV router would index up to {} blocks, about {} of memory, more than \
+                     the budget of {} (DYNSIM_MEMORY_GIB): lower --prefixes, --reps or --tail, \
+                     or raise --block",
+                    shape.distinct_blocks(a.block),
+                    budget::size(index),
+                    budget::size(budget::budget())
+                ),
+            ));
+        }
+    }
     if a.publish.is_some() && a.mode != LabMode::KvEvents {
         return Err(Error::arg(
             "--publish",
@@ -82,12 +106,7 @@ pub fn sim(a: SimArgs) -> Result<ExitCode> {
         mode: a.mode,
         publish: a.publish.unwrap_or(true),
         workers: a.workers,
-        workload: PrefixRepeat {
-            prefixes: a.prefixes,
-            reps: a.reps,
-            prefix_len: a.plen,
-            tail_len: a.tail,
-        },
+        workload: shape,
         seed: a.seed,
         block: a.block,
         rng: a.rng,

@@ -52,6 +52,7 @@ pub type ExitCode = i32;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    crate::budget::set_budget(memory_budget(std::env::var("DYNSIM_MEMORY_GIB").ok())?);
     match cli.command {
         Command::Sim(args) => lab_cmds::sim(args),
         Command::Kvcost(args) => lab_cmds::kvcost(args),
@@ -70,4 +71,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// The number of CPUs (the default of `--jobs`).
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// The memory budget of one run, bytes: `DYNSIM_MEMORY_GIB` (a positive number of GiB) or the
+/// default.
+fn memory_budget(var: Option<String>) -> Result<u64> {
+    let Some(text) = var else {
+        return Ok(crate::budget::DEFAULT_BUDGET_BYTES);
+    };
+    match text.trim().parse::<f64>() {
+        Ok(gib) if gib.is_finite() && gib > 0.0 && gib <= 1e6 => {
+            Ok((gib * f64::from(1u32 << 30)) as u64)
+        }
+        _ => Err(crate::error::Error::arg(
+            "DYNSIM_MEMORY_GIB",
+            format!("expected a number of GiB in (0, 1e6], got {text:?}"),
+        )),
+    }
 }

@@ -12,7 +12,7 @@ use crate::workload::source::Recipe;
 use super::audit::{IndexAudit, SharedAudit};
 use super::board::board;
 use super::bus::BusActor;
-use super::client::{Arrivals, Client, Feed, Pacing};
+use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
 use super::messages::Msg;
 use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
@@ -56,6 +56,10 @@ pub fn populate(
     // audited, and workers keep a replay buffer, only for a policy that learns from events.
     let board = policies[0].reads_signals().then(|| board(routable));
     let learns = policies[0].learns_from_events();
+    let history_bytes = policies
+        .iter()
+        .map(|p| p.history_bytes(recipe.distinct_blocks()))
+        .sum();
     let audit =
         (learns && s.router.audit_index).then(|| IndexAudit::shared(routable, routers.len()));
     let replay_buffer = if learns && s.router.on_gap == OnGap::Replay {
@@ -140,11 +144,13 @@ pub fn populate(
         }
     }
     let arrivals = feed.borrow().initial_count() as u64;
-    sim.schedule_stream(topo.client(), arrivals, Arrivals(feed));
+    sim.schedule_stream(topo.client(), arrivals, Arrivals(feed.clone()));
     Built {
         topology: topo,
         audit,
         learns,
+        history_bytes,
+        feed,
     }
 }
 
@@ -158,6 +164,11 @@ pub struct Built {
     /// Whether the routers' policy, as built with the scenario's settings, learns from KV
     /// events ([`crate::router::policy::RoutingPolicy::learns_from_events`]).
     pub learns: bool,
+    /// What the policies' memory of their own decisions may take, all replicas together
+    /// ([`crate::router::policy::RoutingPolicy::history_bytes`]).
+    pub history_bytes: u64,
+    /// The client's feed of requests (the run watches what its requests in flight hold).
+    pub feed: SharedFeed,
 }
 
 /// A worker's step scheduler settings, from the scenario and its role.

@@ -35,6 +35,8 @@ pub struct Feed {
     spread: Spread,
     /// First deliveries still to hand to the arrival stream.
     initial_left: usize,
+    /// What the requests sent and not yet acknowledged hold, bytes (estimated).
+    in_flight_bytes: u64,
 }
 
 /// The handle the client and its arrival stream share (one simulation runs on one thread).
@@ -58,7 +60,18 @@ impl Feed {
             routers,
             spread,
             initial_left,
+            in_flight_bytes: 0,
         }))
+    }
+
+    /// What the requests sent and not yet acknowledged hold, bytes (estimated as
+    /// [`crate::budget::IN_FLIGHT_BYTES`] plus 8 per block name).
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.in_flight_bytes
+    }
+
+    fn request_bytes(blocks: usize) -> u64 {
+        crate::budget::IN_FLIGHT_BYTES + 8 * blocks as u64
     }
 
     /// Deliveries the arrival stream will make (first turns, or the first closed-loop batch).
@@ -76,7 +89,8 @@ impl Feed {
         self.routers[k]
     }
 
-    fn request(&self, spec: RequestSpec, at: Nanos) -> (ActorId, Msg) {
+    fn request(&mut self, spec: RequestSpec, at: Nanos) -> (ActorId, Msg) {
+        self.in_flight_bytes += Feed::request_bytes(spec.blocks.len());
         let router = self.replica(&spec);
         let msg = Msg::Request(Routed {
             spec: Arc::new(spec),
@@ -111,9 +125,16 @@ impl Feed {
         Some((at, to, msg))
     }
 
-    /// What request `done` completing at `now` sends next, if anything: `(time, replica,
-    /// message)` (open loop: its session's next turn; closed loop: the next request).
-    fn after(&mut self, done: RequestId, now: Nanos) -> Option<(Nanos, ActorId, Msg)> {
+    /// What request `done` (of `blocks` block names) completing at `now` sends next, if
+    /// anything: `(time, replica, message)` (open loop: its session's next turn; closed loop:
+    /// the next request).
+    fn after(
+        &mut self,
+        done: RequestId,
+        blocks: usize,
+        now: Nanos,
+    ) -> Option<(Nanos, ActorId, Msg)> {
+        self.in_flight_bytes -= Feed::request_bytes(blocks);
         let (spec, at) = match self.pacing {
             Pacing::OpenLoop => {
                 let spec = self.source.follower_of(done)?;
@@ -194,7 +215,10 @@ impl Actor for Client {
             rejected: ack.rejected,
         });
         let now = ctx.now();
-        let next = self.feed.borrow_mut().after(ack.request, now);
+        let next = self
+            .feed
+            .borrow_mut()
+            .after(ack.request, ack.prompt_blocks as usize, now);
         if let Some((at, to, msg)) = next {
             ctx.send(to, msg, at - now);
         }

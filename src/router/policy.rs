@@ -70,6 +70,14 @@ pub trait RoutingPolicy {
     fn reads_signals(&self) -> bool {
         false
     }
+
+    /// Bytes its memory of its own decisions may grow to in a run that routes `blocks`
+    /// distinct prompt blocks (for the run's memory estimate, `crate::budget`). 0 for a policy
+    /// whose memory follows the cluster (KV events) or stays under small caps of its own.
+    fn history_bytes(&self, blocks: u64) -> u64 {
+        let _ = blocks;
+        0
+    }
 }
 
 /// A policy's entry in the registry.

@@ -143,7 +143,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                 .map_err(|(key, problem)| bad(&format!("workload.{key}"), "", &problem))?;
             // The draws themselves: every arrival within the clock, every request within the
             // longest context.
-            SyntheticStream::check(p, SimRng::new(s.rng, s.seed))
+            SyntheticStream::check(p, s.block_size(), SimRng::new(s.rng, s.seed))
                 .map_err(|(key, problem)| bad(&format!("workload.{key}"), "", &problem))?;
         }
     }

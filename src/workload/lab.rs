@@ -43,6 +43,16 @@ impl PrefixRepeat {
         order
     }
 
+    /// The distinct full blocks of `block_size` tokens the workload creates: each prefix's
+    /// once, and every block holding tail tokens once per request (tails are unique).
+    pub fn distinct_blocks(&self, block_size: usize) -> u64 {
+        let bs = block_size.max(1);
+        let prefix = self.prefix_len / bs;
+        let whole = (self.prefix_len + self.tail_len) / bs;
+        let requests = self.prefixes as u64 * self.reps as u64;
+        (self.prefixes * prefix) as u64 + requests * (whole - prefix) as u64
+    }
+
     /// The tokens of request `i`, which uses prefix `k`.
     pub fn tokens(&self, i: usize, k: usize) -> Vec<u32> {
         let prefix = (0..self.prefix_len).map(|j| (k * 1000 + j) as u32);
@@ -104,6 +114,17 @@ impl LabHits {
 mod tests {
     use super::*;
     use crate::rng::RngKind;
+
+    #[test]
+    fn distinct_blocks_count_prefixes_once_and_tails_per_request() {
+        // 12 prefixes of 96 tokens (6 blocks of 16), tails of 16: one tail block per request.
+        let w = PrefixRepeat::default();
+        assert_eq!(w.distinct_blocks(16), 12 * 6 + 72);
+        let all: std::collections::HashSet<_> = (0..72)
+            .flat_map(|i| crate::hash::block_hashes(&w.tokens(i, i % 12), 16))
+            .collect();
+        assert_eq!(all.len() as u64, w.distinct_blocks(16));
+    }
 
     #[test]
     fn tokens_follow_the_lab_formula() {

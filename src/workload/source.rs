@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::lab::PrefixRepeat;
-use super::synthetic::{SyntheticParams, SyntheticStream};
+use super::synthetic::{Checked, SyntheticParams, SyntheticStream};
 use super::table::TraceTable;
 use super::RequestSpec;
 use crate::hash::block_hashes;
@@ -30,6 +30,7 @@ pub struct Recipe {
     kind: Kind,
     total: usize,
     first_turns: usize,
+    distinct_blocks: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -60,7 +61,9 @@ impl Recipe {
         output_tokens: u32,
     ) -> Self {
         let total = order.len();
+        let distinct_blocks = shape.distinct_blocks(block_size);
         Recipe {
+            distinct_blocks,
             kind: Kind::Lab {
                 shape,
                 order: order.into(),
@@ -74,16 +77,17 @@ impl Recipe {
     }
 
     /// The synthetic workload `params`, drawn from `rng` as it was before the workload's first
-    /// draw, in `sessions` sessions (see [`SyntheticStream::check`]).
+    /// draw, as [`SyntheticStream::check`] found it at `block_size`.
     pub fn synthetic(
         params: SyntheticParams,
         block_size: usize,
         rng: SimRng,
-        sessions: usize,
+        checked: &Checked,
     ) -> Self {
         Recipe {
             total: params.requests,
-            first_turns: sessions,
+            first_turns: checked.sessions,
+            distinct_blocks: checked.distinct_blocks,
             kind: Kind::Synthetic {
                 params,
                 block_size,
@@ -97,6 +101,7 @@ impl Recipe {
         Recipe {
             total: table.len(),
             first_turns: table.first_turns(),
+            distinct_blocks: table.blocks(),
             kind: Kind::Table(Arc::new(table)),
         }
     }
@@ -109,6 +114,11 @@ impl Recipe {
     /// Requests that are not a later turn of a session.
     pub fn first_turns(&self) -> usize {
         self.first_turns
+    }
+
+    /// An upper bound on the distinct prompt blocks the workload creates.
+    pub fn distinct_blocks(&self) -> u64 {
+        self.distinct_blocks
     }
 
     /// Bytes the recipe itself holds (the lab's order, a trace's table).
@@ -259,9 +269,9 @@ mod tests {
             ..SyntheticParams::default()
         };
         let rng = SimRng::new(RngKind::Chacha, 3);
-        let checked = SyntheticStream::check(&p, rng.clone()).unwrap();
+        let checked = SyntheticStream::check(&p, 16, rng.clone()).unwrap();
         let all = generate(&p, 16, &mut rng.clone());
-        let recipe = Recipe::synthetic(p.clone(), 16, rng, checked.sessions);
+        let recipe = Recipe::synthetic(p.clone(), 16, rng, &checked);
         (p, recipe, all)
     }
 
@@ -295,7 +305,7 @@ mod tests {
     fn the_check_leaves_the_generator_where_generation_does() {
         let (p, _, _) = synthetic(3);
         let rng = SimRng::new(RngKind::Python, 8);
-        let checked = SyntheticStream::check(&p, rng.clone()).unwrap();
+        let checked = SyntheticStream::check(&p, 16, rng.clone()).unwrap();
         let mut after = rng;
         generate(&p, 16, &mut after);
         assert_eq!(checked.rng.clone().unit(), after.unit());

@@ -217,6 +217,10 @@ pub struct Checked {
     pub rng: SimRng,
     /// Sessions (each has one first turn).
     pub sessions: usize,
+    /// An upper bound on the distinct prompt blocks the workload creates at the block size
+    /// given to [`SyntheticStream::check`]: every group's shared prefix, and each session's
+    /// longest prompt beyond it (later turns repeat the earlier ones).
+    pub distinct_blocks: u64,
 }
 
 impl SyntheticStream {
@@ -243,21 +247,32 @@ impl SyntheticStream {
 
     /// Makes every draw of the workload without building it, checking that each arrival fits
     /// the clock and each request the longest context. Returns the generator as the workload
-    /// leaves it (the run continues from there) and the number of sessions; on failure the
-    /// offending key and what is wrong.
-    pub fn check(p: &SyntheticParams, rng: SimRng) -> Result<Checked, (String, String)> {
+    /// leaves it (the run continues from there), the number of sessions and a bound on the
+    /// distinct blocks at `block_size`; on failure the offending key and what is wrong.
+    pub fn check(
+        p: &SyntheticParams,
+        block_size: usize,
+        rng: SimRng,
+    ) -> Result<Checked, (String, String)> {
         let mut stream = SyntheticStream::new(p, 0, rng);
         let mut sessions = 0;
+        let bs = block_size.max(1) as u64;
+        let shared = u64::from(p.shared_prefix_tokens) / bs;
+        let mut distinct_blocks = p.groups as u64 * shared;
         while let Some(session) = stream.session(false) {
             sessions += 1;
-            for r in session? {
+            let session = session?;
+            if let Some(last) = session.last() {
+                distinct_blocks += (u64::from(last.input_tokens) / bs).saturating_sub(shared);
+            }
+            for r in session {
                 let context = u64::from(r.input_tokens) + u64::from(r.output_tokens);
                 if context > MAX_CONTEXT_TOKENS {
                     let key = if p.turns > 1 { "turns" } else { "input" };
                     return Err((
                         key.to_string(),
                         format!(
-                            "request {} would hold {context} tokens (prompt + output), longer \
+                            "makes request {} hold {context} tokens (prompt + output), more \
                              than the longest context ({MAX_CONTEXT_TOKENS}): lower turns, \
                              input or output",
                             r.id.0
@@ -269,6 +284,7 @@ impl SyntheticStream {
         Ok(Checked {
             rng: stream.rng,
             sessions,
+            distinct_blocks,
         })
     }
 

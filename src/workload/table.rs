@@ -258,6 +258,19 @@ impl TraceTable {
         self.rows[id].follower
     }
 
+    /// Prompt blocks of all its requests together (an upper bound on the distinct ones).
+    pub fn blocks(&self) -> u64 {
+        self.rows
+            .iter()
+            .map(|r| match self.naming {
+                Naming::Chain => u64::from(r.ids_len),
+                Naming::Rechunk { ratio, block_size } => (u64::from(r.input) / block_size as u64)
+                    .min(u64::from(r.ids_len) * ratio as u64),
+                Naming::Unique { block_size } => u64::from(r.input) / block_size as u64,
+            })
+            .sum()
+    }
+
     /// Bytes the table holds.
     pub fn bytes(&self) -> u64 {
         self.rows.capacity() as u64 * ROW_BYTES + self.ids.capacity() as u64 * 8

@@ -2,6 +2,7 @@
 
 mod common;
 
+mod bounds;
 mod cli_lab;
 mod cli_run;
 mod engine;

@@ -68,4 +68,13 @@ impl RoutingPolicy for LabPolicy {
     fn learns_from_events(&self) -> bool {
         !self.self_tracking
     }
+
+    /// The self-tracking rule never forgets a decision (the lab's caches never evict).
+    fn history_bytes(&self, blocks: u64) -> u64 {
+        if self.self_tracking {
+            blocks * crate::budget::INDEX_BYTES_PER_BLOCK
+        } else {
+            0
+        }
+    }
 }

@@ -126,6 +126,7 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     Ok(Box::new(Sglang {
         settings: s,
         max_blocks: (s.max_tree_tokens / setup.block_size.max(1) as u64) as usize,
+        workers: setup.workers,
         history: RoutedHistory::new(setup.workers),
         sizes: LoadTree::new(setup.workers.max(1)),
         interval_ns,
@@ -136,6 +137,7 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
 struct Sglang {
     settings: Settings,
     max_blocks: usize,
+    workers: usize,
     history: RoutedHistory,
     /// Each worker's tree size (blocks), for the smallest without a scan.
     sizes: LoadTree,
@@ -201,6 +203,12 @@ impl RoutingPolicy for Sglang {
         let w = d.worker.index();
         self.history.touch(w, req.blocks);
         self.sizes.set(w, self.history.size(w) as u64);
+    }
+
+    /// Its trees keep every routed prompt up to `max_tree_tokens` per worker.
+    fn history_bytes(&self, blocks: u64) -> u64 {
+        let cap = self.max_blocks as u64 * self.workers as u64;
+        blocks.min(cap) * crate::budget::TREE_BYTES_PER_BLOCK
     }
 }
 

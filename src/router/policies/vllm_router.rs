@@ -316,6 +316,11 @@ impl RoutingPolicy for PrefixAware {
         self.history.touch(d.worker.index(), req.blocks);
         self.qps.record(req.now, d.worker.index());
     }
+
+    /// Its trie keeps every routed prompt: vLLM's router never prunes it.
+    fn history_bytes(&self, blocks: u64) -> u64 {
+        blocks * crate::budget::TREE_BYTES_PER_BLOCK
+    }
 }
 
 struct Loadaware {

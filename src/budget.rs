@@ -1,0 +1,182 @@
+//! The memory a run may use, and the estimate that refuses a run before it starts when it
+//! would need more.
+//!
+//! A run's memory follows the cluster, not the history of the run: KV blocks held by the
+//! workers, the routers' indexes of them, the requests in flight, and what the report needs
+//! (32 bytes per request). What can grow with the history is estimated before the run, from an
+//! upper bound on the distinct prompt blocks the workload can create:
+//! - KV caches without a capacity (`cluster.kv_capacity_blocks = "unbounded"`) keep every block
+//!   they computed; with a capacity they hold at most that many;
+//! - routers fed by KV events keep an index of what the workers hold (one per replica);
+//! - some policies remember their own decisions without forgetting (`kv`,
+//!   `vllm-prefix-aware`, `sglang` up to its cap): [`RoutingPolicy::history_bytes`];
+//! - the built workload itself (a trace's table, the lab's order).
+//!
+//! Requests in flight are counted while the run goes: a cluster that falls behind an open-loop
+//! workload holds every request that has arrived, and the run stops with an error once they
+//! pass the budget. The per-block costs are measured (docs/RELIABILITY.md has the command) and
+//! rounded up.
+//!
+//! [`RoutingPolicy::history_bytes`]: crate::router::policy::RoutingPolicy::history_bytes
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The default memory budget of one run: 2 GiB.
+pub const DEFAULT_BUDGET_BYTES: u64 = 2 << 30;
+
+/// Bytes a KV pool holds per cached block (its slot, its place in the hash map and the LRU).
+pub const POOL_BYTES_PER_BLOCK: u64 = 64;
+
+/// Bytes an index of blocks takes per (block, worker) it knows (an events-fed router's, or the
+/// lab rule's own).
+pub const INDEX_BYTES_PER_BLOCK: u64 = 96;
+
+/// Bytes a policy's tree of routed prompts takes per block (SGLang's, vLLM's router's).
+pub const TREE_BYTES_PER_BLOCK: u64 = 112;
+
+/// Bytes the report keeps per completed request (its TTFT, TPOT, end-to-end and queue times).
+pub const SAMPLE_BYTES_PER_REQUEST: u64 = 32;
+
+/// Bytes a request in flight holds besides its block names (its spec, its place in a queue,
+/// its scheduler state, the routers' bookkeeping).
+pub const IN_FLIGHT_BYTES: u64 = 512;
+
+static BUDGET: AtomicU64 = AtomicU64::new(DEFAULT_BUDGET_BYTES);
+
+/// Sets the memory budget of every run in this process (the CLI reads it from
+/// `DYNSIM_MEMORY_GIB`).
+pub fn set_budget(bytes: u64) {
+    BUDGET.store(bytes, Ordering::Relaxed);
+}
+
+/// The memory budget of one run, bytes.
+pub fn budget() -> u64 {
+    BUDGET.load(Ordering::Relaxed)
+}
+
+/// What the estimate needs to know of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inputs {
+    /// Requests in the workload.
+    pub requests: u64,
+    /// An upper bound on the distinct prompt blocks the workload can create.
+    pub distinct_blocks: u64,
+    /// Blocks all workers together can hold (`None`: unbounded).
+    pub kv_capacity_blocks: Option<u64>,
+    /// Whether the routers keep an index fed by KV events.
+    pub events_index: bool,
+    /// Router replicas (each keeps its own index).
+    pub replicas: u64,
+    /// What the policies' memory of their own decisions may take, all replicas together.
+    pub history_bytes: u64,
+    /// What the built workload holds.
+    pub workload_bytes: u64,
+}
+
+/// An estimate, part by part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    /// (what, bytes), the parts that are not zero.
+    pub parts: Vec<(&'static str, u64)>,
+}
+
+impl Estimate {
+    /// The whole estimate, bytes.
+    pub fn total(&self) -> u64 {
+        self.parts.iter().map(|(_, b)| b).sum()
+    }
+
+    /// `about 2.6 GiB (KV caches 1.0 GiB, ...)`.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .filter(|(_, b)| *b >= 1 << 20)
+            .map(|(what, b)| format!("{what} {}", size(*b)))
+            .collect();
+        format!("about {} ({})", size(self.total()), parts.join(", "))
+    }
+}
+
+/// The history-dependent memory of a run.
+pub fn estimate(i: &Inputs) -> Estimate {
+    let held = i
+        .kv_capacity_blocks
+        .map_or(i.distinct_blocks, |cap| cap.min(i.distinct_blocks));
+    let parts = [
+        ("KV caches", held.saturating_mul(POOL_BYTES_PER_BLOCK)),
+        (
+            "routers' indexes",
+            if i.events_index {
+                held.saturating_mul(INDEX_BYTES_PER_BLOCK)
+                    .saturating_mul(i.replicas)
+            } else {
+                0
+            },
+        ),
+        ("routing history", i.history_bytes),
+        (
+            "report samples",
+            i.requests.saturating_mul(SAMPLE_BYTES_PER_REQUEST),
+        ),
+        ("workload", i.workload_bytes),
+    ];
+    Estimate {
+        parts: parts.into_iter().filter(|(_, b)| *b > 0).collect(),
+    }
+}
+
+/// Bytes in MiB or GiB, one decimal.
+pub fn size(bytes: u64) -> String {
+    let mib = bytes as f64 / f64::from(1 << 20);
+    if mib >= 1024.0 {
+        format!("{:.1} GiB", mib / 1024.0)
+    } else {
+        format!("{mib:.1} MiB")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_caches_hold_at_most_their_capacity() {
+        let unbounded = Inputs {
+            requests: 1_000_000,
+            distinct_blocks: 16_000_000,
+            kv_capacity_blocks: None,
+            events_index: true,
+            replicas: 1,
+            ..Inputs::default()
+        };
+        let e = estimate(&unbounded);
+        // 16M blocks x (64 + 96) bytes + 1M x 32 bytes.
+        assert_eq!(e.total(), 16_000_000 * 160 + 32_000_000);
+        assert!(e.total() > DEFAULT_BUDGET_BYTES);
+        let bounded = Inputs {
+            kv_capacity_blocks: Some(80_000),
+            ..unbounded
+        };
+        assert_eq!(estimate(&bounded).total(), 80_000 * 160 + 32_000_000);
+        assert_eq!(
+            estimate(&bounded).describe(),
+            "about 42.7 MiB (KV caches 4.9 MiB, routers' indexes 7.3 MiB, report samples 30.5 MiB)"
+        );
+    }
+
+    #[test]
+    fn each_replica_keeps_its_own_index() {
+        let one = Inputs {
+            distinct_blocks: 1000,
+            events_index: true,
+            replicas: 1,
+            ..Inputs::default()
+        };
+        let three = Inputs { replicas: 3, ..one };
+        assert_eq!(
+            estimate(&three).total() - estimate(&one).total(),
+            2 * 1000 * INDEX_BYTES_PER_BLOCK
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Inputs that pass validation and would then go wrong are refused in one line (exit 2): times
+//! past the clock, trace rows that do not describe their prompt, runs that would need more
+//! memory than the budget, overrides of the wrong type.
+
+use crate::common::{bad, dynsim, ok, write};
+
+#[test]
+fn an_arrival_past_the_clock_names_the_trace_line_and_field() {
+    let line = bad(&[
+        "run",
+        "scenarios/mooncake-conversation.toml",
+        "--set",
+        "workload.speedup=1e-9",
+    ]);
+    assert!(
+        line.contains("mooncake_conversation_trace.jsonl:")
+            && line.contains(": timestamp: ")
+            && line.contains("past the clock's limit"),
+        "{line}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(
+        dir.path(),
+        "t.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n\
+         {\"timestamp\": 1e300, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [2]}\n",
+    );
+    let line = bad(&["replay", &trace]);
+    assert!(line.contains("t.jsonl:2: timestamp: "), "{line}");
+}
+
+#[test]
+fn a_run_that_would_pass_the_end_of_time_fails_instead_of_saturating() {
+    let line = bad(&[
+        "run",
+        "scenarios/rr.toml",
+        "--set",
+        "timing.service_ms=1e12",
+        "--set",
+        "workload.output_tokens=100",
+    ]);
+    assert!(line.contains("virtual time passed its end"), "{line}");
+}
+
+#[test]
+fn mooncake_rows_must_cover_their_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        r#"{"timestamp": 0, "input_length": 1000, "output_length": 1, "hash_ids": [1, 2]}"#,
+        r#"{"timestamp": 1, "input_length": 100000, "output_length": 1, "hash_ids": [1]}"#,
+        r#"{"timestamp": 2, "input_length": 600, "output_length": 1, "hash_ids": [1, 3]}"#,
+    ];
+    let trace = write(dir.path(), "m.jsonl", &rows.join("\n"));
+    let line = bad(&["replay", &trace]);
+    assert!(
+        line.contains("m.jsonl:2: hash_ids: 1 ids for input_length 100000: expected 196"),
+        "{line}"
+    );
+    let report = ok(&["replay", &trace, "--skip-bad", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(
+        (v["trace"]["rows"].as_u64(), v["trace"]["skipped"].as_u64()),
+        (Some(2), Some(1))
+    );
+}
+
+#[test]
+fn overrides_of_the_wrong_type_name_the_key_and_what_it_takes() {
+    let line = bad(&[
+        "run",
+        "scenarios/rr.toml",
+        "--set",
+        "cluster.kv_capacity_blocks=-5",
+    ]);
+    assert_eq!(
+        line,
+        "dynsim: --set cluster.kv_capacity_blocks: expected a whole number >= 1 or \
+         \"unbounded\", got -5"
+    );
+    let line = bad(&["run", "scenarios/rr.toml", "--set", "cluster.workers=two"]);
+    assert!(
+        line.ends_with("expected a whole number >= 0, got \"two\""),
+        "{line}"
+    );
+    let line = bad(&["run", "scenarios/rr.toml", "--set", "cluster\n.workers=2"]);
+    assert!(line.contains("is not a dotted key"), "{line}");
+}
+
+#[test]
+fn a_product_limit_names_both_keys_at_the_override() {
+    let line = bad(&[
+        "run",
+        "scenarios/rr.toml",
+        "--set",
+        "workload.prefixes=100000000",
+    ]);
+    assert!(
+        line.starts_with("dynsim: --set: workload.prefixes = 100000000 times workload.reps = 6"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_run_that_would_need_more_memory_than_the_budget_is_refused_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "big.toml",
+        "[workload]\nkind = \"synthetic\"\nrequests = 1000000\nrate_per_s = 200.0\n\
+         [cluster]\nworkers = 8\n[router]\npolicy = \"kv-events\"\n",
+    );
+    let line = bad(&["run", &scenario]);
+    assert!(
+        line.contains("would need about 2.4 GiB")
+            && line.contains("more than the budget of 2.0 GiB")
+            && line.contains("cluster.kv_capacity_blocks"),
+        "{line}"
+    );
+    // The same run with bounded caches needs little.
+    let out = dynsim()
+        .args(["run", &scenario, "--set", "workload.requests=2000"])
+        .args(["--set", "cluster.kv_capacity_blocks=10000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn requests_piling_up_past_the_budget_stop_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "flood.toml",
+        "[workload]\nkind = \"synthetic\"\nrequests = 100000\nrate_per_s = 1e6\n\
+         [cluster]\nworkers = 1\nkv_capacity_blocks = 1000\n[router]\npolicy = \"rr\"\n",
+    );
+    let out = dynsim()
+        .env("DYNSIM_MEMORY_GIB", "0.02")
+        .args(["run", &scenario])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("the requests in flight at"), "{stderr}");
+    let out = dynsim()
+        .env("DYNSIM_MEMORY_GIB", "lots")
+        .args(["run", "scenarios/rr.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_lab_sim_refuses_an_index_past_the_budget_instead_of_aborting() {
+    let line = bad(&[
+        "sim",
+        "--mode",
+        "kv",
+        "--prefixes",
+        "1",
+        "--reps",
+        "10000000",
+        "--tail",
+        "999984",
+    ]);
+    assert!(line.contains("the KV router would index up to"), "{line}");
+}
