@@ -57,6 +57,11 @@
 //! - **Scenario.** A TOML file ([`scenario::Scenario`]): workload, cluster, router, bus, timing,
 //!   scheduler, disaggregation and faults, every key with a default. [`run::run_scenario`] runs
 //!   one and returns a [`report::Report`].
+//! - **Workloads stream; memory follows the cluster.** A built workload
+//!   ([`workload::source::Recipe`]) makes each request when it is sent, and a trace is read a line
+//!   at a time, so a run holds its cluster's KV, its requests in flight and 32 bytes per request
+//!   for the report. What could still grow with a run is estimated before it starts and refused
+//!   past the budget ([`budget`]); limits on times, lengths and sizes are in [`limits`].
 //! - **The silent failure.** An events-fed router whose workers publish nothing (or whose bus
 //!   loses the events) routes on load alone, like round-robin, and real deployments raise no
 //!   error. dynsim puts a warning in the report when a kv-events run applied no event, or far
