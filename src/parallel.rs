@@ -6,6 +6,9 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::error::Result;
+use crate::report::Report;
+use crate::run::run_scenario;
+use crate::scenario::load::Loaded;
 
 /// `f` over `items` on `jobs` scoped threads; results in item order. On errors, the error of the
 /// lowest failing item (no new item starts once one has failed).
@@ -46,9 +49,24 @@ pub fn parallel_map<T: Sync, R: Send>(
     out.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Runs loaded scenarios on `jobs` threads, calling `done` after each; reports in input order.
+pub fn run_scenarios(
+    loaded: &[Loaded],
+    jobs: usize,
+    done: &(dyn Fn() + Sync),
+) -> Result<Vec<Report>> {
+    parallel_map(
+        loaded,
+        jobs,
+        |l| run_scenario(&l.scenario, &l.base_dir, None),
+        done,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn results_keep_item_order_whatever_the_threads() {
@@ -61,5 +79,26 @@ mod tests {
         assert!(parallel_map(&[] as &[u64], 3, square, &|| ())
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn the_lowest_failing_item_is_reported() {
+        let items: Vec<u64> = (0..40).collect();
+        for jobs in [1, 3] {
+            let err = parallel_map(
+                &items,
+                jobs,
+                |&x| {
+                    if x % 10 == 5 {
+                        Err(Error::arg("x", x.to_string()))
+                    } else {
+                        Ok(x)
+                    }
+                },
+                &|| (),
+            )
+            .unwrap_err();
+            assert_eq!(err.to_string(), "x: 5");
+        }
     }
 }

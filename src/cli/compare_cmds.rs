@@ -8,8 +8,7 @@ use super::ExitCode;
 use crate::compare::{labels, render, table, Compared};
 use crate::error::Result;
 use crate::output::{check_out_dir, write_dir, write_stdout};
-use crate::parallel::parallel_map;
-use crate::run::run_scenario;
+use crate::parallel::run_scenarios;
 use crate::scenario::{load_scenario, Override};
 
 /// `dynsim compare`'s arguments.
@@ -39,12 +38,7 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     check_out_dir(&a.out)?;
     let jobs = a.jobs.unwrap_or_else(super::cpus);
-    let reports = parallel_map(
-        &loaded,
-        jobs,
-        |l| run_scenario(&l.scenario, &l.base_dir, None),
-        &|| (),
-    )?;
+    let reports = run_scenarios(&loaded, jobs, &|| ())?;
     let files: Vec<String> = a
         .scenarios
         .iter()

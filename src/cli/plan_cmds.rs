@@ -9,10 +9,9 @@ use super::run_cmds::ScenarioSource;
 use super::ExitCode;
 use crate::error::{Error, Result};
 use crate::output::{check_out_dir, write_dir, write_stdout};
-use crate::parallel::parallel_map;
+use crate::parallel::run_scenarios;
 use crate::plan::{plan_json, plots, search, table, warning_summary, Axis, Point, Sla, PROBES};
 use crate::router::registry;
-use crate::run::run_scenario;
 use crate::scenario::validate::MAX_WORKERS;
 use crate::scenario::{Override, TraceFormat, Workload};
 use crate::sweep::lookup;
@@ -209,12 +208,7 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
             .iter()
             .map(|&(p, v)| source.load(&point_overrides(&policies[p], v)))
             .collect::<Result<Vec<_>>>()?;
-        let reports = parallel_map(
-            &loaded,
-            jobs,
-            |l| run_scenario(&l.scenario, &l.base_dir, None),
-            &|| (),
-        )?;
+        let reports = run_scenarios(&loaded, jobs, &|| ())?;
         probes
             .iter()
             .zip(reports)

@@ -362,7 +362,8 @@ fn round_sig(v: f64, digits: i32) -> f64 {
 mod tests {
     use super::*;
 
-    fn point(value: f64, metric: f64, sla: &Sla) -> Point {
+    /// A point of `value` whose SLA metric is `metric`.
+    pub(super) fn point(value: f64, metric: f64, sla: &Sla) -> Point {
         Point {
             value,
             meets: sla.met_by(metric),

@@ -171,17 +171,9 @@ pub fn warning_summary(axis: &Axis, plans: &[PolicyPlan]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::point;
     use super::super::{search, PROBES};
     use super::*;
-
-    fn point(value: f64, metric: f64, sla: &Sla) -> Point {
-        Point {
-            value,
-            meets: sla.met_by(metric),
-            metrics: [(sla.key.clone(), metric)].into_iter().collect(),
-            warnings: Vec::new(),
-        }
-    }
 
     #[test]
     fn the_table_shows_both_sides_and_warnings_are_summed_by_kind() {

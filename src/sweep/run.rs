@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 use super::results::{canonical, AxisValues, PointResult, SweepResults};
 use super::{check_metrics, lookup, Shard, Sweep};
 use crate::error::{Error, Result};
-use crate::parallel::parallel_map;
+use crate::parallel::run_scenarios;
 use crate::run::run_scenario;
 use crate::scenario::Scenario;
 
@@ -36,19 +36,11 @@ pub fn run_sweep(
         }
     }
     check_metrics(sweep, &report_shape()?)?;
-    let values = parallel_map(
-        &loaded,
-        jobs,
-        |l| {
-            let report = run_scenario(&l.scenario, &l.base_dir, None)?;
-            let warnings = report.warnings.clone();
-            let json = serde_json::to_value(&report).expect("a report serialises to JSON");
-            Ok((json, warnings))
-        },
-        done,
-    )?;
+    let reports = run_scenarios(&loaded, jobs, done)?;
     let mut points = Vec::with_capacity(indices.len());
-    for (&index, (report, warnings)) in indices.iter().zip(values) {
+    for (&index, run) in indices.iter().zip(reports) {
+        let report = serde_json::to_value(&run).expect("a report serialises to JSON");
+        let warnings = run.warnings;
         let mut metrics = serde_json::Map::new();
         for m in &sweep.metrics {
             let v = lookup(&report, m).ok_or_else(|| {
@@ -119,30 +111,4 @@ pub fn report_shape() -> Result<Json> {
         });
     }
     Ok(shape)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_lowest_failing_item_is_reported() {
-        let items: Vec<u64> = (0..40).collect();
-        for jobs in [1, 3] {
-            let err = parallel_map(
-                &items,
-                jobs,
-                |&x| {
-                    if x % 10 == 5 {
-                        Err(Error::arg("x", x.to_string()))
-                    } else {
-                        Ok(x)
-                    }
-                },
-                &|| (),
-            )
-            .unwrap_err();
-            assert_eq!(err.to_string(), "x: 5");
-        }
-    }
 }
