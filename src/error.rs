@@ -81,9 +81,9 @@ impl Error {
         message: impl Into<String>,
     ) -> Self {
         Error::Field {
-            file: file.as_ref().display().to_string(),
+            file: escape_controls(&file.as_ref().display().to_string()),
             line,
-            field: field.into(),
+            field: escape_controls(&field.into()),
             message: one_line(message.into()),
         }
     }
@@ -91,7 +91,7 @@ impl Error {
     /// A problem with the file as a whole.
     pub fn file(file: impl AsRef<Path>, message: impl Into<String>) -> Self {
         Error::File {
-            file: file.as_ref().display().to_string(),
+            file: escape_controls(&file.as_ref().display().to_string()),
             message: one_line(message.into()),
         }
     }
@@ -105,16 +105,9 @@ impl Error {
         problem: impl Into<String>,
     ) -> Self {
         Error::Setting {
-            at: one_line(at.into()),
-            key: one_line(key.into()),
-            value: value
-                .into()
-                .chars()
-                .map(|c| match c {
-                    c if c.is_control() => c.escape_default().to_string(),
-                    c => c.to_string(),
-                })
-                .collect(),
+            at: escape_controls(&at.into()),
+            key: escape_controls(&key.into()),
+            value: escape_controls(&value.into()),
             problem: one_line(problem.into()),
         }
     }
@@ -135,10 +128,24 @@ impl Error {
     /// A bad command-line value.
     pub fn arg(flag: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Arg {
-            flag: one_line(flag.into()),
+            flag: escape_controls(&flag.into()),
             message: one_line(message.into()),
         }
     }
+}
+
+/// A name or value as it was written, with control characters (a line end in a quoted TOML key,
+/// say) spelled as escapes, so that it stays on the error's one line.
+fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| match c {
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// Folds a multi-line message (some parsers' errors span lines) onto one line.

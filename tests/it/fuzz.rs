@@ -157,3 +157,11 @@ proptest! {
         fuzzing::scenario_run(&mutate(&text, &m));
     }
 }
+
+/// Inputs the long fuzzing runs found (docs/RELIABILITY.md), each a bug fixed since.
+#[test]
+fn inputs_found_by_fuzzing_are_refused_in_one_line() {
+    // A sweep file whose quoted key holds an escaped line end: the key was printed raw, on two
+    // lines.
+    fuzzing::sweep_toml(b"#\x22 =, 8]= ro[\x22\x22\x0a [\x22rr\xde\x8avve\x5cnts\x22]\x0a");
+}
