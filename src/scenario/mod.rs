@@ -298,6 +298,12 @@ pub struct Router {
     /// of a replay's time; Dynamo's mocker measures nothing like it, so `dynamo-mocker.toml`
     /// turns it off for a fair speed comparison.
     pub audit_index: bool,
+    /// Attribute every missed prompt block to a cause (`misses` in the report: cold, routing,
+    /// stale index, capacity) (true). It reads every routable worker's cache at each decision
+    /// and keeps a memory of each worker's evictions; Dynamo's mocker does neither, so
+    /// `dynamo-mocker.toml` turns it off, and its report then shows `misses` as not attributed
+    /// (`null`), not as zeros.
+    pub attribute_misses: bool,
     /// Policies' settings, one `[router.NAME]` table per policy (for example `[router.cost]`
     /// `temperature = 0.5`), each documented in the policy's module under
     /// [`crate::router::policies`]. Only the chosen policy's table is used; every table is
@@ -320,6 +326,7 @@ impl Default for Router {
             spread: Spread::RoundRobin,
             sync: ReplicaSync::None,
             audit_index: true,
+            attribute_misses: true,
             settings: BTreeMap::new(),
         }
     }

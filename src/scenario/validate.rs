@@ -290,7 +290,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
                 None => format!(
                     "is not a [router] setting (policy, load, signal_refresh_ms, on_gap, \
                      gap_silence_ms, recovery_timeout_ms, fallback_ttl_ms, replicas, spread, sync, \
-                     audit_index) nor a policy's table (one of {})",
+                     audit_index, attribute_misses) nor a policy's table (one of {})",
                     known()
                 ),
             };

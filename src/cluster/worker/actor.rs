@@ -70,8 +70,8 @@ pub struct WorkerSetup {
     pub decode_peers: Vec<(WorkerId, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
-    /// Ground truth for loss attribution.
-    pub truth: SharedTruth,
+    /// Ground truth for loss attribution (`None`: misses are not attributed).
+    pub truth: Option<SharedTruth>,
     /// Where a routable worker posts its load signals (`None` for decode workers).
     pub board: Option<SignalBoard>,
     /// Where a routable worker reports its cache's changes, when the routers' index is audited.
@@ -142,8 +142,8 @@ impl Worker {
     /// A worker with an empty cache; a routable one shows its KV pool to the ground truth.
     pub fn new(setup: WorkerSetup) -> Self {
         let sched = StepScheduler::new(setup.scheduler.clone());
-        if !matches!(setup.role, Role::Decode) {
-            setup.truth.borrow_mut().add_worker(sched.shared_pool());
+        if let Some(truth) = setup.truth.as_ref().filter(|_| setup.role != Role::Decode) {
+            truth.borrow_mut().add_worker(sched.shared_pool());
         }
         Worker {
             sched,
@@ -317,14 +317,16 @@ impl Worker {
         let first = seq.first_admission().expect("admitted");
         let routed = &seq.payload.routed;
         let spec = &routed.spec;
-        let misses = classify(
-            &spec.blocks,
-            first.held_blocks,
-            routed.predicted_blocks as usize,
-            routed.others_held_blocks as usize,
-            routed.ever_computed_blocks as usize,
-            first.remembered_blocks,
-        );
+        let misses = self.setup.truth.is_some().then(|| {
+            classify(
+                &spec.blocks,
+                first.held_blocks,
+                routed.predicted_blocks as usize,
+                routed.others_held_blocks as usize,
+                routed.ever_computed_blocks as usize,
+                first.remembered_blocks,
+            )
+        });
         let prefix_hit = spec.prefix.is_some_and(|p| {
             let seen = !self.processed.insert(p);
             seen && first.held_blocks >= spec.prefix_blocks
@@ -481,7 +483,7 @@ impl Worker {
             worker: me,
             cached_blocks: 0,
             prefix_hit: false,
-            misses: Misses::default(),
+            misses: self.setup.truth.as_ref().map(|_| Misses::default()),
             cached_tokens: 0,
             started_ns: now,
         });

@@ -54,8 +54,8 @@ pub struct KvPool {
     /// Evictable (held, unpinned) slots, released longest ago first.
     lru_head: u32,
     lru_tail: u32,
-    /// Blocks lost not long ago.
-    memory: EvictionMemory,
+    /// Blocks lost not long ago (`None`: not remembered, when misses are not attributed).
+    memory: Option<EvictionMemory>,
     pinned: usize,
     private: usize,
     peak_active: usize,
@@ -90,8 +90,9 @@ impl Changes {
 }
 
 impl KvPool {
-    /// An empty pool of at most `capacity` blocks (`None`: unbounded).
-    pub fn new(capacity: Option<usize>) -> Self {
+    /// An empty pool of at most `capacity` blocks (`None`: unbounded) that remembers the blocks
+    /// it loses if `remember` (for loss attribution).
+    pub fn new(capacity: Option<usize>, remember: bool) -> Self {
         KvPool {
             capacity,
             index: HashMap::default(),
@@ -99,7 +100,7 @@ impl KvPool {
             free_slots: Vec::new(),
             lru_head: NIL,
             lru_tail: NIL,
-            memory: EvictionMemory::new(capacity.unwrap_or(1)),
+            memory: remember.then(|| EvictionMemory::new(capacity.unwrap_or(1))),
             pinned: 0,
             private: 0,
             peak_active: 0,
@@ -163,9 +164,10 @@ impl KvPool {
         blocks
     }
 
-    /// Whether `block` is held or remembered (lost not long ago).
+    /// Whether `block` is held or remembered (lost not long ago; a pool that does not remember
+    /// its losses only knows what it holds).
     pub fn remembers(&self, block: BlockHash) -> bool {
-        self.contains(block) || self.memory.contains(block)
+        self.contains(block) || self.memory.as_ref().is_some_and(|m| m.contains(block))
     }
 
     /// Whether `block` is held and pinned by a running request.
@@ -293,15 +295,18 @@ impl KvPool {
     /// named blocks were held.
     pub fn clear(&mut self) -> usize {
         let held = self.index.len();
-        if self.capacity.is_none() {
-            // An unbounded pool remembers what it held at its last restart.
-            self.memory = EvictionMemory::new(held);
-        }
-        // In name order: which ones are forgotten first must not depend on the table's layout.
-        let mut lost: Vec<BlockHash> = self.index.keys().copied().collect();
-        lost.sort_unstable();
-        for b in lost {
-            self.memory.insert(b);
+        if let Some(memory) = &mut self.memory {
+            if self.capacity.is_none() {
+                // An unbounded pool remembers what it held at its last restart.
+                *memory = EvictionMemory::new(held);
+            }
+            // In name order: which ones are forgotten first must not depend on the table's
+            // layout.
+            let mut lost: Vec<BlockHash> = self.index.keys().copied().collect();
+            lost.sort_unstable();
+            for b in lost {
+                memory.insert(b);
+            }
         }
         self.index.clear();
         self.slots.clear();
@@ -339,7 +344,9 @@ impl KvPool {
         }
         for &block in &changes.evicted[first..] {
             self.index.remove(&block);
-            self.memory.insert(block);
+            if let Some(memory) = &mut self.memory {
+                memory.insert(block);
+            }
         }
     }
 
@@ -445,7 +452,7 @@ mod tests {
 
     #[test]
     fn unbounded_pool_keeps_everything_and_reports_new_blocks_once() {
-        let mut p = KvPool::new(None);
+        let mut p = KvPool::new(None, true);
         let a = prompt(1, 4);
         assert_eq!(acquire(&mut p, &a, 1).stored, vec![(None, a.clone())]);
         release(&mut p, &a, 1);
@@ -459,7 +466,7 @@ mod tests {
 
     #[test]
     fn evicts_the_block_released_longest_ago_leaves_first() {
-        let mut p = KvPool::new(Some(4));
+        let mut p = KvPool::new(Some(4), true);
         let (a, b) = (prompt(1, 2), prompt(2, 2));
         acquire(&mut p, &a, 0);
         acquire(&mut p, &b, 0);
@@ -472,7 +479,7 @@ mod tests {
 
     #[test]
     fn never_evicts_a_block_whose_descendant_stays() {
-        let mut p = KvPool::new(Some(3));
+        let mut p = KvPool::new(Some(3), true);
         let a = prompt(1, 3);
         acquire(&mut p, &a, 0);
         release(&mut p, &a, 0);
@@ -483,7 +490,7 @@ mod tests {
 
     #[test]
     fn free_capacity_is_used_before_anything_is_evicted() {
-        let mut p = KvPool::new(Some(5));
+        let mut p = KvPool::new(Some(5), true);
         let a = prompt(1, 2);
         acquire(&mut p, &a, 0);
         release(&mut p, &a, 0);
@@ -500,7 +507,7 @@ mod tests {
 
     #[test]
     fn private_and_pinned_blocks_count_against_capacity() {
-        let mut p = KvPool::new(Some(4));
+        let mut p = KvPool::new(Some(4), true);
         let a = prompt(1, 3);
         acquire(&mut p, &a, 1);
         assert_eq!(p.available(), 0);
@@ -517,7 +524,7 @@ mod tests {
 
     #[test]
     fn blocks_held_in_the_middle_split_the_stored_runs() {
-        let mut p = KvPool::new(None);
+        let mut p = KvPool::new(None, true);
         let a = prompt(1, 4);
         acquire(&mut p, &a[1..2], 0); // as if computed by another request under another parent
         let mut c = Changes::default();
@@ -530,7 +537,7 @@ mod tests {
 
     #[test]
     fn evicted_blocks_are_remembered_and_held_again_when_stored() {
-        let mut p = KvPool::new(Some(2));
+        let mut p = KvPool::new(Some(2), true);
         let a = prompt(1, 2);
         acquire(&mut p, &a, 0);
         release(&mut p, &a, 0);
@@ -545,7 +552,7 @@ mod tests {
 
     #[test]
     fn clear_forgets_everything() {
-        let mut p = KvPool::new(Some(8));
+        let mut p = KvPool::new(Some(8), true);
         acquire(&mut p, &prompt(1, 3), 2);
         assert_eq!(p.clear(), 3);
         assert_eq!((p.named(), p.active()), (0, 0));

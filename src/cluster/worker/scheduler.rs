@@ -88,6 +88,9 @@ pub struct SchedulerConfig {
     pub admission: Admission,
     /// A disaggregated prefill worker: a request leaves when its prompt is computed.
     pub prefill_only: bool,
+    /// Whether the KV pool remembers the blocks it lost and admission looks them up, for loss
+    /// attribution ([`FirstAdmission::remembered_blocks`](super::seq::FirstAdmission)).
+    pub remember_losses: bool,
     /// Step durations.
     pub timing: TimingModel,
 }
@@ -135,7 +138,10 @@ impl<T> StepScheduler<T> {
     /// An idle scheduler with an empty KV pool.
     pub fn new(cfg: SchedulerConfig) -> Self {
         StepScheduler {
-            pool: Rc::new(RefCell::new(KvPool::new(cfg.kv_capacity))),
+            pool: Rc::new(RefCell::new(KvPool::new(
+                cfg.kv_capacity,
+                cfg.remember_losses,
+            ))),
             cfg,
             waiting: VecDeque::new(),
             running: VecDeque::new(),

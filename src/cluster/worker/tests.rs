@@ -26,6 +26,7 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
         preemption: Preemption::Lifo,
         admission: Admission::Chunk,
         prefill_only: false,
+        remember_losses: true,
         timing: TimingModel::of(&Timing::default()),
     }
 }
