@@ -7,6 +7,7 @@
 //! - [`plan`]: what a planned step tells the actor (its log, what its end produced).
 //! - [`seq`]: one request's state in the scheduler.
 //! - [`kv`]: the worker's KV blocks: named (prefix-cacheable) and private, pins, eviction.
+//!   Its table from block name to slot is `names.rs`, its eviction order `lru.rs`.
 //! - [`evicted`]: a bounded memory of the blocks a worker lost, for loss attribution.
 //! - [`timing`]: how long a step takes.
 //! - [`actor`]: the [`Worker`] actor: messages in, timers, KV events, acks, hand-offs, faults.
@@ -15,6 +16,8 @@ pub mod actor;
 mod admit;
 pub mod evicted;
 pub mod kv;
+mod lru;
+mod names;
 pub mod plan;
 pub mod scheduler;
 pub mod seq;
