@@ -27,7 +27,8 @@
 //! slots, and the evictable blocks in release order in a [`ReleaseQueue`] (`lru.rs`), whose
 //! entries carry the block's name and slot. Acquiring a block costs one probe of the table,
 //! pinning an evictable one withdraws its entry in place (its slot knows where), and evicting
-//! reads the queue in order and removes the name from the table.
+//! reads the queue in order and drops the name from the table without touching it (the table
+//! removes by slot generation, and sweeps stale entries in one sequential pass now and then).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -48,6 +49,8 @@ pub struct KvPool {
     capacity: Option<usize>,
     /// Block name → its slot, for held blocks.
     index: NameTable,
+    /// Named blocks held.
+    named: usize,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     /// Evictable blocks, released longest ago first (bounded pools only).
@@ -94,6 +97,7 @@ impl KvPool {
         KvPool {
             capacity,
             index: NameTable::with_capacity(capacity.unwrap_or(0)),
+            named: 0,
             slots: Vec::new(),
             free_slots: Vec::new(),
             lru: ReleaseQueue::default(),
@@ -113,7 +117,7 @@ impl KvPool {
 
     /// Named blocks held (pinned or evictable).
     pub fn named(&self) -> usize {
-        self.index.len()
+        self.named
     }
 
     /// Named blocks pinned by running requests.
@@ -185,7 +189,6 @@ impl KvPool {
     /// How many of `blocks` (named blocks about to be pinned) are not pinned now: what pinning
     /// them takes from [`KvPool::available`].
     pub fn unpinned_among(&self, blocks: &[BlockHash]) -> usize {
-        self.index.touch(blocks.iter().copied());
         blocks.iter().filter(|b| !self.is_pinned(**b)).count()
     }
 
@@ -205,7 +208,6 @@ impl KvPool {
         debug_assert!(self.unpinned_among(blocks) + new_private <= self.available());
         // One probe per block: pin it if held, else store it pinned at once (pinned blocks are
         // never evicted, so making room afterwards cannot take them).
-        self.index.touch(blocks.iter().copied());
         let mut prev = parent;
         let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
         held.reserve(blocks.len());
@@ -270,6 +272,7 @@ impl KvPool {
             }
         };
         self.index.insert_at(at, block, s);
+        self.named += 1;
         s
     }
 
@@ -312,7 +315,7 @@ impl KvPool {
     /// Drops every block's KV (a restart), remembering the blocks as lost. Returns how many
     /// named blocks were held.
     pub fn clear(&mut self) -> usize {
-        let held = self.index.len();
+        let held = self.named;
         // In name order: which ones are forgotten first must not depend on the table's layout.
         let lost = if self.memory.is_some() {
             self.named_blocks()
@@ -329,6 +332,7 @@ impl KvPool {
             }
         }
         self.index.clear();
+        self.named = 0;
         self.slots.clear();
         self.free_slots.clear();
         self.lru.clear();
@@ -343,26 +347,22 @@ impl KvPool {
         let Some(cap) = self.capacity else {
             return;
         };
-        let excess = (self.index.len() + self.private).saturating_sub(cap);
+        let excess = (self.named + self.private).saturating_sub(cap);
         if excess == 0 {
             return;
         }
-        // The victims first (in order), then their cells loaded together (their misses
-        // overlap), then their names removed.
-        let first = changes.evicted.len();
+        changes.evicted.reserve(excess);
         for _ in 0..excess {
             let r = self
                 .lru
                 .pop()
                 .expect("available blocks were counted before evicting");
+            self.index.forget(r.slot);
+            self.named -= 1;
             self.free_slots.push(r.slot);
             changes.evicted.push(r.block);
-        }
-        self.index.touch(changes.evicted[first..].iter().copied());
-        for &b in &changes.evicted[first..] {
-            self.index.remove(b);
             if let Some(memory) = &mut self.memory {
-                memory.insert(b);
+                memory.insert(r.block);
             }
         }
     }

@@ -521,6 +521,9 @@ impl<T> StepScheduler<T> {
         let s = &mut self.running[i];
         let (named_after, private_after) = s.blocks_for(s.computed + n, bs);
         let named_after = named_after.max(s.held_named);
+        if named_after == s.held_named && private_after == s.private {
+            return; // a decode token within the blocks it holds
+        }
         if private_after < s.private {
             self.pool
                 .borrow_mut()
@@ -530,6 +533,9 @@ impl<T> StepScheduler<T> {
         let parent = s.held_named.checked_sub(1).map(|k| s.spec.blocks[k]);
         let extra = private_after - s.private;
         let mut changes = Changes::default();
+        if s.slots.capacity() == 0 {
+            s.slots.reserve_exact(s.named);
+        }
         self.pool.borrow_mut().acquire(
             parent,
             &s.spec.blocks[s.held_named..named_after],
