@@ -27,8 +27,7 @@
 //! slots, and the evictable blocks in release order in a [`ReleaseQueue`] (`lru.rs`), whose
 //! entries carry the block's name and slot. Acquiring a block costs one probe of the table,
 //! pinning an evictable one withdraws its entry in place (its slot knows where), and evicting
-//! reads the queue in order and drops the name from the table without touching it (the table
-//! removes by slot generation, and sweeps stale entries in one sequential pass now and then).
+//! reads the queue in order and removes the name from the table.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -357,7 +356,7 @@ impl KvPool {
                 .lru
                 .pop()
                 .expect("available blocks were counted before evicting");
-            self.index.forget(r.slot);
+            self.index.remove(r.block);
             self.named -= 1;
             self.free_slots.push(r.slot);
             changes.evicted.push(r.block);

@@ -1,20 +1,11 @@
 //! A KV pool's table from block name to slot: open addressing with linear probing, each entry
-//! (name, slot and the slot's generation) in one 16-byte cell, four to a cache line.
+//! (name and slot) in one 16-byte cell, four to a cache line, at most half the cells full.
 //!
 //! The pools' tables are the simulator's hottest memory: a worker stores and evicts one block
-//! per 64 prompt tokens, and the tables together are larger than a core's cache, so a probe
-//! nearly always misses it. Std's table spends two misses on a probe (the control bytes, then
-//! the bucket) and another probe to remove a block; this one spends one miss on a probe and
-//! none on a removal:
-//!
-//! - **Removal by generation.** Each slot has a generation, in a small array that stays in the
-//!   cache; an entry is valid while its slot's generation is the one it was stored with.
-//!   [`NameTable::forget`] removes a slot's block by bumping the generation: no probe, no cache
-//!   miss. Stale entries stay in their cells until a sweep.
-//! - **Sweeps.** When valid and stale entries fill half the cells, one pass in table order (so
-//!   the memory is read in sequence, not at random) drops the stale entries, cluster by cluster,
-//!   moving the valid ones back towards their home cells; the table doubles if valid entries
-//!   alone fill a quarter of it. Positions change only then, and nothing outside keeps them.
+//! per 64 prompt tokens, and the tables together are larger than a core's cache, so nearly every
+//! probe misses it. Std's table spends two misses on a probe (the control bytes, then the
+//! bucket); this one spends one. A removal shifts the entries after it back into the gap
+//! (no tombstones, so probes stay short without rebuilds).
 
 use crate::hash::BlockHash;
 
@@ -27,14 +18,11 @@ const MIN_CELLS: usize = 16;
 struct Cell {
     name: BlockHash,
     slot: u32,
-    /// The slot's generation when the entry was stored.
-    gen: u32,
 }
 
 const VACANT: Cell = Cell {
     name: BlockHash(0),
     slot: EMPTY,
-    gen: 0,
 };
 
 /// Where a name is, or where it would go.
@@ -50,29 +38,22 @@ pub enum Probe {
 #[derive(Clone, Debug)]
 pub struct NameTable {
     cells: Vec<Cell>,
-    /// Each slot's generation.
-    gens: Vec<u32>,
-    /// Cells holding an entry, valid or stale.
-    used: usize,
+    live: usize,
     /// 64 − log2(cells): a name's home cell is the top bits of its mixed value.
     shift: u32,
-    /// A sweep's scratch: the valid entries of one cluster.
-    scratch: Vec<Cell>,
 }
 
 impl NameTable {
-    /// A table sized for `expected` valid entries without growing.
+    /// A table sized for `expected` entries without growing.
     pub fn with_capacity(expected: usize) -> Self {
         let n = expected
-            .saturating_mul(4)
+            .saturating_mul(2)
             .next_power_of_two()
             .max(MIN_CELLS);
         NameTable {
             cells: vec![VACANT; n],
-            gens: Vec::new(),
-            used: 0,
+            live: 0,
             shift: 64 - n.trailing_zeros(),
-            scratch: Vec::new(),
         }
     }
 
@@ -85,15 +66,11 @@ impl NameTable {
         self.cells.len() - 1
     }
 
-    fn valid(&self, c: &Cell) -> bool {
-        c.slot != EMPTY && self.gens[c.slot as usize] == c.gen
-    }
-
-    /// Every valid (name, slot), in table order.
+    /// Every (name, slot), in table order.
     pub fn entries(&self) -> impl Iterator<Item = (BlockHash, u32)> + '_ {
         self.cells
             .iter()
-            .filter(|c| self.valid(c))
+            .filter(|c| c.slot != EMPTY)
             .map(|c| (c.name, c.slot))
     }
 
@@ -105,126 +82,87 @@ impl NameTable {
         }
     }
 
-    /// Finds `name`, or the cell where inserting it would go: its stale entry, else the empty
-    /// cell that ends its search.
+    /// Finds `name`, or the empty cell where inserting it would go.
     pub fn probe(&self, name: BlockHash) -> Probe {
+        match self.find(name) {
+            Ok(at) => Probe::Found(self.cells[at].slot),
+            Err(at) => Probe::Vacant(at),
+        }
+    }
+
+    /// The cell holding `name`, or the empty cell that ends its search.
+    fn find(&self, name: BlockHash) -> Result<usize, usize> {
         let mask = self.mask();
         let mut i = self.home(name);
         loop {
-            let c = &self.cells[i];
+            let c = self.cells[i];
             if c.slot == EMPTY {
-                return Probe::Vacant(i);
+                return Err(i);
             }
             if c.name == name {
-                return if self.valid(c) {
-                    Probe::Found(c.slot)
-                } else {
-                    Probe::Vacant(i)
-                };
+                return Ok(i);
             }
             i = (i + 1) & mask;
         }
     }
 
     /// Fills cell `at` (from [`NameTable::probe`] of `name`, with no change to the table in
-    /// between) with `name` → `slot`, a slot no valid entry names. The table may sweep or grow
-    /// (positions change).
+    /// between) with `name` → `slot`. The table may grow (every position changes).
     pub fn insert_at(&mut self, at: usize, name: BlockHash, slot: u32) {
-        debug_assert!(slot != EMPTY);
-        if self.gens.len() <= slot as usize {
-            self.gens.resize(slot as usize + 1, 0);
-        }
-        let c = &mut self.cells[at];
-        debug_assert!(
-            c.slot == EMPTY || c.name == name,
-            "an empty cell or the name's own"
-        );
-        if c.slot == EMPTY {
-            self.used += 1;
-        }
-        *c = Cell {
-            name,
-            slot,
-            gen: self.gens[slot as usize],
-        };
-        if self.used * 2 > self.cells.len() {
-            self.sweep();
-        }
-    }
-
-    /// Removes the entry that names `slot` (if any): the slot may be given another name.
-    pub fn forget(&mut self, slot: u32) {
-        if let Some(g) = self.gens.get_mut(slot as usize) {
-            *g = g.wrapping_add(1);
-        }
-    }
-
-    /// Drops every stale entry, moving each cluster's valid entries back towards their homes
-    /// (in their order, so each lands at or before its old cell, inside its cluster); doubles
-    /// the table if valid entries fill a quarter of it.
-    fn sweep(&mut self) {
-        let n = self.cells.len();
-        let mask = self.mask();
-        let Some(start) = self.cells.iter().position(|c| c.slot == EMPTY) else {
-            unreachable!("at most half the cells are used");
-        };
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let mut valid = 0;
-        let mut k = 1;
-        while k < n {
-            let i = (start + k) & mask;
-            if self.cells[i].slot == EMPTY {
-                k += 1;
-                continue;
-            }
-            // The cluster [i, j): its entries' homes all lie in it (the cell before is empty).
-            scratch.clear();
-            let mut len = 0;
-            while self.cells[(i + len) & mask].slot != EMPTY {
-                let at = (i + len) & mask;
-                let c = self.cells[at];
-                if self.valid(&c) {
-                    scratch.push(c);
-                }
-                self.cells[at] = VACANT;
-                len += 1;
-            }
-            for c in &scratch {
-                let mut at = self.home(c.name);
-                while self.cells[at].slot != EMPTY {
-                    at = (at + 1) & mask;
-                }
-                self.cells[at] = *c;
-            }
-            valid += scratch.len();
-            k += len;
-        }
-        self.used = valid;
-        self.scratch = scratch;
-        if valid * 4 > n {
+        debug_assert!(slot != EMPTY && self.cells[at].slot == EMPTY);
+        self.cells[at] = Cell { name, slot };
+        self.live += 1;
+        if self.live * 2 > self.cells.len() {
             self.grow();
         }
     }
 
-    /// Doubles the cells (every entry valid: called right after a sweep).
+    /// Removes `name`, which the table holds, shifting the entries after it back.
+    pub fn remove(&mut self, name: BlockHash) {
+        let mut hole = self
+            .find(name)
+            .expect("removing a name the table does not hold");
+        let mask = self.mask();
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let c = self.cells[j];
+            if c.slot == EMPTY {
+                break;
+            }
+            // `c` may fill the hole unless its home lies cyclically in (hole, j].
+            let home = self.home(c.name);
+            let stays = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !stays {
+                self.cells[hole] = c;
+                hole = j;
+            }
+        }
+        self.cells[hole] = VACANT;
+        self.live -= 1;
+    }
+
+    /// Doubles the cells.
     fn grow(&mut self) {
         let n = self.cells.len() * 2;
         let old = std::mem::replace(&mut self.cells, vec![VACANT; n]);
         self.shift = 64 - n.trailing_zeros();
-        let mask = self.mask();
         for c in old.into_iter().filter(|c| c.slot != EMPTY) {
-            let mut at = self.home(c.name);
-            while self.cells[at].slot != EMPTY {
-                at = (at + 1) & mask;
-            }
+            let Probe::Vacant(at) = self.probe(c.name) else {
+                unreachable!("names in a pool are distinct");
+            };
             self.cells[at] = c;
         }
     }
 
-    /// Forgets every entry.
+    /// Forgets every entry (keeping the cells).
     pub fn clear(&mut self) {
         self.cells.fill(VACANT);
-        self.used = 0;
+        self.live = 0;
     }
 }
 
@@ -234,36 +172,29 @@ mod tests {
     use std::collections::HashMap;
 
     #[test]
-    fn agrees_with_a_map_through_inserts_forgets_sweeps_and_growth() {
-        // Sequential and clustered names (the worst case for a table keyed on low bits), slots
-        // reused as a pool reuses them.
+    fn agrees_with_a_map_through_inserts_removals_and_growth() {
+        // Sequential and clustered names (the worst case for a table keyed on low bits).
         let mut t = NameTable::with_capacity(4);
         let mut reference: HashMap<u64, u32> = HashMap::new();
-        let mut free: Vec<u32> = Vec::new();
         let mut next_slot = 0u32;
-        let mut most = 0;
-        for step in 0..40_000u64 {
+        for step in 0..30_000u64 {
             let name = BlockHash(step % 97 * 1_000 + step % 13);
             match t.probe(name) {
                 Probe::Found(s) => {
                     assert_eq!(reference.get(&name.0), Some(&s));
                     if step % 3 == 0 {
-                        t.forget(s);
+                        t.remove(name);
                         reference.remove(&name.0);
-                        free.push(s);
                     }
                 }
                 Probe::Vacant(at) => {
-                    assert!(!reference.contains_key(&name.0), "step {step}");
-                    let s = free.pop().unwrap_or_else(|| {
-                        next_slot += 1;
-                        next_slot - 1
-                    });
-                    t.insert_at(at, name, s);
-                    reference.insert(name.0, s);
+                    assert!(!reference.contains_key(&name.0));
+                    t.insert_at(at, name, next_slot);
+                    reference.insert(name.0, next_slot);
+                    next_slot += 1;
                 }
             }
-            most = most.max(reference.len());
+            assert_eq!(t.live, reference.len());
             if step % 1_000 == 0 {
                 for (&n, &s) in &reference {
                     assert_eq!(t.get(BlockHash(n)), Some(s), "step {step}");
@@ -276,10 +207,5 @@ mod tests {
         want.sort_unstable();
         assert_eq!(entries, want);
         assert_eq!(t.get(BlockHash(u64::MAX)), None);
-        assert!(
-            t.cells.len() <= 8 * most.next_power_of_two(),
-            "{} cells for at most {most} entries",
-            t.cells.len()
-        );
     }
 }
