@@ -175,6 +175,7 @@ pub fn scheduler_config(s: &Scenario, role: Role) -> SchedulerConfig {
         },
         prefill_only: matches!(role, Role::Prefill | Role::Colocated),
         remember_losses: s.router.attribute_misses,
+        decode_stretches: sch.decode_stretches,
         timing: TimingModel::of(&s.timing),
     }
 }

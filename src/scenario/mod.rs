@@ -467,6 +467,9 @@ pub struct SchedulerSettings {
     /// What a waiting request needs free to be admitted: "chunk" (the blocks of its first
     /// chunk, vLLM's) or "whole-prompt" (its whole sequence's, Dynamo's mocker's).
     pub admission: AdmissionKind,
+    /// Plan a run of identical decode-only steps at once (true): a speed setting, see
+    /// docs/FIDELITY.md for what it can change; false plans every step on its own.
+    pub decode_stretches: bool,
 }
 
 impl Default for SchedulerSettings {
@@ -477,6 +480,7 @@ impl Default for SchedulerSettings {
             chunked_prefill: true,
             preemption: PreemptionKind::Lifo,
             admission: AdmissionKind::Chunk,
+            decode_stretches: true,
         }
     }
 }

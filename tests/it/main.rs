@@ -15,5 +15,6 @@ mod readme;
 mod replay;
 mod routers;
 mod streams;
+mod stretches;
 mod sweep;
 mod timeline;

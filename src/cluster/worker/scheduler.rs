@@ -91,6 +91,8 @@ pub struct SchedulerConfig {
     /// Whether the KV pool remembers the blocks it lost and admission looks them up, for loss
     /// attribution ([`FirstAdmission::remembered_blocks`](super::seq::FirstAdmission)).
     pub remember_losses: bool,
+    /// Whether an identical run of decode-only steps is planned at once (a decode stretch).
+    pub decode_stretches: bool,
     /// Step durations.
     pub timing: TimingModel,
 }
@@ -284,7 +286,8 @@ impl<T> StepScheduler<T> {
             .step_ns(prefill_tokens, decode_kv.map(|kv| self.kv_fraction(kv)));
         ends.clear();
         ends.push(now + first);
-        let stretch = !admitted
+        let stretch = self.cfg.decode_stretches
+            && !admitted
             && !preempted
             && out.rejected.is_empty()
             && work.len() == self.running.len()
