@@ -402,7 +402,9 @@ pub struct Window {
     pub end_ms: f64,
 }
 
-/// `[timing]`: how long a worker's forward pass (a step) takes.
+/// `[timing]`: how long a worker's forward pass (a step) takes. A setting of the model not in
+/// use (`service_ms` under `steps`; the coefficients and `decode_floor_ms` under `fixed`) must
+/// keep its default: validation refuses it rather than ignore it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {

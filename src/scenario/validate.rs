@@ -3,7 +3,7 @@
 
 pub use crate::error::Invalid;
 
-use super::{Fault, Limit, Scenario, Workload};
+use super::{Fault, Limit, Scenario, Timing, TimingKind, Workload};
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
 
@@ -169,6 +169,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     }
     time_ms("timing.decode_floor_ms", t.decode_floor_ms)?;
     time_ms("timing.request_overhead_ms", t.request_overhead_ms)?;
+    inactive_timing(t)?;
     let sch = &s.scheduler;
     limit("scheduler.max_num_seqs", sch.max_num_seqs)?;
     limit(
@@ -252,6 +253,54 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
     }
     Ok(())
+}
+
+/// A setting of the timing model the scenario does not use, set to anything but its default,
+/// would be silently ignored: refused instead, naming the model in use.
+fn inactive_timing(t: &Timing) -> Result<(), Invalid> {
+    let d = Timing::default();
+    let (model, other, set) = match t.model {
+        TimingKind::Steps => (
+            "steps",
+            "fixed",
+            vec![(
+                "timing.service_ms",
+                t.service_ms != d.service_ms,
+                format!("{:?}", t.service_ms),
+            )],
+        ),
+        TimingKind::Fixed => (
+            "fixed",
+            "steps",
+            vec![
+                (
+                    "timing.prefill_coeffs",
+                    t.prefill_coeffs != d.prefill_coeffs,
+                    format!("{:?}", t.prefill_coeffs),
+                ),
+                (
+                    "timing.decode_coeffs",
+                    t.decode_coeffs != d.decode_coeffs,
+                    format!("{:?}", t.decode_coeffs),
+                ),
+                (
+                    "timing.decode_floor_ms",
+                    t.decode_floor_ms != d.decode_floor_ms,
+                    format!("{:?}", t.decode_floor_ms),
+                ),
+            ],
+        ),
+    };
+    match set.into_iter().find(|(_, changed, _)| *changed) {
+        Some((key, _, value)) => Err(bad(
+            key,
+            value,
+            &format!(
+                "only applies to timing.model = \"{other}\", and this scenario's model is \"{model}\""
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `[router]`: a known policy, and every `[router.NAME]` table a known policy's valid settings.
