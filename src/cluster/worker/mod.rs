@@ -10,10 +10,12 @@
 //!   Its table from block name to slot is `names.rs`, its eviction order `lru.rs`.
 //! - [`evicted`]: a bounded memory of the blocks a worker lost, for loss attribution.
 //! - [`timing`]: how long a step takes.
-//! - [`actor`]: the [`Worker`] actor: messages in, timers, KV events, acks, hand-offs, faults.
+//! - [`actor`]: the [`Worker`] actor: messages in, timers, acks, hand-offs, faults; its KV
+//!   event stream and its answers to replay and snapshot requests are `events.rs`.
 
 pub mod actor;
 mod admit;
+mod events;
 pub mod evicted;
 pub mod kv;
 mod lru;
