@@ -26,7 +26,8 @@
 //! own KV fraction), so a decode-only stretch costs one event, not one per step. Blocks the
 //! stretch will fill are taken when it is planned (at most one per running request, evicting the
 //! least recently released if needed); a message that arrives mid-stretch cuts it at the end of
-//! the step in progress ([`StepScheduler::truncate`]).
+//! the step in progress ([`StepScheduler::truncate`]), which keeps those blocks (what that
+//! changes against planning each step alone, `decode_stretches = false`: docs/FIDELITY.md).
 //!
 //! Where dynsim differs from the mocker (on purpose, documented in docs/FIDELITY.md): blocks
 //! filled by generated tokens are private (freed at completion, never cached); a block computed
