@@ -162,8 +162,9 @@ pub struct Report {
     pub cached_blocks: u64,
     /// Prompt blocks the router believed the chosen workers held.
     pub predicted_blocks: u64,
-    /// Missed prompt blocks by cause (they sum to prompt_blocks − cached_blocks).
-    pub misses: Misses,
+    /// Missed prompt blocks by cause (they sum to prompt_blocks − cached_blocks); `None`
+    /// (`null`) when the scenario turns attribution off (`router.attribute_misses = false`).
+    pub misses: Option<Misses>,
     /// KV event counts.
     pub events: EventCounts,
     /// Time from each gap's detection to its stream being whole again (empty: none).
@@ -252,13 +253,15 @@ impl Report {
                 self.predicted_blocks
             ),
         );
-        let m = &self.misses;
         row(
             "misses",
-            format!(
-                "cold {}  routing {}  stale_index {}  capacity {}  (blocks)",
-                m.cold, m.routing, m.stale_index, m.capacity
-            ),
+            match &self.misses {
+                Some(m) => format!(
+                    "cold {}  routing {}  stale_index {}  capacity {}  (blocks)",
+                    m.cold, m.routing, m.stale_index, m.capacity
+                ),
+                None => "not attributed (router.attribute_misses = false)".to_string(),
+            },
         );
         let e = &self.events;
         row(

@@ -355,7 +355,7 @@ fn report(
         prompt_blocks: tally.prompt_blocks,
         cached_blocks: tally.cached_blocks,
         predicted_blocks: tally.predicted_blocks,
-        misses: tally.misses,
+        misses: s.router.attribute_misses.then_some(tally.misses),
         events,
         recovery_ms: Percentiles::of_ns(recoveries),
         index,

@@ -172,10 +172,9 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
         | Msg::Peer(_) => control_fields(s, &env.msg),
         Msg::CheckStreams => {}
         Msg::Ack(a) => {
-            let m = &a.misses;
             let _ = write!(
                 s,
-                r#","request":{},"worker":{},"prefill_worker":{},"prompt_blocks":{},"cached_blocks":{},"predicted_blocks":{},"repeat":{},"prefix_hit":{},"misses":{{"cold":{},"routing":{},"stale_index":{},"capacity":{}}},"ttft_ns":{},"e2e_ns":{},"output_tokens":{},"preemptions":{},"rejected":{}"#,
+                r#","request":{},"worker":{},"prefill_worker":{},"prompt_blocks":{},"cached_blocks":{},"predicted_blocks":{},"repeat":{},"prefix_hit":{},"misses":"#,
                 a.request,
                 a.worker,
                 a.prefill_worker,
@@ -184,10 +183,20 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
                 a.predicted_blocks,
                 a.repeat,
                 a.prefix_hit,
-                m.cold,
-                m.routing,
-                m.stale_index,
-                m.capacity,
+            );
+            match &a.misses {
+                Some(m) => {
+                    let _ = write!(
+                        s,
+                        r#"{{"cold":{},"routing":{},"stale_index":{},"capacity":{}}}"#,
+                        m.cold, m.routing, m.stale_index, m.capacity
+                    );
+                }
+                None => s.push_str("null"),
+            }
+            let _ = write!(
+                s,
+                r#","ttft_ns":{},"e2e_ns":{},"output_tokens":{},"preemptions":{},"rejected":{}"#,
                 a.first_token_ns - a.arrived_ns,
                 a.done_ns - a.arrived_ns,
                 a.output_tokens,

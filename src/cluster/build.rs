@@ -35,7 +35,8 @@ pub fn populate(
 ) -> Built {
     let topo = Topology::of(s);
     let routable = topo.routable().len();
-    let truth = Truth::shared();
+    // Loss attribution's ground truth, unless the scenario turns attribution off.
+    let truth = s.router.attribute_misses.then(Truth::shared);
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let routers = topo.routers().to_vec();
     let feed = Feed::shared(recipe, pacing, routers.clone(), s.router.spread);
@@ -189,6 +190,8 @@ pub fn scheduler_config(s: &Scenario, role: Role) -> SchedulerConfig {
             AdmissionKind::WholePrompt => Admission::WholePrompt,
         },
         prefill_only: matches!(role, Role::Prefill | Role::Colocated),
+        remember_losses: s.router.attribute_misses,
+        decode_stretches: sch.decode_stretches,
         timing: TimingModel::of(&s.timing),
     }
 }

@@ -183,8 +183,8 @@ pub struct PrefillOutcome {
     pub cached_blocks: u32,
     /// Whether it still held the whole shared prefix (the lab hit).
     pub prefix_hit: bool,
-    /// Missed blocks by cause.
-    pub misses: Misses,
+    /// Missed blocks by cause (`None`: not attributed).
+    pub misses: Option<Misses>,
     /// Prompt tokens taken from its cache instead of computed (the hit capped one token short).
     pub cached_tokens: u64,
     /// When the request was first admitted (its prefill started), ns.
@@ -239,8 +239,8 @@ pub struct Ack {
     pub repeat: bool,
     /// Whether the prefill worker had processed the prefix before and still held all of it.
     pub prefix_hit: bool,
-    /// Missed blocks by cause.
-    pub misses: Misses,
+    /// Missed blocks by cause (`None`: not attributed).
+    pub misses: Option<Misses>,
     /// Arrival at the router, ns.
     pub arrived_ns: Nanos,
     /// Prefill start, ns (after queueing).

@@ -63,8 +63,8 @@ pub struct RouterSetup {
     pub client: ActorId,
     /// Delay from a decision to the request joining the worker's queue.
     pub dispatch_ns: Nanos,
-    /// Ground truth, for loss attribution.
-    pub truth: SharedTruth,
+    /// Ground truth, for loss attribution (`None`: misses are not attributed).
+    pub truth: Option<SharedTruth>,
     /// The workers' signal board and the refresh period (0: at every decision), for a policy
     /// that reads signals.
     pub board: Option<(SignalBoard, Nanos)>,
@@ -174,10 +174,13 @@ impl RouterActor {
         self.own_open += 1;
         self.policy.on_routed(&req, &d);
         self.guess(&spec, w, now);
-        let (others, ever) = {
-            let truth = self.setup.truth.borrow();
-            let others = truth.others_best(&spec.blocks, w);
-            (others, truth.ever_computed_depth(&spec.blocks))
+        let (others, ever) = match &self.setup.truth {
+            Some(truth) => {
+                let truth = truth.borrow();
+                let others = truth.others_best(&spec.blocks, w);
+                (others, truth.ever_computed_depth(&spec.blocks))
+            }
+            None => (0, 0),
         };
         tracing::trace!(
             request = spec.id.0,

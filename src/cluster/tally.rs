@@ -77,7 +77,9 @@ impl Tally {
         self.prompt_blocks += u64::from(a.prompt_blocks);
         self.cached_blocks += u64::from(a.cached_blocks);
         self.predicted_blocks += u64::from(a.predicted_blocks);
-        self.misses.add(&a.misses);
+        if let Some(m) = &a.misses {
+            self.misses.add(m);
+        }
         self.ttft_ns.push(a.first_token_ns - a.arrived_ns);
         self.e2e_ns.push(a.done_ns - a.arrived_ns);
         self.queue_ns.push(a.started_ns - a.arrived_ns);

@@ -334,6 +334,12 @@ pub struct Router {
     /// of a replay's time; Dynamo's mocker measures nothing like it, so `dynamo-mocker.toml`
     /// turns it off for a fair speed comparison.
     pub audit_index: bool,
+    /// Attribute every missed prompt block to a cause (`misses` in the report: cold, routing,
+    /// stale index, capacity) (true). It reads every routable worker's cache at each decision
+    /// and keeps a memory of each worker's evictions; Dynamo's mocker does neither, so
+    /// `dynamo-mocker.toml` turns it off, and its report then shows `misses` as not attributed
+    /// (`null`), not as zeros.
+    pub attribute_misses: bool,
     /// Policies' settings, one `[router.NAME]` table per policy (for example `[router.cost]`
     /// `temperature = 0.5`), each documented in the policy's module under
     /// [`crate::router::policies`]. Only the chosen policy's table is used; every table is
@@ -356,6 +362,7 @@ impl Default for Router {
             spread: Spread::RoundRobin,
             sync: ReplicaSync::None,
             audit_index: true,
+            attribute_misses: true,
             settings: BTreeMap::new(),
         }
     }
@@ -431,7 +438,9 @@ pub struct Window {
     pub end_ms: f64,
 }
 
-/// `[timing]`: how long a worker's forward pass (a step) takes.
+/// `[timing]`: how long a worker's forward pass (a step) takes. A setting of the model not in
+/// use (`service_ms` under `steps`; the coefficients and `decode_floor_ms` under `fixed`) must
+/// keep its default: validation refuses it rather than ignore it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
@@ -496,6 +505,9 @@ pub struct SchedulerSettings {
     /// What a waiting request needs free to be admitted: "chunk" (the blocks of its first
     /// chunk, vLLM's) or "whole-prompt" (its whole sequence's, Dynamo's mocker's).
     pub admission: AdmissionKind,
+    /// Plan a run of identical decode-only steps at once (true): a speed setting, see
+    /// docs/FIDELITY.md for what it can change; false plans every step on its own.
+    pub decode_stretches: bool,
 }
 
 impl Default for SchedulerSettings {
@@ -506,6 +518,7 @@ impl Default for SchedulerSettings {
             chunked_prefill: true,
             preemption: PreemptionKind::Lifo,
             admission: AdmissionKind::Chunk,
+            decode_stretches: true,
         }
     }
 }

@@ -6,7 +6,7 @@ pub use crate::limits::{
     MAX_CONTEXT_TOKENS, MAX_MS, MAX_REPLAY_BUFFER, MAX_REPLICAS, MAX_REQUESTS, MAX_WORKERS,
 };
 
-use super::{Fault, Limit, Scenario, Workload};
+use super::{Fault, Limit, Scenario, Timing, TimingKind, Workload};
 use crate::rng::SimRng;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
@@ -191,6 +191,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     }
     time_ms("timing.decode_floor_ms", t.decode_floor_ms)?;
     time_ms("timing.request_overhead_ms", t.request_overhead_ms)?;
+    inactive_timing(t)?;
     let sch = &s.scheduler;
     limit("scheduler.max_num_seqs", sch.max_num_seqs)?;
     limit(
@@ -276,6 +277,54 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// A setting of the timing model the scenario does not use, set to anything but its default,
+/// would be silently ignored: refused instead, naming the model in use.
+fn inactive_timing(t: &Timing) -> Result<(), Invalid> {
+    let d = Timing::default();
+    let (model, other, set) = match t.model {
+        TimingKind::Steps => (
+            "steps",
+            "fixed",
+            vec![(
+                "timing.service_ms",
+                t.service_ms != d.service_ms,
+                format!("{:?}", t.service_ms),
+            )],
+        ),
+        TimingKind::Fixed => (
+            "fixed",
+            "steps",
+            vec![
+                (
+                    "timing.prefill_coeffs",
+                    t.prefill_coeffs != d.prefill_coeffs,
+                    format!("{:?}", t.prefill_coeffs),
+                ),
+                (
+                    "timing.decode_coeffs",
+                    t.decode_coeffs != d.decode_coeffs,
+                    format!("{:?}", t.decode_coeffs),
+                ),
+                (
+                    "timing.decode_floor_ms",
+                    t.decode_floor_ms != d.decode_floor_ms,
+                    format!("{:?}", t.decode_floor_ms),
+                ),
+            ],
+        ),
+    };
+    match set.into_iter().find(|(_, changed, _)| *changed) {
+        Some((key, _, value)) => Err(bad(
+            key,
+            value,
+            &format!(
+                "only applies to timing.model = \"{other}\", and this scenario's model is \"{model}\""
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `[router]`: a known policy, and every `[router.NAME]` table a known policy's valid settings.
 fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     let r = &s.router;
@@ -312,7 +361,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
                 None => format!(
                     "is not a [router] setting (policy, load, signal_refresh_ms, on_gap, \
                      gap_silence_ms, recovery_timeout_ms, fallback_ttl_ms, replicas, spread, sync, \
-                     audit_index) nor a policy's table (one of {})",
+                     audit_index, attribute_misses) nor a policy's table (one of {})",
                     known()
                 ),
             };

@@ -295,6 +295,8 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("model.toml", "[timing]\nmodel = \"magic\"\n", ":2: timing.model: unknown variant `magic`, expected `steps` or `fixed`"),
         ("timing_key.toml", "[timing]\nprefill = [1.0]\n", ":2: timing.prefill: unknown field"),
         ("coeffs.toml", "[timing]\nprefill_coeffs = [1.0, 2.0]\n", ":2: timing.prefill_coeffs: invalid length"),
+        ("inactive_service.toml", "[timing]\nservice_ms = 4.0\n", ":2: timing.service_ms = 4.0 only applies to timing.model = \"fixed\", and this scenario's model is \"steps\""),
+        ("inactive_floor.toml", "[timing]\nmodel = \"fixed\"\ndecode_floor_ms = 2.0\n", ":3: timing.decode_floor_ms = 2.0 only applies to timing.model = \"steps\""),
         ("disagg.toml", "[disagg]\nenabled = true\n\nlink_gbps = 0.0\n", ":4: disagg.link_gbps = 0.0 must be a finite number > 0"),
         ("coloc.toml", "[disagg]\nenabled = true\ncolocated = true\nprefill_workers = 2\ndecode_workers = 1\n", ":5: disagg.decode_workers = 1 must equal prefill_workers"),
         ("fault.toml", "[cluster]\nworkers = 2\n\n[[faults]]\nkind = \"restart\"\nworker = 5\nat_ms = 1.0\ndown_ms = 2.0\n", ":6: faults[0].worker = 5 is not a worker"),

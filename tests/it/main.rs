@@ -18,6 +18,7 @@ mod readme;
 mod replay;
 mod routers;
 mod streams;
+mod stretches;
 mod structure;
 mod sweep;
 mod timeline;

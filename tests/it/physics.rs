@@ -67,7 +67,8 @@ fn finite_capacity_evicts_and_publishes_removals() {
     let evicted: u64 = r.per_worker.iter().map(|w| w.evicted_blocks).sum();
     assert!(evicted > 0);
     assert!(trace.contains(r#""kind":"KvRemoved","from":"worker"#));
-    assert!(r.misses.capacity > 0, "{:?}", r.misses);
+    let m = r.misses.expect("attributed by default");
+    assert!(m.capacity > 0, "{m:?}");
 }
 
 #[test]
@@ -233,11 +234,10 @@ fn every_policy_reports_its_predicted_overlap() {
     lossy.cluster.kv_capacity_blocks = Limit::Count(30);
     lossy.bus.drop_rate = 0.5;
     lossy.rng = RngKind::Chacha;
-    let r = run(&lossy);
+    let m = run(&lossy).misses.expect("attributed by default");
     assert!(
-        r.misses.stale_index > 0,
-        "lost removals leave stale beliefs: {:?}",
-        r.misses
+        m.stale_index > 0,
+        "lost removals leave stale beliefs: {m:?}"
     );
 }
 
@@ -245,7 +245,7 @@ fn every_policy_reports_its_predicted_overlap() {
 fn each_miss_is_attributed_to_the_cause_that_made_it() {
     let causes = |s: &Scenario| {
         let r = run(s);
-        let m = r.misses;
+        let m = r.misses.expect("attributed by default");
         assert_eq!(
             m.total(),
             r.prompt_blocks - r.cached_blocks,
@@ -277,6 +277,33 @@ fn each_miss_is_attributed_to_the_cause_that_made_it() {
     let mut events = lab("kv-events");
     events.faults = restart;
     assert_eq!(causes(&events), (144, 0, 0, 24));
+}
+
+#[test]
+fn misses_are_not_attributed_when_the_scenario_turns_attribution_off() {
+    let mut s = lab("kv-events");
+    s.cluster.kv_capacity_blocks = Limit::Count(30);
+    let (on, trace_on) = run_traced(&s);
+    s.router.attribute_misses = false;
+    let (off, trace_off) = run_traced(&s);
+    assert!(on.misses.is_some_and(|m| m.total() > 0));
+    assert_eq!(
+        off.misses, None,
+        "not attributed: no zeros that look measured"
+    );
+    assert!(off.table().contains("misses        not attributed"));
+    let json = |r: &Report| {
+        let mut v = serde_json::to_value(r).unwrap();
+        v["misses"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(json(&on), json(&off), "nothing but the misses changes");
+    assert!(trace_off.contains(r#""misses":null"#));
+    assert_eq!(
+        trace_on.lines().count(),
+        trace_off.lines().count(),
+        "the same deliveries"
+    );
 }
 
 #[test]
@@ -381,15 +408,15 @@ fn no_eviction_and_no_restart_means_no_capacity_miss() {
         if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
             w.interval_ms = 0.0;
         }
-        let r = run(&s);
-        assert_eq!(r.misses.capacity, 0, "{policy:?}: {:?}", r.misses);
+        let m = run(&s).misses.expect("attributed by default");
+        assert_eq!(m.capacity, 0, "{policy:?}: {m:?}");
         s.timing = Timing::default();
         s.scheduler.max_num_seqs = Limit::Count(1);
         if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
             w.interval_ms = 1.0;
         }
-        let r = run(&s);
-        assert_eq!(r.misses.capacity, 0, "{policy:?} queued: {:?}", r.misses);
+        let m = run(&s).misses.expect("attributed by default");
+        assert_eq!(m.capacity, 0, "{policy:?} queued: {m:?}");
     }
 }
 

@@ -57,5 +57,6 @@ fn mooncake_replay_summary_is_pinned() {
         (r.ttft_ms.p50, r.ttft_ms.p90, r.ttft_ms.p99),
         (1444.412, 3948.053, 6635.025)
     );
-    assert_eq!((r.misses.cold, r.misses.stale_index), (182_790, 44_524));
+    let m = r.misses.expect("attributed by default");
+    assert_eq!((m.cold, m.stale_index), (182_790, 44_524));
 }

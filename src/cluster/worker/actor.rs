@@ -2,14 +2,9 @@
 //!
 //! It queues arriving requests, runs one planned step (or decode stretch) at a time with its own
 //! `StepStart`/`StepEnd` timers, publishes the KV events a step causes at that step's end
-//! (through the bus, when `bus.publish` is on, each stamped with its epoch and sequence number
-//! and kept in a replay buffer: see [`crate::router::stream`]), answers replay and snapshot
-//! requests, acks finished requests to the router replica in charge of them, hands prefilled
+//! (through the bus, when `bus.publish` is on) and answers replay and snapshot requests (both in
+//! `events.rs`), acks finished requests to the router replica in charge of them, hands prefilled
 //! requests to a decode worker over the KV link, and hands everything back when it goes down.
-//!
-//! A replay or snapshot answer reflects the worker's cache when the request arrives, including
-//! the changes of the step in progress, whose live events are still on their way (they arrive
-//! after the answer and are dropped as duplicates).
 //!
 //! Roles: `Unified` (aggregated serving), `Prefill` (a request leaves when its prompt is
 //! computed and its KV crosses the link to a decode worker), `Decode` (decodes transferred
@@ -24,18 +19,14 @@ use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::WorkerId;
 use crate::kv_event::KvEvent;
-use crate::router::stream::Stamp;
 
 use super::super::attribution::classify;
 use super::super::audit::SharedAudit;
 use super::super::board::SignalBoard;
-use super::super::messages::{
-    Ack, Misses, Msg, PrefillOutcome, ReplayAnswer, Routed, SnapshotAnswer,
-};
+use super::super::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
 use super::super::timeline::{note, Mark, SharedTimeline};
 use super::super::topology::Role;
 use super::super::truth::SharedTruth;
-use super::kv::Changes;
 use super::scheduler::{LogItem, Planned, SchedulerConfig, SchedulerStats, StepScheduler};
 use super::seq::Seq;
 use crate::sketch::LogHistogram;
@@ -70,8 +61,8 @@ pub struct WorkerSetup {
     pub decode_peers: Vec<(WorkerId, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
-    /// Ground truth for loss attribution.
-    pub truth: SharedTruth,
+    /// Ground truth for loss attribution (`None`: misses are not attributed).
+    pub truth: Option<SharedTruth>,
     /// Where a routable worker posts its load signals (`None` for decode workers).
     pub board: Option<SignalBoard>,
     /// Where a routable worker reports its cache's changes, when the routers' index is audited.
@@ -115,10 +106,10 @@ struct Running {
 
 /// The worker actor.
 pub struct Worker {
-    setup: WorkerSetup,
-    sched: StepScheduler<Job>,
-    up: bool,
-    epoch: u32,
+    pub(super) setup: WorkerSetup,
+    pub(super) sched: StepScheduler<Job>,
+    pub(super) up: bool,
+    pub(super) epoch: u32,
     /// The current plan's number (a cut stretch leaves its old end timer stale).
     plan: u64,
     start_pending: bool,
@@ -129,9 +120,9 @@ pub struct Worker {
     /// Prefix groups whose requests this worker admitted (the lab's hit definition).
     processed: HashSet<u64, IdBuilder>,
     /// The next event's sequence number in this epoch.
-    next_seq: u64,
+    pub(super) next_seq: u64,
     /// The last `replay_buffer` events published, oldest first.
-    replay: VecDeque<(u64, KvEvent)>,
+    pub(super) replay: VecDeque<(u64, KvEvent)>,
     /// The step in progress (kept only for a timeline).
     running_step: Option<Running>,
     /// What the worker did.
@@ -142,8 +133,8 @@ impl Worker {
     /// A worker with an empty cache; a routable one shows its KV pool to the ground truth.
     pub fn new(setup: WorkerSetup) -> Self {
         let sched = StepScheduler::new(setup.scheduler.clone());
-        if !matches!(setup.role, Role::Decode) {
-            setup.truth.borrow_mut().add_worker(sched.shared_pool());
+        if let Some(truth) = setup.truth.as_ref().filter(|_| setup.role != Role::Decode) {
+            truth.borrow_mut().add_worker(sched.shared_pool());
         }
         Worker {
             sched,
@@ -328,14 +319,16 @@ impl Worker {
         let first = seq.first_admission().expect("admitted");
         let routed = &seq.payload.routed;
         let spec = &routed.spec;
-        let misses = classify(
-            &spec.blocks,
-            first.held_blocks,
-            routed.predicted_blocks as usize,
-            routed.others_held_blocks as usize,
-            routed.ever_computed_blocks as usize,
-            first.remembered_blocks,
-        );
+        let misses = self.setup.truth.is_some().then(|| {
+            classify(
+                &spec.blocks,
+                first.held_blocks,
+                routed.predicted_blocks as usize,
+                routed.others_held_blocks as usize,
+                routed.ever_computed_blocks as usize,
+                first.remembered_blocks,
+            )
+        });
         let prefix_hit = spec.prefix.is_some_and(|p| {
             let seen = !self.processed.insert(p);
             seen && first.held_blocks >= spec.prefix_blocks
@@ -349,103 +342,6 @@ impl Worker {
             started_ns: now,
         });
         self.stats.prefills += 1;
-    }
-
-    /// Blocks stored and evicted while scheduling: their KV events reach the bus at the end of
-    /// the step (`delay` from now).
-    fn kv_changed(&mut self, changes: Changes, delay: Nanos, ctx: &mut Context<'_, Msg>) {
-        let me = self.setup.index;
-        self.stats.evicted_blocks += changes.evicted.len() as u64;
-        if !changes.evicted.is_empty() {
-            let (at, blocks) = (ctx.now(), changes.evicted.len() as u32);
-            note(&self.setup.timeline, || Mark::Evicted {
-                worker: me,
-                at,
-                blocks,
-            });
-        }
-        if let Some(audit) = &self.setup.audit {
-            let mut audit = audit.borrow_mut();
-            audit.truth_removed(me.index(), &changes.evicted, ctx.now());
-            for (_, blocks) in &changes.stored {
-                audit.truth_stored(me.index(), blocks, ctx.now());
-            }
-        }
-        if !self.setup.publish {
-            return;
-        }
-        if !changes.evicted.is_empty() {
-            let ev = KvEvent::Removed {
-                worker: me,
-                blocks: changes.evicted,
-            };
-            self.publish(ev, delay, ctx);
-        }
-        for (parent, blocks) in changes.stored {
-            let ev = KvEvent::Stored {
-                worker: me,
-                parent,
-                blocks,
-            };
-            self.publish(ev, delay, ctx);
-        }
-    }
-
-    /// Stamps `event` with the next sequence number, keeps it for replay, and hands it to the
-    /// bus `delay` from now.
-    fn publish(&mut self, event: KvEvent, delay: Nanos, ctx: &mut Context<'_, Msg>) {
-        let stamp = Stamp {
-            epoch: self.epoch,
-            seq: self.next_seq,
-        };
-        self.next_seq += 1;
-        if self.setup.replay_buffer > 0 {
-            if self.replay.len() == self.setup.replay_buffer {
-                self.replay.pop_front();
-            }
-            self.replay.push_back((stamp.seq, event.clone()));
-        }
-        ctx.send(self.setup.bus, Msg::Kv { stamp, event }, delay);
-    }
-
-    /// Whether it answers replay and snapshot requests: a routable worker that is up and
-    /// publishes (one that does not has no publisher to ask).
-    fn answers(&self) -> bool {
-        self.up && self.setup.publish && !matches!(self.setup.role, Role::Decode)
-    }
-
-    fn answer_replay(&self, from: u64, reply_to: ActorId, ctx: &mut Context<'_, Msg>) {
-        if !self.answers() {
-            return;
-        }
-        let events = self
-            .replay
-            .iter()
-            .filter(|(seq, _)| *seq >= from)
-            .cloned()
-            .collect();
-        let answer = ReplayAnswer {
-            worker: self.setup.index,
-            epoch: self.epoch,
-            events,
-            next: self.next_seq,
-        };
-        let msg = Box::new(Msg::Replay(Box::new(answer)));
-        ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);
-    }
-
-    fn answer_snapshot(&self, reply_to: ActorId, ctx: &mut Context<'_, Msg>) {
-        if !self.answers() {
-            return;
-        }
-        let answer = SnapshotAnswer {
-            worker: self.setup.index,
-            epoch: self.epoch,
-            next: self.next_seq,
-            blocks: self.sched.pool().named_blocks(),
-        };
-        let msg = Box::new(Msg::Snapshot(Box::new(answer)));
-        ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);
     }
 
     fn end_step(&mut self, steps: u32, ctx: &mut Context<'_, Msg>) {
@@ -492,7 +388,7 @@ impl Worker {
             worker: me,
             cached_blocks: 0,
             prefix_hit: false,
-            misses: Misses::default(),
+            misses: self.setup.truth.as_ref().map(|_| Misses::default()),
             cached_tokens: 0,
             started_ns: now,
         });
@@ -570,9 +466,7 @@ impl Worker {
         note(&self.setup.timeline, || Mark::Restart { worker, at: now });
         self.up = false;
         self.epoch += 1;
-        // A new process: a new stream, from 0, with an empty replay buffer.
-        self.next_seq = 0;
-        self.replay.clear();
+        self.restart_stream();
         self.start_pending = false;
         self.stats.restarts += 1;
         for seq in self.sched.drain(ctx.now()) {

@@ -40,7 +40,11 @@ impl<T> StepScheduler<T> {
             SeqKind::Prompt => {
                 let pool = self.pool.borrow();
                 let held = pool.cached_prefix(head.names());
-                let remembered = held + pool.remembered_prefix(&head.names()[held..]);
+                let remembered = if self.cfg.remember_losses {
+                    held + pool.remembered_prefix(&head.names()[held..])
+                } else {
+                    held
+                };
                 let held_tokens = (held as u64 * bs as u64).min(head.prompt);
                 let cap = (target - 1) / bs as u64 * bs as u64;
                 (held, remembered, held_tokens.min(cap))

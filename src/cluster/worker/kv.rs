@@ -23,39 +23,39 @@
 //! block was held and lost or never computed, and the answer must not cost memory in
 //! proportion to the run's history.
 //!
-//! Layout: a table from block name to a slot in an arena; evictable slots form an intrusive
-//! list in release order, so pinning, releasing and evicting cost no search, and acquiring a
-//! block costs one probe of the table.
+//! Layout: a [`NameTable`] (`names.rs`) from block name to a slot in an arena of 16-byte
+//! slots, and the evictable blocks in release order in a [`ReleaseQueue`] (`lru.rs`), whose
+//! entries carry the block's name and slot. Acquiring a block costs one probe of the table,
+//! pinning an evictable one withdraws its entry in place (its slot knows where), and evicting
+//! reads the queue in order and removes the name from the table.
 
 use std::cell::RefCell;
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use crate::hash::BlockHash;
-use crate::hashers::BlockHashBuilder;
 
 use super::evicted::EvictionMemory;
+use super::lru::{ReleaseQueue, Released};
+use super::names::{NameTable, Probe};
 
 /// A pool shared by its worker's scheduler and the run's ground truth (one simulation runs on
 /// one thread; the truth only reads).
 pub type SharedPool = Rc<RefCell<KvPool>>;
-
-const NIL: u32 = u32::MAX;
 
 /// A worker's KV blocks, with a capacity in blocks or unbounded (an unbounded pool never evicts).
 #[derive(Clone, Debug)]
 pub struct KvPool {
     capacity: Option<usize>,
     /// Block name → its slot, for held blocks.
-    index: HashMap<BlockHash, u32, BlockHashBuilder>,
+    index: NameTable,
+    /// Named blocks held.
+    named: usize,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
-    /// Evictable (held, unpinned) slots, released longest ago first.
-    lru_head: u32,
-    lru_tail: u32,
-    /// Blocks lost not long ago.
-    memory: EvictionMemory,
+    /// Evictable blocks, released longest ago first (bounded pools only).
+    lru: ReleaseQueue,
+    /// Blocks lost not long ago (`None`: not remembered, when misses are not attributed).
+    memory: Option<EvictionMemory>,
     pinned: usize,
     private: usize,
     peak_active: usize,
@@ -64,12 +64,12 @@ pub struct KvPool {
     scratch_held: Vec<(Vec<BlockHash>, Vec<u32>)>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Slot {
     block: BlockHash,
+    /// Its entry's number in the release queue, while it is evictable.
+    queued: u32,
     pins: u32,
-    prev: u32,
-    next: u32,
 }
 
 /// What storing blocks did, for KV events: runs of newly stored blocks with their parents, and
@@ -90,16 +90,17 @@ impl Changes {
 }
 
 impl KvPool {
-    /// An empty pool of at most `capacity` blocks (`None`: unbounded).
-    pub fn new(capacity: Option<usize>) -> Self {
+    /// An empty pool of at most `capacity` blocks (`None`: unbounded) that remembers the blocks
+    /// it loses if `remember` (for loss attribution).
+    pub fn new(capacity: Option<usize>, remember: bool) -> Self {
         KvPool {
             capacity,
-            index: HashMap::default(),
+            index: NameTable::with_capacity(capacity.unwrap_or(0)),
+            named: 0,
             slots: Vec::new(),
             free_slots: Vec::new(),
-            lru_head: NIL,
-            lru_tail: NIL,
-            memory: EvictionMemory::new(capacity.unwrap_or(1)),
+            lru: ReleaseQueue::default(),
+            memory: remember.then(|| EvictionMemory::new(capacity.unwrap_or(1))),
             pinned: 0,
             private: 0,
             peak_active: 0,
@@ -115,7 +116,7 @@ impl KvPool {
 
     /// Named blocks held (pinned or evictable).
     pub fn named(&self) -> usize {
-        self.index.len()
+        self.named
     }
 
     /// Named blocks pinned by running requests.
@@ -147,25 +148,26 @@ impl KvPool {
     }
 
     fn slot(&self, block: BlockHash) -> Option<&Slot> {
-        self.index.get(&block).map(|&s| &self.slots[s as usize])
+        self.index.get(block).map(|s| &self.slots[s as usize])
     }
 
     /// Whether `block` is held.
     pub fn contains(&self, block: BlockHash) -> bool {
-        self.index.contains_key(&block)
+        self.index.get(block).is_some()
     }
 
     /// Every named block held, in increasing order of name (a snapshot for a router: sorted,
     /// so that the table's order never reaches a message).
     pub fn named_blocks(&self) -> Vec<BlockHash> {
-        let mut blocks: Vec<BlockHash> = self.index.keys().copied().collect();
+        let mut blocks: Vec<BlockHash> = self.index.entries().map(|(b, _)| b).collect();
         blocks.sort_unstable_by_key(|b| b.0);
         blocks
     }
 
-    /// Whether `block` is held or remembered (lost not long ago).
+    /// Whether `block` is held or remembered (lost not long ago; a pool that does not remember
+    /// its losses only knows what it holds).
     pub fn remembers(&self, block: BlockHash) -> bool {
-        self.contains(block) || self.memory.contains(block)
+        self.contains(block) || self.memory.as_ref().is_some_and(|m| m.contains(block))
     }
 
     /// Whether `block` is held and pinned by a running request.
@@ -207,45 +209,34 @@ impl KvPool {
         // never evicted, so making room afterwards cannot take them).
         let mut prev = parent;
         let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
-        for &b in blocks {
-            let slot = match self.index.entry(b) {
-                Entry::Occupied(e) => {
-                    let s = *e.get();
-                    Self::pin_slot(
-                        &mut self.slots,
-                        &mut self.pinned,
-                        &mut self.lru_head,
-                        &mut self.lru_tail,
-                        self.capacity.is_some(),
-                        s,
-                    );
+        held.reserve(blocks.len());
+        for (k, &b) in blocks.iter().enumerate() {
+            let slot = match self.index.probe(b) {
+                Probe::Found(s) => {
+                    let e = &mut self.slots[s as usize];
+                    if e.pins == 0 {
+                        self.pinned += 1;
+                        if self.capacity.is_some() {
+                            self.lru.withdraw(e.queued);
+                        }
+                    }
+                    e.pins += 1;
                     if let Some(r) = run.take() {
                         changes.stored.push(r);
                     }
                     s
                 }
-                Entry::Vacant(v) => {
-                    let slot = Slot {
-                        block: b,
-                        pins: 1,
-                        prev: NIL,
-                        next: NIL,
-                    };
-                    let s = match self.free_slots.pop() {
-                        Some(s) => {
-                            self.slots[s as usize] = slot;
-                            s
-                        }
-                        None => {
-                            self.slots.push(slot);
-                            u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 - 1 blocks")
-                        }
-                    };
-                    v.insert(s);
+                Probe::Vacant(at) => {
+                    let s = self.store(at, b);
                     self.pinned += 1;
                     match &mut run {
                         Some((_, r)) => r.push(b),
-                        None => run = Some((prev, vec![b])),
+                        None => {
+                            // Sized for the rest of the blocks: most runs are all of them.
+                            let mut r = Vec::with_capacity(blocks.len() - k);
+                            r.push(b);
+                            run = Some((prev, r));
+                        }
                     }
                     s
                 }
@@ -259,6 +250,29 @@ impl KvPool {
         self.private += new_private;
         self.make_room(changes);
         self.peak_active = self.peak_active.max(self.active());
+    }
+
+    /// Stores `block`, pinned once, at table cell `at` (from a probe that did not find it);
+    /// returns its slot.
+    fn store(&mut self, at: usize, block: BlockHash) -> u32 {
+        let slot = Slot {
+            block,
+            queued: 0, // pinned: not in the queue
+            pins: 1,
+        };
+        let s = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s as usize] = slot;
+                s
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 - 1 blocks")
+            }
+        };
+        self.index.insert_at(at, block, s);
+        self.named += 1;
+        s
     }
 
     /// Unpins a request's named blocks (their slots from [`KvPool::acquire`], front to back)
@@ -277,9 +291,17 @@ impl KvPool {
             if e.pins == 0 {
                 self.pinned -= 1;
                 if self.capacity.is_some() {
-                    self.push_lru(slot);
+                    e.queued = self.lru.push(Released {
+                        block: e.block,
+                        slot,
+                    });
                 }
             }
+        }
+        if self.lru.needs_sweep() {
+            let slots = &mut self.slots;
+            self.lru
+                .sweep(|s, number| slots[s as usize].queued = number);
         }
     }
 
@@ -292,120 +314,56 @@ impl KvPool {
     /// Drops every block's KV (a restart), remembering the blocks as lost. Returns how many
     /// named blocks were held.
     pub fn clear(&mut self) -> usize {
-        let held = self.index.len();
-        if self.capacity.is_none() {
-            // An unbounded pool remembers what it held at its last restart.
-            self.memory = EvictionMemory::new(held);
-        }
+        let held = self.named;
         // In name order: which ones are forgotten first must not depend on the table's layout.
-        let mut lost: Vec<BlockHash> = self.index.keys().copied().collect();
-        lost.sort_unstable();
-        for b in lost {
-            self.memory.insert(b);
+        let lost = if self.memory.is_some() {
+            self.named_blocks()
+        } else {
+            Vec::new()
+        };
+        if let Some(memory) = &mut self.memory {
+            if self.capacity.is_none() {
+                // An unbounded pool remembers what it held at its last restart.
+                *memory = EvictionMemory::new(held);
+            }
+            for b in lost {
+                memory.insert(b);
+            }
         }
         self.index.clear();
+        self.named = 0;
         self.slots.clear();
         self.free_slots.clear();
-        self.lru_head = NIL;
-        self.lru_tail = NIL;
+        self.lru.clear();
         self.pinned = 0;
         self.private = 0;
         held
     }
 
-    /// Evicts until what is held fits the capacity again (the caller checked it can).
-    ///
-    /// The victims are unlinked first and removed from the table afterwards: the removals are
-    /// independent of each other, so their cache misses overlap instead of queueing behind the
-    /// walk down the eviction list.
+    /// Evicts until what is held fits the capacity again (the caller checked it can): the
+    /// evictable blocks released longest ago first.
     fn make_room(&mut self, changes: &mut Changes) {
         let Some(cap) = self.capacity else {
             return;
         };
-        let excess = (self.index.len() + self.private).saturating_sub(cap);
+        let excess = (self.named + self.private).saturating_sub(cap);
         if excess == 0 {
             return;
         }
-        let first = changes.evicted.len();
+        changes.evicted.reserve(excess);
         for _ in 0..excess {
-            let victim = self.lru_head;
-            assert!(
-                victim != NIL,
-                "available blocks were counted before evicting"
-            );
-            self.unlink(victim);
-            self.free_slots.push(victim);
-            changes.evicted.push(self.slots[victim as usize].block);
-        }
-        for &block in &changes.evicted[first..] {
-            self.index.remove(&block);
-            self.memory.insert(block);
-        }
-    }
-
-    /// Pins slot `s` (taking it out of the eviction list when it was evictable).
-    fn pin_slot(
-        slots: &mut [Slot],
-        pinned: &mut usize,
-        head: &mut u32,
-        tail: &mut u32,
-        bounded: bool,
-        s: u32,
-    ) {
-        if slots[s as usize].pins == 0 {
-            *pinned += 1;
-            if bounded {
-                let (prev, next) = (slots[s as usize].prev, slots[s as usize].next);
-                if prev == NIL {
-                    *head = next;
-                } else {
-                    slots[prev as usize].next = next;
-                }
-                if next == NIL {
-                    *tail = prev;
-                } else {
-                    slots[next as usize].prev = prev;
-                }
-                slots[s as usize].prev = NIL;
-                slots[s as usize].next = NIL;
+            let r = self
+                .lru
+                .pop()
+                .expect("available blocks were counted before evicting");
+            self.index.remove(r.block);
+            self.named -= 1;
+            self.free_slots.push(r.slot);
+            changes.evicted.push(r.block);
+            if let Some(memory) = &mut self.memory {
+                memory.insert(r.block);
             }
         }
-        slots[s as usize].pins += 1;
-    }
-
-    fn push_lru(&mut self, s: u32) {
-        let tail = self.lru_tail;
-        {
-            let e = &mut self.slots[s as usize];
-            e.prev = tail;
-            e.next = NIL;
-        }
-        if tail == NIL {
-            self.lru_head = s;
-        } else {
-            self.slots[tail as usize].next = s;
-        }
-        self.lru_tail = s;
-    }
-
-    fn unlink(&mut self, s: u32) {
-        let (prev, next) = {
-            let e = &self.slots[s as usize];
-            (e.prev, e.next)
-        };
-        if prev == NIL {
-            self.lru_head = next;
-        } else {
-            self.slots[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.lru_tail = prev;
-        } else {
-            self.slots[next as usize].prev = prev;
-        }
-        let e = &mut self.slots[s as usize];
-        e.prev = NIL;
-        e.next = NIL;
     }
 }
 
@@ -443,9 +401,125 @@ mod tests {
         pool.release(&held, private);
     }
 
+    /// The pool's rules written plainly: held blocks with their pins, and the evictable ones in
+    /// release order in a list.
+    struct Reference {
+        cap: usize,
+        held: std::collections::HashMap<BlockHash, u32>,
+        order: Vec<BlockHash>,
+        private: usize,
+    }
+
+    impl Reference {
+        fn acquire(&mut self, blocks: &[BlockHash], private: usize) -> Changes {
+            let mut c = Changes::default();
+            let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
+            let mut prev = None;
+            for &b in blocks {
+                match self.held.get_mut(&b) {
+                    Some(pins) => {
+                        if *pins == 0 {
+                            self.order.retain(|&x| x != b);
+                        }
+                        *pins += 1;
+                        c.stored.extend(run.take());
+                    }
+                    None => {
+                        self.held.insert(b, 1);
+                        match &mut run {
+                            Some((_, r)) => r.push(b),
+                            None => run = Some((prev, vec![b])),
+                        }
+                    }
+                }
+                prev = Some(b);
+            }
+            c.stored.extend(run);
+            self.private += private;
+            while self.held.len() + self.private > self.cap {
+                let b = self.order.remove(0);
+                self.held.remove(&b);
+                c.evicted.push(b);
+            }
+            c
+        }
+
+        fn release(&mut self, blocks: &[BlockHash], private: usize) {
+            self.private -= private;
+            for b in blocks.iter().rev() {
+                let pins = self.held.get_mut(b).expect("held");
+                *pins -= 1;
+                if *pins == 0 {
+                    self.order.push(*b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn agrees_with_a_plain_reference_through_random_acquires_and_releases() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..4u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let cap = 10 + 10 * seed as usize;
+            let mut pool = KvPool::new(Some(cap), false);
+            let mut reference = Reference {
+                cap,
+                held: Default::default(),
+                order: Vec::new(),
+                private: 0,
+            };
+            // Prompts of 1 to 6 blocks from 5 families: shared heads, so blocks are pinned
+            // again, shared by running requests, and evicted tail first.
+            let prompts: Vec<Vec<BlockHash>> = (0..40u32)
+                .map(|k| {
+                    let tokens: Vec<u32> = (0..2 * (1 + k % 6))
+                        .map(|t| {
+                            if t < 4 {
+                                k % 5 * 1000 + t
+                            } else {
+                                k * 1000 + t
+                            }
+                        })
+                        .collect();
+                    block_hashes(&tokens, 2)
+                })
+                .collect();
+            let mut running: Vec<(usize, usize, Vec<u32>)> = Vec::new();
+            for step in 0..20_000 {
+                if running.is_empty() || rng.gen_bool(0.5) {
+                    let k = rng.gen_range(0..prompts.len());
+                    let private = rng.gen_range(0..3);
+                    let need = pool.unpinned_among(&prompts[k]) + private;
+                    if need > pool.available() {
+                        continue;
+                    }
+                    let mut c = Changes::default();
+                    let mut held = Vec::new();
+                    pool.acquire(None, &prompts[k], private, &mut c, &mut held);
+                    let want = reference.acquire(&prompts[k], private);
+                    assert_eq!(c, want, "seed {seed} step {step}");
+                    running.push((k, private, held));
+                } else {
+                    let (k, private, held) = running.swap_remove(rng.gen_range(0..running.len()));
+                    pool.release(&held, private);
+                    reference.release(&prompts[k], private);
+                }
+                assert_eq!(pool.named(), reference.held.len());
+                assert_eq!(
+                    pool.active(),
+                    reference.held.values().filter(|&&p| p > 0).count() + reference.private
+                );
+            }
+            let mut want: Vec<BlockHash> = reference.held.keys().copied().collect();
+            want.sort_unstable();
+            assert_eq!(pool.named_blocks(), want);
+        }
+    }
+
     #[test]
     fn unbounded_pool_keeps_everything_and_reports_new_blocks_once() {
-        let mut p = KvPool::new(None);
+        let mut p = KvPool::new(None, true);
         let a = prompt(1, 4);
         assert_eq!(acquire(&mut p, &a, 1).stored, vec![(None, a.clone())]);
         release(&mut p, &a, 1);
@@ -459,7 +533,7 @@ mod tests {
 
     #[test]
     fn evicts_the_block_released_longest_ago_leaves_first() {
-        let mut p = KvPool::new(Some(4));
+        let mut p = KvPool::new(Some(4), true);
         let (a, b) = (prompt(1, 2), prompt(2, 2));
         acquire(&mut p, &a, 0);
         acquire(&mut p, &b, 0);
@@ -472,7 +546,7 @@ mod tests {
 
     #[test]
     fn never_evicts_a_block_whose_descendant_stays() {
-        let mut p = KvPool::new(Some(3));
+        let mut p = KvPool::new(Some(3), true);
         let a = prompt(1, 3);
         acquire(&mut p, &a, 0);
         release(&mut p, &a, 0);
@@ -483,7 +557,7 @@ mod tests {
 
     #[test]
     fn free_capacity_is_used_before_anything_is_evicted() {
-        let mut p = KvPool::new(Some(5));
+        let mut p = KvPool::new(Some(5), true);
         let a = prompt(1, 2);
         acquire(&mut p, &a, 0);
         release(&mut p, &a, 0);
@@ -500,7 +574,7 @@ mod tests {
 
     #[test]
     fn private_and_pinned_blocks_count_against_capacity() {
-        let mut p = KvPool::new(Some(4));
+        let mut p = KvPool::new(Some(4), true);
         let a = prompt(1, 3);
         acquire(&mut p, &a, 1);
         assert_eq!(p.available(), 0);
@@ -517,7 +591,7 @@ mod tests {
 
     #[test]
     fn blocks_held_in_the_middle_split_the_stored_runs() {
-        let mut p = KvPool::new(None);
+        let mut p = KvPool::new(None, true);
         let a = prompt(1, 4);
         acquire(&mut p, &a[1..2], 0); // as if computed by another request under another parent
         let mut c = Changes::default();
@@ -530,7 +604,7 @@ mod tests {
 
     #[test]
     fn evicted_blocks_are_remembered_and_held_again_when_stored() {
-        let mut p = KvPool::new(Some(2));
+        let mut p = KvPool::new(Some(2), true);
         let a = prompt(1, 2);
         acquire(&mut p, &a, 0);
         release(&mut p, &a, 0);
@@ -545,7 +619,7 @@ mod tests {
 
     #[test]
     fn clear_forgets_everything() {
-        let mut p = KvPool::new(Some(8));
+        let mut p = KvPool::new(Some(8), true);
         acquire(&mut p, &prompt(1, 3), 2);
         assert_eq!(p.clear(), 3);
         assert_eq!((p.named(), p.active()), (0, 0));

@@ -7,14 +7,19 @@
 //! - [`plan`]: what a planned step tells the actor (its log, what its end produced).
 //! - [`seq`]: one request's state in the scheduler.
 //! - [`kv`]: the worker's KV blocks: named (prefix-cacheable) and private, pins, eviction.
+//!   Its table from block name to slot is `names.rs`, its eviction order `lru.rs`.
 //! - [`evicted`]: a bounded memory of the blocks a worker lost, for loss attribution.
 //! - [`timing`]: how long a step takes.
-//! - [`actor`]: the [`Worker`] actor: messages in, timers, KV events, acks, hand-offs, faults.
+//! - [`actor`]: the [`Worker`] actor: messages in, timers, acks, hand-offs, faults; its KV
+//!   event stream and its answers to replay and snapshot requests are `events.rs`.
 
 pub mod actor;
 mod admit;
+mod events;
 pub mod evicted;
 pub mod kv;
+mod lru;
+mod names;
 pub mod plan;
 pub mod scheduler;
 pub mod seq;

@@ -26,7 +26,8 @@
 //! own KV fraction), so a decode-only stretch costs one event, not one per step. Blocks the
 //! stretch will fill are taken when it is planned (at most one per running request, evicting the
 //! least recently released if needed); a message that arrives mid-stretch cuts it at the end of
-//! the step in progress ([`StepScheduler::truncate`]).
+//! the step in progress ([`StepScheduler::truncate`]), which keeps those blocks (what that
+//! changes against planning each step alone, `decode_stretches = false`: docs/FIDELITY.md).
 //!
 //! Where dynsim differs from the mocker (on purpose, documented in docs/FIDELITY.md): blocks
 //! filled by generated tokens are private (freed at completion, never cached); a block computed
@@ -88,6 +89,11 @@ pub struct SchedulerConfig {
     pub admission: Admission,
     /// A disaggregated prefill worker: a request leaves when its prompt is computed.
     pub prefill_only: bool,
+    /// Whether the KV pool remembers the blocks it lost and admission looks them up, for loss
+    /// attribution ([`FirstAdmission::remembered_blocks`](super::seq::FirstAdmission)).
+    pub remember_losses: bool,
+    /// Whether an identical run of decode-only steps is planned at once (a decode stretch).
+    pub decode_stretches: bool,
     /// Step durations.
     pub timing: TimingModel,
 }
@@ -135,7 +141,10 @@ impl<T> StepScheduler<T> {
     /// An idle scheduler with an empty KV pool.
     pub fn new(cfg: SchedulerConfig) -> Self {
         StepScheduler {
-            pool: Rc::new(RefCell::new(KvPool::new(cfg.kv_capacity))),
+            pool: Rc::new(RefCell::new(KvPool::new(
+                cfg.kv_capacity,
+                cfg.remember_losses,
+            ))),
             cfg,
             waiting: VecDeque::new(),
             running: VecDeque::new(),
@@ -286,7 +295,8 @@ impl<T> StepScheduler<T> {
             .step_ns(prefill_tokens, decode_kv.map(|kv| self.kv_fraction(kv)));
         ends.clear();
         ends.push(now.saturating_add(first));
-        let stretch = !admitted
+        let stretch = self.cfg.decode_stretches
+            && !admitted
             && !preempted
             && out.rejected.is_empty()
             && work.len() == self.running.len()
@@ -523,6 +533,9 @@ impl<T> StepScheduler<T> {
         let s = &mut self.running[i];
         let (named_after, private_after) = s.blocks_for(s.computed + n, bs);
         let named_after = named_after.max(s.held_named);
+        if named_after == s.held_named && private_after == s.private {
+            return; // a decode token within the blocks it holds
+        }
         if private_after < s.private {
             self.pool
                 .borrow_mut()
@@ -532,6 +545,9 @@ impl<T> StepScheduler<T> {
         let parent = s.held_named.checked_sub(1).map(|k| s.spec.blocks[k]);
         let extra = private_after - s.private;
         let mut changes = Changes::default();
+        if s.slots.capacity() == 0 {
+            s.slots.reserve_exact(s.named);
+        }
         self.pool.borrow_mut().acquire(
             parent,
             &s.spec.blocks[s.held_named..named_after],

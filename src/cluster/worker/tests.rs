@@ -26,6 +26,8 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
         preemption: Preemption::Lifo,
         admission: Admission::Chunk,
         prefill_only: false,
+        remember_losses: true,
+        decode_stretches: true,
         timing: TimingModel::of(&Timing::default()),
     }
 }
@@ -302,4 +304,131 @@ fn ttft_and_tpot_of_a_lone_request_follow_the_step_durations() {
     let tpot_ms = (last - first) as f64 / 1e6 / (n - 1) as f64;
     assert!((tpot_ms - 5.74).abs() < 1e-9, "{tpot_ms}");
     assert_eq!(s.itl().count(), 10);
+}
+
+#[test]
+fn a_preempted_request_is_recomputed_and_every_step_time_follows_its_batch() {
+    // 6 blocks of 4 tokens (24 tokens of KV). A and B (distinct 8-token prompts, 10 output
+    // tokens each) prefill together, then decode side by side; at 12 tokens each they hold 6
+    // blocks, so in step 6 A's 13th token needs a block that is not there: B (the most recently
+    // admitted) is preempted after 5 tokens, freeing its 3 blocks. A then decodes alone and
+    // finishes in step 10, where its 5th block evicts B's released second block (the tail goes
+    // first). In step 11 B is admitted again: its first block is still cached, so it recomputes
+    // the other 4 prompt tokens and the KV of its 5 tokens (9 in all), which brings it to its
+    // 6th token; 4 decode steps later it is done.
+    let t = TimingModel::of(&Timing::default());
+    let decode = |kv: u64| t.step_ns(0, Some(kv as f64 / 24.0));
+    let mut steps = vec![t.step_ns(16, None)]; // 1: both prompts, 16 uncached tokens
+    steps.extend([18, 20, 22, 24].map(decode)); // 2-5: both decode (9 + 9 ... 12 + 12 tokens)
+    steps.extend([13, 14, 15, 16, 17].map(decode)); // 6-10: A alone
+    steps.push(t.step_ns(4, Some(13.0 / 24.0))); // 11: B's recompute ends at 13 tokens
+    steps.extend([14, 15, 16, 17].map(decode)); // 12-15: B alone
+    let end: Vec<Nanos> = steps
+        .iter()
+        .scan(0, |at, d| {
+            *at += d;
+            Some(*at)
+        })
+        .collect();
+    for stretches in [true, false] {
+        let mut cfg = config(8192, Some(6));
+        cfg.decode_stretches = stretches;
+        let mut s = StepScheduler::new(cfg);
+        s.enqueue(request(0, 1, 8, 10));
+        s.enqueue(request(1, 2, 8, 10));
+        let (mut done, _) = run(&mut s);
+        done.sort_unstable();
+        assert_eq!(
+            done,
+            vec![(0, end[0], end[9], 10), (1, end[0], end[14], 10)],
+            "stretches {stretches}"
+        );
+        assert_eq!(s.stats().preemptions, 1);
+        assert_eq!(s.stats().steps, 15);
+        assert_eq!(s.stats().busy_ns, end[14]);
+    }
+}
+
+#[test]
+fn no_request_is_admitted_in_a_step_that_preempted() {
+    // Budget 5 tokens, 6 blocks of 4. A and B (12 output tokens) have the same 8-token prompt (B finds A's blocks
+    // and shares them), so each holds only its generated tokens' blocks privately; B runs one
+    // step behind A. In step 11 A's 17th token needs a 5th block and none is free: B is
+    // preempted, freeing its 2 private blocks; A takes one. B could come back at once (its
+    // prompt blocks are A's, pinned; 4 tokens of budget are left, whose KV needs one block, and
+    // one is free), but a step that preempted admits nobody: B waits for step 12.
+    let mut cfg = config(5, Some(6));
+    cfg.decode_stretches = false;
+    let mut s = StepScheduler::new(cfg);
+    s.enqueue(request(0, 1, 8, 12));
+    s.enqueue(request(1, 1, 8, 12));
+    let mut now = 0;
+    for step in 1..=10 {
+        now = s.plan(now).unwrap().end;
+        s.apply();
+        assert_eq!(s.stats().preemptions, 0, "step {step}");
+    }
+    assert_eq!((s.running(), s.pool().active()), (2, 6));
+    now = s.plan(now).unwrap().end;
+    assert_eq!(s.stats().preemptions, 1);
+    assert_eq!(
+        (s.running(), s.waiting()),
+        (1, 1),
+        "B waits, though it fits"
+    );
+    assert_eq!(s.pool().available(), 1);
+    s.apply();
+    let p = s.plan(now).unwrap();
+    assert_eq!(
+        (s.running(), s.waiting()),
+        (2, 0),
+        "B is back in the next step"
+    );
+    assert_eq!((p.batch, p.prefill_tokens + p.decode_tokens), (2, 5));
+    assert_eq!(s.pool().available(), 0);
+}
+
+#[test]
+fn a_stretch_cut_short_keeps_the_blocks_it_took_ahead() {
+    // 4 blocks of 4 tokens. F (4 tokens, 1 output token) leaves its block cached. A (prompt 9:
+    // 2 named blocks and a partial one, 8 output tokens) then holds 3 blocks, leaving F's as
+    // the only one available. A's decode stretch (4 steps: tokens 10 to 13) needs a 4th block
+    // in its 4th step: planned as a stretch, it takes the block (evicting F's) when it is
+    // planned. An arrival during the first step cuts the stretch after that step: A keeps the
+    // block and F's block is gone, where planning step by step would still hold F's block
+    // (evicted in the 4th step) and have one block available. This is what docs/FIDELITY.md
+    // says a stretch changes.
+    let f_block = request(0, 7, 4, 1).spec.blocks[0];
+    for stretches in [true, false] {
+        let mut cfg = config(8192, Some(4));
+        cfg.decode_stretches = stretches;
+        let mut s = StepScheduler::new(cfg);
+        s.enqueue(request(0, 7, 4, 1));
+        let (_, ends) = run(&mut s);
+        s.enqueue(request(1, 1, 9, 8));
+        let prefill = s.plan(*ends.last().unwrap()).unwrap();
+        s.apply();
+        let p = s.plan(prefill.end).unwrap();
+        let first_end =
+            prefill.end + TimingModel::of(&Timing::default()).step_ns(0, Some(10.0 / 16.0));
+        assert_eq!(p.first_end, first_end);
+        assert_eq!(p.steps, if stretches { 4 } else { 1 });
+        assert_eq!(s.truncate(first_end - 1), stretches.then_some(first_end));
+        s.apply();
+        assert_eq!(
+            s.pool().contains(f_block),
+            !stretches,
+            "stretches {stretches}"
+        );
+        assert_eq!(s.pool().available(), usize::from(!stretches));
+        if !stretches {
+            // Stepping on, the 4th step takes the block and evicts F's.
+            let mut now = first_end;
+            for _ in 0..3 {
+                now = s.plan(now).unwrap().end;
+                s.apply();
+            }
+            assert!(!s.pool().contains(f_block));
+        }
+    }
 }
