@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const DEFAULT_BUDGET_BYTES: u64 = 2 << 30;
 
 /// Bytes a KV pool holds per cached block (its slot, its place in the hash map and the LRU).
-pub const POOL_BYTES_PER_BLOCK: u64 = 64;
+pub const POOL_BYTES_PER_BLOCK: u64 = 80;
 
 /// Bytes an index of blocks takes per (block, worker) it knows (an events-fed router's, or the
 /// lab rule's own).
@@ -151,17 +151,17 @@ mod tests {
             ..Inputs::default()
         };
         let e = estimate(&unbounded);
-        // 16M blocks x (64 + 96) bytes + 1M x 32 bytes.
-        assert_eq!(e.total(), 16_000_000 * 160 + 32_000_000);
+        // 16M blocks x (80 + 96) bytes + 1M x 32 bytes.
+        assert_eq!(e.total(), 16_000_000 * 176 + 32_000_000);
         assert!(e.total() > DEFAULT_BUDGET_BYTES);
         let bounded = Inputs {
             kv_capacity_blocks: Some(80_000),
             ..unbounded
         };
-        assert_eq!(estimate(&bounded).total(), 80_000 * 160 + 32_000_000);
+        assert_eq!(estimate(&bounded).total(), 80_000 * 176 + 32_000_000);
         assert_eq!(
             estimate(&bounded).describe(),
-            "about 42.7 MiB (KV caches 4.9 MiB, routers' indexes 7.3 MiB, report samples 30.5 MiB)"
+            "about 43.9 MiB (KV caches 6.1 MiB, routers' indexes 7.3 MiB, report samples 30.5 MiB)"
         );
     }
 

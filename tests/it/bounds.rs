@@ -111,7 +111,7 @@ fn a_run_that_would_need_more_memory_than_the_budget_is_refused_before_it_starts
     );
     let line = bad(&["run", &scenario]);
     assert!(
-        line.contains("would need about 2.4 GiB")
+        line.contains("would need about 2.7 GiB")
             && line.contains("more than the budget of 2.0 GiB")
             && line.contains("cluster.kv_capacity_blocks"),
         "{line}"
