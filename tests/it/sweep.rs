@@ -287,3 +287,50 @@ fn points_and_axes_follow_the_file_order() {
     let hit = |i: usize| points[i]["metrics"]["hit_rate"].as_f64().unwrap();
     assert!(hit(2) >= hit(0));
 }
+
+#[test]
+fn an_output_that_is_a_file_is_refused_before_any_point_runs() {
+    let (dir, sweep) = setup(SWEEP);
+    let file = write(dir.path(), "taken", "not a folder");
+    let line = bad(&["sweep", &sweep, "--out", &file]);
+    assert!(
+        line.ends_with("is a file, not a folder (--out takes a folder)"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a folder");
+}
+
+#[test]
+fn warnings_are_kept_per_point_and_printed_once_per_kind() {
+    // kv on 4 workers sends every request of a shared prefix to one worker: a hot spot at
+    // each kv point with 4 workers (2 seeds); rr spreads them.
+    let (dir, sweep) = setup(SWEEP);
+    let o = out(dir.path(), "o");
+    let run = crate::common::dynsim()
+        .args(["sweep", &sweep, "--out", &o, "--jobs", "2"])
+        .args(["--set", "workload.prefixes=1"])
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let points = json(&o)["points"].as_array().unwrap().clone();
+    let warned: Vec<u64> = points
+        .iter()
+        .filter(|p| p["warnings"].as_array().is_some_and(|w| !w.is_empty()))
+        .map(|p| p["index"].as_u64().unwrap())
+        .collect();
+    assert!(!warned.is_empty());
+    let stderr = String::from_utf8(run.stderr).unwrap();
+    let hot: Vec<&str> = stderr.lines().filter(|l| l.contains("hot spot")).collect();
+    assert_eq!(hot.len(), 1, "one line for the kind: {stderr}");
+    assert!(hot[0].contains("point "), "{}", hot[0]);
+    let hot_points = points
+        .iter()
+        .filter(|p| p["warnings"].to_string().contains("hot spot"))
+        .count();
+    assert!(hot_points >= 2, "kv on 4 workers, two seeds");
+    let more = match hot_points - 1 {
+        1 => "(also at 1 more point)".to_string(),
+        n => format!("(also at {n} more points)"),
+    };
+    assert!(hot[0].ends_with(&more), "{}", hot[0]);
+}
