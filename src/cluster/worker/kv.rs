@@ -148,18 +148,24 @@ impl KvPool {
     }
 
     fn slot(&self, block: BlockHash) -> Option<&Slot> {
-        self.index.get(block).map(|s| &self.slots[s as usize])
+        self.index
+            .get(block, |s| self.slots[s as usize].block)
+            .map(|s| &self.slots[s as usize])
     }
 
     /// Whether `block` is held.
     pub fn contains(&self, block: BlockHash) -> bool {
-        self.index.get(block).is_some()
+        self.slot(block).is_some()
     }
 
     /// Every named block held, in increasing order of name (a snapshot for a router: sorted,
     /// so that the table's order never reaches a message).
     pub fn named_blocks(&self) -> Vec<BlockHash> {
-        let mut blocks: Vec<BlockHash> = self.index.entries().map(|(b, _)| b).collect();
+        let mut blocks: Vec<BlockHash> = self
+            .index
+            .slots()
+            .map(|s| self.slots[s as usize].block)
+            .collect();
         blocks.sort_unstable_by_key(|b| b.0);
         blocks
     }
@@ -211,7 +217,8 @@ impl KvPool {
         let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
         held.reserve(blocks.len());
         for (k, &b) in blocks.iter().enumerate() {
-            let slot = match self.index.probe(b) {
+            let slots = &self.slots;
+            let slot = match self.index.probe(b, |s| slots[s as usize].block) {
                 Probe::Found(s) => {
                     let e = &mut self.slots[s as usize];
                     if e.pins == 0 {
@@ -356,7 +363,7 @@ impl KvPool {
                 .lru
                 .pop()
                 .expect("available blocks were counted before evicting");
-            self.index.remove(r.block);
+            self.index.remove(r.block, r.slot);
             self.named -= 1;
             self.free_slots.push(r.slot);
             changes.evicted.push(r.block);
