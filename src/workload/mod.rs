@@ -47,6 +47,11 @@ pub struct RequestSpec {
     /// Closed-loop session link: this turn starts `delay_ns` after the previous turn of the same
     /// session completes.
     pub session: Option<SessionLink>,
+    /// The first of `blocks` that no other request of the workload names (`blocks.len()`: every
+    /// block may be shared, or the workload cannot tell). Blocks from here on are this request's
+    /// own tail: a worker keeps them out of its name table, since only this request could look
+    /// them up (see [`KvPool`](crate::cluster::worker::kv::KvPool)).
+    pub unshared_from: usize,
 }
 
 /// How a turn of a multi-turn session depends on the turn before it.

@@ -239,12 +239,14 @@ impl Source {
             } => {
                 let k = order[id];
                 let tokens = shape.tokens(id, k);
+                let blocks = block_hashes(&tokens, *block_size);
                 RequestSpec {
                     id: RequestId(id as u64),
                     arrival_ns: (id as u64).saturating_mul(*interval_ns),
                     input_tokens: tokens.len() as u32,
                     output_tokens: *output_tokens,
-                    blocks: block_hashes(&tokens, *block_size),
+                    unshared_from: blocks.len(),
+                    blocks,
                     prefix: Some(k as u64),
                     prefix_blocks: shape.prefix_len / block_size,
                     session: None,

@@ -363,6 +363,7 @@ impl SyntheticStream {
                 arrival_ns,
                 input_tokens: u32::try_from(prompt_len).unwrap_or(u32::MAX),
                 output_tokens: last_output,
+                unshared_from: blocks.len(),
                 blocks: blocks.clone(),
                 prefix: (p.shared_prefix_tokens > 0).then_some(g as u64),
                 prefix_blocks: if block_size > 0 { prefix_blocks } else { 0 },

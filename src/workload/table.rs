@@ -18,6 +18,7 @@ use super::{RequestSpec, SessionLink};
 use crate::engine::ms_to_ns;
 use crate::error::{Error, Result};
 use crate::hash::{chain_ids, BlockHash, ROOT_SEED};
+use crate::hashers::IdBuilder;
 use crate::ids::RequestId;
 use crate::limits::MAX_MS;
 
@@ -120,6 +121,8 @@ struct TableRow {
     ids_len: u32,
     session: Option<SessionLink>,
     follower: Option<RequestId>,
+    /// The position of its first id that no other row names (`u32::MAX`: none).
+    first_unshared_id: u32,
 }
 
 /// A trace's requests in arrival order (ids are positions), compactly.
@@ -217,8 +220,10 @@ impl TraceTable {
                 ids_len: row.ids.1,
                 session,
                 follower: None,
+                first_unshared_id: u32::MAX,
             });
         }
+        mark_unshared_ids(&mut table, &ids);
         Ok(TraceTable {
             rows: table,
             ids,
@@ -293,8 +298,18 @@ impl TraceTable {
                 chain_ids(&tagged)
             }
         };
+        // A block's name chains over every id up to its own, so from the first id no other row
+        // names, no other request can name a block.
+        let unshared_from = match (self.naming, row.first_unshared_id) {
+            (Naming::Unique { .. }, _) => 0,
+            (_, u32::MAX) => blocks.len(),
+            (Naming::Chain, k) => k as usize,
+            (Naming::Rechunk { ratio, .. }, k) => k as usize * ratio,
+        }
+        .min(blocks.len());
         RequestSpec {
             id: RequestId(id as u64),
+            unshared_from,
             arrival_ns: row.arrival_ns,
             input_tokens: row.input,
             output_tokens: row.output,
@@ -309,6 +324,31 @@ impl TraceTable {
             blocks,
             session: row.session,
         }
+    }
+}
+
+/// Sets each row's first id that no other row names (an id repeated within one row still counts
+/// once), counting over the rows kept.
+fn mark_unshared_ids(rows: &mut [TableRow], ids: &[u64]) {
+    let ids_of = |r: &TableRow| &ids[r.ids_at as usize..][..r.ids_len as usize];
+    // Rows naming each id, saturating at 2; lookups only (its order never reaches the table).
+    let mut rows_naming: HashMap<u64, u8, IdBuilder> = HashMap::default();
+    let mut row_ids: Vec<u64> = Vec::new();
+    for r in rows.iter() {
+        row_ids.clear();
+        row_ids.extend_from_slice(ids_of(r));
+        row_ids.sort_unstable();
+        row_ids.dedup();
+        for &id in &row_ids {
+            let n = rows_naming.entry(id).or_insert(0);
+            *n = (*n + 1).min(2);
+        }
+    }
+    for r in rows.iter_mut() {
+        r.first_unshared_id = ids_of(r)
+            .iter()
+            .position(|id| rows_naming[id] == 1)
+            .map_or(u32::MAX, |k| k as u32);
     }
 }
 

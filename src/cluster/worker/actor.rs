@@ -491,12 +491,18 @@ impl Worker {
     fn prompt_seq(&self, routed: Routed) -> Seq<Job> {
         let decode_side = matches!(self.setup.role, Role::Decode);
         let spec = Arc::clone(&routed.spec);
+        let handed_back = routed.retries > 0;
         let job = Job {
             routed,
             outcome: None,
             transferred_ns: None,
         };
-        Seq::prompt(spec, job, self.setup.scheduler.block_size, decode_side)
+        let mut seq = Seq::prompt(spec, job, self.setup.scheduler.block_size, decode_side);
+        if handed_back {
+            // It may have been here before, its own tail still cached: let admission find it.
+            seq.list_every_block();
+        }
+        seq
     }
 }
 

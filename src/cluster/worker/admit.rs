@@ -103,6 +103,7 @@ impl<T> StepScheduler<T> {
                 0,
                 &mut changes,
                 &mut s.slots,
+                usize::MAX,
             );
             debug_assert!(changes.is_empty(), "a cached prefix is only pinned");
             s.held_named = pin;

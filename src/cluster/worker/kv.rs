@@ -15,6 +15,16 @@
 //!   taken before anything is evicted (Dynamo's mocker does the same; vLLM's single free queue
 //!   may evict a cached block earlier).
 //!
+//! - **Unlisted blocks** are named blocks kept out of the name table: a request's own tail, the
+//!   blocks from the first one no other request of the workload names
+//!   ([`RequestSpec::unshared_from`](crate::workload::RequestSpec::unshared_from)). Only that
+//!   request could look them up, so they are stored and evicted without a table probe (half of
+//!   a trace's blocks, often); they count, and are reported in KV events, like any named block.
+//!   Before the request could look them up again (it is preempted, or leaves a prefill worker)
+//!   the scheduler lists them ([`KvPool::list`]). Lookups by name ([`KvPool::contains`] and the
+//!   like) do not see unlisted blocks, so loss attribution, which looks up other requests'
+//!   blocks, runs with every block listed.
+//!
 //! Capacity counts both kinds: held named blocks + private blocks <= capacity. *Available*
 //! blocks are those a request could get now: free ones plus evictable ones.
 //!
@@ -69,8 +79,12 @@ struct Slot {
     block: BlockHash,
     /// Its entry's number in the release queue, while it is evictable.
     queued: u32,
+    /// Running requests pinning it, with [`UNLISTED`] set for a block out of the name table.
     pins: u32,
 }
+
+/// The pins' top bit: the block is not in the name table.
+const UNLISTED: u32 = 1 << 31;
 
 /// What storing blocks did, for KV events: runs of newly stored blocks with their parents, and
 /// the blocks evicted to make room (in eviction order).
@@ -153,19 +167,34 @@ impl KvPool {
             .map(|s| &self.slots[s as usize])
     }
 
-    /// Whether `block` is held.
+    /// Whether `block` is held and listed (an unlisted block is found by no lookup by name).
     pub fn contains(&self, block: BlockHash) -> bool {
         self.slot(block).is_some()
     }
 
-    /// Every named block held, in increasing order of name (a snapshot for a router: sorted,
-    /// so that the table's order never reaches a message).
+    /// Every named block held, unlisted ones too, in increasing order of name (a snapshot for
+    /// a router: sorted, so that the table's order never reaches a message).
     pub fn named_blocks(&self) -> Vec<BlockHash> {
         let mut blocks: Vec<BlockHash> = self
             .index
             .slots()
             .map(|s| self.slots[s as usize].block)
             .collect();
+        if blocks.len() < self.named {
+            // The unlisted ones: slots in use that are out of the table.
+            let mut free = vec![false; self.slots.len()];
+            for &s in &self.free_slots {
+                free[s as usize] = true;
+            }
+            blocks.extend(
+                self.slots
+                    .iter()
+                    .zip(free)
+                    .filter(|(e, free)| !free && e.pins & UNLISTED != 0)
+                    .map(|(e, _)| e.block),
+            );
+        }
+        debug_assert_eq!(blocks.len(), self.named);
         blocks.sort_unstable_by_key(|b| b.0);
         blocks
     }
@@ -201,7 +230,8 @@ impl KvPool {
     /// storing those not held and taking `new_private` more private blocks, evicting for room;
     /// appends their slots to `held` (the caller's handle for releasing them). The caller checks
     /// first that `unpinned_among(blocks) + new_private <= available()`. `parent` is the block
-    /// before `blocks[0]`.
+    /// before `blocks[0]`. Blocks from `blocks[unlisted_from]` on are the caller's own tail,
+    /// not held here: they are stored unlisted, without a probe.
     pub fn acquire(
         &mut self,
         parent: Option<BlockHash>,
@@ -209,6 +239,7 @@ impl KvPool {
         new_private: usize,
         changes: &mut Changes,
         held: &mut Vec<u32>,
+        unlisted_from: usize,
     ) {
         debug_assert!(self.unpinned_among(blocks) + new_private <= self.available());
         // One probe per block: pin it if held, else store it pinned at once (pinned blocks are
@@ -217,9 +248,17 @@ impl KvPool {
         let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
         held.reserve(blocks.len());
         for (k, &b) in blocks.iter().enumerate() {
-            let slots = &self.slots;
-            let slot = match self.index.probe(b, |s| slots[s as usize].block) {
-                Probe::Found(s) => {
+            // `None`: the caller's own tail, not held here, stored without a probe.
+            let probe = (k < unlisted_from).then(|| {
+                let slots = &self.slots;
+                self.index.probe(b, |s| slots[s as usize].block)
+            });
+            debug_assert!(
+                probe.is_some() || !self.contains(b),
+                "an own tail is held once"
+            );
+            let slot = match probe {
+                Some(Probe::Found(s)) => {
                     let e = &mut self.slots[s as usize];
                     if e.pins == 0 {
                         self.pinned += 1;
@@ -233,8 +272,12 @@ impl KvPool {
                     }
                     s
                 }
-                Probe::Vacant(at) => {
-                    let s = self.store(at, b);
+                Some(Probe::Vacant(_)) | None => {
+                    let s = self.store(b);
+                    match probe {
+                        Some(Probe::Vacant(at)) => self.index.insert_at(at, b, s),
+                        _ => self.slots[s as usize].pins |= UNLISTED,
+                    }
                     self.pinned += 1;
                     match &mut run {
                         Some((_, r)) => r.push(b),
@@ -259,9 +302,9 @@ impl KvPool {
         self.peak_active = self.peak_active.max(self.active());
     }
 
-    /// Stores `block`, pinned once, at table cell `at` (from a probe that did not find it);
+    /// Stores `block`, pinned once, in a free slot (the caller lists it, or marks it unlisted);
     /// returns its slot.
-    fn store(&mut self, at: usize, block: BlockHash) -> u32 {
+    fn store(&mut self, block: BlockHash) -> u32 {
         let slot = Slot {
             block,
             queued: 0, // pinned: not in the queue
@@ -277,9 +320,26 @@ impl KvPool {
                 u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 - 1 blocks")
             }
         };
-        self.index.insert_at(at, block, s);
         self.named += 1;
         s
+    }
+
+    /// Puts the unlisted blocks among `held` (a request's slots, all pinned by it) in the name
+    /// table, so that lookups by name find them.
+    pub fn list(&mut self, held: &[u32]) {
+        for &slot in held {
+            let e = &mut self.slots[slot as usize];
+            if e.pins & UNLISTED == 0 {
+                continue;
+            }
+            e.pins &= !UNLISTED;
+            let block = e.block;
+            let slots = &self.slots;
+            let Probe::Vacant(at) = self.index.probe(block, |s| slots[s as usize].block) else {
+                unreachable!("an own tail block is held once");
+            };
+            self.index.insert_at(at, block, slot);
+        }
     }
 
     /// Unpins a request's named blocks (their slots from [`KvPool::acquire`], front to back)
@@ -293,14 +353,15 @@ impl KvPool {
         self.private -= private;
         for &slot in held.iter().rev() {
             let e = &mut self.slots[slot as usize];
-            debug_assert!(e.pins > 0, "release without acquire");
+            debug_assert!(e.pins & !UNLISTED > 0, "release without acquire");
             e.pins -= 1;
-            if e.pins == 0 {
+            if e.pins & !UNLISTED == 0 {
                 self.pinned -= 1;
                 if self.capacity.is_some() {
                     e.queued = self.lru.push(Released {
                         block: e.block,
                         slot,
+                        unlisted: e.pins & UNLISTED != 0,
                     });
                 }
             }
@@ -363,7 +424,9 @@ impl KvPool {
                 .lru
                 .pop()
                 .expect("available blocks were counted before evicting");
-            self.index.remove(r.block, r.slot);
+            if !r.unlisted {
+                self.index.remove(r.block, r.slot);
+            }
             self.named -= 1;
             self.free_slots.push(r.slot);
             changes.evicted.push(r.block);
@@ -392,7 +455,7 @@ mod tests {
     fn acquire(pool: &mut KvPool, blocks: &[BlockHash], private: usize) -> Changes {
         let mut c = Changes::default();
         let mut held = Vec::new();
-        pool.acquire(None, blocks, private, &mut c, &mut held);
+        pool.acquire(None, blocks, private, &mut c, &mut held, usize::MAX);
         pool.scratch_held.push((blocks.to_vec(), held));
         c
     }
@@ -503,7 +566,7 @@ mod tests {
                     }
                     let mut c = Changes::default();
                     let mut held = Vec::new();
-                    pool.acquire(None, &prompts[k], private, &mut c, &mut held);
+                    pool.acquire(None, &prompts[k], private, &mut c, &mut held, usize::MAX);
                     let want = reference.acquire(&prompts[k], private);
                     assert_eq!(c, want, "seed {seed} step {step}");
                     running.push((k, private, held));
@@ -521,6 +584,101 @@ mod tests {
             let mut want: Vec<BlockHash> = reference.held.keys().copied().collect();
             want.sort_unstable();
             assert_eq!(pool.named_blocks(), want);
+        }
+    }
+
+    #[test]
+    fn own_tails_kept_out_of_the_table_change_nothing_the_reference_sees() {
+        use rand::{Rng, SeedableRng};
+        // Each prompt is one request's: blocks 0-1 shared by its family, the rest its own tail.
+        // The scheduler's protocol: the first run stores the tail unlisted; a run that finishes
+        // retires the request; one that is preempted lists its tail first and runs listed from
+        // then on. The plain reference lists everything.
+        #[derive(Clone, Copy, PartialEq)]
+        enum State {
+            Fresh,
+            Unlisted,
+            Listed,
+            Retired,
+        }
+        for seed in 0..6u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let cap = 12 + 6 * seed as usize;
+            let mut pool = KvPool::new(Some(cap), false);
+            let mut reference = Reference {
+                cap,
+                held: Default::default(),
+                order: Vec::new(),
+                private: 0,
+            };
+            let prompts: Vec<Vec<BlockHash>> = (0..300u32)
+                .map(|k| {
+                    let tokens: Vec<u32> = (0..2 * (1 + k % 7))
+                        .map(|t| {
+                            if t < 4 {
+                                k % 5 * 1000 + t
+                            } else {
+                                (k + 1) * 10_000 + t
+                            }
+                        })
+                        .collect();
+                    block_hashes(&tokens, 2)
+                })
+                .collect();
+            let mut state = vec![State::Fresh; prompts.len()];
+            let mut running: Vec<(usize, usize, Vec<u32>)> = Vec::new();
+            let mut unlisted_runs = 0;
+            for step in 0..20_000 {
+                if running.is_empty() || rng.gen_bool(0.5) {
+                    let k = rng.gen_range(0..prompts.len());
+                    let unlisted_from = match state[k] {
+                        State::Fresh => 2,
+                        State::Listed => usize::MAX,
+                        State::Unlisted | State::Retired => continue,
+                    };
+                    let private = rng.gen_range(0..3);
+                    let need = pool.unpinned_among(&prompts[k]) + private;
+                    if need > pool.available() {
+                        continue;
+                    }
+                    let mut c = Changes::default();
+                    let mut held = Vec::new();
+                    pool.acquire(None, &prompts[k], private, &mut c, &mut held, unlisted_from);
+                    let want = reference.acquire(&prompts[k], private);
+                    assert_eq!(c, want, "seed {seed} step {step}");
+                    unlisted_runs += usize::from(unlisted_from < prompts[k].len());
+                    if state[k] == State::Fresh {
+                        state[k] = State::Unlisted;
+                    }
+                    running.push((k, private, held));
+                } else {
+                    let (k, private, held) = running.swap_remove(rng.gen_range(0..running.len()));
+                    if state[k] == State::Unlisted {
+                        if rng.gen_bool(0.5) {
+                            state[k] = State::Retired;
+                        } else {
+                            pool.list(&held);
+                            state[k] = State::Listed;
+                        }
+                    }
+                    pool.release(&held, private);
+                    reference.release(&prompts[k], private);
+                }
+                assert_eq!(pool.named(), reference.held.len());
+                assert_eq!(
+                    pool.active(),
+                    reference.held.values().filter(|&&p| p > 0).count() + reference.private
+                );
+                let mut want: Vec<BlockHash> = reference.held.keys().copied().collect();
+                want.sort_unstable();
+                if step % 97 == 0 {
+                    assert_eq!(pool.named_blocks(), want, "seed {seed} step {step}");
+                }
+            }
+            assert!(
+                unlisted_runs > 50,
+                "seed {seed}: {unlisted_runs} runs with an own tail"
+            );
         }
     }
 
@@ -602,7 +760,7 @@ mod tests {
         let a = prompt(1, 4);
         acquire(&mut p, &a[1..2], 0); // as if computed by another request under another parent
         let mut c = Changes::default();
-        p.acquire(None, &a, 0, &mut c, &mut Vec::new());
+        p.acquire(None, &a, 0, &mut c, &mut Vec::new(), usize::MAX);
         assert_eq!(
             c.stored,
             vec![(None, vec![a[0]]), (Some(a[1]), vec![a[2], a[3]])]

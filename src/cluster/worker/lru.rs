@@ -20,6 +20,8 @@ pub struct Released {
     pub block: BlockHash,
     /// Its slot in the pool.
     pub slot: u32,
+    /// Kept out of the pool's name table (a request's own tail): evicting it removes no name.
+    pub unlisted: bool,
 }
 
 /// Evictable blocks, released longest ago first.
@@ -93,6 +95,7 @@ mod tests {
         Released {
             block: BlockHash(u64::from(slot) * 7),
             slot,
+            unlisted: false,
         }
     }
 

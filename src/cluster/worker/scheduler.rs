@@ -94,6 +94,10 @@ pub struct SchedulerConfig {
     pub remember_losses: bool,
     /// Whether an identical run of decode-only steps is planned at once (a decode stretch).
     pub decode_stretches: bool,
+    /// Whether a request's own tail (its blocks no other request names) stays out of the KV
+    /// pool's name table. Nothing but lookups by name notices, and only loss attribution looks
+    /// up blocks of other requests, so it is on unless misses are attributed.
+    pub unlisted_tails: bool,
     /// Step durations.
     pub timing: TimingModel,
 }
@@ -229,7 +233,10 @@ impl<T> StepScheduler<T> {
     }
 
     /// Queues a request at the back of the waiting queue.
-    pub fn enqueue(&mut self, seq: Seq<T>) {
+    pub fn enqueue(&mut self, mut seq: Seq<T>) {
+        if !self.cfg.unlisted_tails {
+            seq.list_every_block();
+        }
         self.waiting_tokens += seq.waiting_prompt_tokens();
         self.waiting.push_back(seq);
     }
@@ -441,7 +448,13 @@ impl<T> StepScheduler<T> {
                 continue;
             };
             let mut s = self.running.remove(i).expect("in range");
-            self.pool.borrow_mut().release(&s.slots, s.private);
+            let mut pool = self.pool.borrow_mut();
+            if prefilled {
+                // Handed back from its decode worker, it may be sent here again.
+                pool.list(&s.slots);
+            }
+            pool.release(&s.slots, s.private);
+            drop(pool);
             s.slots.clear();
             s.held_named = 0;
             s.private = 0;
@@ -554,6 +567,7 @@ impl<T> StepScheduler<T> {
             extra,
             &mut changes,
             &mut s.slots,
+            s.unlisted_from.saturating_sub(s.held_named),
         );
         s.held_named = named_after;
         s.private = private_after;
@@ -566,7 +580,12 @@ impl<T> StepScheduler<T> {
     /// at the front of the waiting queue.
     fn preempt(&mut self, i: usize) {
         let mut s = self.running.remove(i).expect("a running request");
-        self.pool.borrow_mut().release(&s.slots, s.private);
+        // It comes back to look its blocks up: its own tail too, from now on.
+        s.list_every_block();
+        let mut pool = self.pool.borrow_mut();
+        pool.list(&s.slots);
+        pool.release(&s.slots, s.private);
+        drop(pool);
         s.slots.clear();
         s.held_named = 0;
         s.private = 0;

@@ -55,6 +55,9 @@ pub struct Seq<T> {
     pub(super) held_named: usize,
     /// The pool's slots of its held named blocks (its handle for releasing them).
     pub(super) slots: Vec<u32>,
+    /// Its named blocks from here on are its own tail, stored out of the pool's name table
+    /// (`usize::MAX`: none; see [`Seq::list_every_block`]).
+    pub(super) unlisted_from: usize,
     pub(super) private: usize,
     pub(super) first: Option<FirstAdmission>,
     pub(super) first_token_ns: Option<Nanos>,
@@ -92,6 +95,7 @@ impl<T> Seq<T> {
             computed: 0,
             held_named: 0,
             slots: Vec::new(),
+            unlisted_from: spec.unshared_from,
             private: 0,
             first: None,
             first_token_ns: None,
@@ -106,6 +110,13 @@ impl<T> Seq<T> {
         let mut s = Seq::prompt(spec, payload, 1, true);
         s.kind = SeqKind::Transferred;
         s
+    }
+
+    /// Stores every named block of this request in the pool's name table, its own tail too: for
+    /// a request that may look its tail up again here (one handed back to the router may come
+    /// back to a worker that computed part of it).
+    pub fn list_every_block(&mut self) {
+        self.unlisted_from = usize::MAX;
     }
 
     /// The request's id.

@@ -49,7 +49,7 @@ impl<T> StepScheduler<T> {
             let mut changes = Changes::default();
             self.pool
                 .borrow_mut()
-                .acquire(None, &[], growing, &mut changes, &mut Vec::new());
+                .acquire(None, &[], growing, &mut changes, &mut Vec::new(), 0);
             for &(_, i) in &crossings[..growing] {
                 self.running[i].private += 1;
             }

@@ -28,6 +28,7 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
         prefill_only: false,
         remember_losses: true,
         decode_stretches: true,
+        unlisted_tails: true,
         timing: TimingModel::of(&Timing::default()),
     }
 }
@@ -35,12 +36,14 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
 /// A request of `prompt` tokens (its own content, or family `family`'s first tokens shared).
 fn request(id: u64, family: u32, prompt: u32, output: u32) -> Seq<()> {
     let tokens: Vec<u32> = (0..prompt).map(|t| family * 100_000 + t).collect();
+    let blocks = block_hashes(&tokens, BLOCK);
     let spec = RequestSpec {
         id: RequestId(id),
         arrival_ns: 0,
         input_tokens: prompt,
         output_tokens: output,
-        blocks: block_hashes(&tokens, BLOCK),
+        unshared_from: blocks.len(),
+        blocks,
         prefix: None,
         prefix_blocks: 0,
         session: None,

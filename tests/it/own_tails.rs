@@ -1,0 +1,217 @@
+//! A request's own tail (its blocks no other request of a trace names) is kept out of the
+//! workers' name tables unless misses are attributed. Loss attribution only observes: with it on
+//! (every block listed) and off (own tails unlisted), every run is the same but for the report's
+//! `misses`, whatever the policy, the KV pressure (preemptions), disaggregation, restarts and
+//! lost events recovered by snapshots.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use dynsim::router::registry;
+use dynsim::run::run_scenario;
+use dynsim::scenario::load::parse_scenario;
+use proptest::prelude::*;
+
+/// A Mooncake trace of `rows` requests: each starts with ids of one of 3 families (shared), then
+/// ids of its own, some rows repeating an earlier row's ids (a shared whole prompt).
+fn trace_text(rows: usize, seed: u64) -> String {
+    let mut text = String::new();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut earlier: Vec<Vec<u64>> = Vec::new();
+    for r in 0..rows {
+        let ids: Vec<u64> = if r > 0 && next() % 5 == 0 {
+            earlier[(next() as usize) % earlier.len()].clone()
+        } else {
+            let family = next() % 3;
+            let shared = 1 + next() % 3;
+            let own = next() % 6;
+            (0..shared)
+                .map(|i| family * 100 + i)
+                .chain((0..own).map(|i| 1_000_000 + r as u64 * 100 + i))
+                .collect()
+        };
+        let output = 1 + next() % 40;
+        let partial = next() % 32;
+        let input = (ids.len() as u64 * 32).saturating_sub(partial).max(1);
+        writeln!(
+            text,
+            r#"{{"timestamp": {}, "input_length": {input}, "output_length": {output}, "hash_ids": {ids:?}}}"#,
+            r as u64 * (next() % 40)
+        )
+        .unwrap();
+        earlier.push(ids);
+    }
+    text
+}
+
+#[derive(Debug, Clone)]
+struct Shape {
+    seed: u64,
+    rows: usize,
+    policy: usize,
+    workers: usize,
+    capacity: usize,
+    rechunk: bool,
+    whole_prompt: bool,
+    disagg: bool,
+    restart: Option<(usize, f64)>,
+    drop_rate: f64,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (
+        (0u64..1 << 40, 5usize..60, 0usize..64, 1usize..4, 6usize..60),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            prop::option::of((0usize..4, 0.0f64..300.0)),
+            prop_oneof![Just(0.0), Just(0.3)],
+        ),
+    )
+        .prop_map(
+            |(
+                (seed, rows, policy, workers, capacity),
+                (rechunk, whole_prompt, disagg, restart, drop_rate),
+            )| Shape {
+                seed,
+                rows,
+                policy,
+                workers,
+                capacity,
+                rechunk,
+                whole_prompt,
+                disagg,
+                restart,
+                drop_rate,
+            },
+        )
+}
+
+fn scenario_text(s: &Shape, trace: &Path) -> String {
+    let names = registry::names();
+    let policy = names[s.policy % names.len()];
+    let (block, trace_block) = if s.rechunk { (16, 32) } else { (32, 32) };
+    let admission = if s.whole_prompt {
+        "whole-prompt"
+    } else {
+        "chunk"
+    };
+    let mut t = format!(
+        "seed = {seed}\n\
+         [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
+         trace_block_size = {trace_block}\nrechunk = {rechunk}\n\
+         [cluster]\nworkers = {workers}\nblock_size = {block}\nkv_capacity_blocks = {cap}\n\
+         [scheduler]\nadmission = \"{admission}\"\nmax_num_batched_tokens = 96\n\
+         [router]\npolicy = \"{policy}\"\non_gap = \"resync\"\n\
+         [bus]\npublish = true\ndrop_rate = {drop}\n",
+        seed = s.seed,
+        path = trace.display().to_string(),
+        rechunk = s.rechunk,
+        workers = s.workers,
+        cap = s.capacity,
+        drop = s.drop_rate,
+    );
+    let workers = if s.disagg {
+        t.push_str("[disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 1\n");
+        2
+    } else {
+        s.workers
+    };
+    if let Some((w, at)) = s.restart {
+        t.push_str(&format!(
+            "[[faults]]\nkind = \"restart\"\nworker = {}\nat_ms = {at}\ndown_ms = 50\n",
+            w % workers
+        ));
+    }
+    t
+}
+
+/// The message log's lines with every `misses` field emptied.
+fn without_misses(log: &[u8]) -> Vec<serde_json::Value> {
+    log.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_slice(l).expect("JSON lines");
+            if let Some(m) = v.get_mut("misses") {
+                *m = serde_json::Value::Null;
+            }
+            v
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn own_tails_out_of_the_name_table_change_nothing_but_the_misses(s in shape()) {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.jsonl");
+        std::fs::write(&trace, trace_text(s.rows, s.seed)).unwrap();
+        let text = scenario_text(&s, &trace);
+        let Ok(scenario) = parse_scenario(Path::new("own.toml"), &text, &[]) else {
+            // Settings a user could not combine (a policy that cannot be disaggregated, ...).
+            return Ok(());
+        };
+        let run = |attribute: bool| {
+            let mut sc = scenario.clone();
+            sc.router.attribute_misses = attribute;
+            let mut log = Vec::new();
+            let report = run_scenario(&sc, Path::new("."), Some(&mut log));
+            report.map(|r| {
+                let mut v = serde_json::to_value(&r).unwrap();
+                v["misses"] = serde_json::Value::Null;
+                (v, log)
+            })
+        };
+        let (listed, unlisted) = (run(true), run(false));
+        match (listed, unlisted) {
+            (Ok((a, log_a)), Ok((b, log_b))) => {
+                prop_assert_eq!(a, b);
+                prop_assert_eq!(without_misses(&log_a), without_misses(&log_b));
+            }
+            (a, b) => prop_assert_eq!(a.is_ok(), b.is_ok(), "one run failed: {:?}", a.err().or(b.err())),
+        }
+    }
+}
+
+#[test]
+fn a_trace_row_names_its_own_tail_from_its_first_unshared_id() {
+    use dynsim::workload::trace::TraceOptions;
+    let text = [
+        r#"{"timestamp": 0, "input_length": 96, "output_length": 1, "hash_ids": [1, 2, 7]}"#,
+        r#"{"timestamp": 1, "input_length": 70, "output_length": 1, "hash_ids": [1, 2, 8]}"#,
+        r#"{"timestamp": 2, "input_length": 64, "output_length": 1, "hash_ids": [1, 9]}"#,
+        r#"{"timestamp": 3, "input_length": 64, "output_length": 1, "hash_ids": [1, 9]}"#,
+        r#"{"timestamp": 4, "input_length": 64, "output_length": 1, "hash_ids": [5, 5]}"#,
+    ]
+    .join("\n");
+    let opts = |block_size| TraceOptions {
+        block_size,
+        trace_block_size: 32,
+        ..TraceOptions::default()
+    };
+    let unshared = |block_size| {
+        let t = dynsim::workload::mooncake::read_mooncake(
+            Path::new("t.jsonl"),
+            text.as_bytes(),
+            &opts(block_size),
+        )
+        .unwrap();
+        (0..t.len())
+            .map(|i| t.spec(i).unshared_from)
+            .collect::<Vec<_>>()
+    };
+    // One block per id: ids 7 and 8 are each named by one row only; 9 by two; 5 by one row
+    // (twice in it).
+    assert_eq!(unshared(32), vec![2, 2, 2, 2, 0]);
+    // Re-chunked into 16-token blocks (at most input / 16 of them: 6, 4, 4, 4, 4).
+    assert_eq!(unshared(16), vec![4, 4, 4, 4, 0]);
+}
