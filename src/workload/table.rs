@@ -18,7 +18,6 @@ use super::{RequestSpec, SessionLink};
 use crate::engine::ms_to_ns;
 use crate::error::{Error, Result};
 use crate::hash::{chain_ids, BlockHash, ROOT_SEED};
-use crate::hashers::IdBuilder;
 use crate::ids::RequestId;
 use crate::limits::MAX_MS;
 
@@ -328,26 +327,37 @@ impl TraceTable {
 }
 
 /// Sets each row's first id that no other row names (an id repeated within one row still counts
-/// once), counting over the rows kept.
+/// once), counting over the rows kept. Sorting a copy of the ids keeps the extra memory to one
+/// word per id, what the table's own arena takes.
 fn mark_unshared_ids(rows: &mut [TableRow], ids: &[u64]) {
     let ids_of = |r: &TableRow| &ids[r.ids_at as usize..][..r.ids_len as usize];
-    // Rows naming each id, saturating at 2; lookups only (its order never reaches the table).
-    let mut rows_naming: HashMap<u64, u8, IdBuilder> = HashMap::default();
-    let mut row_ids: Vec<u64> = Vec::new();
+    // Every row's distinct ids, then sorted: an id named by two rows or more appears twice.
+    let mut all: Vec<u64> = Vec::with_capacity(rows.iter().map(|r| r.ids_len as usize).sum());
     for r in rows.iter() {
-        row_ids.clear();
-        row_ids.extend_from_slice(ids_of(r));
-        row_ids.sort_unstable();
-        row_ids.dedup();
-        for &id in &row_ids {
-            let n = rows_naming.entry(id).or_insert(0);
-            *n = (*n + 1).min(2);
+        let start = all.len();
+        all.extend_from_slice(ids_of(r));
+        all[start..].sort_unstable();
+        let mut kept = start;
+        for i in start..all.len() {
+            if kept == start || all[i] != all[kept - 1] {
+                all[kept] = all[i];
+                kept += 1;
+            }
         }
+        all.truncate(kept);
     }
+    all.sort_unstable();
+    let mut shared: Vec<u64> = all
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
+    drop(all);
+    shared.dedup();
     for r in rows.iter_mut() {
         r.first_unshared_id = ids_of(r)
             .iter()
-            .position(|id| rows_naming[id] == 1)
+            .position(|id| shared.binary_search(id).is_err())
             .map_or(u32::MAX, |k| k as u32);
     }
 }
