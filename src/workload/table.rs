@@ -327,37 +327,57 @@ impl TraceTable {
 }
 
 /// Sets each row's first id that no other row names (an id repeated within one row still counts
-/// once), counting over the rows kept. Sorting a copy of the ids keeps the extra memory to one
-/// word per id, what the table's own arena takes.
+/// once), counting over the rows kept. Ids that are dense (published traces number them from 0)
+/// are counted in arrays indexed by id; others by sorting a copy. Either way the extra memory is
+/// about one word per id, what the table's own arena takes.
 fn mark_unshared_ids(rows: &mut [TableRow], ids: &[u64]) {
     let ids_of = |r: &TableRow| &ids[r.ids_at as usize..][..r.ids_len as usize];
-    // Every row's distinct ids, then sorted: an id named by two rows or more appears twice.
-    let mut all: Vec<u64> = Vec::with_capacity(rows.iter().map(|r| r.ids_len as usize).sum());
-    for r in rows.iter() {
-        let start = all.len();
-        all.extend_from_slice(ids_of(r));
-        all[start..].sort_unstable();
-        let mut kept = start;
-        for i in start..all.len() {
-            if kept == start || all[i] != all[kept - 1] {
-                all[kept] = all[i];
-                kept += 1;
+    let total: usize = rows.iter().map(|r| r.ids_len as usize).sum();
+    let max = rows.iter().flat_map(ids_of).max().copied().unwrap_or(0);
+    let named_by_one: Box<dyn Fn(u64) -> bool> = if max < 2 * total as u64 + 1024 {
+        // Rows naming each id (saturating at 2), and the last row that named it.
+        let mut rows_naming = vec![0u8; max as usize + 1];
+        let mut last_row = vec![u32::MAX; max as usize + 1];
+        for (k, r) in rows.iter().enumerate() {
+            for &id in ids_of(r) {
+                let id = id as usize;
+                if last_row[id] != k as u32 {
+                    last_row[id] = k as u32;
+                    rows_naming[id] = (rows_naming[id] + 1).min(2);
+                }
             }
         }
-        all.truncate(kept);
-    }
-    all.sort_unstable();
-    let mut shared: Vec<u64> = all
-        .windows(2)
-        .filter(|w| w[0] == w[1])
-        .map(|w| w[0])
-        .collect();
-    drop(all);
-    shared.dedup();
+        Box::new(move |id| rows_naming[id as usize] == 1)
+    } else {
+        // Every row's distinct ids, sorted together: an id named by two rows appears twice.
+        let mut all: Vec<u64> = Vec::with_capacity(total);
+        for r in rows.iter() {
+            let start = all.len();
+            all.extend_from_slice(ids_of(r));
+            all[start..].sort_unstable();
+            let mut kept = start;
+            for i in start..all.len() {
+                if kept == start || all[i] != all[kept - 1] {
+                    all[kept] = all[i];
+                    kept += 1;
+                }
+            }
+            all.truncate(kept);
+        }
+        all.sort_unstable();
+        let mut shared: Vec<u64> = all
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        drop(all);
+        shared.dedup();
+        Box::new(move |id| shared.binary_search(&id).is_err())
+    };
     for r in rows.iter_mut() {
         r.first_unshared_id = ids_of(r)
             .iter()
-            .position(|id| shared.binary_search(id).is_err())
+            .position(|&id| named_by_one(id))
             .map_or(u32::MAX, |k| k as u32);
     }
 }
@@ -380,4 +400,51 @@ fn rechunk_ids(ids: &[u64], ratio: usize, max_blocks: usize) -> Vec<BlockHash> {
         }
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(ids_at: u64, ids_len: u32) -> TableRow {
+        TableRow {
+            arrival_ns: 0,
+            input: 0,
+            output: 1,
+            ids_at,
+            ids_len,
+            session: None,
+            follower: None,
+            first_unshared_id: 0,
+        }
+    }
+
+    /// The first unshared id of each row, for rows of `lens` ids taken in turn from `ids`.
+    fn first_unshared(ids: &[u64], lens: &[u32]) -> Vec<u32> {
+        let mut at = 0;
+        let mut rows: Vec<TableRow> = lens
+            .iter()
+            .map(|&n| {
+                at += u64::from(n);
+                row(at - u64::from(n), n)
+            })
+            .collect();
+        mark_unshared_ids(&mut rows, ids);
+        rows.iter().map(|r| r.first_unshared_id).collect()
+    }
+
+    #[test]
+    fn dense_and_sparse_ids_are_counted_alike() {
+        // Rows: [1 2 7] [1 2 8] [1 9] [1 9] [5 5] [3]; 7, 8, 5 and 3 are named by one row each.
+        let ids = [1, 2, 7, 1, 2, 8, 1, 9, 1, 9, 5, 5, 3];
+        let lens = [3, 3, 2, 2, 2, 1];
+        let want = vec![2, 2, u32::MAX, u32::MAX, 0, 0];
+        assert_eq!(first_unshared(&ids, &lens), want, "dense ids");
+        // The same ids spread over 64 bits (an injective map): counted by sorting.
+        let sparse: Vec<u64> = ids
+            .iter()
+            .map(|&i| (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        assert_eq!(first_unshared(&sparse, &lens), want, "sparse ids");
+    }
 }
