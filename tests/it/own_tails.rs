@@ -1,8 +1,8 @@
 //! A request's own tail (its blocks no other request of a trace names) is kept out of the
 //! workers' name tables unless misses are attributed. Loss attribution only observes: with it on
 //! (every block listed) and off (own tails unlisted), every run is the same but for the report's
-//! `misses`, whatever the policy, the KV pressure (preemptions), disaggregation, restarts and
-//! lost events recovered by snapshots.
+//! `misses`, whatever the policy, the KV pressure (preemptions), disaggregation, restarts, router
+//! replicas and lost events recovered by snapshots.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -62,6 +62,8 @@ struct Shape {
     disagg: bool,
     restart: Option<(usize, f64)>,
     drop_rate: f64,
+    replicas: usize,
+    sync: bool,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -73,12 +75,14 @@ fn shape() -> impl Strategy<Value = Shape> {
             any::<bool>(),
             prop::option::of((0usize..4, 0.0f64..300.0)),
             prop_oneof![Just(0.0), Just(0.3)],
+            1usize..3,
+            any::<bool>(),
         ),
     )
         .prop_map(
             |(
                 (seed, rows, policy, workers, capacity),
-                (rechunk, whole_prompt, disagg, restart, drop_rate),
+                (rechunk, whole_prompt, disagg, restart, drop_rate, replicas, sync),
             )| Shape {
                 seed,
                 rows,
@@ -90,6 +94,8 @@ fn shape() -> impl Strategy<Value = Shape> {
                 disagg,
                 restart,
                 drop_rate,
+                replicas,
+                sync,
             },
         )
 }
@@ -109,7 +115,8 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
          trace_block_size = {trace_block}\nrechunk = {rechunk}\n\
          [cluster]\nworkers = {workers}\nblock_size = {block}\nkv_capacity_blocks = {cap}\n\
          [scheduler]\nadmission = \"{admission}\"\nmax_num_batched_tokens = 96\n\
-         [router]\npolicy = \"{policy}\"\non_gap = \"resync\"\n\
+         [router]\npolicy = \"{policy}\"\non_gap = \"resync\"\nreplicas = {replicas}\n\
+         sync = \"{sync}\"\n\
          [bus]\npublish = true\ndrop_rate = {drop}\n",
         seed = s.seed,
         path = trace.display().to_string(),
@@ -117,6 +124,8 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
         workers = s.workers,
         cap = s.capacity,
         drop = s.drop_rate,
+        replicas = s.replicas,
+        sync = if s.sync { "active-load" } else { "none" },
     );
     let workers = if s.disagg {
         t.push_str("[disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 1\n");
