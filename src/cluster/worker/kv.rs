@@ -14,7 +14,6 @@
 //!   its head, and whatever is cached is always a set of whole prefixes. Never-used capacity is
 //!   taken before anything is evicted (Dynamo's mocker does the same; vLLM's single free queue
 //!   may evict a cached block earlier).
-//!
 //! - **Unlisted blocks** are named blocks kept out of the name table: a request's own tail, the
 //!   blocks from the first one no other request of the workload names
 //!   ([`RequestSpec::unshared_from`](crate::workload::RequestSpec::unshared_from)). Only that
