@@ -32,8 +32,8 @@
 //! block was held and lost or never computed, and the answer must not cost memory in
 //! proportion to the run's history.
 //!
-//! Layout: a [`NameTable`] (`names.rs`) from block name to a slot in an arena of 16-byte
-//! slots, and the evictable blocks in release order in a [`ReleaseQueue`] (`lru.rs`), whose
+//! Layout: a `NameTable` (`names.rs`) from block name to a slot in an arena of 16-byte
+//! slots, and the evictable blocks in release order in a `ReleaseQueue` (`lru.rs`), whose
 //! entries carry the block's name and slot. Acquiring a block costs one probe of the table,
 //! pinning an evictable one withdraws its entry in place (its slot knows where), and evicting
 //! reads the queue in order and removes the name from the table.
