@@ -480,6 +480,15 @@ mod tests {
     }
 
     impl Reference {
+        fn new(cap: usize) -> Self {
+            Reference {
+                cap,
+                held: Default::default(),
+                order: Vec::new(),
+                private: 0,
+            }
+        }
+
         fn acquire(&mut self, blocks: &[BlockHash], private: usize) -> Changes {
             let mut c = Changes::default();
             let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
@@ -525,6 +534,53 @@ mod tests {
         }
     }
 
+    /// `n` prompts of 1 to `max_blocks` 2-token blocks: blocks 0-1 shared by one of 5 families
+    /// (so blocks are pinned again, shared by running requests, and evicted tail first), the
+    /// rest of prompt `k` from tokens `own(k) + t`.
+    fn family_prompts(n: u32, max_blocks: u32, own: impl Fn(u32) -> u32) -> Vec<Vec<BlockHash>> {
+        (0..n)
+            .map(|k| {
+                let tokens: Vec<u32> = (0..2 * (1 + k % max_blocks))
+                    .map(|t| if t < 4 { k % 5 * 1000 + t } else { own(k) + t })
+                    .collect();
+                block_hashes(&tokens, 2)
+            })
+            .collect()
+    }
+
+    /// Acquires `prompt` in both the pool and the reference if the pool has room, checking
+    /// that they report the same changes; returns the pool's slots.
+    fn acquire_both(
+        pool: &mut KvPool,
+        reference: &mut Reference,
+        prompt: &[BlockHash],
+        private: usize,
+        unlisted_from: usize,
+    ) -> Option<Vec<u32>> {
+        if pool.unpinned_among(prompt) + private > pool.available() {
+            return None;
+        }
+        let mut c = Changes::default();
+        let mut held = Vec::new();
+        pool.acquire(None, prompt, private, &mut c, &mut held, unlisted_from);
+        assert_eq!(c, reference.acquire(prompt, private));
+        Some(held)
+    }
+
+    /// Checks the pool's counts (and, if `names`, its named blocks) against the reference.
+    fn assert_agrees(pool: &KvPool, reference: &Reference, names: bool) {
+        assert_eq!(pool.named(), reference.held.len());
+        assert_eq!(
+            pool.active(),
+            reference.held.values().filter(|&&p| p > 0).count() + reference.private
+        );
+        if names {
+            let mut want: Vec<BlockHash> = reference.held.keys().copied().collect();
+            want.sort_unstable();
+            assert_eq!(pool.named_blocks(), want);
+        }
+    }
+
     #[test]
     fn agrees_with_a_plain_reference_through_random_acquires_and_releases() {
         use rand::{Rng, SeedableRng};
@@ -532,57 +588,27 @@ mod tests {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
             let cap = 10 + 10 * seed as usize;
             let mut pool = KvPool::new(Some(cap), false);
-            let mut reference = Reference {
-                cap,
-                held: Default::default(),
-                order: Vec::new(),
-                private: 0,
-            };
-            // Prompts of 1 to 6 blocks from 5 families: shared heads, so blocks are pinned
-            // again, shared by running requests, and evicted tail first.
-            let prompts: Vec<Vec<BlockHash>> = (0..40u32)
-                .map(|k| {
-                    let tokens: Vec<u32> = (0..2 * (1 + k % 6))
-                        .map(|t| {
-                            if t < 4 {
-                                k % 5 * 1000 + t
-                            } else {
-                                k * 1000 + t
-                            }
-                        })
-                        .collect();
-                    block_hashes(&tokens, 2)
-                })
-                .collect();
+            let mut reference = Reference::new(cap);
+            let prompts = family_prompts(40, 6, |k| k * 1000);
             let mut running: Vec<(usize, usize, Vec<u32>)> = Vec::new();
-            for step in 0..20_000 {
+            for _ in 0..20_000 {
                 if running.is_empty() || rng.gen_bool(0.5) {
                     let k = rng.gen_range(0..prompts.len());
                     let private = rng.gen_range(0..3);
-                    let need = pool.unpinned_among(&prompts[k]) + private;
-                    if need > pool.available() {
-                        continue;
+                    let prompt = &prompts[k];
+                    if let Some(held) =
+                        acquire_both(&mut pool, &mut reference, prompt, private, usize::MAX)
+                    {
+                        running.push((k, private, held));
                     }
-                    let mut c = Changes::default();
-                    let mut held = Vec::new();
-                    pool.acquire(None, &prompts[k], private, &mut c, &mut held, usize::MAX);
-                    let want = reference.acquire(&prompts[k], private);
-                    assert_eq!(c, want, "seed {seed} step {step}");
-                    running.push((k, private, held));
                 } else {
                     let (k, private, held) = running.swap_remove(rng.gen_range(0..running.len()));
                     pool.release(&held, private);
                     reference.release(&prompts[k], private);
                 }
-                assert_eq!(pool.named(), reference.held.len());
-                assert_eq!(
-                    pool.active(),
-                    reference.held.values().filter(|&&p| p > 0).count() + reference.private
-                );
+                assert_agrees(&pool, &reference, false);
             }
-            let mut want: Vec<BlockHash> = reference.held.keys().copied().collect();
-            want.sort_unstable();
-            assert_eq!(pool.named_blocks(), want);
+            assert_agrees(&pool, &reference, true);
         }
     }
 
@@ -604,26 +630,8 @@ mod tests {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
             let cap = 12 + 6 * seed as usize;
             let mut pool = KvPool::new(Some(cap), false);
-            let mut reference = Reference {
-                cap,
-                held: Default::default(),
-                order: Vec::new(),
-                private: 0,
-            };
-            let prompts: Vec<Vec<BlockHash>> = (0..300u32)
-                .map(|k| {
-                    let tokens: Vec<u32> = (0..2 * (1 + k % 7))
-                        .map(|t| {
-                            if t < 4 {
-                                k % 5 * 1000 + t
-                            } else {
-                                (k + 1) * 10_000 + t
-                            }
-                        })
-                        .collect();
-                    block_hashes(&tokens, 2)
-                })
-                .collect();
+            let mut reference = Reference::new(cap);
+            let prompts = family_prompts(300, 7, |k| (k + 1) * 10_000);
             let mut state = vec![State::Fresh; prompts.len()];
             let mut running: Vec<(usize, usize, Vec<u32>)> = Vec::new();
             let mut unlisted_runs = 0;
@@ -636,16 +644,13 @@ mod tests {
                         State::Unlisted | State::Retired => continue,
                     };
                     let private = rng.gen_range(0..3);
-                    let need = pool.unpinned_among(&prompts[k]) + private;
-                    if need > pool.available() {
+                    let prompt = &prompts[k];
+                    let Some(held) =
+                        acquire_both(&mut pool, &mut reference, prompt, private, unlisted_from)
+                    else {
                         continue;
-                    }
-                    let mut c = Changes::default();
-                    let mut held = Vec::new();
-                    pool.acquire(None, &prompts[k], private, &mut c, &mut held, unlisted_from);
-                    let want = reference.acquire(&prompts[k], private);
-                    assert_eq!(c, want, "seed {seed} step {step}");
-                    unlisted_runs += usize::from(unlisted_from < prompts[k].len());
+                    };
+                    unlisted_runs += usize::from(unlisted_from < prompt.len());
                     if state[k] == State::Fresh {
                         state[k] = State::Unlisted;
                     }
@@ -663,16 +668,7 @@ mod tests {
                     pool.release(&held, private);
                     reference.release(&prompts[k], private);
                 }
-                assert_eq!(pool.named(), reference.held.len());
-                assert_eq!(
-                    pool.active(),
-                    reference.held.values().filter(|&&p| p > 0).count() + reference.private
-                );
-                let mut want: Vec<BlockHash> = reference.held.keys().copied().collect();
-                want.sort_unstable();
-                if step % 97 == 0 {
-                    assert_eq!(pool.named_blocks(), want, "seed {seed} step {step}");
-                }
+                assert_agrees(&pool, &reference, step % 97 == 0);
             }
             assert!(
                 unlisted_runs > 50,
