@@ -90,3 +90,29 @@ pub fn run_cached_with(
 ) -> dynsim::report::Report {
     dynsim::run::run_built(s, cached_workload(s, base), hooks).expect("runs")
 }
+
+/// Appends a `[disagg]` table (`Some((prefill, decode))` workers) and a restart fault
+/// (`Some((worker, at_ms, down_ms))`, the worker taken modulo the cluster's) to scenario text
+/// `t` whose cluster has `workers` aggregated workers otherwise.
+pub fn push_disagg_and_restart(
+    t: &mut String,
+    workers: usize,
+    disagg: Option<(usize, usize)>,
+    restart: Option<(usize, f64, f64)>,
+) {
+    let workers = match disagg {
+        Some((p, d)) => {
+            t.push_str(&format!(
+                "[disagg]\nenabled = true\nprefill_workers = {p}\ndecode_workers = {d}\n"
+            ));
+            p + d
+        }
+        None => workers,
+    };
+    if let Some((w, at, down)) = restart {
+        t.push_str(&format!(
+            "[[faults]]\nkind = \"restart\"\nworker = {}\nat_ms = {at}\ndown_ms = {down}\n",
+            w % workers
+        ));
+    }
+}

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::common::push_disagg_and_restart;
 use dynsim::router::registry;
 use dynsim::run::run_scenario;
 use dynsim::scenario::load::parse_scenario;
@@ -147,21 +148,7 @@ fn toml_of(s: &Shape) -> String {
             start + len
         ));
     }
-    let workers = match s.disagg {
-        Some((p, d)) => {
-            t.push_str(&format!(
-                "[disagg]\nenabled = true\nprefill_workers = {p}\ndecode_workers = {d}\n"
-            ));
-            p + d
-        }
-        None => s.workers,
-    };
-    if let Some((w, at, down)) = s.restart {
-        t.push_str(&format!(
-            "[[faults]]\nkind = \"restart\"\nworker = {}\nat_ms = {at}\ndown_ms = {down}\n",
-            w % workers
-        ));
-    }
+    push_disagg_and_restart(&mut t, s.workers, s.disagg, s.restart);
     t
 }
 

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::common::push_disagg_and_restart;
 use dynsim::router::registry;
 use dynsim::run::run_scenario;
 use dynsim::scenario::load::parse_scenario;
@@ -127,18 +128,12 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
         replicas = s.replicas,
         sync = if s.sync { "active-load" } else { "none" },
     );
-    let workers = if s.disagg {
-        t.push_str("[disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 1\n");
-        2
-    } else {
-        s.workers
-    };
-    if let Some((w, at)) = s.restart {
-        t.push_str(&format!(
-            "[[faults]]\nkind = \"restart\"\nworker = {}\nat_ms = {at}\ndown_ms = 50\n",
-            w % workers
-        ));
-    }
+    push_disagg_and_restart(
+        &mut t,
+        s.workers,
+        s.disagg.then_some((1, 1)),
+        s.restart.map(|(w, at)| (w, at, 50.0)),
+    );
     t
 }
 
