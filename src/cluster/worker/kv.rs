@@ -272,10 +272,9 @@ impl KvPool {
                     s
                 }
                 Some(Probe::Vacant(_)) | None => {
-                    let s = self.store(b);
-                    match probe {
-                        Some(Probe::Vacant(at)) => self.index.insert_at(at, b, s),
-                        _ => self.slots[s as usize].pins |= UNLISTED,
+                    let s = self.store(b, probe.is_none());
+                    if let Some(Probe::Vacant(at)) = probe {
+                        self.index.insert_at(at, b, s);
                     }
                     self.pinned += 1;
                     match &mut run {
@@ -301,13 +300,13 @@ impl KvPool {
         self.peak_active = self.peak_active.max(self.active());
     }
 
-    /// Stores `block`, pinned once, in a free slot (the caller lists it, or marks it unlisted);
-    /// returns its slot.
-    fn store(&mut self, block: BlockHash) -> u32 {
+    /// Stores `block`, pinned once, in a free slot, marked `unlisted` or for the caller to put
+    /// in the name table; returns its slot.
+    fn store(&mut self, block: BlockHash, unlisted: bool) -> u32 {
         let slot = Slot {
             block,
             queued: 0, // pinned: not in the queue
-            pins: 1,
+            pins: if unlisted { 1 | UNLISTED } else { 1 },
         };
         let s = match self.free_slots.pop() {
             Some(s) => {
