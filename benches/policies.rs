@@ -60,6 +60,14 @@ fn loads(workers: usize) -> LoadBook {
 fn decisions(c: &mut Criterion) {
     let prefixes: Vec<Vec<BlockHash>> = (0..PREFIXES).map(prefix_blocks).collect();
     let request = block_hashes(&prompt(7, 1), BLOCK);
+    // The request every policy decides on.
+    let decided = RouteRequest {
+        id: RequestId(1),
+        blocks: &request,
+        input_tokens: PROMPT_TOKENS,
+        session: Some(7),
+        now: 1,
+    };
     let mut group = c.benchmark_group("decide");
     for workers in [4usize, 64, 256] {
         let book = loads(workers);
@@ -106,13 +114,7 @@ fn decisions(c: &mut Criterion) {
                     }
                 }
             }
-            let req = RouteRequest {
-                id: RequestId(1),
-                blocks: &request,
-                input_tokens: PROMPT_TOKENS,
-                session: Some(7),
-                now: 1,
-            };
+            let req = decided;
             let mut rng = SimRng::new(RngKind::Chacha, 1);
             group.bench_with_input(
                 BenchmarkId::new(entry.name, format!("{workers}w")),
@@ -159,13 +161,7 @@ fn decisions(c: &mut Criterion) {
             busy.routed_to(req.id, worker, blocks.len());
             dynamo.on_routed(&req, &d);
         }
-        let req = RouteRequest {
-            id: RequestId(1),
-            blocks: &request,
-            input_tokens: PROMPT_TOKENS,
-            session: Some(7),
-            now: 1,
-        };
+        let req = decided;
         let mut rng = SimRng::new(RngKind::Chacha, 1);
         group.bench_with_input(
             BenchmarkId::new("dynamo-in-flight", format!("{workers}w")),

@@ -197,11 +197,6 @@ impl LoadBook {
         self.in_flight[worker]
     }
 
-    /// Requests this router routed that have not finished.
-    pub fn open_requests(&self) -> usize {
-        self.open.len()
-    }
-
     /// `worker`'s load signals as of the router's last refresh.
     pub fn signals(&self, worker: usize) -> &WorkerSignals {
         &self.signals[worker]

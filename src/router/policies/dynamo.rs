@@ -349,22 +349,22 @@ fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> usize {
     }
 }
 
-/// Each cost's softmax weight, exp(−(cost − min) / ((max − min) · temperature)) (unnormalised;
-/// the span is 1 when every cost is equal).
-fn softmax_weights(costs: &[(usize, f64)], temperature: f64) -> impl Iterator<Item = f64> + '_ {
+/// The softmax weight of a cost among `costs`, exp(−(cost − min) / ((max − min) · temperature))
+/// (unnormalised; the span is 1 when every cost is equal).
+fn softmax_weight(costs: &[(usize, f64)], temperature: f64) -> impl Fn(f64) -> f64 {
     let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
     let max = costs.iter().map(|c| c.1).fold(f64::NEG_INFINITY, f64::max);
     let span = if max > min { max - min } else { 1.0 };
-    costs
-        .iter()
-        .map(move |c| (-(c.1 - min) / (span * temperature)).exp())
+    move |cost| (-(cost - min) / (span * temperature)).exp()
 }
 
 /// Samples with probability ∝ exp(−(cost − min) / ((max − min) · temperature)).
 fn sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> usize {
-    let total: f64 = softmax_weights(costs, temperature).sum();
+    let weight = softmax_weight(costs, temperature);
+    let total: f64 = costs.iter().map(|c| weight(c.1)).sum();
     let mut x = rng.unit() * total;
-    for (c, w) in costs.iter().zip(softmax_weights(costs, temperature)) {
+    for c in costs {
+        let w = weight(c.1);
         if x < w {
             return c.0;
         }

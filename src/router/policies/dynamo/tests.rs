@@ -85,16 +85,21 @@ fn request(id: u64, tokens: std::ops::Range<u32>) -> (RequestId, Vec<BlockHash>,
     (RequestId(id), block_hashes(&t, 4), t.len() as u32)
 }
 
-/// Sends `r` to `worker` as the router would, believing none of it cached; with `decoding`
-/// its first token has come.
-fn busy(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32), worker: u32, decoding: bool) {
-    let req = RouteRequest {
+/// The routing request for `r` (id, blocks, prompt tokens) at time 0.
+fn route_req(r: &(RequestId, Vec<BlockHash>, u32)) -> RouteRequest<'_> {
+    RouteRequest {
         id: r.0,
         blocks: &r.1,
         input_tokens: r.2,
         session: None,
         now: 0,
-    };
+    }
+}
+
+/// Sends `r` to `worker` as the router would, believing none of it cached; with `decoding`
+/// its first token has come.
+fn busy(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32), worker: u32, decoding: bool) {
+    let req = route_req(r);
     let d = Decision {
         worker: WorkerId(worker),
         predicted_blocks: 0,
@@ -109,13 +114,7 @@ fn busy(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32), worker: u32, decod
 fn costs(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32)) -> (u32, Vec<(usize, f64)>) {
     let loads = LoadBook::new(2, LoadKind::Routed);
     let mut rng = SimRng::new(RngKind::Chacha, 1);
-    let req = RouteRequest {
-        id: r.0,
-        blocks: &r.1,
-        input_tokens: r.2,
-        session: None,
-        now: 0,
-    };
+    let req = route_req(r);
     let d = p.decide(&req, &loads, &mut rng);
     (d.worker.0, p.costs.clone())
 }
@@ -184,7 +183,8 @@ fn a_temperature_samples_the_softmax_of_the_normalised_costs() {
         (1.0, [0.5065, 0.3072, 0.1863]),
         (0.5, [0.6652, 0.2447, 0.0900]),
     ] {
-        let w: Vec<f64> = softmax_weights(&costs, t).collect();
+        let weight = softmax_weight(&costs, t);
+        let w: Vec<f64> = costs.iter().map(|c| weight(c.1)).collect();
         let total: f64 = w.iter().sum();
         for (got, want) in w.iter().zip(expected) {
             assert!((got / total - want).abs() < 5e-5, "T {t}: {w:?}");
@@ -197,14 +197,8 @@ fn a_temperature_samples_the_softmax_of_the_normalised_costs() {
     busy(&mut p, &request(10, 1000..1004), 0, true);
     busy(&mut p, &request(11, 1100..1104), 0, true);
     busy(&mut p, &request(12, 2000..2012), 1, true);
-    let (id, blocks, tokens) = request(1, 0..32);
-    let req = RouteRequest {
-        id,
-        blocks: &blocks,
-        input_tokens: tokens,
-        session: None,
-        now: 0,
-    };
+    let r = request(1, 0..32);
+    let req = route_req(&r);
     let loads = LoadBook::new(2, LoadKind::Routed);
     let mut rng = SimRng::new(RngKind::Chacha, 9);
     let zeros = (0..4000)
