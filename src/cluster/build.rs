@@ -190,9 +190,8 @@ pub fn scheduler_config(s: &Scenario, role: Role) -> SchedulerConfig {
             AdmissionKind::WholePrompt => Admission::WholePrompt,
         },
         prefill_only: matches!(role, Role::Prefill | Role::Colocated),
-        remember_losses: s.router.attribute_misses,
+        attribute_misses: s.router.attribute_misses,
         decode_stretches: sch.decode_stretches,
-        unlisted_tails: !s.router.attribute_misses,
         timing: TimingModel::of(&s.timing),
     }
 }

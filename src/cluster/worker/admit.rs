@@ -40,7 +40,7 @@ impl<T> StepScheduler<T> {
             SeqKind::Prompt => {
                 let pool = self.pool.borrow();
                 let held = pool.cached_prefix(head.names());
-                let remembered = if self.cfg.remember_losses {
+                let remembered = if self.cfg.attribute_misses {
                     held + pool.remembered_prefix(&head.names()[held..])
                 } else {
                     held
@@ -64,12 +64,15 @@ impl<T> StepScheduler<T> {
         let fits = done_on_arrival
             || match self.cfg.admission {
                 Admission::Chunk => {
-                    let pins = self.pool.borrow().unpinned_among(&head.names()[..pin]);
-                    let (named_after, private_after) = head.blocks_for(start + n, bs);
-                    let new = self
+                    let pins = self
                         .pool
                         .borrow()
-                        .unpinned_among(&head.names()[pin..named_after]);
+                        .unpinned_among(&head.names()[..pin], usize::MAX);
+                    let (named_after, private_after) = head.blocks_for(start + n, bs);
+                    let new = self.pool.borrow().unpinned_among(
+                        &head.names()[pin..named_after],
+                        head.unlisted_from.saturating_sub(pin),
+                    );
                     pins + new + private_after <= self.pool.borrow().available()
                 }
                 Admission::WholePrompt => {

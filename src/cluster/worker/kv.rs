@@ -220,15 +220,17 @@ impl KvPool {
     }
 
     /// How many of `blocks` (named blocks about to be pinned) are not pinned now: what pinning
-    /// them takes from [`KvPool::available`].
-    pub fn unpinned_among(&self, blocks: &[BlockHash]) -> usize {
-        blocks.iter().filter(|b| !self.is_pinned(**b)).count()
+    /// them takes from [`KvPool::available`]. Blocks from `blocks[unlisted_from]` on are the
+    /// caller's own tail, not held here (as for [`KvPool::acquire`]): counted without a lookup.
+    pub fn unpinned_among(&self, blocks: &[BlockHash], unlisted_from: usize) -> usize {
+        let (listed, own) = blocks.split_at(unlisted_from.min(blocks.len()));
+        listed.iter().filter(|b| !self.is_pinned(**b)).count() + own.len()
     }
 
     /// Pins `blocks`, which extend a prefix the caller already pins (or start the prompt),
     /// storing those not held and taking `new_private` more private blocks, evicting for room;
     /// appends their slots to `held` (the caller's handle for releasing them). The caller checks
-    /// first that `unpinned_among(blocks) + new_private <= available()`. `parent` is the block
+    /// first that `unpinned_among(blocks, unlisted_from) + new_private <= available()`. `parent` is the block
     /// before `blocks[0]`. Blocks from `blocks[unlisted_from]` on are the caller's own tail,
     /// not held here: they are stored unlisted, without a probe.
     pub fn acquire(
@@ -240,7 +242,7 @@ impl KvPool {
         held: &mut Vec<u32>,
         unlisted_from: usize,
     ) {
-        debug_assert!(self.unpinned_among(blocks) + new_private <= self.available());
+        debug_assert!(self.unpinned_among(blocks, unlisted_from) + new_private <= self.available());
         // One probe per block: pin it if held, else store it pinned at once (pinned blocks are
         // never evicted, so making room afterwards cannot take them).
         let mut prev = parent;
@@ -556,7 +558,7 @@ mod tests {
         private: usize,
         unlisted_from: usize,
     ) -> Option<Vec<u32>> {
-        if pool.unpinned_among(prompt) + private > pool.available() {
+        if pool.unpinned_among(prompt, unlisted_from) + private > pool.available() {
             return None;
         }
         let mut c = Changes::default();
@@ -737,11 +739,11 @@ mod tests {
         let a = prompt(1, 3);
         acquire(&mut p, &a, 1);
         assert_eq!(p.available(), 0);
-        assert_eq!(p.unpinned_among(&a), 0);
+        assert_eq!(p.unpinned_among(&a, usize::MAX), 0);
         release(&mut p, &a, 1);
         assert_eq!(p.available(), 4);
         assert_eq!(
-            p.unpinned_among(&a),
+            p.unpinned_among(&a, usize::MAX),
             3,
             "cached but evictable: pinning takes them"
         );

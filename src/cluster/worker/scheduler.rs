@@ -89,15 +89,14 @@ pub struct SchedulerConfig {
     pub admission: Admission,
     /// A disaggregated prefill worker: a request leaves when its prompt is computed.
     pub prefill_only: bool,
-    /// Whether the KV pool remembers the blocks it lost and admission looks them up, for loss
-    /// attribution ([`FirstAdmission::remembered_blocks`](super::seq::FirstAdmission)).
-    pub remember_losses: bool,
+    /// Whether misses are attributed: the KV pool remembers the blocks it lost and admission
+    /// looks them up ([`FirstAdmission::remembered_blocks`](super::seq::FirstAdmission)), and
+    /// every block stays in the pool's name table, since attribution looks up other requests'
+    /// blocks by name. Otherwise a request's own tail (its blocks no other request names) stays
+    /// out of the table: nothing else notices.
+    pub attribute_misses: bool,
     /// Whether an identical run of decode-only steps is planned at once (a decode stretch).
     pub decode_stretches: bool,
-    /// Whether a request's own tail (its blocks no other request names) stays out of the KV
-    /// pool's name table. Nothing but lookups by name notices, and only loss attribution looks
-    /// up blocks of other requests, so it is on unless misses are attributed.
-    pub unlisted_tails: bool,
     /// Step durations.
     pub timing: TimingModel,
 }
@@ -147,7 +146,7 @@ impl<T> StepScheduler<T> {
         StepScheduler {
             pool: Rc::new(RefCell::new(KvPool::new(
                 cfg.kv_capacity,
-                cfg.remember_losses,
+                cfg.attribute_misses,
             ))),
             cfg,
             waiting: VecDeque::new(),
@@ -234,7 +233,7 @@ impl<T> StepScheduler<T> {
 
     /// Queues a request at the back of the waiting queue.
     pub fn enqueue(&mut self, mut seq: Seq<T>) {
-        if !self.cfg.unlisted_tails {
+        if self.cfg.attribute_misses {
             seq.list_every_block();
         }
         self.waiting_tokens += seq.waiting_prompt_tokens();
@@ -448,16 +447,8 @@ impl<T> StepScheduler<T> {
                 continue;
             };
             let mut s = self.running.remove(i).expect("in range");
-            let mut pool = self.pool.borrow_mut();
-            if prefilled {
-                // Handed back from its decode worker, it may be sent here again.
-                pool.list(&s.slots);
-            }
-            pool.release(&s.slots, s.private);
-            drop(pool);
-            s.slots.clear();
-            s.held_named = 0;
-            s.private = 0;
+            // A prefilled request handed back from its decode worker may be sent here again.
+            self.free_blocks(&mut s, prefilled);
             if prefilled {
                 out.prefilled.push(s);
             } else {
@@ -532,10 +523,10 @@ impl<T> StepScheduler<T> {
     /// Blocks running request `s` takes from the available ones to compute `n` more tokens.
     pub(super) fn need(&self, s: &Seq<T>, n: u64) -> usize {
         let (named_after, private_after) = s.blocks_for(s.computed + n, self.cfg.block_size);
-        let new = self
-            .pool
-            .borrow()
-            .unpinned_among(&s.names()[s.held_named..named_after.max(s.held_named)]);
+        let new = self.pool.borrow().unpinned_among(
+            &s.names()[s.held_named..named_after.max(s.held_named)],
+            s.unlisted_from.saturating_sub(s.held_named),
+        );
         (new + private_after).saturating_sub(s.private)
     }
 
@@ -576,19 +567,27 @@ impl<T> StepScheduler<T> {
         }
     }
 
+    /// Releases the blocks `s` holds; if it may look them up here again (`comes_back`), its own
+    /// tail is listed first, so that lookups by name find it.
+    fn free_blocks(&mut self, s: &mut Seq<T>, comes_back: bool) {
+        let mut pool = self.pool.borrow_mut();
+        if comes_back {
+            // Slot k holds block k: only those from `unlisted_from` on can be unlisted.
+            pool.list(&s.slots[s.unlisted_from.min(s.slots.len())..]);
+        }
+        pool.release(&s.slots, s.private);
+        s.slots.clear();
+        s.held_named = 0;
+        s.private = 0;
+    }
+
     /// Preempts running request `i`: frees its blocks, forgets its computed tokens, and puts it
     /// at the front of the waiting queue.
     fn preempt(&mut self, i: usize) {
         let mut s = self.running.remove(i).expect("a running request");
-        // It comes back to look its blocks up: its own tail too, from now on.
+        // It comes back to look its blocks up.
+        self.free_blocks(&mut s, true);
         s.list_every_block();
-        let mut pool = self.pool.borrow_mut();
-        pool.list(&s.slots);
-        pool.release(&s.slots, s.private);
-        drop(pool);
-        s.slots.clear();
-        s.held_named = 0;
-        s.private = 0;
         s.computed = 0;
         s.preemptions += 1;
         if s.kind == SeqKind::Transferred {

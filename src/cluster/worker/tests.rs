@@ -26,15 +26,20 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
         preemption: Preemption::Lifo,
         admission: Admission::Chunk,
         prefill_only: false,
-        remember_losses: true,
+        attribute_misses: true,
         decode_stretches: true,
-        unlisted_tails: true,
         timing: TimingModel::of(&Timing::default()),
     }
 }
 
 /// A request of `prompt` tokens (its own content, or family `family`'s first tokens shared).
 fn request(id: u64, family: u32, prompt: u32, output: u32) -> Seq<()> {
+    family_request(id, family, prompt, output, false)
+}
+
+/// A request as [`request`]; with `alone`, no other request shares its family, which the
+/// workload says (its blocks are its own tail).
+fn family_request(id: u64, family: u32, prompt: u32, output: u32, alone: bool) -> Seq<()> {
     let tokens: Vec<u32> = (0..prompt).map(|t| family * 100_000 + t).collect();
     let blocks = block_hashes(&tokens, BLOCK);
     let spec = RequestSpec {
@@ -42,7 +47,7 @@ fn request(id: u64, family: u32, prompt: u32, output: u32) -> Seq<()> {
         arrival_ns: 0,
         input_tokens: prompt,
         output_tokens: output,
-        unshared_from: blocks.len(),
+        unshared_from: if alone { 0 } else { blocks.len() },
         blocks,
         prefix: None,
         prefix_blocks: 0,
@@ -318,7 +323,8 @@ fn a_preempted_request_is_recomputed_and_every_step_time_follows_its_batch() {
     // finishes in step 10, where its 5th block evicts B's released second block (the tail goes
     // first). In step 11 B is admitted again: its first block is still cached, so it recomputes
     // the other 4 prompt tokens and the KV of its 5 tokens (9 in all), which brings it to its
-    // 6th token; 4 decode steps later it is done.
+    // 6th token; 4 decode steps later it is done. The same when the requests' blocks are their
+    // own tails, kept out of the name table: preempting B lists its blocks, so it finds them.
     let t = TimingModel::of(&Timing::default());
     let decode = |kv: u64| t.step_ns(0, Some(kv as f64 / 24.0));
     let mut steps = vec![t.step_ns(16, None)]; // 1: both prompts, 16 uncached tokens
@@ -333,18 +339,19 @@ fn a_preempted_request_is_recomputed_and_every_step_time_follows_its_batch() {
             Some(*at)
         })
         .collect();
-    for stretches in [true, false] {
+    for (stretches, own_tails) in [(true, false), (false, false), (true, true)] {
         let mut cfg = config(8192, Some(6));
         cfg.decode_stretches = stretches;
+        cfg.attribute_misses = !own_tails;
         let mut s = StepScheduler::new(cfg);
-        s.enqueue(request(0, 1, 8, 10));
-        s.enqueue(request(1, 2, 8, 10));
+        s.enqueue(family_request(0, 1, 8, 10, own_tails));
+        s.enqueue(family_request(1, 2, 8, 10, own_tails));
         let (mut done, _) = run(&mut s);
         done.sort_unstable();
         assert_eq!(
             done,
             vec![(0, end[0], end[9], 10), (1, end[0], end[14], 10)],
-            "stretches {stretches}"
+            "stretches {stretches}, own tails {own_tails}"
         );
         assert_eq!(s.stats().preemptions, 1);
         assert_eq!(s.stats().steps, 15);
