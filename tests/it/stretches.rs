@@ -84,3 +84,18 @@ proptest! {
         prop_assert_eq!(a, b);
     }
 }
+
+/// The properties above compare two settings; they would pass if the setting did nothing. It
+/// does: with stretches a run takes fewer deliveries.
+#[test]
+fn decode_stretches_save_deliveries() {
+    let s = small_run(1, None, 20.0, 60, "rr");
+    let (a, b) = with_and_without_stretches(&s, &[]);
+    let messages = |v: &serde_json::Value| v["messages"].as_u64().expect("a count");
+    assert!(
+        messages(&a) < messages(&b),
+        "{} deliveries with stretches, {} without",
+        messages(&a),
+        messages(&b)
+    );
+}
