@@ -76,11 +76,15 @@ pub fn mooncake_jsonl(data: &[u8]) {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    match mooncake::read_mooncake(Path::new("fuzz.jsonl"), rest, &trace_options(selector)) {
+    let opts = trace_options(selector);
+    match mooncake::read_mooncake(Path::new("fuzz.jsonl"), rest, &opts) {
         Ok(table) => {
             for i in 0..table.len() {
+                // One name per block of the prompt at most (a partial last one included).
                 let spec = table.spec(i);
-                assert!(spec.blocks.len() as u64 <= u64::from(spec.input_tokens).max(1) * 512);
+                let most = u64::from(spec.input_tokens).div_ceil(opts.block_size as u64);
+                assert!(spec.blocks.len() as u64 <= most);
+                assert!(spec.unshared_from <= spec.blocks.len());
             }
         }
         Err(e) => one_line(&e),

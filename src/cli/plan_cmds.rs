@@ -233,17 +233,11 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
                     meets &= s.met_by(v);
                     metrics.insert(s.key.clone(), v);
                 }
-                let mut warnings: Vec<String> = Vec::new();
-                for w in report.warnings {
-                    if !warnings.contains(&w) {
-                        warnings.push(w);
-                    }
-                }
                 Ok(Point {
                     value,
                     meets,
                     metrics,
-                    warnings,
+                    warnings: report.warnings,
                 })
             })
             .collect()
