@@ -328,26 +328,29 @@ impl TraceTable {
 
 /// Sets each row's first id that no other row names (an id repeated within one row still counts
 /// once), counting over the rows kept. Ids that are dense (published traces number them from 0)
-/// are counted in arrays indexed by id; others by sorting a copy. Either way the extra memory is
+/// are counted in an array indexed by id; others by sorting a copy. Either way the extra memory is
 /// about one word per id, what the table's own arena takes.
 fn mark_unshared_ids(rows: &mut [TableRow], ids: &[u64]) {
     let ids_of = |r: &TableRow| &ids[r.ids_at as usize..][..r.ids_len as usize];
     let total: usize = rows.iter().map(|r| r.ids_len as usize).sum();
     let max = rows.iter().flat_map(ids_of).max().copied().unwrap_or(0);
     let named_by_one: Box<dyn Fn(u64) -> bool> = if max < 2 * total as u64 + 1024 {
-        // Rows naming each id (saturating at 2), and the last row that named it.
-        let mut rows_naming = vec![0u8; max as usize + 1];
-        let mut last_row = vec![u32::MAX; max as usize + 1];
+        // The one row naming each id, or `SHARED` once a second row names it.
+        const UNSEEN: u32 = u32::MAX;
+        const SHARED: u32 = u32::MAX - 1;
+        let mut owner = vec![UNSEEN; max as usize + 1];
         for (k, r) in rows.iter().enumerate() {
+            let k = k as u32;
             for &id in ids_of(r) {
-                let id = id as usize;
-                if last_row[id] != k as u32 {
-                    last_row[id] = k as u32;
-                    rows_naming[id] = (rows_naming[id] + 1).min(2);
+                let o = &mut owner[id as usize];
+                if *o == UNSEEN {
+                    *o = k;
+                } else if *o != k {
+                    *o = SHARED;
                 }
             }
         }
-        Box::new(move |id| rows_naming[id as usize] == 1)
+        Box::new(move |id| owner[id as usize] != SHARED)
     } else {
         // Every row's distinct ids, sorted together: an id named by two rows appears twice.
         let mut all: Vec<u64> = Vec::with_capacity(total);
