@@ -10,12 +10,14 @@
 //! - routers fed by KV events keep an index of what the workers hold (one per replica);
 //! - some policies remember their own decisions without forgetting (`kv`,
 //!   `vllm-prefix-aware`, `sglang` up to its cap): [`RoutingPolicy::history_bytes`];
-//! - the built workload itself (a trace's table, the lab's order).
+//! - the built workload itself (a trace's table, the lab's order);
+//! - when misses are attributed, each pool's memory of lost blocks, which spans its capacity
+//!   (the one part sized by the capacity rather than by the blocks the workload makes).
 //!
 //! Requests in flight are counted while the run goes: a cluster that falls behind an open-loop
 //! workload holds every request that has arrived, and the run stops with an error once they
 //! pass the budget. The per-block costs are measured (docs/RELIABILITY.md has the command) and
-//! rounded up.
+//! rounded up; the memory of lost blocks is its allocation's size.
 //!
 //! [`RoutingPolicy::history_bytes`]: crate::router::policy::RoutingPolicy::history_bytes
 
@@ -33,6 +35,11 @@ pub const INDEX_BYTES_PER_BLOCK: u64 = 96;
 
 /// Bytes a policy's tree of routed prompts takes per block (SGLang's, vLLM's router's).
 pub const TREE_BYTES_PER_BLOCK: u64 = 112;
+
+/// Bytes a KV pool's memory of lost blocks takes per block of capacity, when misses are
+/// attributed (a two-generation Bloom filter of 32 bits per block each, rounded up to a power
+/// of two: at most 16).
+pub const LOSS_MEMORY_BYTES_PER_BLOCK: u64 = 16;
 
 /// Bytes the report keeps per completed request (its TTFT, TPOT, end-to-end and queue times).
 pub const SAMPLE_BYTES_PER_REQUEST: u64 = 32;
@@ -65,6 +72,8 @@ pub struct Inputs {
     pub kv_capacity_blocks: Option<u64>,
     /// Whether the routers keep an index fed by KV events.
     pub events_index: bool,
+    /// Whether misses are attributed (each pool remembers a capacity of lost blocks).
+    pub attribute_misses: bool,
     /// Router replicas (each keeps its own index).
     pub replicas: u64,
     /// What the policies' memory of their own decisions may take, all replicas together.
@@ -112,6 +121,13 @@ pub fn estimate(i: &Inputs) -> Estimate {
                     .saturating_mul(i.replicas)
             } else {
                 0
+            },
+        ),
+        (
+            "memory of lost blocks",
+            match i.kv_capacity_blocks {
+                Some(cap) if i.attribute_misses => cap.saturating_mul(LOSS_MEMORY_BYTES_PER_BLOCK),
+                _ => 0,
             },
         ),
         ("routing history", i.history_bytes),
@@ -162,6 +178,25 @@ mod tests {
         assert_eq!(
             estimate(&bounded).describe(),
             "about 43.9 MiB (KV caches 6.1 MiB, routers' indexes 7.3 MiB, report samples 30.5 MiB)"
+        );
+    }
+
+    #[test]
+    fn attributing_misses_remembers_a_capacity_of_lost_blocks() {
+        let plain = Inputs {
+            distinct_blocks: 1000,
+            kv_capacity_blocks: Some(50_000_000),
+            ..Inputs::default()
+        };
+        let attributed = Inputs {
+            attribute_misses: true,
+            ..plain
+        };
+        // The caches hold what the workload makes; the memory of losses spans the capacity.
+        assert_eq!(estimate(&plain).total(), 1000 * POOL_BYTES_PER_BLOCK);
+        assert_eq!(
+            estimate(&attributed).total() - estimate(&plain).total(),
+            50_000_000 * LOSS_MEMORY_BYTES_PER_BLOCK
         );
     }
 

@@ -403,6 +403,7 @@ fn check_memory(
             .count()
             .map(|c| c as u64 * topology.workers().len() as u64),
         events_index: learns && s.bus.publish,
+        attribute_misses: s.router.attribute_misses,
         replicas: s.router.replicas as u64,
         history_bytes,
         workload_bytes: recipe.bytes(),

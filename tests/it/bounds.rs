@@ -166,3 +166,22 @@ fn the_lab_sim_refuses_an_index_past_the_budget_instead_of_aborting() {
     ]);
     assert!(line.contains("the KV router would index up to"), "{line}");
 }
+
+/// A capacity far beyond what the workload fills costs nothing up front; remembering a
+/// capacity of lost blocks (attributed misses) is estimated, and refused past the budget.
+#[test]
+fn a_huge_kv_capacity_costs_only_what_attribution_remembers() {
+    let huge = [
+        "run",
+        "scenarios/rr.toml",
+        "--set",
+        "cluster.kv_capacity_blocks=50000000",
+        "--set",
+        "cluster.workers=64",
+    ];
+    let line = bad(&huge);
+    assert!(line.contains("memory of lost blocks 47.7 GiB"), "{line}");
+    let mut plain = huge.to_vec();
+    plain.extend(["--set", "router.attribute_misses=false"]);
+    ok(&plain);
+}

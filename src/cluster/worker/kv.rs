@@ -82,6 +82,9 @@ struct Slot {
     pins: u32,
 }
 
+/// The most blocks a pool's name table is sized for before it holds them (1 MiB of cells).
+const PRESIZED_BLOCKS: usize = 1 << 16;
+
 /// The pins' top bit: the block is not in the name table.
 const UNLISTED: u32 = 1 << 31;
 
@@ -108,7 +111,9 @@ impl KvPool {
     pub fn new(capacity: Option<usize>, remember: bool) -> Self {
         KvPool {
             capacity,
-            index: NameTable::with_capacity(capacity.unwrap_or(0)),
+            // Sized for the capacity up to a bound, grown past it: the table's cells are written
+            // when made, so a capacity the workload never fills must not cost them.
+            index: NameTable::with_capacity(capacity.unwrap_or(0).min(PRESIZED_BLOCKS)),
             named: 0,
             slots: Vec::new(),
             free_slots: Vec::new(),
