@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The default memory budget of one run: 2 GiB.
 pub const DEFAULT_BUDGET_BYTES: u64 = 2 << 30;
 
-/// Bytes a KV pool holds per cached block (its slot, its place in the hash map and the LRU).
+/// Bytes a KV pool holds per cached block (its slot, its cells in the name table and its entry in
+/// the release queue).
 pub const POOL_BYTES_PER_BLOCK: u64 = 80;
 
 /// Bytes an index of blocks takes per (block, worker) it knows (an events-fed router's, or the

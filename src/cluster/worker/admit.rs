@@ -98,6 +98,8 @@ impl<T> StepScheduler<T> {
             out.log.push(LogItem::Admitted(s.id()));
         }
         s.computed = start;
+        // Room for the slots of every named block it will hold, once (kept across preemptions).
+        s.slots.reserve_exact(s.named);
         if pin > 0 {
             let mut changes = Changes::default();
             self.pool.borrow_mut().acquire(

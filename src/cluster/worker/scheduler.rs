@@ -549,9 +549,6 @@ impl<T> StepScheduler<T> {
         let parent = s.held_named.checked_sub(1).map(|k| s.spec.blocks[k]);
         let extra = private_after - s.private;
         let mut changes = Changes::default();
-        if s.slots.capacity() == 0 {
-            s.slots.reserve_exact(s.named);
-        }
         self.pool.borrow_mut().acquire(
             parent,
             &s.spec.blocks[s.held_named..named_after],
