@@ -6,9 +6,6 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::error::Result;
-use crate::report::Report;
-use crate::run::run_scenario;
-use crate::scenario::load::Loaded;
 
 /// `f` over `items` on `jobs` scoped threads; results in item order. On errors, the error of the
 /// lowest failing item (no new item starts once one has failed).
@@ -47,20 +44,6 @@ pub fn parallel_map<T: Sync, R: Send>(
     });
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, r)| r).collect()
-}
-
-/// Runs loaded scenarios on `jobs` threads, calling `done` after each; reports in input order.
-pub fn run_scenarios(
-    loaded: &[Loaded],
-    jobs: usize,
-    done: &(dyn Fn() + Sync),
-) -> Result<Vec<Report>> {
-    parallel_map(
-        loaded,
-        jobs,
-        |l| run_scenario(&l.scenario, &l.base_dir, None),
-        done,
-    )
 }
 
 #[cfg(test)]

@@ -431,3 +431,17 @@ fn per_second(count: u64, duration_ns: u64) -> f64 {
         round_py(count as f64 / (duration_ns as f64 / 1e9), 3)
     }
 }
+
+/// Runs loaded scenarios on `jobs` threads, calling `done` after each; reports in input order.
+pub fn run_scenarios(
+    loaded: &[crate::scenario::load::Loaded],
+    jobs: usize,
+    done: &(dyn Fn() + Sync),
+) -> Result<Vec<Report>> {
+    crate::parallel::parallel_map(
+        loaded,
+        jobs,
+        |l| run_scenario(&l.scenario, &l.base_dir, None),
+        done,
+    )
+}

@@ -8,7 +8,7 @@ use super::ExitCode;
 use crate::compare::{labels, render, table, Compared};
 use crate::error::Result;
 use crate::output::{check_out_dir, write_dir, write_stdout};
-use crate::parallel::run_scenarios;
+use crate::run::run_scenarios;
 use crate::scenario::{load_scenario, Override};
 
 /// `dynsim compare`'s arguments.

@@ -11,8 +11,8 @@ use serde_json::Value as Json;
 use super::results::{canonical, AxisValues, PointResult, SweepResults};
 use super::{check_metrics, lookup, Shard, Sweep};
 use crate::error::{Error, Result};
-use crate::parallel::run_scenarios;
 use crate::run::run_scenario;
+use crate::run::run_scenarios;
 use crate::scenario::Scenario;
 
 /// Runs the points of `sweep` that `shard` selects on `jobs` threads, calling `done` after each
