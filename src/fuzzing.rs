@@ -121,9 +121,12 @@ fn small(s: &Scenario) -> bool {
         Workload::Synthetic(p) => p.requests,
         Workload::Trace(_) => return false,
     };
+    // The longest context a request can have (a session's last turn carries every earlier one).
     let tokens = match &s.workload {
-        Workload::PrefixRepeat(w) => w.prefix_len + w.tail_len + w.output_tokens as usize,
-        _ => 4096,
+        Workload::PrefixRepeat(w) => (w.prefix_len + w.tail_len + w.output_tokens as usize) as u64,
+        Workload::Synthetic(p) => u64::from(p.shared_prefix_tokens)
+            .saturating_add(u64::from(p.turns).saturating_mul(p.input.max() + p.output.max())),
+        Workload::Trace(_) => return false,
     };
     requests <= 300
         && tokens <= 4096

@@ -82,7 +82,7 @@ impl LengthDist {
     }
 
     /// The largest count a draw can give.
-    fn max(&self) -> u64 {
+    pub(crate) fn max(&self) -> u64 {
         match *self {
             LengthDist::Fixed { tokens } => tokens.into(),
             LengthDist::Uniform { max, .. } => max.into(),
