@@ -81,7 +81,8 @@ pub fn sim(a: SimArgs) -> Result<ExitCode> {
     };
     if matches!(a.mode, LabMode::Kv | LabMode::KvEvents) {
         // The KV router's index keeps every block it is told of (the lab's caches never evict).
-        let index = shape.distinct_blocks(a.block) * budget::INDEX_BYTES_PER_BLOCK;
+        let blocks = shape.distinct_blocks(a.block);
+        let index = blocks.saturating_mul(budget::INDEX_BYTES_PER_BLOCK);
         if index > budget::budget() {
             return Err(Error::arg(
                 "--reps",
@@ -89,7 +90,7 @@ pub fn sim(a: SimArgs) -> Result<ExitCode> {
                     "the KV router would index up to {} blocks, about {} of memory, more than \
                      the budget of {} (DYNSIM_MEMORY_GIB): lower --prefixes, --reps or --tail, \
                      or raise --block",
-                    shape.distinct_blocks(a.block),
+                    blocks,
                     budget::size(index),
                     budget::size(budget::budget())
                 ),
