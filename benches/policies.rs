@@ -65,6 +65,7 @@ fn decisions(c: &mut Criterion) {
         id: RequestId(1),
         blocks: &request,
         input_tokens: PROMPT_TOKENS,
+        own_tail: 0,
         session: Some(7),
         now: 1,
     };
@@ -95,12 +96,14 @@ fn decisions(c: &mut Criterion) {
                             worker,
                             parent: None,
                             blocks: blocks.clone(),
+                            own_tail: 0,
                         });
                     } else {
                         let req = RouteRequest {
                             id: RequestId(1 << 40 | (k * workers + w) as u64),
                             blocks,
                             input_tokens: PREFIX_TOKENS,
+                            own_tail: 0,
                             session: Some(k as u64),
                             now: 0,
                         };
@@ -138,6 +141,7 @@ fn decisions(c: &mut Criterion) {
                     worker: WorkerId::at(w),
                     parent: None,
                     blocks: blocks.clone(),
+                    own_tail: 0,
                 });
             }
         }
@@ -151,6 +155,7 @@ fn decisions(c: &mut Criterion) {
                 id: RequestId(1 << 41 | k as u64),
                 blocks,
                 input_tokens: PROMPT_TOKENS,
+                own_tail: 0,
                 session: None,
                 now: 0,
             };

@@ -18,6 +18,15 @@ pub enum KvEvent {
         parent: Option<BlockHash>,
         /// The newly stored blocks, in prompt order.
         blocks: Vec<BlockHash>,
+        /// How many of `blocks`, at the end, are the storing request's own tail: blocks no
+        /// other request of the workload names ([`RequestSpec::unshared_from`]), so that only
+        /// that request could look them up. A simulator's annotation, not in vLLM's schema:
+        /// a router that will not route that request again need not index them. 0 when the
+        /// worker keeps every block in its name table (misses attributed, a handed-back
+        /// request).
+        ///
+        /// [`RequestSpec::unshared_from`]: crate::workload::RequestSpec::unshared_from
+        own_tail: usize,
     },
     /// A worker evicted blocks.
     Removed {

@@ -258,6 +258,7 @@ mod tests {
             worker: WorkerId(0),
             parent: None,
             blocks: bs.to_vec(),
+            own_tail: 0,
         };
         a.believe(0, &stored(&blocks[..2]), 10);
         a.believe(0, &stored(&stray), 10);

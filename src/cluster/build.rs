@@ -68,6 +68,7 @@ pub fn populate(
     } else {
         0
     };
+    let own_tails_unread = own_tails_unread(s, learns);
     assert_eq!(sim.add(Node::Client(Box::new(client))), topo.client());
     for (replica, policy) in policies.into_iter().enumerate() {
         let setup = RouterSetup {
@@ -79,6 +80,7 @@ pub fn populate(
                 .clone()
                 .map(|b| (b, ms_to_ns(s.router.signal_refresh_ms))),
             audit: audit.clone(),
+            own_tails_unread,
         };
         let place = Placement {
             replica,
@@ -155,6 +157,13 @@ pub fn populate(
     }
 }
 
+/// Whether the routers may leave requests' own tails unread ([`RouterSetup::own_tails_unread`]):
+/// no request is routed twice (no faults, hence no hand-backs), and nothing reads other
+/// requests' blocks (no index audit for a policy that learns from events, no loss attribution).
+fn own_tails_unread(s: &Scenario, learns: bool) -> bool {
+    s.faults.is_empty() && !(learns && s.router.audit_index) && !s.router.attribute_misses
+}
+
 /// What [`populate`] laid out: the topology, the routers' index audit if there is one, and
 /// whether their policy learns from KV events.
 pub struct Built {
@@ -193,5 +202,42 @@ pub fn scheduler_config(s: &Scenario, role: Role) -> SchedulerConfig {
         attribute_misses: s.router.attribute_misses,
         decode_stretches: sch.decode_stretches,
         timing: TimingModel::of(&s.timing),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::load::parse_scenario;
+    use std::path::Path;
+
+    #[test]
+    fn own_tails_go_unread_only_when_no_request_is_routed_twice_and_nothing_observes() {
+        let scenario = |extra: &str| {
+            let text = format!(
+                "[workload]\nkind = \"synthetic\"\n[router]\npolicy = \"dynamo\"\n\
+                 audit_index = false\nattribute_misses = false\n{extra}"
+            );
+            parse_scenario(Path::new("t.toml"), &text, &[]).expect("valid")
+        };
+        assert!(own_tails_unread(&scenario(""), true));
+        let fault = "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 1.0\ndown_ms = 1.0\n";
+        assert!(
+            !own_tails_unread(&scenario(fault), true),
+            "a hand-back routes twice"
+        );
+        let mut audited = scenario("");
+        audited.router.audit_index = true;
+        assert!(
+            !own_tails_unread(&audited, true),
+            "the audit reads the whole index"
+        );
+        assert!(own_tails_unread(&audited, false), "no index to audit");
+        let mut attributed = scenario("");
+        attributed.router.attribute_misses = true;
+        assert!(
+            !own_tails_unread(&attributed, true),
+            "attribution reads every block"
+        );
     }
 }

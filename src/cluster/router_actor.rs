@@ -70,6 +70,12 @@ pub struct RouterSetup {
     pub board: Option<(SignalBoard, Nanos)>,
     /// Where it reports what it believes, when audited.
     pub audit: Option<SharedAudit>,
+    /// Whether requests' own tails (blocks no other request names) go unread: no request is
+    /// routed twice (no faults), and nothing observes the whole index (no audit, no attributed
+    /// misses). Then only the request itself could look its own tail up, at its one decision,
+    /// before any worker stored it: the policy is not told of stored own tails, and counts a
+    /// request's own tail without its names ([`RouteRequest::own_tail`]).
+    pub own_tails_unread: bool,
 }
 
 /// Gap recovery state: the tracker, and in fallback the predictions.
@@ -164,7 +170,7 @@ impl RouterActor {
         let now = ctx.now();
         self.expire_guesses(now);
         let spec = Arc::clone(&routed.spec);
-        let req = request_of(&spec, now);
+        let req = self.request_of(&spec, now);
         let d = self.policy.decide(&req, &self.loads, ctx.rng());
         let w = d.worker.index();
         if let Some(r) = &mut self.recovery {
@@ -207,6 +213,22 @@ impl RouterActor {
             self.setup.dispatch_ns,
         );
         self.keep_checking(ctx);
+    }
+
+    /// A request as its policy sees it, at `now`.
+    fn request_of<'a>(&self, spec: &'a RequestSpec, now: Nanos) -> RouteRequest<'a> {
+        RouteRequest {
+            id: spec.id,
+            blocks: &spec.blocks,
+            input_tokens: spec.input_tokens,
+            own_tail: if self.setup.own_tails_unread {
+                spec.blocks.len() - spec.unshared_from.min(spec.blocks.len())
+            } else {
+                0
+            },
+            session: spec.session.map(|l| l.session),
+            now,
+        }
     }
 
     /// Brings the snapshot of the workers' signals up to date: at once for an exact view, else
@@ -275,7 +297,8 @@ impl RouterActor {
                     worker,
                     predicted_blocks: predicted_blocks as usize,
                 };
-                self.policy.on_peer_routed(&request_of(&spec, now), &d);
+                let req = self.request_of(&spec, now);
+                self.policy.on_peer_routed(&req, &d);
             }
             PeerNote::PrefillDone { request } => {
                 if let Some(worker) = self.loads.worker_of(request) {
@@ -284,6 +307,23 @@ impl RouterActor {
             }
             PeerNote::Freed { request } => self.finished(request),
         }
+    }
+
+    /// `event` without the stored own tail it reports, when own tails go unread (see
+    /// [`RouterSetup::own_tails_unread`]): the index then holds the blocks other requests could
+    /// find, about half as many on a trace, and stays smaller and faster. An unread own tail's
+    /// later `Removed` finds nothing to remove.
+    fn unread_tail_dropped(&self, mut event: KvEvent) -> KvEvent {
+        if let KvEvent::Stored {
+            blocks, own_tail, ..
+        } = &mut event
+        {
+            if self.setup.own_tails_unread {
+                blocks.truncate(blocks.len() - *own_tail);
+                *own_tail = 0;
+            }
+        }
+        event
     }
 
     /// What the router now believes, applied to its policy and reported to the audit.
@@ -302,6 +342,7 @@ impl RouterActor {
         match r.streams.on_event(w, stamp, now) {
             Verdict::Apply => {
                 self.stats.events_applied += 1;
+                let event = self.unread_tail_dropped(event);
                 self.believe(&event, now);
             }
             Verdict::Discard => {}
@@ -332,10 +373,11 @@ impl RouterActor {
             .on_replay(w, answer.epoch, first, answer.next, now)
         {
             ReplayVerdict::Apply(from) => {
-                for (_, event) in &answer.events[from..] {
+                for (_, event) in answer.events.into_iter().skip(from) {
                     self.stats.events_applied += 1;
                     self.stats.replayed += 1;
-                    self.believe(event, now);
+                    let event = self.unread_tail_dropped(event);
+                    self.believe(&event, now);
                 }
             }
             ReplayVerdict::Escalate => r.asks.push((w, Ask::Snapshot)),
@@ -360,6 +402,7 @@ impl RouterActor {
             worker,
             parent: None,
             blocks: answer.blocks,
+            own_tail: 0,
         };
         self.believe(&stored, now);
     }
@@ -377,6 +420,7 @@ impl RouterActor {
             worker: WorkerId::at(w),
             parent: None,
             blocks: spec.blocks.clone(),
+            own_tail: 0,
         };
         self.believe(&event, now);
     }
@@ -447,17 +491,6 @@ impl RouterActor {
             self.gap(w, ask, now);
         }
         self.keep_checking(ctx);
-    }
-}
-
-/// A request as a policy sees it, at `now`.
-fn request_of(spec: &RequestSpec, now: Nanos) -> RouteRequest<'_> {
-    RouteRequest {
-        id: spec.id,
-        blocks: &spec.blocks,
-        input_tokens: spec.input_tokens,
-        session: spec.session.map(|l| l.session),
-        now,
     }
 }
 

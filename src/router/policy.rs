@@ -30,6 +30,12 @@ pub struct RouteRequest<'a> {
     pub blocks: &'a [BlockHash],
     /// Its prompt tokens.
     pub input_tokens: u32,
+    /// How many of `blocks`, at the end, are its own tail (named by no other request) when the
+    /// router will not route it again: only this decision could look them up, and they are in
+    /// no worker's cache yet, so a policy may count them without keeping their names. 0 when
+    /// the run may route a request twice (faults), or observes everything (an audited index,
+    /// attributed misses).
+    pub own_tail: usize,
     /// Its session, if the workload has sessions.
     pub session: Option<u64>,
     /// The time of the decision.

@@ -65,6 +65,7 @@ struct Shape {
     drop_rate: f64,
     replicas: usize,
     sync: bool,
+    audit: bool,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -78,12 +79,13 @@ fn shape() -> impl Strategy<Value = Shape> {
             prop_oneof![Just(0.0), Just(0.3)],
             1usize..3,
             any::<bool>(),
+            any::<bool>(),
         ),
     )
         .prop_map(
             |(
                 (seed, rows, policy, workers, capacity),
-                (rechunk, whole_prompt, disagg, restart, drop_rate, replicas, sync),
+                (rechunk, whole_prompt, disagg, restart, drop_rate, replicas, sync, audit),
             )| Shape {
                 seed,
                 rows,
@@ -97,6 +99,7 @@ fn shape() -> impl Strategy<Value = Shape> {
                 drop_rate,
                 replicas,
                 sync,
+                audit,
             },
         )
 }
@@ -117,7 +120,7 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
          [cluster]\nworkers = {workers}\nblock_size = {block}\nkv_capacity_blocks = {cap}\n\
          [scheduler]\nadmission = \"{admission}\"\nmax_num_batched_tokens = 96\n\
          [router]\npolicy = \"{policy}\"\non_gap = \"resync\"\nreplicas = {replicas}\n\
-         sync = \"{sync}\"\n\
+         sync = \"{sync}\"\naudit_index = {audit}\n\
          [bus]\npublish = true\ndrop_rate = {drop}\n",
         seed = s.seed,
         path = trace.display().to_string(),
@@ -127,6 +130,7 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
         drop = s.drop_rate,
         replicas = s.replicas,
         sync = if s.sync { "active-load" } else { "none" },
+        audit = s.audit,
     );
     push_disagg_and_restart(
         &mut t,
@@ -151,29 +155,54 @@ fn without_misses(log: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Runs `s` with misses attributed (every block listed and indexed) and not (own tails left
+/// out where nothing reads them), and checks both runs are the same but for the misses.
+fn attribution_changes_only_the_misses(s: &Shape) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(&trace, trace_text(s.rows, s.seed)).unwrap();
+    let text = scenario_text(s, &trace);
+    let scenario = parse_scenario(Path::new("own.toml"), &text, &[]).expect("a valid scenario");
+    let run = |attribute: bool| {
+        let mut sc = scenario.clone();
+        sc.router.attribute_misses = attribute;
+        let mut log = Vec::new();
+        let report = run_scenario(&sc, Path::new("."), Some(&mut log));
+        let r = report.expect("runs");
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["misses"] = serde_json::Value::Null;
+        (v, log)
+    };
+    let ((a, log_a), (b, log_b)) = (run(true), run(false));
+    prop_assert_eq!(a, b);
+    prop_assert_eq!(without_misses(&log_a), without_misses(&log_b));
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
     #[test]
     fn own_tails_out_of_the_name_table_change_nothing_but_the_misses(s in shape()) {
-        let dir = tempfile::tempdir().unwrap();
-        let trace = dir.path().join("t.jsonl");
-        std::fs::write(&trace, trace_text(s.rows, s.seed)).unwrap();
-        let text = scenario_text(&s, &trace);
-        let scenario = parse_scenario(Path::new("own.toml"), &text, &[]).expect("a valid scenario");
-        let run = |attribute: bool| {
-            let mut sc = scenario.clone();
-            sc.router.attribute_misses = attribute;
-            let mut log = Vec::new();
-            let report = run_scenario(&sc, Path::new("."), Some(&mut log));
-            let r = report.expect("runs");
-            let mut v = serde_json::to_value(&r).unwrap();
-            v["misses"] = serde_json::Value::Null;
-            (v, log)
+        attribution_changes_only_the_misses(&s)?;
+    }
+
+    /// The case where routers leave own tails unread too (no restart, no audit): out of their
+    /// index, and counted without names in `dynamo`'s active blocks.
+    #[test]
+    fn own_tails_left_unread_by_routers_change_nothing_but_the_misses(
+        s in shape(),
+        dynamo in any::<bool>(),
+    ) {
+        let names = registry::names();
+        let policy = if dynamo { "dynamo" } else { "cost" };
+        let s = Shape {
+            policy: names.iter().position(|&n| n == policy).expect("registered"),
+            restart: None,
+            audit: false,
+            ..s
         };
-        let ((a, log_a), (b, log_b)) = (run(true), run(false));
-        prop_assert_eq!(a, b);
-        prop_assert_eq!(without_misses(&log_a), without_misses(&log_b));
+        attribution_changes_only_the_misses(&s)?;
     }
 }
 

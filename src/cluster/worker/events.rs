@@ -53,11 +53,13 @@ impl Worker {
             };
             self.publish(ev, delay, ctx);
         }
-        for (parent, blocks) in changes.stored {
+        let runs = changes.stored.len();
+        for (k, (parent, blocks)) in changes.stored.into_iter().enumerate() {
             let ev = KvEvent::Stored {
                 worker: me,
                 parent,
                 blocks,
+                own_tail: if k + 1 == runs { changes.own_tail } else { 0 },
             };
             self.publish(ev, delay, ctx);
         }

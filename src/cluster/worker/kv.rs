@@ -18,7 +18,8 @@
 //!   blocks from the first one no other request of the workload names
 //!   ([`RequestSpec::unshared_from`](crate::workload::RequestSpec::unshared_from)). Only that
 //!   request could look them up, so they are stored and evicted without a table probe (half of
-//!   a trace's blocks, often); they count, and are reported in KV events, like any named block.
+//!   a trace's blocks, often); they count, and are reported in KV events, like any named block
+//!   (the event marks them: [`Changes::own_tail`], `KvEvent::Stored::own_tail`).
 //!   Before the request could look them up again (it is preempted, or leaves a prefill worker)
 //!   the scheduler lists them ([`KvPool::list`]). Lookups by name ([`KvPool::contains`] and the
 //!   like) do not see unlisted blocks, so loss attribution, which looks up other requests'
@@ -94,6 +95,10 @@ const UNLISTED: u32 = 1 << 31;
 pub struct Changes {
     /// Newly stored blocks, as (parent, consecutive blocks) runs in prompt order.
     pub stored: Vec<(Option<BlockHash>, Vec<BlockHash>)>,
+    /// How many blocks at the end of the last run were stored unlisted: the acquiring request's
+    /// own tail (only the last run can hold any: an own tail is never held before, so it is
+    /// stored whole, after the request's other blocks).
+    pub own_tail: usize,
     /// Evicted blocks, in eviction order.
     pub evicted: Vec<BlockHash>,
 }
@@ -302,6 +307,14 @@ impl KvPool {
         if let Some(r) = run {
             changes.stored.push(r);
         }
+        changes.own_tail = blocks.len().saturating_sub(unlisted_from);
+        debug_assert!(
+            changes
+                .stored
+                .last()
+                .is_some_and(|(_, r)| r.len() >= changes.own_tail)
+                || changes.own_tail == 0
+        );
         self.private += new_private;
         self.make_room(changes);
         self.peak_active = self.peak_active.max(self.active());
@@ -569,7 +582,10 @@ mod tests {
         let mut c = Changes::default();
         let mut held = Vec::new();
         pool.acquire(None, prompt, private, &mut c, &mut held, unlisted_from);
-        assert_eq!(c, reference.acquire(prompt, private));
+        // The reference lists everything; the pool reports the own tail it stored unlisted.
+        let mut want = reference.acquire(prompt, private);
+        want.own_tail = prompt.len().saturating_sub(unlisted_from);
+        assert_eq!(c, want);
         Some(held)
     }
 

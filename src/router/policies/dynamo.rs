@@ -115,8 +115,12 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
 /// What the router tracks of one worker's active requests.
 #[derive(Clone, Debug, Default)]
 struct WorkerLoad {
-    /// Distinct prompt blocks of its active requests, with how many requests hold each.
+    /// Distinct prompt blocks of its active requests, with how many requests hold each, but
+    /// their own tails ([`RouteRequest::own_tail`]).
     blocks: HashMap<BlockHash, u32, BlockHashBuilder>,
+    /// The blocks of its active requests' own tails: each is distinct (no other request names
+    /// it), so a count stands for their names.
+    own_tail_blocks: usize,
     prefill_tokens: u64,
     requests: u64,
 }
@@ -125,7 +129,9 @@ struct WorkerLoad {
 #[derive(Clone, Debug)]
 struct Active {
     worker: usize,
+    /// Its blocks counted by name (all but its own tail).
     blocks: Vec<BlockHash>,
+    own_tail: usize,
     /// Uncached prompt tokens still counted as prefill load (0 once its first token came).
     prefill_tokens: u64,
 }
@@ -194,16 +200,19 @@ impl Dynamo {
         let cached = d.predicted_blocks as u64 * self.block_size as u64;
         let prefill_tokens = u64::from(req.input_tokens).saturating_sub(cached);
         let load = &mut self.workers[w];
-        for &b in req.blocks {
+        let named = &req.blocks[..req.blocks.len() - req.own_tail];
+        for &b in named {
             *load.blocks.entry(b).or_insert(0) += 1;
         }
+        load.own_tail_blocks += req.own_tail;
         load.prefill_tokens += prefill_tokens;
         load.requests += 1;
         self.active.insert(
             req.id,
             Active {
                 worker: w,
-                blocks: req.blocks.to_vec(),
+                blocks: named.to_vec(),
+                own_tail: req.own_tail,
                 prefill_tokens,
             },
         );
@@ -223,7 +232,7 @@ impl Dynamo {
         );
         let request_blocks = u64::from(input_tokens).div_ceil(self.block_size as u64) as usize;
         let untracked = request_blocks.saturating_sub(blocks.len());
-        (load.blocks.len() + blocks.len() - depth + untracked) as f64
+        (load.blocks.len() + load.own_tail_blocks + blocks.len() - depth + untracked) as f64
     }
 }
 
@@ -302,6 +311,7 @@ impl RoutingPolicy for Dynamo {
         let load = &mut self.workers[a.worker];
         load.prefill_tokens -= a.prefill_tokens;
         load.requests -= 1;
+        load.own_tail_blocks -= a.own_tail;
         for b in &a.blocks {
             if let std::collections::hash_map::Entry::Occupied(mut n) = load.blocks.entry(*b) {
                 *n.get_mut() -= 1;

@@ -59,6 +59,7 @@ mod tests {
             id: RequestId(9),
             blocks: &[],
             input_tokens: 0,
+            own_tail: 0,
             session: None,
             now: 0,
         };

@@ -239,11 +239,13 @@ mod tests {
             worker: WorkerId(0),
             parent: None,
             blocks: blocks[..3].to_vec(),
+            own_tail: 0,
         });
         p.on_event(&KvEvent::Stored {
             worker: WorkerId(1),
             parent: None,
             blocks: blocks[..1].to_vec(),
+            own_tail: 0,
         });
         let mut loads = LoadBook::new(3, LoadKind::Routed);
         let signal = |waiting, kv_usage| WorkerSignals {
@@ -256,6 +258,7 @@ mod tests {
             id: RequestId(0),
             blocks: &blocks,
             input_tokens: 16,
+            own_tail: 0,
             session: None,
             now: 0,
         };

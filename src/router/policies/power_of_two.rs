@@ -86,6 +86,7 @@ mod tests {
             id: RequestId(9),
             blocks: &[],
             input_tokens: 0,
+            own_tail: 0,
             session: None,
             now: 0,
         };
@@ -116,6 +117,7 @@ mod tests {
             id: RequestId(9),
             blocks: &[],
             input_tokens: 0,
+            own_tail: 0,
             session: None,
             now: 0,
         };

@@ -58,6 +58,7 @@ mod tests {
             id: RequestId(0),
             blocks: &[],
             input_tokens: 0,
+            own_tail: 0,
             session: None,
             now: 0,
         };

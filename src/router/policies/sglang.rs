@@ -242,6 +242,7 @@ mod tests {
             id: RequestId(id),
             blocks,
             input_tokens: blocks.len() as u32 * 4,
+            own_tail: 0,
             session: None,
             now: 0,
         };
@@ -307,6 +308,7 @@ mod tests {
             id: RequestId(1),
             blocks: &long,
             input_tokens: 40,
+            own_tail: 0,
             session: None,
             now: 1_000_000_000,
         };

@@ -28,6 +28,7 @@ fn a_decision_computed_by_hand_from_the_published_rule() {
         worker: WorkerId(0),
         parent: None,
         blocks: blocks[..3].to_vec(),
+        own_tail: 0,
     });
     let other = block_hashes(&(100..108).collect::<Vec<u32>>(), 4);
     let mut loads = LoadBook::new(2, LoadKind::Routed);
@@ -36,6 +37,7 @@ fn a_decision_computed_by_hand_from_the_published_rule() {
         id: RequestId(1),
         blocks: &other,
         input_tokens: 8,
+        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -50,6 +52,7 @@ fn a_decision_computed_by_hand_from_the_published_rule() {
         id: RequestId(2),
         blocks: &blocks,
         input_tokens: 24,
+        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -91,6 +94,7 @@ fn route_req(r: &(RequestId, Vec<BlockHash>, u32)) -> RouteRequest<'_> {
         id: r.0,
         blocks: &r.1,
         input_tokens: r.2,
+        own_tail: 0,
         session: None,
         now: 0,
     }
@@ -143,6 +147,7 @@ fn credit_decay_of_one_halves_the_credit_at_one_request_of_excess() {
             worker: WorkerId(0),
             parent: None,
             blocks: prompt.1.clone(),
+            own_tail: 0,
         });
         busy(&mut p, &request(10, 1000..1032), 0, false);
         busy(&mut p, &request(11, 2000..2040), 1, true);
@@ -239,6 +244,7 @@ fn equal_costs_are_broken_by_the_seeded_generator() {
         id: RequestId(0),
         blocks: &blocks,
         input_tokens: 8,
+        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -267,6 +273,7 @@ fn approximate_mode_learns_from_its_own_decisions() {
         id: RequestId(id),
         blocks: &blocks,
         input_tokens: 16,
+        own_tail: 0,
         session: None,
         now: 0,
     };

@@ -16,6 +16,7 @@ fn req<'a>(
         id: RequestId(id),
         blocks,
         input_tokens: blocks.len() as u32 * 4,
+        own_tail: 0,
         session,
         now: id * 1_000_000_000,
     }
@@ -202,11 +203,13 @@ fn loadaware_trades_the_cached_share_against_relative_load_by_hand() {
         worker: WorkerId(0),
         parent: None,
         blocks: blocks.clone(),
+        own_tail: 0,
     });
     p.on_event(&KvEvent::Stored {
         worker: WorkerId(1),
         parent: None,
         blocks: blocks[..2].to_vec(),
+        own_tail: 0,
     });
     let mut loads = LoadBook::new(3, LoadKind::Routed);
     for (i, w) in [0, 0, 0, 0, 1, 2].into_iter().enumerate() {
