@@ -70,6 +70,11 @@
 //!   `cold` (nobody had computed it when the router decided), `routing` (another worker held
 //!   it), `stale_index` (the router believed the chosen worker held it) or `capacity` (the chosen
 //!   worker had it and lost it, or it was evicted everywhere).
+//! - **Own tails.** A trace request's blocks from its first id that no other row names
+//!   ([`workload::RequestSpec::unshared_from`]) can only be looked up by that request. Workers
+//!   store them outside their name tables, and routers leave them out of their indexes when no
+//!   request is routed twice and nothing observes the whole index: half of a trace's blocks,
+//!   with results unchanged (a property test compares both ways).
 //!
 //! ```
 //! use std::path::Path;
