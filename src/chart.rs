@@ -6,7 +6,52 @@
 //! Text is SVG `<text>` (plotters' SVG backend needs no font files); the output depends only on
 //! the data, so it is byte-for-byte deterministic.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+
+/// The drawing area of a chart's SVG document.
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+/// What drawing into an SVG string returns.
+type Drawn = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+/// A chart's plot, over numeric x and y.
+type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// An SVG document of 900 x 540 on a white background, drawn by `draw`.
+fn svg_document(draw: impl FnOnce(&Area<'_>) -> Drawn) -> String {
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (900, 540)).into_drawing_area();
+        root.fill(&WHITE)
+            .and_then(|()| draw(&root))
+            .expect("drawing into a string cannot fail");
+        root.present().expect("drawing into a string cannot fail");
+    }
+    text
+}
+
+/// A chart's frame on `root`: its title, margins and label areas, over `x` and `y`.
+fn frame<'a, 'b>(
+    root: &'a Area<'b>,
+    title: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Plot<'a, 'b>, DrawingAreaErrorKind<std::io::Error>> {
+    ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(72)
+        .build_cartesian_2d(x, y)
+}
+
+/// The legend of the series drawn on `c`, boxed in the plot's upper left.
+fn draw_legend<'b: 'a, 'a>(c: &mut Plot<'a, 'b>) -> Drawn {
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+}
 
 /// Line colours (Tableau 20: ten colours, then their light tints), picked in order.
 pub const COLORS: [RGBColor; 20] = [
@@ -79,10 +124,8 @@ pub fn line_svg(chart: &LineChart<'_>) -> String {
     let lo = ys().fold(f64::INFINITY, f64::min);
     let hi = ys().fold(f64::NEG_INFINITY, f64::max);
     let log = lo > 0.0 && hi.is_finite() && hi / lo > 100.0;
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, (900, 540)).into_drawing_area();
-        let drawn = if log {
+    svg_document(|root| {
+        if log {
             let series: Vec<Series> = chart
                 .series
                 .iter()
@@ -98,14 +141,11 @@ pub fn line_svg(chart: &LineChart<'_>) -> String {
                 threshold: chart.threshold.clone().map(|(y, l)| (y.log10(), l)),
                 ..chart.clone()
             };
-            draw(&root, &logged, true)
+            draw(root, &logged, true)
         } else {
-            draw(&root, chart, false)
-        };
-        drawn.expect("drawing into a string cannot fail");
-        root.present().expect("drawing into a string cannot fail");
-    }
-    text
+            draw(root, chart, false)
+        }
+    })
 }
 
 fn range(values: impl Iterator<Item = f64> + Clone, pad: f64) -> (f64, f64) {
@@ -119,12 +159,7 @@ fn range(values: impl Iterator<Item = f64> + Clone, pad: f64) -> (f64, f64) {
 }
 
 /// Draws `chart`; with `log`, its y values are log10 of the data and ticks show 10^y.
-fn draw(
-    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    chart: &LineChart<'_>,
-    log: bool,
-) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
-    root.fill(&WHITE)?;
+fn draw(root: &Area<'_>, chart: &LineChart<'_>, log: bool) -> Drawn {
     let points = chart.series.iter().flat_map(|s| s.points.iter().copied());
     let (x_lo, x_hi) = range(points.clone().map(|p| p.0), 0.03);
     let ys = points
@@ -134,12 +169,7 @@ fn draw(
     // Head room for the legend inside the plot.
     let lines = chart.series.len() + usize::from(chart.threshold.is_some());
     let y_hi = y_hi + (y_hi - y_lo) * (lines as f64 * 0.05).min(0.5);
-    let mut c = ChartBuilder::on(root)
-        .caption(chart.title, ("sans-serif", 22))
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(72)
-        .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)?;
+    let mut c = frame(root, chart.title, x_lo..x_hi, y_lo..y_hi)?;
     c.configure_mesh()
         .x_desc(chart.x_desc)
         .y_desc(chart.y_desc)
@@ -179,12 +209,7 @@ fn draw(
             .label(label.clone())
             .legend(|(lx, ly)| PathElement::new(vec![(lx, ly), (lx + 8, ly)], BLACK));
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    draw_legend(&mut c)
 }
 
 /// A grouped bar chart: for each category, one bar per series, side by side.
@@ -205,20 +230,10 @@ pub struct BarChart<'a> {
 /// `chart` as an SVG document (900 x 540). The y axis starts at 0, so bar heights compare as
 /// ratios.
 pub fn bar_svg(chart: &BarChart<'_>) -> String {
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, (900, 540)).into_drawing_area();
-        draw_bars(&root, chart).expect("drawing into a string cannot fail");
-        root.present().expect("drawing into a string cannot fail");
-    }
-    text
+    svg_document(|root| draw_bars(root, chart))
 }
 
-fn draw_bars(
-    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    chart: &BarChart<'_>,
-) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
-    root.fill(&WHITE)?;
+fn draw_bars(root: &Area<'_>, chart: &BarChart<'_>) -> Drawn {
     let n = chart.categories.len().max(1);
     let top = chart
         .series
@@ -228,12 +243,7 @@ fn draw_bars(
     let top = if top > 0.0 { top } else { 1.0 };
     // Head room for the legend inside the plot.
     let y_hi = top * (1.08 + (chart.series.len() as f64 * 0.05).min(0.5));
-    let mut c = ChartBuilder::on(root)
-        .caption(chart.title, ("sans-serif", 22))
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(72)
-        .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_hi)?;
+    let mut c = frame(root, chart.title, -0.5..n as f64 - 0.5, 0.0..y_hi)?;
     let label = |v: &f64| {
         let i = v.round();
         if (v - i).abs() < 1e-6 && i >= 0.0 {
@@ -265,12 +275,7 @@ fn draw_bars(
         .label(name.clone())
         .legend(move |(lx, ly)| Rectangle::new([(lx, ly - 5), (lx + 12, ly + 5)], color.filled()));
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    draw_legend(&mut c)
 }
 
 #[cfg(test)]
