@@ -222,7 +222,7 @@ impl RouterActor {
             blocks: &spec.blocks,
             input_tokens: spec.input_tokens,
             own_tail: if self.setup.own_tails_unread {
-                spec.blocks.len() - spec.unshared_from.min(spec.blocks.len())
+                spec.blocks.len() - spec.unshared_from
             } else {
                 0
             },
