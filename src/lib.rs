@@ -125,11 +125,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod budget;
+pub mod calibrate;
 pub mod chart;
 pub mod cli;
 pub mod cluster;
 pub mod compare;
+pub mod deployment;
 pub mod diff;
 pub mod disagg;
 pub mod engine;
@@ -156,6 +159,7 @@ pub mod scenario;
 pub mod sketch;
 pub mod summarize;
 pub mod sweep;
+pub mod toml_file;
 pub mod trace;
 pub mod warnings;
 pub mod worker_set;

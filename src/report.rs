@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::cluster::audit::IndexQuality;
+use crate::cluster::hardware::DeploymentReport;
 use crate::cluster::messages::Misses;
 use crate::round::round_py;
 use crate::sketch::LogHistogram;
@@ -142,6 +143,9 @@ pub struct Report {
     pub policy: String,
     /// The seed.
     pub seed: u64,
+    /// What each pool's deployment derives (absent without a `[deployment]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<DeploymentReport>,
     /// Requests in the workload.
     pub requests: usize,
     /// Requests whose prefix had been seen before (lab definition).
@@ -228,6 +232,28 @@ impl Report {
                 self.scenario, self.policy, self.seed
             ),
         );
+        for d in &self.deployments {
+            row(
+                "deployment",
+                format!(
+                    "{}{} {} on {} x {}: {:.2} GB of weights and {:.2} GB of KV per GPU, {} \
+                     tokens of KV ({} bytes per token)",
+                    match d.pool {
+                        crate::scenario::Pool::Workers => String::new(),
+                        pool => format!("{}: ", serde_json::to_value(pool).expect("a name")),
+                    }
+                    .replace('"', ""),
+                    d.model,
+                    d.precision,
+                    d.tp,
+                    d.gpu,
+                    d.weights_gb_per_gpu,
+                    d.kv_gb_per_gpu,
+                    d.kv_capacity_tokens,
+                    d.kv_bytes_per_token
+                ),
+            );
+        }
         row(
             "requests",
             format!(

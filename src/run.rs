@@ -1,16 +1,19 @@
 //! Running a scenario: build the workload, wire the cluster, step it to the end, report.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::budget;
 use crate::cluster::audit::{IndexQuality, SharedAudit};
-use crate::cluster::build::{populate, Built};
+use crate::cluster::build::{populate, Built, Instruments};
 use crate::cluster::client::Pacing;
+use crate::cluster::hardware::Hardware;
 use crate::cluster::router_actor::RouterStats;
 use crate::cluster::timeline::Timeline;
 use crate::cluster::topology::Topology;
+use crate::cluster::worker::probe::FeatureTotals;
 use crate::cluster::Node;
+use crate::deployment::profile::Profile;
 use crate::engine::{ms_to_ns, Simulation};
 use crate::error::{Error, Result};
 use crate::report::{cdf_ms, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
@@ -39,6 +42,8 @@ pub struct BuiltWorkload {
     /// The run's generator after the workload's draws (the lab's shuffle is its first draw, as
     /// in the reference lab), for the run to continue from.
     pub rng: SimRng,
+    /// The folder the scenario's relative paths (model files, profiles) start from.
+    pub base_dir: PathBuf,
 }
 
 /// Builds the scenario's workload, drawing from the run's generator (seeded by the scenario).
@@ -73,7 +78,8 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
             })?;
             let recipe = Recipe::synthetic(p.clone(), block, start, &checked);
             rng = checked.rng;
-            (recipe, Pacing::OpenLoop, None)
+            let pacing = p.concurrency.map_or(Pacing::OpenLoop, Pacing::ClosedLoop);
+            (recipe, pacing, None)
         }
         Workload::Trace(t) => {
             let path = base_dir.join(&t.path);
@@ -105,6 +111,7 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
         pacing,
         trace,
         rng,
+        base_dir: base_dir.to_path_buf(),
     })
 }
 
@@ -121,6 +128,8 @@ pub fn run_scenario(
             trace,
             progress: None,
             perfetto: None,
+            features: None,
+            profile: None,
         },
     )
 }
@@ -135,6 +144,11 @@ pub struct RunHooks<'a> {
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
     /// Receives the run's timeline as Chrome trace-event JSON ([`crate::perfetto`]).
     pub perfetto: Option<&'a mut dyn Write>,
+    /// Receives what the workers' feature clocks found, summed (under a roofline; for
+    /// `calibrate`).
+    pub features: Option<&'a mut FeatureTotals>,
+    /// Replaces the roofline's profile (calibration's candidates; under a roofline only).
+    pub profile: Option<Profile>,
 }
 
 /// Runs a validated scenario with hooks.
@@ -145,6 +159,10 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 /// Runs a validated scenario on a workload [`build_workload`] built for it (a caller that runs
 /// one workload many times builds it once).
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
+    let mut hw = Hardware::resolve(s, &built.base_dir)?;
+    if let Some(p) = hooks.profile {
+        hw.set_profile(p);
+    }
     let mut sim: Simulation<Node> = Simulation::new(built.rng);
     let total = built.recipe.total() as u64;
     let timeline = hooks.perfetto.is_some().then(Timeline::shared);
@@ -154,7 +172,17 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         learns,
         history_bytes,
         feed,
-    } = populate(s, &built.recipe, built.pacing, &mut sim, timeline.clone());
+    } = populate(
+        s,
+        &hw,
+        &built.recipe,
+        built.pacing,
+        &mut sim,
+        Instruments {
+            timeline: timeline.clone(),
+            record_features: hooks.features.is_some(),
+        },
+    );
     check_memory(s, &built.recipe, &topology, learns, history_bytes)?;
     let client = topology.client();
     let mut writer = hooks
@@ -215,7 +243,17 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         out.write_all(json.as_bytes())
             .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
     }
-    Ok(report(s, &topology, sim, built.trace, audit, learns))
+    let mut report = report(
+        s,
+        &topology,
+        sim,
+        built.trace,
+        audit,
+        learns,
+        hooks.features,
+    );
+    report.deployments = hw.report(s);
+    Ok(report)
 }
 
 /// The run's report; `learns`: whether the routers' policy learns from KV events.
@@ -226,6 +264,7 @@ fn report(
     trace: Option<TraceRows>,
     audit: Option<SharedAudit>,
     learns: bool,
+    features: Option<&mut FeatureTotals>,
 ) -> Report {
     let last_delivery_ns = sim.now();
     let messages = sim.delivered();
@@ -242,6 +281,13 @@ fn report(
         }
     }
     let (mut client, bus) = (client.expect("one client"), bus.expect("one bus"));
+    if let Some(sums) = features {
+        for w in &workers {
+            if let Some(t) = w.feature_totals() {
+                sums.merge(t);
+            }
+        }
+    }
     assert!(!routers.is_empty(), "at least one router");
     let mut tally = std::mem::take(&mut client.tally);
     // The run ends with its last completion: a fault scheduled after the workload does not
@@ -346,6 +392,7 @@ fn report(
         scenario: s.name.clone(),
         policy: s.router.policy.clone(),
         seed: s.seed,
+        deployments: Vec::new(),
         requests: client.total(),
         repeat_requests: tally.repeat_requests,
         hits: tally.hits,

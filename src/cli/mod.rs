@@ -1,6 +1,7 @@
 //! The command-line interface: argument parsing (clap) and dispatch. Each subcommand lives in its
 //! own module and turns library errors into one-line messages; `main` maps them to exit code 2.
 
+mod bench_cmds;
 mod compare_cmds;
 mod lab_cmds;
 mod parse;
@@ -45,6 +46,12 @@ enum Command {
     Compare(compare_cmds::CompareArgs),
     /// The fewest workers (or the highest load) meeting SLAs, per policy: table, plan.json, plots.
     Plan(plan_cmds::PlanArgs),
+    /// A closed-loop benchmark of one real deployment (model, GPU, tensor parallelism,
+    /// precision), predicted: TTFT, TPOT, ITL, throughput, KV capacity.
+    Bench(bench_cmds::BenchArgs),
+    /// Fits the roofline's corrections to measured benchmark rows (or checks a profile against
+    /// them): errors per (model, GPU, precision) group, and a profile file.
+    Calibrate(bench_cmds::CalibrateArgs),
 }
 
 /// What a finished command asks `main` to exit with.
@@ -65,6 +72,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Merge(args) => sweep_cmds::merge(args),
         Command::Compare(args) => compare_cmds::compare(args),
         Command::Plan(args) => plan_cmds::plan(args),
+        Command::Bench(args) => bench_cmds::bench(args),
+        Command::Calibrate(args) => bench_cmds::calibrate(args),
     }
 }
 

@@ -73,6 +73,8 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
         trace: file.as_mut().map(|f| f as &mut dyn Write),
         progress: Some(&mut tick),
         perfetto: timeline.as_mut().map(|f| f as &mut dyn Write),
+        features: None,
+        profile: None,
     };
     let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
     for f in [file, timeline].into_iter().flatten() {

@@ -13,13 +13,13 @@ use super::audit::{IndexAudit, SharedAudit};
 use super::board::board;
 use super::bus::BusActor;
 use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
+use super::hardware::Hardware;
 use super::messages::Msg;
 use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
 use super::worker::scheduler::{Admission, Preemption, SchedulerConfig};
-use super::worker::timing::TimingModel;
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
 
@@ -28,11 +28,16 @@ use super::Node;
 /// workload).
 pub fn populate(
     s: &Scenario,
+    hw: &Hardware,
     recipe: &Recipe,
     pacing: Pacing,
     sim: &mut Simulation<Node>,
-    timeline: Option<SharedTimeline>,
+    instruments: Instruments,
 ) -> Built {
+    let Instruments {
+        timeline,
+        record_features,
+    } = instruments;
     let topo = Topology::of(s);
     let routable = topo.routable().len();
     // Loss attribution's ground truth, unless the scenario turns attribution off.
@@ -40,7 +45,8 @@ pub fn populate(
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let routers = topo.routers().to_vec();
     let feed = Feed::shared(recipe, pacing, routers.clone(), s.router.spread);
-    let client = Client::new(feed.clone(), routable).with_timeline(timeline.clone());
+    let client = Client::new(feed.clone(), routable, ms_to_ns(hw.request_jitter_ms(s)))
+        .with_timeline(timeline.clone());
     let policies: Vec<_> = routers
         .iter()
         .map(|_| {
@@ -74,7 +80,7 @@ pub fn populate(
         let setup = RouterSetup {
             workers: topo.routable().iter().map(|w| w.addr).collect(),
             client: topo.client(),
-            dispatch_ns: ms_to_ns(s.timing.request_overhead_ms),
+            dispatch_ns: ms_to_ns(hw.request_overhead_ms(s)),
             truth: truth.clone(),
             board: board
                 .clone()
@@ -106,7 +112,7 @@ pub fn populate(
 
     let d = &s.disagg;
     let link = d.enabled.then(|| Link {
-        bytes_per_token: d.model.bytes_per_token(),
+        bytes_per_token: hw.transfer_bytes_per_token(s),
         gbps: d.link_gbps,
         overhead_ms: d.transfer_overhead_ms,
     });
@@ -114,7 +120,10 @@ pub fn populate(
         let setup = WorkerSetup {
             index: slot.id,
             role: slot.role,
-            scheduler: scheduler_config(s, slot.role),
+            scheduler: SchedulerConfig {
+                record_features,
+                ..scheduler_config(s, hw, slot.role)
+            },
             publish: s.bus.publish,
             replay_buffer,
             bus: topo.bus(),
@@ -157,6 +166,15 @@ pub fn populate(
     }
 }
 
+/// What a run observes of itself beyond its report.
+#[derive(Clone, Default)]
+pub struct Instruments {
+    /// Notes for the run's timeline (`--perfetto`).
+    pub timeline: Option<SharedTimeline>,
+    /// Workers keep feature clocks under a roofline (for `calibrate`).
+    pub record_features: bool,
+}
+
 /// Whether the routers may leave requests' own tails unread ([`RouterSetup::own_tails_unread`]):
 /// no request is routed twice (no faults, hence no hand-backs), and nothing reads other
 /// requests' blocks (no index audit for a policy that learns from events, no loss attribution).
@@ -181,14 +199,14 @@ pub struct Built {
     pub feed: SharedFeed,
 }
 
-/// A worker's step scheduler settings, from the scenario and its role.
-pub fn scheduler_config(s: &Scenario, role: Role) -> SchedulerConfig {
+/// A worker's step scheduler settings, from the scenario, its deployment and its role.
+pub fn scheduler_config(s: &Scenario, hw: &Hardware, role: Role) -> SchedulerConfig {
     let sch = &s.scheduler;
     SchedulerConfig {
         block_size: s.block_size(),
-        kv_capacity: s.cluster.kv_capacity_blocks.count(),
-        max_num_seqs: sch.max_num_seqs.count(),
-        max_num_batched_tokens: sch.max_num_batched_tokens.count(),
+        kv_capacity: hw.kv_capacity(s, role),
+        max_num_seqs: s.max_num_seqs(),
+        max_num_batched_tokens: s.max_num_batched_tokens(),
         chunked_prefill: sch.chunked_prefill,
         preemption: match sch.preemption {
             PreemptionKind::Lifo => Preemption::Lifo,
@@ -201,7 +219,8 @@ pub fn scheduler_config(s: &Scenario, role: Role) -> SchedulerConfig {
         prefill_only: matches!(role, Role::Prefill | Role::Colocated),
         attribute_misses: s.router.attribute_misses,
         decode_stretches: sch.decode_stretches,
-        timing: TimingModel::of(&s.timing),
+        timing: hw.timing(s, role),
+        record_features: false,
     }
 }
 

@@ -164,19 +164,23 @@ impl Iterator for Arrivals {
 pub struct Client {
     feed: SharedFeed,
     total: usize,
+    /// A client's reply delay: after a response, the next request of a closed loop or a session
+    /// waits a further uniform draw from `[0, reply_jitter_ns)` (0: none, and no draw).
+    reply_jitter_ns: Nanos,
     /// The outcomes of completed requests.
     pub tally: Tally,
     timeline: Option<SharedTimeline>,
 }
 
 impl Client {
-    /// A client sending `feed`'s requests. Outcomes are tallied over `workers` routable
-    /// workers.
-    pub fn new(feed: SharedFeed, workers: usize) -> Self {
+    /// A client sending `feed`'s requests, each next one `reply_jitter_ns` at most later than
+    /// the pacing says. Outcomes are tallied over `workers` routable workers.
+    pub fn new(feed: SharedFeed, workers: usize, reply_jitter_ns: Nanos) -> Self {
         let total = feed.borrow().source.total();
         Client {
             feed,
             total,
+            reply_jitter_ns,
             tally: Tally::new(workers),
             timeline: None,
         }
@@ -215,10 +219,14 @@ impl Actor for Client {
             rejected: ack.rejected,
         });
         let now = ctx.now();
-        let next = self
-            .feed
-            .borrow_mut()
-            .after(ack.request, ack.prompt_blocks as usize, now);
+        let reply = match self.reply_jitter_ns {
+            0 => 0,
+            j => (ctx.rng().unit() * j as f64) as Nanos,
+        };
+        let next =
+            self.feed
+                .borrow_mut()
+                .after(ack.request, ack.prompt_blocks as usize, now + reply);
         if let Some((at, to, msg)) = next {
             ctx.send(to, msg, at - now);
         }

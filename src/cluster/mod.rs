@@ -19,6 +19,7 @@ pub mod board;
 pub mod build;
 pub mod bus;
 pub mod client;
+pub mod hardware;
 pub mod messages;
 pub mod router_actor;
 pub mod tally;

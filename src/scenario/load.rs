@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::Deserialize;
-use toml_edit::{ImDocument, Item, Value};
 
-use super::validate::{validate, Invalid};
+use super::validate::{validate_in, Invalid};
 use super::Scenario;
 use crate::error::{read_text, Error, Result};
+use crate::toml_file::{key_offset, line_of, readable, toml_error};
 
 /// A `--set KEY=VALUE` override: a dotted key path and a TOML value (a bare word that is not
 /// valid TOML is taken as a string, so `--set router.policy=rr` works like `="rr"`).
@@ -75,7 +75,8 @@ pub fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Loaded> {
 
 /// Parses scenario text; `path` only names the source in errors.
 pub fn parse_scenario(path: &Path, text: &str, overrides: &[Override]) -> Result<Scenario> {
-    let mut scenario: Scenario = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
+    let mut scenario: Scenario =
+        toml::from_str(text).map_err(|e| toml_error(path, text, &e, moved_key))?;
     if !overrides.is_empty() {
         let mut table = toml::Table::try_from(&scenario).expect("a scenario serialises to TOML");
         for o in overrides {
@@ -84,44 +85,16 @@ pub fn parse_scenario(path: &Path, text: &str, overrides: &[Override]) -> Result
                 .map_err(|e| set_error(o, e.message()))?;
         }
     }
-    validate(&scenario).map_err(|inv| locate(path, text, overrides, inv))?;
+    let base_dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    validate_in(&scenario, Some(base_dir)).map_err(|inv| locate(path, text, overrides, inv))?;
     Ok(scenario)
 }
 
 fn set_error(o: &Override, message: &str) -> Error {
     Error::arg(format!("--set {}", o.key), readable(message.trim()))
-}
-
-/// serde's type errors in words a scenario's author uses: `invalid type: string "abc", expected
-/// usize` becomes `expected a whole number >= 0, got "abc"`. Other messages pass unchanged.
-fn readable(message: &str) -> String {
-    let Some((unexpected, expected)) = message
-        .strip_prefix("invalid type: ")
-        .or_else(|| message.strip_prefix("invalid value: "))
-        .and_then(|rest| rest.split_once(", expected "))
-    else {
-        return message.to_string();
-    };
-    let got = match unexpected {
-        "sequence" => "a list".to_string(),
-        "map" => "a table".to_string(),
-        other => {
-            let value = ["string ", "integer ", "floating point ", "boolean "]
-                .iter()
-                .find_map(|kind| other.strip_prefix(kind))
-                .unwrap_or(other);
-            value.trim_matches('`').to_string()
-        }
-    };
-    let want = match expected {
-        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number >= 0",
-        "i64" | "i32" | "i16" | "i8" | "isize" => "a whole number",
-        "f64" | "f32" => "a number",
-        "a boolean" => "true or false",
-        "a sequence" => "a list",
-        other => other,
-    };
-    format!("expected {want}, got {got}")
 }
 
 /// Sets `value` at the dotted `key` in `table`, creating tables on the way.
@@ -143,39 +116,6 @@ fn set_path(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<()
     Ok(())
 }
 
-/// A TOML syntax or type error, as `file:line: key: message`, the key dotted with its table
-/// (`bus.drop_rate`). An unknown field that toml reports at its table's header is moved to the
-/// line that spells it.
-fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
-    let message = e.message().trim().to_string();
-    let Some(span) = e.span() else {
-        return Error::file(path, message);
-    };
-    let lines: Vec<&str> = text.lines().collect();
-    let mut line = line_of(text, span.start);
-    if let Some(field) = message
-        .strip_prefix("unknown field `")
-        .and_then(|rest| rest.split('`').next())
-    {
-        let spelled = (line..=lines.len())
-            .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
-            .find(|&n| key_of(lines[n - 1]) == Some(field));
-        line = spelled.unwrap_or(line);
-    }
-    let here = lines.get(line - 1).copied().unwrap_or("");
-    let key = match (key_of(here), table_above(&lines, line)) {
-        (Some(k), Some(t)) => format!("{t}.{k}"),
-        (Some(k), None) => k.to_string(),
-        (None, Some(t)) => t,
-        (None, None) => "line".to_string(),
-    };
-    let message = match moved_key(&key) {
-        Some(hint) if message.starts_with("unknown field") => hint.to_string(),
-        _ => readable(&message),
-    };
-    Error::field(path, line, key, message)
-}
-
 /// Where a key of an older scenario format went.
 fn moved_key(key: &str) -> Option<&'static str> {
     Some(match key {
@@ -187,23 +127,6 @@ fn moved_key(key: &str) -> Option<&'static str> {
              at once; they now share each step)"
         }
         _ => return None,
-    })
-}
-
-/// The key a `key = value` line sets.
-fn key_of(line: &str) -> Option<&str> {
-    let (key, _) = line.split_once('=')?;
-    let key = key.trim().trim_matches('"');
-    (!key.is_empty() && !key.starts_with('[')).then_some(key)
-}
-
-/// The table whose header is on or above 1-based `line` (`[bus]` → `bus`, `[[faults]]` →
-/// `faults`).
-fn table_above(lines: &[&str], line: usize) -> Option<String> {
-    lines[..line.min(lines.len())].iter().rev().find_map(|l| {
-        let l = l.trim();
-        l.starts_with('[')
-            .then(|| l.trim_matches(|c| c == '[' || c == ']').trim().to_string())
     })
 }
 
@@ -227,123 +150,9 @@ fn locate(path: &Path, text: &str, overrides: &[Override], inv: Invalid) -> Erro
     Error::setting(at, inv.key, inv.value, readable(&inv.problem))
 }
 
-/// 1-based line of a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-/// Byte offset of the key at a path like `bus.drop_rate` or `faults[1].worker` in `text`: the
-/// deepest part of the path that the file spells out.
-fn key_offset(text: &str, key: &str) -> Option<usize> {
-    let doc = ImDocument::parse(text).ok()?;
-    let mut node = Node::Item(doc.as_item());
-    let mut offset = None;
-    for part in key.split('.') {
-        let (name, index) = match part.split_once('[') {
-            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        let Some((span, child)) = node.get(name) else {
-            return offset;
-        };
-        offset = span.or(offset);
-        node = child;
-        if let Some(i) = index {
-            let Some(element) = node.index(i) else {
-                return offset;
-            };
-            node = element;
-            offset = node.span().or(offset);
-        }
-    }
-    offset
-}
-
-/// A place in a parsed TOML document, whichever way it was written (table, inline table, array).
-#[derive(Clone, Copy)]
-enum Node<'a> {
-    Item(&'a Item),
-    Table(&'a toml_edit::Table),
-    Value(&'a Value),
-}
-
-impl<'a> Node<'a> {
-    /// The child at `name`, with the offset of its key.
-    fn get(self, name: &str) -> Option<(Option<usize>, Node<'a>)> {
-        let start = |k: &toml_edit::Key| k.span().map(|s| s.start);
-        match self {
-            Node::Item(Item::Table(t)) | Node::Table(t) => t
-                .get_key_value(name)
-                .map(|(k, v)| (start(k), Node::Item(v))),
-            Node::Item(Item::Value(Value::InlineTable(t))) | Node::Value(Value::InlineTable(t)) => {
-                t.get_key_value(name)
-                    .map(|(k, v)| (start(k), Node::Item(v)))
-            }
-            _ => None,
-        }
-    }
-
-    /// The element at `i` of an array or array of tables.
-    fn index(self, i: usize) -> Option<Node<'a>> {
-        match self {
-            Node::Item(Item::ArrayOfTables(a)) => a.get(i).map(Node::Table),
-            Node::Item(Item::Value(Value::Array(a))) | Node::Value(Value::Array(a)) => {
-                a.get(i).map(Node::Value)
-            }
-            _ => None,
-        }
-    }
-
-    fn span(self) -> Option<usize> {
-        match self {
-            Node::Item(i) => i.span(),
-            Node::Table(t) => t.span(),
-            Node::Value(v) => v.span(),
-        }
-        .map(|s| s.start)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn type_errors_read_as_what_was_expected_and_what_came() {
-        let cases = [
-            (
-                "invalid type: string \"abc\", expected usize",
-                "expected a whole number >= 0, got \"abc\"",
-            ),
-            (
-                "invalid value: integer `-2`, expected u64",
-                "expected a whole number >= 0, got -2",
-            ),
-            (
-                "invalid type: floating point `1.5`, expected usize",
-                "expected a whole number >= 0, got 1.5",
-            ),
-            (
-                "invalid type: string \"x\", expected f64",
-                "expected a number, got \"x\"",
-            ),
-            (
-                "invalid type: integer `3`, expected a boolean",
-                "expected true or false, got 3",
-            ),
-            (
-                "invalid type: integer `3`, expected a sequence",
-                "expected a list, got 3",
-            ),
-            (
-                "unknown variant `x`, expected `lifo` or `fifo`",
-                "unknown variant `x`, expected `lifo` or `fifo`",
-            ),
-        ];
-        for (serde, want) in cases {
-            assert_eq!(readable(serde), want);
-        }
-    }
 
     /// Every leaf key of every bundled scenario, set to the value it already has, gives the same
     /// scenario: a `--set` of a key to its value (its default included) changes no result.

@@ -7,6 +7,7 @@
 //! - [`load`]: reading a file, `--set KEY=VALUE` overrides, and locating errors (file:line).
 //! - [`validate`]: range checks on a deserialised scenario.
 
+pub mod deploy;
 pub mod load;
 pub mod validate;
 
@@ -14,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::deployment::DeploymentSettings;
 use crate::disagg::ModelShape;
 use crate::rng::RngKind;
 use crate::router::loads::LoadKind;
@@ -42,6 +44,11 @@ pub struct Scenario {
     pub router: Router,
     /// The KV event bus.
     pub bus: Bus,
+    /// The model, GPUs and precision every worker serves (absent: no real deployment; step
+    /// times from `[timing]`'s polynomials or fixed time, KV capacity from `[cluster]`).
+    pub deployment: Option<DeploymentSettings>,
+    /// The serving engine and its settings.
+    pub engine: EngineSettings,
     /// How long a step takes.
     pub timing: Timing,
     /// Each worker's step scheduler.
@@ -63,6 +70,8 @@ impl Default for Scenario {
             cluster: Cluster::default(),
             router: Router::default(),
             bus: Bus::default(),
+            deployment: None,
+            engine: EngineSettings::default(),
             timing: Timing::default(),
             scheduler: SchedulerSettings::default(),
             disagg: Disagg::default(),
@@ -194,6 +203,73 @@ impl Default for TraceWorkload {
 }
 
 impl Scenario {
+    /// The step-time model: `timing.model`, or by default `roofline` with a deployment and
+    /// `steps` without.
+    pub fn timing_kind(&self) -> TimingKind {
+        self.timing.model.unwrap_or(if self.has_deployment() {
+            TimingKind::Roofline
+        } else {
+            TimingKind::Steps
+        })
+    }
+
+    /// Whether any worker serves a named deployment.
+    pub fn has_deployment(&self) -> bool {
+        self.deployment.is_some()
+            || self.disagg.prefill_deployment.is_some()
+            || self.disagg.decode_deployment.is_some()
+    }
+
+    /// The deployment the workers of `pool` serve: `[deployment]`, or with disaggregation the
+    /// pool's own `disagg.prefill_deployment` / `disagg.decode_deployment` where given.
+    pub fn deployment_of(&self, pool: Pool) -> Option<&DeploymentSettings> {
+        let own = match pool {
+            Pool::Workers => None,
+            Pool::Prefill => self.disagg.prefill_deployment.as_ref(),
+            Pool::Decode => self.disagg.decode_deployment.as_ref(),
+        };
+        own.or(self.deployment.as_ref())
+    }
+
+    /// Whether vLLM takes its larger defaults on the deployment's GPU: 70 GiB or more of
+    /// memory, and not an A100 (vLLM 0.12 `EngineArgs.get_batch_defaults`). `None` without a
+    /// deployment (or with an unknown GPU).
+    fn vllm_large_gpu(&self) -> Option<bool> {
+        let gpu = crate::deployment::gpu::find(
+            &self
+                .deployment_of(Pool::Workers)
+                .or(self.deployment_of(Pool::Prefill))?
+                .gpu,
+        )?;
+        Some(gpu.memory_gb >= 70.0 && !gpu.name.contains("a100"))
+    }
+
+    /// Running requests at most per worker (`None`: unbounded): `scheduler.max_num_seqs`, or
+    /// the engine's default.
+    pub fn max_num_seqs(&self) -> Option<usize> {
+        let default = match self.vllm_large_gpu() {
+            Some(true) => 1024,
+            _ => 256,
+        };
+        self.scheduler
+            .max_num_seqs
+            .unwrap_or(Limit::Count(default))
+            .count()
+    }
+
+    /// Tokens per step at most (`None`: unbounded): `scheduler.max_num_batched_tokens`, or the
+    /// engine's default.
+    pub fn max_num_batched_tokens(&self) -> Option<usize> {
+        let default = match self.vllm_large_gpu() {
+            Some(false) => 2048,
+            _ => 8192,
+        };
+        self.scheduler
+            .max_num_batched_tokens
+            .unwrap_or(Limit::Count(default))
+            .count()
+    }
+
     /// Tokens per engine block: the trace's own block size when a trace is routed on its block
     /// ids, `cluster.block_size` otherwise.
     pub fn block_size(&self) -> usize {
@@ -439,14 +515,16 @@ pub struct Window {
 }
 
 /// `[timing]`: how long a worker's forward pass (a step) takes. A setting of the model not in
-/// use (`service_ms` under `steps`; the coefficients and `decode_floor_ms` under `fixed`) must
-/// keep its default: validation refuses it rather than ignore it.
+/// use (`service_ms` under `steps`; the coefficients and `decode_floor_ms` under `fixed`;
+/// `profile` under either) must keep its default: validation refuses it rather than ignore it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
-    /// `steps`: Dynamo's mocker polynomials per step (the default); `fixed`: every step takes
-    /// `service_ms` (the lab's model: a one-token request is served in one step).
-    pub model: TimingKind,
+    /// `roofline`: each step from its work and the deployment's GPU, corrected by a fitted
+    /// profile (the default with a `[deployment]`, and only with one); `steps`: Dynamo's mocker
+    /// polynomials per step (the default without); `fixed`: every step takes `service_ms` (the
+    /// lab's model: a one-token request is served in one step).
+    pub model: Option<TimingKind>,
     /// `fixed`: the duration of every step, ms (1.0).
     pub service_ms: f64,
     /// `steps`: prefill ms = a·T² + b·T + c for T uncached prompt tokens computed in the step:
@@ -457,31 +535,114 @@ pub struct Timing {
     pub decode_coeffs: [f64; 3],
     /// `steps`: floor of the decode part, ms (1.0).
     pub decode_floor_ms: f64,
+    /// `roofline`: the profile of fitted corrections, a file `dynsim calibrate` wrote (relative
+    /// to the scenario file; absent: the engine's bundled profile, `data/profiles/ENGINE.toml`).
+    pub profile: Option<String>,
     /// Time between a request reaching a worker and joining its queue (HTTP, tokenisation:
-    /// not GPU time), ms (0.0).
-    pub request_overhead_ms: f64,
+    /// not GPU time), ms (0.0; under `roofline`, absent takes the profile's fitted
+    /// `request.overhead_ms`).
+    pub request_overhead_ms: Option<f64>,
+    /// A client's reply delay: after a response, a closed-loop client (or a session's next
+    /// turn) waits a further uniform draw from `[0, request_jitter_ms)` before sending, ms
+    /// (clients and HTTP stacks do not answer in lockstep, so a benchmark's clients do not move
+    /// in one wave; not part of any request's latency) (0.0; under `roofline`, absent takes the
+    /// profile's fitted `request.jitter_ms`).
+    pub request_jitter_ms: Option<f64>,
 }
 
 /// `timing.model`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TimingKind {
     /// Dynamo's mocker polynomials.
-    #[default]
     Steps,
     /// A fixed time per step.
     Fixed,
+    /// The deployment's roofline with a fitted profile.
+    Roofline,
+}
+
+impl TimingKind {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimingKind::Steps => "steps",
+            TimingKind::Fixed => "fixed",
+            TimingKind::Roofline => "roofline",
+        }
+    }
 }
 
 impl Default for Timing {
     fn default() -> Self {
         Timing {
-            model: TimingKind::Steps,
+            model: None,
             service_ms: 1.0,
             prefill_coeffs: [4.209989e-7, 0.01518344, 16.50142],
             decode_coeffs: [-25.74, 54.01, 5.74],
             decode_floor_ms: 1.0,
-            request_overhead_ms: 0.0,
+            profile: None,
+            request_overhead_ms: None,
+            request_jitter_ms: None,
+        }
+    }
+}
+
+/// `[engine]`: the serving engine whose step scheduler the workers run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSettings {
+    /// The engine: `vllm` (vLLM v1's step scheduler, the only one so far).
+    pub kind: EngineKind,
+    /// `[engine.vllm]`: vLLM's own settings.
+    pub vllm: VllmSettings,
+}
+
+/// `engine.kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// vLLM (v1 scheduler).
+    #[default]
+    Vllm,
+}
+
+impl EngineKind {
+    /// Every engine's name.
+    pub const NAMES: &'static [&'static str] = &["vllm"];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Vllm => "vllm",
+        }
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vllm" => Ok(EngineKind::Vllm),
+            _ => Err(format!("{s:?} is not an engine (vllm)")),
+        }
+    }
+}
+
+/// `[engine.vllm]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VllmSettings {
+    /// The share of each GPU's memory vLLM may take, weights and KV (0.9, vLLM's
+    /// `gpu_memory_utilization`); sizes the KV cache of a `[deployment]`.
+    pub gpu_memory_utilization: f64,
+}
+
+impl Default for VllmSettings {
+    fn default() -> Self {
+        VllmSettings {
+            gpu_memory_utilization: 0.9,
         }
     }
 }
@@ -491,11 +652,14 @@ impl Default for Timing {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerSettings {
-    /// Running requests at most, or "unbounded" (256).
-    pub max_num_seqs: Limit,
+    /// Running requests at most, or "unbounded" (absent: the engine's default: with a
+    /// `[deployment]`, vLLM's for its GPU, 1,024 on GPUs of 70 GiB or more but the A100, else
+    /// 256; without, Dynamo's mocker's 256).
+    pub max_num_seqs: Option<Limit>,
     /// Tokens scheduled in one step at most, decodes and prompt chunks together, or
-    /// "unbounded" (8192).
-    pub max_num_batched_tokens: Limit,
+    /// "unbounded" (absent: the engine's default: 8,192, or with a `[deployment]` on a GPU under
+    /// 70 GiB or an A100, vLLM's 2,048).
+    pub max_num_batched_tokens: Option<Limit>,
     /// Whether a prompt may be computed in chunks over several steps (true); false schedules a
     /// prompt only whole.
     pub chunked_prefill: bool,
@@ -513,8 +677,8 @@ pub struct SchedulerSettings {
 impl Default for SchedulerSettings {
     fn default() -> Self {
         SchedulerSettings {
-            max_num_seqs: Limit::Count(256),
-            max_num_batched_tokens: Limit::Count(8192),
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
             chunked_prefill: true,
             preemption: PreemptionKind::Lifo,
             admission: AdmissionKind::Chunk,
@@ -562,8 +726,24 @@ pub struct Disagg {
     /// Prefill and decode share one GPU: one step scheduler runs both, so their work serialises,
     /// and the KV still crosses the link between the two engines (false).
     pub colocated: bool,
-    /// The model's KV shape (Qwen3-0.6B).
+    /// The model's KV shape (Qwen3-0.6B); with a deployment, derived from its model instead.
     pub model: ModelShape,
+    /// The prefill workers' deployment, when it differs from `[deployment]` (the same model).
+    pub prefill_deployment: Option<DeploymentSettings>,
+    /// The decode workers' deployment, when it differs from `[deployment]` (the same model).
+    pub decode_deployment: Option<DeploymentSettings>,
+}
+
+/// A pool of workers: all of them when aggregated, or the prefill or decode ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pool {
+    /// Every worker of an aggregated cluster.
+    Workers,
+    /// Disaggregated prefill workers (colocated ones too).
+    Prefill,
+    /// Disaggregated decode workers.
+    Decode,
 }
 
 impl Default for Disagg {
@@ -576,6 +756,8 @@ impl Default for Disagg {
             transfer_overhead_ms: 0.0,
             colocated: false,
             model: ModelShape::default(),
+            prefill_deployment: None,
+            decode_deployment: None,
         }
     }
 }

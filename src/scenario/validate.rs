@@ -6,6 +6,8 @@ pub use crate::limits::{
     MAX_CONTEXT_TOKENS, MAX_MS, MAX_REPLAY_BUFFER, MAX_REPLICAS, MAX_REQUESTS, MAX_WORKERS,
 };
 
+use std::path::Path;
+
 use super::{Fault, Limit, Scenario, Timing, TimingKind, Workload};
 use crate::rng::SimRng;
 use crate::router::policy::PolicySetup;
@@ -80,8 +82,14 @@ pub fn worker_count(s: &Scenario) -> usize {
     }
 }
 
-/// Checks every range; the first problem found is returned.
+/// Checks every range; the first problem found is returned. Model and profile files are not
+/// read ([`validate_in`] reads them).
 pub fn validate(s: &Scenario) -> Result<(), Invalid> {
+    validate_in(s, None)
+}
+
+/// Checks every range, reading model and profile files relative to `base_dir`.
+pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid> {
     match &s.workload {
         Workload::PrefixRepeat(w) => {
             at_least_one("workload.prefixes", w.prefixes)?;
@@ -190,14 +198,20 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
     }
     time_ms("timing.decode_floor_ms", t.decode_floor_ms)?;
-    time_ms("timing.request_overhead_ms", t.request_overhead_ms)?;
-    inactive_timing(t)?;
+    if let Some(o) = t.request_overhead_ms {
+        time_ms("timing.request_overhead_ms", o)?;
+    }
+    if let Some(j) = t.request_jitter_ms {
+        time_ms("timing.request_jitter_ms", j)?;
+    }
+    inactive_timing(s)?;
     let sch = &s.scheduler;
-    limit("scheduler.max_num_seqs", sch.max_num_seqs)?;
-    limit(
-        "scheduler.max_num_batched_tokens",
-        sch.max_num_batched_tokens,
-    )?;
+    if let Some(l) = sch.max_num_seqs {
+        limit("scheduler.max_num_seqs", l)?;
+    }
+    if let Some(l) = sch.max_num_batched_tokens {
+        limit("scheduler.max_num_batched_tokens", l)?;
+    }
 
     let d = &s.disagg;
     if d.enabled {
@@ -237,6 +251,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     }
 
     validate_router(s)?;
+    validate_deployment(s, base_dir)?;
 
     let workers = worker_count(s);
     for (i, f) in s.faults.iter().enumerate() {
@@ -278,51 +293,130 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
 }
 
 /// A setting of the timing model the scenario does not use, set to anything but its default,
-/// would be silently ignored: refused instead, naming the model in use.
-fn inactive_timing(t: &Timing) -> Result<(), Invalid> {
+/// would be silently ignored: refused instead, naming the model in use. The roofline needs a
+/// deployment to time.
+fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
+    let t = &s.timing;
     let d = Timing::default();
-    let (model, other, set) = match t.model {
-        TimingKind::Steps => (
-            "steps",
-            "fixed",
-            vec![(
-                "timing.service_ms",
-                t.service_ms != d.service_ms,
-                format!("{:?}", t.service_ms),
-            )],
+    let kind = s.timing_kind();
+    if kind == TimingKind::Roofline && !s.has_deployment() {
+        return Err(bad(
+            "timing.model",
+            "\"roofline\"",
+            "needs a [deployment] (model, gpu, tp, precision) to time its steps",
+        ));
+    }
+    let settings = [
+        (
+            "timing.service_ms",
+            t.service_ms != d.service_ms,
+            format!("{:?}", t.service_ms),
+            TimingKind::Fixed,
         ),
-        TimingKind::Fixed => (
-            "fixed",
-            "steps",
-            vec![
-                (
-                    "timing.prefill_coeffs",
-                    t.prefill_coeffs != d.prefill_coeffs,
-                    format!("{:?}", t.prefill_coeffs),
-                ),
-                (
-                    "timing.decode_coeffs",
-                    t.decode_coeffs != d.decode_coeffs,
-                    format!("{:?}", t.decode_coeffs),
-                ),
-                (
-                    "timing.decode_floor_ms",
-                    t.decode_floor_ms != d.decode_floor_ms,
-                    format!("{:?}", t.decode_floor_ms),
-                ),
-            ],
+        (
+            "timing.prefill_coeffs",
+            t.prefill_coeffs != d.prefill_coeffs,
+            format!("{:?}", t.prefill_coeffs),
+            TimingKind::Steps,
         ),
-    };
-    match set.into_iter().find(|(_, changed, _)| *changed) {
-        Some((key, _, value)) => Err(bad(
+        (
+            "timing.decode_coeffs",
+            t.decode_coeffs != d.decode_coeffs,
+            format!("{:?}", t.decode_coeffs),
+            TimingKind::Steps,
+        ),
+        (
+            "timing.decode_floor_ms",
+            t.decode_floor_ms != d.decode_floor_ms,
+            format!("{:?}", t.decode_floor_ms),
+            TimingKind::Steps,
+        ),
+        (
+            "timing.profile",
+            t.profile.is_some(),
+            format!("{:?}", t.profile.as_deref().unwrap_or("")),
+            TimingKind::Roofline,
+        ),
+    ];
+    match settings
+        .into_iter()
+        .find(|(_, changed, _, model)| *changed && *model != kind)
+    {
+        Some((key, _, value, model)) => Err(bad(
             key,
             value,
             &format!(
-                "only applies to timing.model = \"{other}\", and this scenario's model is \"{model}\""
+                "only applies to timing.model = \"{}\", and this scenario's model is \"{}\"",
+                model.name(),
+                kind.name()
             ),
         )),
         None => Ok(()),
     }
+}
+
+/// `[deployment]` and `[engine]`: what a deployment derives may not also be set by hand, and
+/// every pool's deployment must resolve (its model and GPU known, its weights and one request of
+/// `max_model_len` fitting); model and profile files are read from `base_dir` when given.
+fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid> {
+    let u = s.engine.vllm.gpu_memory_utilization;
+    if !(u.is_finite() && u > 0.0 && u <= 1.0) {
+        return Err(bad(
+            "engine.vllm.gpu_memory_utilization",
+            format!("{u:?}"),
+            "must be in (0, 1]",
+        ));
+    }
+    let d = &s.disagg;
+    if !d.enabled {
+        for (key, given) in [
+            ("disagg.prefill_deployment", d.prefill_deployment.is_some()),
+            ("disagg.decode_deployment", d.decode_deployment.is_some()),
+        ] {
+            if given {
+                return Err(bad(
+                    key,
+                    "",
+                    "only applies with disagg.enabled = true (use [deployment] otherwise)",
+                ));
+            }
+        }
+    }
+    if s.has_deployment() {
+        if let Limit::Count(n) = s.cluster.kv_capacity_blocks {
+            return Err(bad(
+                "cluster.kv_capacity_blocks",
+                n,
+                "is derived from the [deployment] (the KV its engine finds in memory): remove it, \
+                 or tune engine.vllm.gpu_memory_utilization or deployment.kv_dtype",
+            ));
+        }
+        if d.model != crate::disagg::ModelShape::default() {
+            return Err(bad(
+                "disagg.model.layers",
+                d.model.layers,
+                "is derived from the [deployment]'s model: remove [disagg.model]",
+            ));
+        }
+        if s.disagg.enabled && s.deployment_of(super::Pool::Prefill).is_none() {
+            return Err(bad(
+                "disagg.prefill_deployment",
+                "",
+                "is needed: the decode workers have a deployment, so the prefill workers need one \
+                 too ([deployment] for both, or [disagg.prefill_deployment])",
+            ));
+        }
+        if s.disagg.enabled && !s.disagg.colocated && s.deployment_of(super::Pool::Decode).is_none()
+        {
+            return Err(bad(
+                "disagg.decode_deployment",
+                "",
+                "is needed: the prefill workers have a deployment, so the decode workers need one \
+                 too ([deployment] for both, or [disagg.decode_deployment])",
+            ));
+        }
+    }
+    super::deploy::resolve(s, base_dir).map(|_| ())
 }
 
 /// `[router]`: a known policy, and every `[router.NAME]` table a known policy's valid settings.

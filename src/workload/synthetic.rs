@@ -132,6 +132,10 @@ pub struct SyntheticParams {
     pub turns: u32,
     /// Think time between a turn's completion and the next turn, ms (default 0).
     pub think_ms: f64,
+    /// Closed loop: this many clients, each sending its next request when its last completes,
+    /// in id order, arrival times and sessions ignored (absent: open loop, the default). A
+    /// benchmark's `--max-concurrency`.
+    pub concurrency: Option<usize>,
 }
 
 impl Default for SyntheticParams {
@@ -147,6 +151,7 @@ impl Default for SyntheticParams {
             output: LengthDist::Fixed { tokens: 128 },
             turns: 1,
             think_ms: 0.0,
+            concurrency: None,
         }
     }
 }
@@ -173,6 +178,9 @@ impl SyntheticParams {
         }
         if !(self.think_ms.is_finite() && (0.0..=1e12).contains(&self.think_ms)) {
             return err("think_ms", "must be in 0..=1e12 ms");
+        }
+        if self.concurrency == Some(0) {
+            return err("concurrency", "must be at least 1");
         }
         self.input.validate("input")?;
         self.output.validate("output")?;

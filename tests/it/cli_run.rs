@@ -292,7 +292,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("timing.toml", "seed = 1\n[scheduler]\nmax_num_seqs = 0\n", ":3: scheduler.max_num_seqs = 0 must be at least 1"),
         ("moved_batch.toml", "[timing]\nmax_batch = 4\n", ":2: timing.max_batch: replaced by the step scheduler's limit, [scheduler] max_num_seqs"),
         ("moved_service.toml", "[cluster]\nservice_ms = 4.0\n", ":2: cluster.service_ms: moved: the fixed step time is [timing] service_ms"),
-        ("model.toml", "[timing]\nmodel = \"magic\"\n", ":2: timing.model: unknown variant `magic`, expected `steps` or `fixed`"),
+        ("model.toml", "[timing]\nmodel = \"magic\"\n", ":2: timing.model: unknown variant `magic`, expected one of `steps`, `fixed`, `roofline`"),
         ("timing_key.toml", "[timing]\nprefill = [1.0]\n", ":2: timing.prefill: unknown field"),
         ("coeffs.toml", "[timing]\nprefill_coeffs = [1.0, 2.0]\n", ":2: timing.prefill_coeffs: invalid length"),
         ("inactive_service.toml", "[timing]\nservice_ms = 4.0\n", ":2: timing.service_ms = 4.0 only applies to timing.model = \"fixed\", and this scenario's model is \"steps\""),

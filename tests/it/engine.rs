@@ -15,7 +15,7 @@ fn lab_scenario(policy: &str, publish: bool) -> Scenario {
         rng: RngKind::Python,
         ..Scenario::default()
     };
-    s.timing.model = dynsim::scenario::TimingKind::Fixed;
+    s.timing.model = Some(dynsim::scenario::TimingKind::Fixed);
     s.router.policy = policy.into();
     s.bus.publish = publish;
     s

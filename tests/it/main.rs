@@ -16,6 +16,7 @@ mod pinned;
 mod plan;
 mod properties;
 mod readme;
+mod real_gpus;
 mod replay;
 mod routers;
 mod streams;

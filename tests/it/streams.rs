@@ -43,7 +43,14 @@ fn run(s: &Scenario) -> Report {
 fn exact_at_end(s: &Scenario) -> Vec<bool> {
     let built = build_workload(s, Path::new(env!("CARGO_MANIFEST_DIR"))).expect("workload");
     let mut sim: Simulation<Node> = Simulation::new(built.rng);
-    let Built { audit, .. } = populate(s, &built.recipe, built.pacing, &mut sim, None);
+    let Built { audit, .. } = populate(
+        s,
+        &Default::default(),
+        &built.recipe,
+        built.pacing,
+        &mut sim,
+        Default::default(),
+    );
     sim.run(|_| {});
     let audit = audit.expect("an events-fed policy is audited");
     let audit = audit.borrow();

@@ -184,6 +184,11 @@ impl Worker {
         self.sched.pool().active()
     }
 
+    /// What its feature clock found (`None` unless features were recorded).
+    pub fn feature_totals(&self) -> Option<&super::probe::FeatureTotals> {
+        self.sched.feature_totals()
+    }
+
     /// Its KV capacity in blocks (`None`: unbounded).
     pub fn kv_capacity(&self) -> Option<usize> {
         self.sched.pool().capacity()
@@ -211,7 +216,9 @@ impl Worker {
                 end - ctx.now(),
             );
         }
+        let id = seq.id();
         self.sched.enqueue(seq);
+        self.sched.note_joined(id, ctx.now());
         self.wake(ctx);
     }
 

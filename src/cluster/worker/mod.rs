@@ -21,6 +21,7 @@ pub mod kv;
 mod lru;
 mod names;
 pub mod plan;
+pub mod probe;
 pub mod scheduler;
 pub mod seq;
 mod stretch;

@@ -48,8 +48,9 @@ use crate::sketch::LogHistogram;
 use super::kv::{Changes, KvPool, SharedPool};
 use super::plan::{Admit, Work};
 pub use super::plan::{Applied, LogItem, Planned};
+use super::probe::{FeatureClock, FeatureTotals};
 use super::seq::{Seq, SeqKind};
-use super::timing::TimingModel;
+use super::timing::{StepWork, TimingModel};
 
 /// Which running request a preemption evicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +100,9 @@ pub struct SchedulerConfig {
     pub decode_stretches: bool,
     /// Step durations.
     pub timing: TimingModel,
+    /// Keep a feature clock ([`FeatureClock`]) beside time, under a roofline (for
+    /// `calibrate`).
+    pub record_features: bool,
 }
 
 /// A scheduler's counters.
@@ -138,11 +142,14 @@ pub struct StepScheduler<T> {
     pub(super) crossings: Vec<(u64, usize)>,
     /// Prompt tokens of the waiting requests.
     waiting_tokens: u64,
+    /// The feature clock, when asked for under a roofline.
+    probe: Option<Box<FeatureClock>>,
 }
 
 impl<T> StepScheduler<T> {
     /// An idle scheduler with an empty KV pool.
     pub fn new(cfg: SchedulerConfig) -> Self {
+        let probe = (cfg.record_features && cfg.timing.roofline().is_some()).then(Box::default);
         StepScheduler {
             pool: Rc::new(RefCell::new(KvPool::new(
                 cfg.kv_capacity,
@@ -157,6 +164,7 @@ impl<T> StepScheduler<T> {
             spare: None,
             crossings: Vec::new(),
             waiting_tokens: 0,
+            probe,
         }
     }
 
@@ -294,11 +302,9 @@ impl<T> StepScheduler<T> {
                 Some(out)
             };
         }
-        let (prefill_tokens, decode_kv) = self.step_load(&work);
-        let first = self
-            .cfg
-            .timing
-            .step_ns(prefill_tokens, decode_kv.map(|kv| self.kv_fraction(kv)));
+        let step = self.step_work(&work);
+        let prefill_tokens = step.prefill_tokens;
+        let first = self.cfg.timing.step_ns(&step);
         ends.clear();
         ends.push(now.saturating_add(first));
         let stretch = self.cfg.decode_stretches
@@ -309,8 +315,29 @@ impl<T> StepScheduler<T> {
             && prefill_tokens == 0
             && self.all_decode_one(&work);
         if stretch {
-            let kv = decode_kv.expect("every request decodes");
-            self.extend_stretch(&mut ends, kv, &mut out.log);
+            self.extend_stretch(&mut ends, step.decode_kv_tokens, &mut out.log);
+        }
+        if let Some(probe) = self.probe.as_deref_mut() {
+            let r = self
+                .cfg
+                .timing
+                .roofline()
+                .expect("a probe runs under a roofline");
+            let n = self.running.len() as u64;
+            let mut first = Some(r.features(&step));
+            let decode = step.decode_kv_tokens;
+            let later = (1..ends.len() as u64).map(|k| {
+                let w = StepWork {
+                    tokens: n,
+                    decode_seqs: n,
+                    decode_kv_tokens: decode + n * k,
+                    seqs: n,
+                    sampled: n,
+                    ..StepWork::default()
+                };
+                r.features(&w)
+            });
+            probe.planned(now, &ends, first.take().into_iter().chain(later));
         }
         let end = *ends.last().expect("at least one step");
         self.stats.busy_ns += end - now;
@@ -343,6 +370,9 @@ impl<T> StepScheduler<T> {
         }
         let old = *plan.ends.last().expect("non-empty");
         plan.ends.truncate(keep);
+        if let Some(probe) = self.probe.as_deref_mut() {
+            probe.truncated(keep);
+        }
         let new = plan.ends[keep - 1];
         self.stats.busy_ns -= old - new;
         Some(new)
@@ -375,6 +405,7 @@ impl<T> StepScheduler<T> {
                 self.itl.add(w[1] - w[0], n);
             }
             self.retire(&mut out);
+            self.probe_applied(&out);
             self.spare = Some(plan);
             return out;
         }
@@ -400,8 +431,35 @@ impl<T> StepScheduler<T> {
         }
         debug_assert!(work.next().is_none(), "work follows the running order");
         self.retire(&mut out);
+        self.probe_applied(&out);
         self.spare = Some(plan);
         out
+    }
+
+    /// Request `id` joined the queue at `now` (for the feature clock, when there is one).
+    pub fn note_joined(&mut self, id: RequestId, now: Nanos) {
+        if let Some(probe) = self.probe.as_deref_mut() {
+            probe.joined(id, now);
+        }
+    }
+
+    /// What the feature clock found, when there is one.
+    pub fn feature_totals(&self) -> Option<&FeatureTotals> {
+        self.probe.as_deref().map(FeatureClock::totals)
+    }
+
+    /// The plan just applied produced `out`: the feature clock stamps its first and last tokens.
+    fn probe_applied(&mut self, out: &Applied<T>) {
+        let Some(probe) = self.probe.as_deref_mut() else {
+            return;
+        };
+        probe.applied();
+        for &id in &out.first_tokens {
+            probe.first_token(id);
+        }
+        for s in &out.finished {
+            probe.finished(s.id(), s.generated);
+        }
     }
 
     /// Takes every request out (the worker went down at `now`): running ones in admission order,
@@ -596,23 +654,51 @@ impl<T> StepScheduler<T> {
         self.waiting.push_front(s);
     }
 
-    /// The step's uncached prompt tokens and, if any request decodes, the KV tokens of the
-    /// decoding requests.
-    fn step_load(&self, work: &[Work]) -> (u64, Option<u64>) {
-        let mut prefill = 0;
-        let mut decode: Option<u64> = None;
-        let mut work = work.iter().peekable();
+    /// What the planned `work` computes: tokens, uncached prompt tokens, the chunks' attention
+    /// pairs, and the decoding requests with the KV tokens they hold.
+    fn step_work(&self, work: &[Work]) -> StepWork {
+        let mut w = StepWork {
+            seqs: work.len() as u64,
+            ..StepWork::default()
+        };
+        let mut items = work.iter().peekable();
         for s in &self.running {
-            let Some(w) = work.next_if(|w| w.id == s.id()) else {
+            let Some(item) = items.next_if(|i| i.id == s.id()) else {
                 continue;
             };
-            let after = s.computed + w.tokens;
-            prefill += after.min(s.prompt) - s.computed.min(s.prompt);
-            if after == s.target() && s.generated >= 1 {
-                *decode.get_or_insert(0) += after;
+            let after = s.computed + item.tokens;
+            w.tokens += item.tokens;
+            w.prefill_tokens += after.min(s.prompt) - s.computed.min(s.prompt);
+            if item.tokens > 1 {
+                let chunk = item.tokens as f64;
+                w.prefill_pairs += chunk * (s.computed as f64 + (chunk + 1.0) / 2.0);
+            }
+            if after == s.target() {
+                w.sampled += 1;
+                if s.generated >= 1 {
+                    w.decode_seqs += 1;
+                    w.decode_kv_tokens += after;
+                }
             }
         }
-        (prefill, decode)
+        if w.decode_seqs > 0 {
+            w.decode_kv_fraction = self.kv_fraction(w.decode_kv_tokens);
+        }
+        w
+    }
+
+    /// A decode-only step of every running request, their KV holding `kv_tokens`.
+    pub(super) fn decode_work(&self, kv_tokens: u64) -> StepWork {
+        let n = self.running.len() as u64;
+        StepWork {
+            tokens: n,
+            decode_seqs: n,
+            decode_kv_tokens: kv_tokens,
+            seqs: n,
+            sampled: n,
+            decode_kv_fraction: self.kv_fraction(kv_tokens),
+            ..StepWork::default()
+        }
     }
 
     pub(super) fn kv_fraction(&self, kv_tokens: u64) -> f64 {

@@ -61,10 +61,7 @@ impl<T> StepScheduler<T> {
         let n = self.running.len() as u64;
         for step in 1..steps {
             let kv_tokens = kv + n * step;
-            let d = self
-                .cfg
-                .timing
-                .step_ns(0, Some(self.kv_fraction(kv_tokens)));
+            let d = self.cfg.timing.step_ns(&self.decode_work(kv_tokens));
             let last = *ends.last().expect("non-empty");
             ends.push(last.saturating_add(d));
         }

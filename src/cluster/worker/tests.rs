@@ -12,7 +12,7 @@ use crate::workload::RequestSpec;
 
 use super::scheduler::{Admission, Preemption, SchedulerConfig, StepScheduler};
 use super::seq::Seq;
-use super::timing::TimingModel;
+use super::timing::{StepWork, TimingModel};
 
 const BLOCK: usize = 4;
 
@@ -28,7 +28,8 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
         prefill_only: false,
         attribute_misses: true,
         decode_stretches: true,
-        timing: TimingModel::of(&Timing::default()),
+        timing: TimingModel::polynomial(&Timing::default()),
+        record_features: false,
     }
 }
 
@@ -82,7 +83,7 @@ fn run_from(s: &mut StepScheduler<()>, mut now: Nanos) -> (Done, Vec<Nanos>) {
 }
 
 fn prefill_ns(tokens: u64) -> Nanos {
-    TimingModel::of(&Timing::default()).step_ns(tokens, None)
+    TimingModel::polynomial(&Timing::default()).step_ns(&work(tokens, None))
 }
 
 #[test]
@@ -158,7 +159,7 @@ fn a_step_that_decodes_and_prefills_adds_both_polynomials() {
     s.enqueue(request(1, 2, 40, 2));
     let mixed = s.plan(p.end).unwrap();
     // A's KV: its 400 prompt tokens and its first token's, 401 of 4,000.
-    let t = TimingModel::of(&Timing::default());
+    let t = TimingModel::polynomial(&Timing::default());
     let expected = ms_to_ns(t.prefill_ms(40) + t.decode_ms(401.0 / 4000.0));
     assert_eq!(mixed.end - p.end, expected);
 }
@@ -277,7 +278,7 @@ fn a_sequence_larger_than_the_kv_is_rejected_and_without_chunking_so_is_a_long_p
 fn a_decode_stretch_gives_each_step_its_own_duration_and_is_cut_by_an_arrival() {
     // One request, prompt 40 (10 blocks of 4), 20 output tokens, 100 blocks: after its prefill,
     // decode step k (k = 1..19) holds 40 + k tokens of KV, p = (40 + k) / 400.
-    let t = TimingModel::of(&Timing::default());
+    let t = TimingModel::polynomial(&Timing::default());
     let mut s = StepScheduler::new(config(8192, Some(100)));
     s.enqueue(request(0, 1, 40, 20));
     let p = s.plan(0).unwrap();
@@ -286,13 +287,13 @@ fn a_decode_stretch_gives_each_step_its_own_duration_and_is_cut_by_an_arrival() 
     assert!(stretch.steps > 1, "decode steps planned together");
     let mut end = p.end;
     for k in 1..=u64::from(stretch.steps) {
-        end += t.step_ns(0, Some((40 + k) as f64 / 400.0));
+        end += t.step_ns(&work(0, Some((40 + k) as f64 / 400.0)));
     }
     assert_eq!(stretch.end, end);
     // An arrival during the third step cuts the stretch at that step's end.
     let third_end = p.end
         + (1..=3)
-            .map(|k| t.step_ns(0, Some((40 + k) as f64 / 400.0)))
+            .map(|k| t.step_ns(&work(0, Some((40 + k) as f64 / 400.0))))
             .sum::<u64>();
     assert_eq!(s.truncate(third_end - 1), Some(third_end));
     assert_eq!(s.planned_steps(), 3);
@@ -325,12 +326,12 @@ fn a_preempted_request_is_recomputed_and_every_step_time_follows_its_batch() {
     // the other 4 prompt tokens and the KV of its 5 tokens (9 in all), which brings it to its
     // 6th token; 4 decode steps later it is done. The same when the requests' blocks are their
     // own tails, kept out of the name table: preempting B lists its blocks, so it finds them.
-    let t = TimingModel::of(&Timing::default());
-    let decode = |kv: u64| t.step_ns(0, Some(kv as f64 / 24.0));
-    let mut steps = vec![t.step_ns(16, None)]; // 1: both prompts, 16 uncached tokens
+    let t = TimingModel::polynomial(&Timing::default());
+    let decode = |kv: u64| t.step_ns(&work(0, Some(kv as f64 / 24.0)));
+    let mut steps = vec![t.step_ns(&work(16, None))]; // 1: both prompts, 16 uncached tokens
     steps.extend([18, 20, 22, 24].map(decode)); // 2-5: both decode (9 + 9 ... 12 + 12 tokens)
     steps.extend([13, 14, 15, 16, 17].map(decode)); // 6-10: A alone
-    steps.push(t.step_ns(4, Some(13.0 / 24.0))); // 11: B's recompute ends at 13 tokens
+    steps.push(t.step_ns(&work(4, Some(13.0 / 24.0)))); // 11: B's recompute ends at 13 tokens
     steps.extend([14, 15, 16, 17].map(decode)); // 12-15: B alone
     let end: Vec<Nanos> = steps
         .iter()
@@ -419,8 +420,8 @@ fn a_stretch_cut_short_keeps_the_blocks_it_took_ahead() {
         let prefill = s.plan(*ends.last().unwrap()).unwrap();
         s.apply();
         let p = s.plan(prefill.end).unwrap();
-        let first_end =
-            prefill.end + TimingModel::of(&Timing::default()).step_ns(0, Some(10.0 / 16.0));
+        let first_end = prefill.end
+            + TimingModel::polynomial(&Timing::default()).step_ns(&work(0, Some(10.0 / 16.0)));
         assert_eq!(p.first_end, first_end);
         assert_eq!(p.steps, if stretches { 4 } else { 1 });
         assert_eq!(s.truncate(first_end - 1), stretches.then_some(first_end));
@@ -440,5 +441,17 @@ fn a_stretch_cut_short_keeps_the_blocks_it_took_ahead() {
             }
             assert!(!s.pool().contains(f_block));
         }
+    }
+}
+
+/// A step of `prefill` uncached prompt tokens and, if `decode` is given, decoding requests holding
+/// that share of the KV (all the mocker's polynomials read).
+fn work(prefill: u64, decode: Option<f64>) -> StepWork {
+    StepWork {
+        tokens: prefill + u64::from(decode.is_some()),
+        prefill_tokens: prefill,
+        decode_seqs: u64::from(decode.is_some()),
+        decode_kv_fraction: decode.unwrap_or(0.0),
+        ..StepWork::default()
     }
 }

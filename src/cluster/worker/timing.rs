@@ -1,6 +1,9 @@
-//! How long a forward pass (a step) takes.
+//! How long a forward pass (a step) takes, from the step's work ([`StepWork`]).
 //!
-//! - `steps` (the default): Dynamo's mocker polynomials (`dynamo-mocker` 1.6.1 on
+//! - `roofline` (the default with a `[deployment]`): the deployment's GPU and model give each
+//!   step's GEMM, attention, KV and all-reduce work, weighted by a fitted profile
+//!   ([`crate::deployment::roofline`]).
+//! - `steps` (the default without): Dynamo's mocker polynomials (`dynamo-mocker` 1.6.1 on
 //!   `aisimulate-core` 0.13, `engine/common/perf_model.rs`), evaluated once per step on the whole
 //!   batch: prefill ms = 4.209989e-7·T² + 0.01518344·T + 16.50142 for T uncached prompt tokens
 //!   computed in the step (0 if none), plus, if any request decodes in the step, decode ms =
@@ -9,8 +12,10 @@
 //! - `fixed`: every step takes `service_ms`, whatever it holds (the lab's model: a one-token
 //!   request is served in one step).
 
+use crate::deployment::roofline::Roofline;
+pub use crate::deployment::roofline::StepWork;
 use crate::engine::{ms_to_ns, Nanos};
-use crate::scenario::{Timing, TimingKind};
+use crate::scenario::Timing;
 
 /// A worker's step-time model.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,41 +34,37 @@ pub enum TimingModel {
         /// Floor of the decode time, ms.
         decode_floor_ms: f64,
     },
+    /// A deployment's roofline.
+    Roofline(Box<Roofline>),
 }
 
 impl TimingModel {
-    /// The model a scenario's `[timing]` describes.
-    pub fn of(t: &Timing) -> Self {
-        match t.model {
-            TimingKind::Fixed => TimingModel::Fixed {
-                step_ms: t.service_ms,
-            },
-            TimingKind::Steps => TimingModel::Polynomial {
-                prefill: t.prefill_coeffs,
-                decode: t.decode_coeffs,
-                decode_floor_ms: t.decode_floor_ms,
-            },
+    /// The mocker's polynomials as `[timing]` sets them.
+    pub fn polynomial(t: &Timing) -> Self {
+        TimingModel::Polynomial {
+            prefill: t.prefill_coeffs,
+            decode: t.decode_coeffs,
+            decode_floor_ms: t.decode_floor_ms,
         }
     }
 
-    /// The prefill part of a step computing `tokens` uncached prompt tokens, ms (0 for none).
+    /// The prefill part of a polynomial step computing `tokens` uncached prompt tokens, ms (0
+    /// for none, and under any other model).
     pub fn prefill_ms(&self, tokens: u64) -> f64 {
         match self {
-            TimingModel::Fixed { .. } => 0.0,
             TimingModel::Polynomial { prefill, .. } if tokens > 0 => {
                 let x = tokens as f64;
                 let [a, b, c] = *prefill;
                 (a * x * x + b * x + c).max(0.0)
             }
-            TimingModel::Polynomial { .. } => 0.0,
+            _ => 0.0,
         }
     }
 
-    /// The decode part of a step whose decoding requests hold `kv_fraction` (0..=1) of the
-    /// worker's KV, ms.
+    /// The decode part of a polynomial step whose decoding requests hold `kv_fraction` (0..=1)
+    /// of the worker's KV, ms (0 under any other model).
     pub fn decode_ms(&self, kv_fraction: f64) -> f64 {
         match self {
-            TimingModel::Fixed { .. } => 0.0,
             TimingModel::Polynomial {
                 decode,
                 decode_floor_ms,
@@ -73,19 +74,37 @@ impl TimingModel {
                 let u = kv_fraction.clamp(0.0, 1.0);
                 (a * u * u + b * u + c).max(*decode_floor_ms)
             }
+            _ => 0.0,
         }
     }
 
-    /// A step's duration: `prefill_tokens` uncached prompt tokens, and `decode` = the KV fraction
-    /// of its decoding requests if any decodes. At least 1 ns, so that time always moves.
-    pub fn step_ns(&self, prefill_tokens: u64, decode: Option<f64>) -> Nanos {
-        let ms = match self {
+    /// A step's duration in ms.
+    pub fn step_ms(&self, w: &StepWork) -> f64 {
+        match self {
             TimingModel::Fixed { step_ms } => *step_ms,
             TimingModel::Polynomial { .. } => {
-                self.prefill_ms(prefill_tokens) + decode.map_or(0.0, |p| self.decode_ms(p))
+                let decode = if w.decode_seqs > 0 {
+                    self.decode_ms(w.decode_kv_fraction)
+                } else {
+                    0.0
+                };
+                self.prefill_ms(w.prefill_tokens) + decode
             }
-        };
-        ms_to_ns(ms).max(1)
+            TimingModel::Roofline(r) => r.step_ms(w),
+        }
+    }
+
+    /// A step's duration: at least 1 ns, so that time always moves.
+    pub fn step_ns(&self, w: &StepWork) -> Nanos {
+        ms_to_ns(self.step_ms(w)).max(1)
+    }
+
+    /// The roofline, under that model.
+    pub fn roofline(&self) -> Option<&Roofline> {
+        match self {
+            TimingModel::Roofline(r) => Some(r),
+            _ => None,
+        }
     }
 }
 
@@ -94,7 +113,19 @@ mod tests {
     use super::*;
 
     fn mocker() -> TimingModel {
-        TimingModel::of(&Timing::default())
+        TimingModel::polynomial(&Timing::default())
+    }
+
+    /// A step of `prefill` uncached tokens and, if `decode` is given, decoding requests holding
+    /// that share of the KV.
+    fn work(prefill: u64, decode: Option<f64>) -> StepWork {
+        StepWork {
+            tokens: prefill + u64::from(decode.is_some()),
+            prefill_tokens: prefill,
+            decode_seqs: u64::from(decode.is_some()),
+            decode_kv_fraction: decode.unwrap_or(0.0),
+            ..StepWork::default()
+        }
     }
 
     #[test]
@@ -107,13 +138,13 @@ mod tests {
         assert!((m.decode_ms(1.0) - (-25.74 + 54.01 + 5.74)).abs() < 1e-9);
         // By hand: 8,192 tokens take 28.2527 + 124.3827 + 16.5014 = 169.1369 ms; decodes at
         // p = 0.38 add −3.7169 + 20.5238 + 5.74 = 22.5469 ms.
-        assert_eq!(m.step_ns(8192, None), 169_136_918);
-        assert_eq!(m.step_ns(8192, Some(0.38)), 169_136_918 + 22_546_944);
+        assert_eq!(m.step_ns(&work(8192, None)), 169_136_918);
+        assert_eq!(m.step_ns(&work(8192, Some(0.38))), 169_136_918 + 22_546_944);
     }
 
     #[test]
     fn decode_floor_applies() {
-        let m = TimingModel::of(&Timing {
+        let m = TimingModel::polynomial(&Timing {
             decode_coeffs: [0.0, 0.0, 0.1],
             ..Timing::default()
         });
@@ -123,7 +154,7 @@ mod tests {
     #[test]
     fn fixed_steps_take_service_ms_whatever_they_hold() {
         let m = TimingModel::Fixed { step_ms: 2.5 };
-        assert_eq!(m.step_ns(9999, Some(0.9)), 2_500_000);
-        assert_eq!(m.step_ns(0, None), 2_500_000);
+        assert_eq!(m.step_ns(&work(9999, Some(0.9))), 2_500_000);
+        assert_eq!(m.step_ns(&work(0, None)), 2_500_000);
     }
 }

@@ -1,0 +1,282 @@
+//! `dynsim bench`: the closed-loop benchmark people run against a live server, predicted.
+//!
+//! `concurrency` clients start at once; each sends its next request when its last completes, so
+//! that many are always in flight. Every prompt is `isl` tokens nobody else sends (random text:
+//! no shared prefix, no cache hit) and every answer `osl` tokens (`ignore_eos`). The server is one
+//! worker of the deployment, behind nothing. The default request count is AIConfigurator's
+//! benchmark convention, [`REQUESTS_PER_CLIENT`] per client (`aiperf --num-requests`
+//! = 20 x concurrency in `bench_run.sh.j2`; its warm-up requests are not measured, and a
+//! warm-up changes nothing here: random prompts leave no reusable cache).
+//!
+//! The server is configured as AIConfigurator configures the deployments it benchmarks (its
+//! generator, `generator/rule_plugin/benchmark/vllm.rule`, at 095f58a5): `max_num_seqs` = the
+//! concurrency, `max_num_batched_tokens` = concurrency + `isl` + 1,500, and `max_model_len` =
+//! `isl + osl` (a benchmark's server need not hold the model's whole context). These are the
+//! settings under which the bundled profile was fitted (see `calibrate`): `--set
+//! scheduler.max_num_batched_tokens=8192 --set scheduler.max_num_seqs=1024` gives vLLM's own
+//! defaults instead.
+//!
+//! The run is a scenario like any other ([`scenario`] builds it): a `[deployment]`, the engine,
+//! a closed-loop synthetic workload of `concurrency` clients, the roofline step times. Its report
+//! is `run`'s, plus what the deployment allows ([`BenchFacts`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::cluster::worker::probe::FeatureTotals;
+use crate::deployment::profile::Profile;
+use crate::deployment::{KvDtype, Precision};
+use crate::error::{Error, Result};
+use crate::report::Report;
+use crate::round::round_py;
+use crate::run::{run_scenario_with, RunHooks};
+use crate::scenario::load::{parse_scenario, Override};
+use crate::scenario::{EngineKind, Scenario};
+
+/// Requests per client when the count is not given: AIConfigurator's benchmark convention.
+pub const REQUESTS_PER_CLIENT: usize = 20;
+
+/// One benchmark point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchSpec {
+    /// A bundled model's id or alias, or the path of a model file (ending in `.toml`).
+    pub model: String,
+    /// A bundled GPU's name.
+    pub gpu: String,
+    /// GPUs, tensor parallel.
+    pub tp: u64,
+    /// Weight precision.
+    pub precision: Precision,
+    /// KV dtype.
+    pub kv_dtype: KvDtype,
+    /// The engine.
+    pub engine: EngineKind,
+    /// Prompt tokens per request.
+    pub isl: u32,
+    /// Output tokens per request.
+    pub osl: u32,
+    /// Clients (requests in flight).
+    pub concurrency: usize,
+    /// Requests in all (`None`: [`REQUESTS_PER_CLIENT`] x concurrency).
+    pub requests: Option<usize>,
+    /// A profile file `calibrate` wrote (`None`: the engine's bundled one).
+    pub profile: Option<PathBuf>,
+    /// Further scenario overrides (`--set`).
+    pub set: Vec<Override>,
+}
+
+/// What the deployment allows, beside the run's report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchFacts {
+    /// The deployment, in a line (`Qwen/Qwen3-32B fp8 on 2 x h100_sxm`).
+    pub deployment: String,
+    /// Prompt tokens per request.
+    pub isl: u32,
+    /// Output tokens per request.
+    pub osl: u32,
+    /// Clients.
+    pub concurrency: usize,
+    /// Tokens of KV the worker holds.
+    pub kv_capacity_tokens: u64,
+    /// The most requests of `isl + osl` tokens the KV holds at once (and the engine runs).
+    pub max_batch: u64,
+    /// Output tokens per second per GPU.
+    pub output_tokens_per_s_per_gpu: f64,
+}
+
+/// A benchmark's result: `run`'s report and the deployment's facts (`bench` in `--json`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// The run's report.
+    #[serde(flatten)]
+    pub report: Report,
+    /// What the deployment allows.
+    pub bench: BenchFacts,
+}
+
+/// The scenario of `spec`: its deployment, one worker, a closed loop of `concurrency` clients.
+/// Errors name the bench flag at fault.
+pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
+    let requests = spec
+        .requests
+        .unwrap_or(REQUESTS_PER_CLIENT.saturating_mul(spec.concurrency));
+    let text = format!(
+        "name = \"bench\"\n\
+         [deployment]\nmodel = {model:?}\ngpu = {gpu:?}\ntp = {tp}\nprecision = {precision:?}\n\
+         kv_dtype = {kv:?}\nmax_model_len = {len}\n\
+         [engine]\nkind = {engine:?}\n\
+         [workload]\nkind = \"synthetic\"\nrequests = {requests}\ngroups = 1\n\
+         shared_prefix_tokens = 0\ninput = {{ dist = \"fixed\", tokens = {isl} }}\n\
+         output = {{ dist = \"fixed\", tokens = {osl} }}\nconcurrency = {c}\n\
+         [cluster]\nworkers = 1\nblock_size = 16\n\
+         [scheduler]\nmax_num_seqs = {c}\nmax_num_batched_tokens = {budget}\n\
+         [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
+        model = spec.model,
+        gpu = spec.gpu,
+        tp = spec.tp,
+        precision = spec.precision.name(),
+        kv = spec.kv_dtype.name(),
+        engine = spec.engine.name(),
+        isl = spec.isl,
+        osl = spec.osl,
+        c = spec.concurrency,
+        len = u64::from(spec.isl) + u64::from(spec.osl),
+        budget = engine_token_budget(spec),
+    );
+    let mut set = spec.set.clone();
+    if let Some(p) = &spec.profile {
+        let path =
+            std::path::absolute(p).map_err(|e| Error::file(p, format!("cannot resolve: {e}")))?;
+        set.insert(
+            0,
+            Override {
+                key: "timing.profile".into(),
+                value: toml::Value::String(path.display().to_string()),
+            },
+        );
+    }
+    parse_scenario(Path::new("bench"), &text, &set).map_err(as_flag_error)
+}
+
+/// The server's token budget per step as AIConfigurator configures a benchmarked deployment:
+/// its batch size (the concurrency) + the prompt + 1,500.
+pub fn engine_token_budget(spec: &BenchSpec) -> u64 {
+    spec.concurrency as u64 + u64::from(spec.isl) + AIC_TOKEN_MARGIN
+}
+
+/// What AIConfigurator's generator adds to the batch size and prompt for an aggregated worker's
+/// token budget (`generator/rule_plugin/benchmark/vllm.rule`: `agg max_num_tokens =
+/// max_batch_size + isl + 1500`).
+pub const AIC_TOKEN_MARGIN: u64 = 1500;
+
+/// A scenario error as the bench flag that caused it (`deployment.tp` → `--tp`).
+fn as_flag_error(e: Error) -> Error {
+    let Error::Setting {
+        key,
+        value,
+        problem,
+        at,
+    } = &e
+    else {
+        return e;
+    };
+    if at.starts_with("--set") && !FLAGS.iter().any(|(k, _)| k == key) {
+        return e;
+    }
+    let flag = FLAGS
+        .iter()
+        .find(|(k, _)| key == k || key.starts_with(&format!("{k}.")))
+        .map(|(_, f)| *f);
+    match flag {
+        Some(flag) if value.is_empty() => Error::arg(flag, problem.clone()),
+        Some("--isl") => Error::arg("--isl", format!("isl + osl = {value} {problem}")),
+        Some(flag) => Error::arg(
+            format!("{flag} {}", value.trim_matches('"')),
+            problem.clone(),
+        ),
+        None => e,
+    }
+}
+
+/// Scenario keys and the bench flags that set them.
+const FLAGS: &[(&str, &str)] = &[
+    ("deployment.model", "--model"),
+    ("deployment.gpu", "--gpu"),
+    ("deployment.tp", "--tp"),
+    ("deployment.precision", "--precision"),
+    ("deployment.kv_dtype", "--kv-dtype"),
+    ("deployment.max_model_len", "--isl"),
+    ("timing.profile", "--profile"),
+    ("workload.requests", "--requests"),
+    ("workload.input", "--isl"),
+    ("workload.output", "--osl"),
+    ("workload.concurrency", "--concurrency"),
+];
+
+/// Runs `spec`.
+pub fn run(spec: &BenchSpec) -> Result<BenchReport> {
+    let s = scenario(spec)?;
+    let report = run_scenario_with(&s, Path::new("."), RunHooks::default())?;
+    Ok(with_facts(spec, &s, report))
+}
+
+/// Runs `spec` with `profile`'s coefficients, its worker's feature clock summed into
+/// `features` (for `calibrate`).
+pub fn run_with_profile(
+    spec: &BenchSpec,
+    profile: Profile,
+    features: Option<&mut FeatureTotals>,
+) -> Result<BenchReport> {
+    let s = scenario(spec)?;
+    let hooks = RunHooks {
+        features,
+        profile: Some(profile),
+        ..RunHooks::default()
+    };
+    let report = run_scenario_with(&s, Path::new("."), hooks)?;
+    Ok(with_facts(spec, &s, report))
+}
+
+/// `report` with what the deployment of `spec` allows.
+fn with_facts(spec: &BenchSpec, s: &Scenario, report: Report) -> BenchReport {
+    let d = report
+        .deployments
+        .first()
+        .expect("a bench scenario has a deployment");
+    let per_request = u64::from(spec.isl) + u64::from(spec.osl);
+    let seats = s.max_num_seqs().map_or(u64::MAX, |n| n as u64);
+    let bench = BenchFacts {
+        deployment: format!("{} {} on {} x {}", d.model, d.precision, d.tp, d.gpu),
+        isl: spec.isl,
+        osl: spec.osl,
+        concurrency: spec.concurrency,
+        kv_capacity_tokens: d.kv_capacity_tokens,
+        max_batch: (d.kv_capacity_tokens / per_request.max(1)).min(seats),
+        output_tokens_per_s_per_gpu: round_py(report.output_tokens_per_s / d.tp as f64, 3),
+    };
+    BenchReport { report, bench }
+}
+
+impl BenchReport {
+    /// The readable summary.
+    pub fn table(&self) -> String {
+        let b = &self.bench;
+        let r = &self.report;
+        let mut out = format!(
+            "deployment    {}\nkv            {} tokens per worker: {} requests of {} + {} tokens at once\n\
+             benchmark     {} clients, {} requests of {} + {} tokens\n",
+            b.deployment,
+            b.kv_capacity_tokens,
+            b.max_batch,
+            b.isl,
+            b.osl,
+            b.concurrency,
+            r.requests,
+            b.isl,
+            b.osl
+        );
+        for (name, p) in [
+            ("ttft ms", &r.ttft_ms),
+            ("tpot ms", &r.tpot_ms),
+            ("itl ms", &r.itl_ms),
+            ("e2e ms", &r.e2e_ms),
+        ] {
+            out.push_str(&format!(
+                "{name:<14}mean {}  p50 {}  p90 {}  p99 {}\n",
+                p.mean, p.p50, p.p90, p.p99
+            ));
+        }
+        out.push_str(&format!(
+            "throughput    {} req/s  {} output tokens/s  {} per GPU\n",
+            r.throughput_rps, r.output_tokens_per_s, b.output_tokens_per_s_per_gpu
+        ));
+        if r.preemptions > 0 {
+            out.push_str(&format!("preemptions   {}\n", r.preemptions));
+        }
+        for w in &r.warnings {
+            out.push_str(&format!("warning: {w}\n"));
+        }
+        out
+    }
+}

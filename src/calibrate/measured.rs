@@ -1,0 +1,258 @@
+//! Measured benchmark rows: the columns of AIConfigurator's silicon sample
+//! (`data/measurements/aic_silicon_dense_agg_train.csv`), which a user's own benchmark can use
+//! too.
+//!
+//! Required columns: `backend` (the engine: vllm, sglang, trtllm), `model_path` (a model id),
+//! `system` (a GPU name), `precision` (bf16, fp8, fp4; empty = the checkpoint's own, bf16),
+//! `isl`, `osl`, `batch_size` (the benchmark's concurrency), `tp_size`, `silicon_ttft_ms` and
+//! `silicon_tpot_ms` (the run's mean TTFT and mean TPOT). Optional: `id`, `backend_version`,
+//! `mode` (only `agg` rows are aggregated serving; others are skipped), `pp_size` (rows with
+//! pipeline parallelism are skipped) and `kv_cache_dtype` (auto, bf16, fp8). Other columns are
+//! ignored.
+//!
+//! A row without `kv_cache_dtype` ran vLLM's `auto` ([`KvDtype::Auto`]): an FP8 KV cache with
+//! FP8 or FP4 weights. The rows bear it out: Llama-3.1-70B in fp8 on 2 x H100 serves 32 clients of
+//! 1,024 + 8,192 tokens without queueing (TTFT 289 ms), which needs 295K tokens of KV: 421K in
+//! fp8, 211K in bf16; AIConfigurator, whose deployments these are, pairs fp8 and nvfp4 weights
+//! with an fp8 KV cache too (`sdk/models/helpers.py`, `_infer_quant_modes_from_raw_config`).
+
+use std::path::Path;
+
+use crate::deployment::{KvDtype, Precision};
+use crate::error::{Error, Result};
+
+/// One measured benchmark run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasuredRow {
+    /// The file's line (1-based).
+    pub line: usize,
+    /// Its id (or `line N` without an `id` column).
+    pub id: String,
+    /// The engine.
+    pub backend: String,
+    /// The engine's version (may be empty).
+    pub version: String,
+    /// The model id as measured.
+    pub model: String,
+    /// The GPU.
+    pub gpu: String,
+    /// The weights' precision.
+    pub precision: Precision,
+    /// The KV cache's dtype (`auto` without a `kv_cache_dtype` column).
+    pub kv_dtype: KvDtype,
+    /// Prompt tokens.
+    pub isl: u32,
+    /// Output tokens.
+    pub osl: u32,
+    /// Clients.
+    pub concurrency: usize,
+    /// GPUs, tensor parallel.
+    pub tp: u64,
+    /// Mean time to first token, ms.
+    pub ttft_ms: f64,
+    /// Mean time per output token, ms.
+    pub tpot_ms: f64,
+}
+
+/// The rows of a measurements file, and how many were skipped (not aggregated serving, or
+/// pipeline parallel).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measurements {
+    /// The rows, in file order.
+    pub rows: Vec<MeasuredRow>,
+    /// Rows skipped.
+    pub skipped: usize,
+}
+
+const REQUIRED: [&str; 10] = [
+    "backend",
+    "model_path",
+    "system",
+    "precision",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+];
+
+/// Parses a measurements file's text; `path` names it in errors (`file:line: column: what`).
+pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(false)
+        .from_reader(text.as_bytes());
+    let header = reader
+        .headers()
+        .map_err(|e| Error::file(path, format!("cannot read the header: {e}")))?
+        .clone();
+    let column = |name: &str| header.iter().position(|h| h.trim() == name);
+    let mut at = std::collections::BTreeMap::new();
+    for name in REQUIRED {
+        let i = column(name).ok_or_else(|| {
+            Error::field(
+                path,
+                1,
+                "header",
+                format!("no `{name}` column (needed: {})", REQUIRED.join(", ")),
+            )
+        })?;
+        at.insert(name, i);
+    }
+    let optional = |name: &str| column(name);
+    let (id_col, version_col, mode_col, pp_col, kv_col) = (
+        optional("id"),
+        optional("backend_version"),
+        optional("mode"),
+        optional("pp_size"),
+        optional("kv_cache_dtype"),
+    );
+    let mut out = Measurements::default();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line() as usize);
+            Error::field(path, line, "line", e.to_string())
+        })?;
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        let get = |name: &str| record.get(at[name]).unwrap_or("").trim();
+        let opt = |col: Option<usize>| col.and_then(|i| record.get(i)).unwrap_or("").trim();
+        if record.iter().all(|f| f.trim().is_empty()) {
+            continue;
+        }
+        let mode = opt(mode_col);
+        let pp = opt(pp_col);
+        if !(mode.is_empty() || mode == "agg") || !(pp.is_empty() || pp == "1") {
+            out.skipped += 1;
+            continue;
+        }
+        let bad = |name: &str, what: String| Error::field(path, line, name, what);
+        let whole = |name: &str, max: u64| -> Result<u64> {
+            let text = get(name);
+            text.parse::<u64>()
+                .ok()
+                .filter(|&n| n >= 1 && n <= max)
+                .ok_or_else(|| {
+                    bad(
+                        name,
+                        format!("expected a whole number in 1..={max}, got {text:?}"),
+                    )
+                })
+        };
+        let ms = |name: &str| -> Result<f64> {
+            let text = get(name);
+            text.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x > 0.0 && *x <= crate::limits::MAX_MS)
+                .ok_or_else(|| {
+                    bad(
+                        name,
+                        format!("expected a positive time in ms, got {text:?}"),
+                    )
+                })
+        };
+        let precision = match get("precision") {
+            "" => Precision::Bf16,
+            p => p.parse().map_err(|e: String| bad("precision", e))?,
+        };
+        let kv_dtype = match opt(kv_col) {
+            "" => KvDtype::Auto,
+            k => k.parse().map_err(|e: String| bad("kv_cache_dtype", e))?,
+        };
+        let max_len = crate::limits::MAX_CONTEXT_TOKENS;
+        let isl = whole("isl", max_len)? as u32;
+        let osl = whole("osl", max_len)? as u32;
+        if u64::from(isl) + u64::from(osl) > max_len {
+            return Err(bad(
+                "osl",
+                format!("isl + osl is more than {max_len} tokens"),
+            ));
+        }
+        for name in ["backend", "model_path", "system"] {
+            if get(name).is_empty() {
+                return Err(bad(name, "is empty".into()));
+            }
+        }
+        out.rows.push(MeasuredRow {
+            line,
+            id: match opt(id_col) {
+                "" => format!("line {line}"),
+                id => id.to_string(),
+            },
+            backend: get("backend").to_string(),
+            version: opt(version_col).to_string(),
+            model: get("model_path").to_string(),
+            gpu: get("system").to_string(),
+            precision,
+            kv_dtype,
+            isl,
+            osl,
+            concurrency: whole("batch_size", 1 << 20)? as usize,
+            tp: whole("tp_size", 64)?,
+            ttft_ms: ms("silicon_ttft_ms")?,
+            tpot_ms: ms("silicon_tpot_ms")?,
+        });
+    }
+    if out.rows.is_empty() {
+        return Err(Error::file(path, "no measured rows of aggregated serving"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "id,backend,model_path,system,precision,mode,isl,osl,batch_size,tp_size,pp_size,silicon_ttft_ms,silicon_tpot_ms\n";
+
+    #[test]
+    fn rows_read_with_their_lines_and_skips() {
+        let text = format!(
+            "{HEADER}a,vllm,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,8,2,1,154.2,18.04\n\
+             b,vllm,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,1024,128,8,2,1,1,1\n\
+             c,vllm,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,8,2,2,1,1\n\
+             d,trtllm,meta-llama/Llama-3.1-70B,b200_sxm,fp4,agg,8192,1024,64,4,1,1176.6,27.78\n"
+        );
+        let m = parse(Path::new("m.csv"), &text).unwrap();
+        assert_eq!(m.skipped, 2);
+        assert_eq!(m.rows.len(), 2);
+        let a = &m.rows[0];
+        assert_eq!(
+            (a.line, a.id.as_str(), a.precision, a.concurrency),
+            (2, "a", Precision::Bf16, 8)
+        );
+        assert_eq!((a.ttft_ms, a.tpot_ms), (154.2, 18.04));
+        assert_eq!((m.rows[1].line, m.rows[1].precision), (5, Precision::Fp4));
+    }
+
+    #[test]
+    fn bad_cells_name_file_line_and_column() {
+        let cases = [
+            (
+                "x,vllm,M,h100_sxm,fp8,agg,0,128,8,2,1,1,1\n",
+                "m.csv:2: isl: expected a whole number",
+            ),
+            (
+                "x,vllm,M,h100_sxm,fp6,agg,1,128,8,2,1,1,1\n",
+                "m.csv:2: precision: \"fp6\" is not a precision",
+            ),
+            (
+                "x,vllm,M,h100_sxm,fp8,agg,1,128,8,2,1,-3,1\n",
+                "m.csv:2: silicon_ttft_ms: expected a positive",
+            ),
+            ("x,vllm,M,h100_sxm,fp8,agg,1,128,8\n", "m.csv:2: line:"),
+        ];
+        for (row, want) in cases {
+            let err = parse(Path::new("m.csv"), &format!("{HEADER}{row}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(want), "{err}");
+        }
+        let err = parse(Path::new("m.csv"), "backend,isl\nvllm,1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("m.csv:1: header: no `model_path` column"),
+            "{err}"
+        );
+    }
+}

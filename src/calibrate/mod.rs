@@ -1,0 +1,328 @@
+//! `dynsim calibrate`: fits a roofline profile's coefficients to measured benchmark rows, and
+//! says how far its predictions are from them.
+//!
+//! Each measured row is a closed-loop benchmark of one deployment ([`measured`]); dynsim runs the
+//! same benchmark ([`crate::bench`]) with a feature clock on its worker
+//! ([`crate::cluster::worker::probe`]), which gives the row's mean TTFT and mean TPOT as linear
+//! functions of the step coefficients and the per-request overhead. The fit minimises the
+//! squared relative errors of both over every row, coefficients kept >= 0 ([`nnls`]); a
+//! schedule can depend on the step times (a longer prefill delays the next client's request
+//! within the steps), so the rows are simulated again with the fit and fitted again, a fixed
+//! number of rounds ([`ROUNDS`]). The errors reported are those of full simulations with the
+//! final profile, never of the linear model.
+//!
+//! The clients' reply jitter (clients and servers not answering in lockstep, which keeps a
+//! benchmark's clients from moving in one wave) is not linear in anything: it is held at the
+//! caller's value.
+
+pub mod measured;
+pub mod nnls;
+
+use std::collections::BTreeMap;
+
+use crate::bench::{self, BenchSpec};
+use crate::cluster::worker::probe::FeatureTotals;
+use crate::deployment::model;
+use crate::deployment::profile::{
+    FitError, Profile, ProfileFile, RequestCoefficients, StepCoefficients,
+};
+use crate::deployment::roofline::{dot, Features, FEATURES};
+use crate::error::{Error, Result};
+use crate::scenario::{EngineKind, Override};
+use measured::MeasuredRow;
+
+/// Rounds of simulate-then-fit.
+pub const ROUNDS: usize = 3;
+/// The weight of a row's TPOT error against its TTFT error in the fit.
+pub const TPOT_WEIGHT: f64 = 1.0;
+
+/// A deployment group: (model, GPU, precision), as the rows name it after aliases are resolved.
+pub type Group = (String, String, String);
+
+/// A row's group, its model resolved to its bundled architecture's name.
+pub fn group_of(row: &MeasuredRow) -> Group {
+    let model = model::find(&row.model).map_or_else(|| row.model.clone(), |m| m.name.clone());
+    (model, row.gpu.clone(), row.precision.name().to_string())
+}
+
+/// A group in one line.
+pub fn group_name(g: &Group) -> String {
+    format!("{} {} {}", g.0, g.1, g.2)
+}
+
+/// The benchmark a measured row ran (`set`: scenario overrides for every row, such as the
+/// engine's settings as the measured servers ran).
+pub fn spec_of(row: &MeasuredRow, engine: EngineKind, set: &[Override]) -> BenchSpec {
+    BenchSpec {
+        model: row.model.clone(),
+        gpu: row.gpu.clone(),
+        tp: row.tp,
+        precision: row.precision,
+        kv_dtype: row.kv_dtype,
+        engine,
+        isl: row.isl,
+        osl: row.osl,
+        concurrency: row.concurrency,
+        requests: None,
+        profile: None,
+        set: set.to_vec(),
+    }
+}
+
+/// What dynsim predicts for one measured row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prediction {
+    /// Mean TTFT, ms.
+    pub ttft_ms: f64,
+    /// Mean TPOT, ms.
+    pub tpot_ms: f64,
+    /// Requests preempted in the run.
+    pub preemptions: u64,
+    /// The feature clock's mean TTFT and TPOT features (for the fit).
+    features: FeatureTotals,
+}
+
+impl Prediction {
+    /// The mean TTFT features (from joining the queue to the first token) and mean TPOT
+    /// features of the run's requests: the prediction is the coefficients dotted with them (plus
+    /// the request overhead for TTFT).
+    pub fn mean_features(&self) -> (Features, Features) {
+        let f = &self.features;
+        let mean = |sum: &Features, n: u64| {
+            let mut m = *sum;
+            m.iter_mut().for_each(|x| *x /= n.max(1) as f64);
+            m
+        };
+        (
+            mean(&f.ttft, f.ttft_requests),
+            mean(&f.tpot, f.tpot_requests),
+        )
+    }
+}
+
+/// Simulates every row's benchmark with `profile` on `jobs` threads; `done` after each row.
+pub fn predict(
+    rows: &[MeasuredRow],
+    engine: EngineKind,
+    set: &[Override],
+    profile: &Profile,
+    jobs: usize,
+    done: &(dyn Fn() + Sync),
+) -> Result<Vec<Prediction>> {
+    crate::parallel::parallel_map(
+        rows,
+        jobs,
+        |row| {
+            let mut features = FeatureTotals::default();
+            let spec = spec_of(row, engine, set);
+            let report = bench::run_with_profile(&spec, profile.clone(), Some(&mut features))
+                .map_err(|e| at_row(row, e))?;
+            Ok(Prediction {
+                ttft_ms: report.report.ttft_ms.mean,
+                tpot_ms: report.report.tpot_ms.mean,
+                preemptions: report.report.preemptions,
+                features,
+            })
+        },
+        done,
+    )
+}
+
+/// An error of a row's simulation, naming the row.
+fn at_row(row: &MeasuredRow, e: Error) -> Error {
+    Error::run(
+        format!("measured row {} (line {})", row.id, row.line),
+        e.to_string(),
+    )
+}
+
+/// Fits the step coefficients and the request overhead to `rows` from their `predictions` under
+/// the schedule those runs took, the per-request jitter held at `jitter_ms`.
+pub fn fit(rows: &[MeasuredRow], predictions: &[Prediction], jitter_ms: f64) -> Profile {
+    let mut a = Vec::with_capacity(2 * rows.len());
+    let mut b = Vec::with_capacity(2 * rows.len());
+    for (row, p) in rows.iter().zip(predictions) {
+        let f = &p.features;
+        let n = f.ttft_requests.max(1) as f64;
+        // TTFT = overhead + features · coefficients.
+        let mut ttft: Vec<f64> = f.ttft.iter().map(|x| x / n / row.ttft_ms).collect();
+        ttft.push(1.0 / row.ttft_ms);
+        a.push(ttft);
+        b.push(1.0);
+        let n = f.tpot_requests.max(1) as f64;
+        let w = TPOT_WEIGHT / row.tpot_ms;
+        let mut tpot: Vec<f64> = f.tpot.iter().map(|x| x / n * w).collect();
+        tpot.push(0.0);
+        a.push(tpot);
+        b.push(row.tpot_ms * w);
+    }
+    // Rates cannot beat the datasheet: each rate coefficient is 1 plus a non-negative part.
+    for (row, y) in a.iter().zip(b.iter_mut()) {
+        *y -= RATE_FEATURES.iter().map(|&k| row[k]).sum::<f64>();
+    }
+    let mut x = least_absolute(&a, &b);
+    for &k in &RATE_FEATURES {
+        x[k] += 1.0;
+    }
+    let mut step = [0.0; FEATURES];
+    step.copy_from_slice(&x[..FEATURES]);
+    Profile {
+        step,
+        request_overhead_ms: x[FEATURES],
+        request_jitter_ms: jitter_ms,
+    }
+}
+
+/// The features that are times at a datasheet rate (FLOP/s, bytes/s): their coefficients are
+/// 1 / the share of the rate reached, at least 1.
+pub const RATE_FEATURES: [usize; 5] = [0, 1, 2, 3, 4];
+
+/// Rounds of iteratively reweighted least squares in [`least_absolute`].
+const IRLS_ROUNDS: usize = 30;
+
+/// The `x >= 0` minimising Σ |A x − b| (the rows are relative errors, so this is the mean absolute
+/// percentage error the targets count): iteratively reweighted non-negative least squares, each
+/// row weighted by 1 / its last residual (floored at 0.5 %).
+fn least_absolute(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
+    let mut x = nnls::nnls(a, b);
+    for _ in 0..IRLS_ROUNDS {
+        let weights: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(row, &y)| {
+                let r = (row.iter().zip(&x).map(|(p, q)| p * q).sum::<f64>() - y).abs();
+                1.0 / r.max(0.005).sqrt()
+            })
+            .collect();
+        let wa: Vec<Vec<f64>> = a
+            .iter()
+            .zip(&weights)
+            .map(|(row, w)| row.iter().map(|v| v * w).collect())
+            .collect();
+        let wb: Vec<f64> = b.iter().zip(&weights).map(|(y, w)| y * w).collect();
+        x = nnls::nnls(&wa, &wb);
+    }
+    x
+}
+
+/// The mean TTFT and TPOT the linear model of `p`'s features gives under `profile` (equal to the
+/// run's own means, but for rounding, when `profile` is the one it ran with).
+pub fn linear_means(p: &Prediction, profile: &Profile) -> (f64, f64) {
+    let f = &p.features;
+    let mean = |sum: &[f64; FEATURES], n: u64| {
+        let mut m = *sum;
+        m.iter_mut().for_each(|x| *x /= n.max(1) as f64);
+        dot(&profile.step, &m)
+    };
+    (
+        profile.request_overhead_ms + mean(&f.ttft, f.ttft_requests),
+        mean(&f.tpot, f.tpot_requests),
+    )
+}
+
+/// Mean absolute percentage errors of predictions against rows.
+pub fn errors<'a>(
+    pairs: impl Iterator<Item = (&'a MeasuredRow, &'a Prediction)>,
+) -> (usize, FitError) {
+    let (mut n, mut ttft, mut tpot) = (0usize, 0.0, 0.0);
+    for (row, p) in pairs {
+        n += 1;
+        ttft += (p.ttft_ms / row.ttft_ms - 1.0).abs();
+        tpot += (p.tpot_ms / row.tpot_ms - 1.0).abs();
+    }
+    let pct = |x: f64| crate::round::round_py(100.0 * x / n.max(1) as f64, 1);
+    (
+        n,
+        FitError {
+            ttft_mape: pct(ttft),
+            tpot_mape: pct(tpot),
+        },
+    )
+}
+
+/// A group's errors: the group, its rows, the errors.
+pub type GroupErrors = (Group, usize, FitError);
+
+/// Errors per group (in group order), and over all rows.
+pub fn errors_by_group(
+    rows: &[MeasuredRow],
+    predictions: &[Prediction],
+) -> (Vec<GroupErrors>, (usize, FitError)) {
+    let mut groups: BTreeMap<Group, Vec<usize>> = BTreeMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        groups.entry(group_of(row)).or_default().push(i);
+    }
+    let per = groups
+        .into_iter()
+        .map(|(g, idx)| {
+            let (n, e) = errors(idx.iter().map(|&i| (&rows[i], &predictions[i])));
+            (g, n, e)
+        })
+        .collect();
+    (per, errors(rows.iter().zip(predictions)))
+}
+
+/// A fitted profile, and the predictions of its final simulations.
+#[derive(Clone, Debug)]
+pub struct Calibration {
+    /// The fitted coefficients.
+    pub profile: Profile,
+    /// Each row's prediction under them.
+    pub predictions: Vec<Prediction>,
+}
+
+/// Fits a profile to `rows`, starting from `start`, the jitter held at `jitter_ms`: [`ROUNDS`]
+/// rounds of simulating and fitting, then a last simulation for the errors.
+pub fn calibrate(
+    rows: &[MeasuredRow],
+    engine: EngineKind,
+    set: &[Override],
+    start: &Profile,
+    jitter_ms: f64,
+    jobs: usize,
+    done: &(dyn Fn() + Sync),
+) -> Result<Calibration> {
+    let mut profile = Profile {
+        request_jitter_ms: jitter_ms,
+        ..start.clone()
+    };
+    for _ in 0..ROUNDS {
+        let predictions = predict(rows, engine, set, &profile, jobs, done)?;
+        profile = fit(rows, &predictions, jitter_ms);
+    }
+    let predictions = predict(rows, engine, set, &profile, jobs, done)?;
+    Ok(Calibration {
+        profile,
+        predictions,
+    })
+}
+
+/// A profile file of `profile` for `engine`, fitted on `fitted_on` with `error`.
+pub fn profile_file(
+    profile: &Profile,
+    engine: EngineKind,
+    fitted_on: String,
+    error: FitError,
+) -> ProfileFile {
+    let round = |x: f64| {
+        // Six significant digits: enough to reproduce every figure, short enough to read.
+        if x == 0.0 {
+            0.0
+        } else {
+            let digits = 5 - x.abs().log10().floor() as i32;
+            crate::round::round_py(x, digits.clamp(0, 12) as usize)
+        }
+    };
+    let mut step = profile.step;
+    step.iter_mut().for_each(|c| *c = round(*c));
+    ProfileFile {
+        engine: engine.name().to_string(),
+        fitted_on,
+        step: StepCoefficients::of_array(step),
+        request: RequestCoefficients {
+            overhead_ms: round(profile.request_overhead_ms),
+            jitter_ms: round(profile.request_jitter_ms),
+        },
+        fit: error,
+    }
+}

@@ -1,0 +1,366 @@
+//! `bench` and `calibrate`: real deployments, predicted and fitted.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::parse::{at_least_one, at_least_one_u64, choice};
+use super::ExitCode;
+use crate::bench::{self, BenchSpec};
+use crate::deployment::{KvDtype, Precision};
+use crate::error::{Error, Result};
+use crate::output::write_stdout;
+use crate::scenario::{EngineKind, Override};
+
+/// `dynsim bench`'s arguments.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The model: a bundled Hugging Face id or alias (meta-llama/Llama-3.1-70B-Instruct,
+    /// Qwen/Qwen3-32B, ...).
+    #[arg(
+        long,
+        required_unless_present = "model_file",
+        conflicts_with = "model_file"
+    )]
+    model: Option<String>,
+    /// A model file instead of a bundled model (the format of data/models/*.toml).
+    #[arg(long, value_name = "PATH")]
+    model_file: Option<PathBuf>,
+    /// The GPU: a100_sxm, h100_sxm, h200_sxm, b200_sxm, gb200 or l40s.
+    #[arg(long)]
+    gpu: String,
+    /// GPUs, tensor parallel.
+    #[arg(long, default_value_t = 1, value_parser = at_least_one_u64)]
+    tp: u64,
+    /// The weights' precision.
+    #[arg(long, default_value = "bf16", value_parser = choice::<Precision>(Precision::NAMES))]
+    precision: Precision,
+    /// The KV cache's dtype (auto: vLLM's, the model's own, bf16).
+    #[arg(long, default_value = "auto", value_parser = choice::<KvDtype>(KvDtype::NAMES))]
+    kv_dtype: KvDtype,
+    /// The serving engine.
+    #[arg(long, default_value = "vllm", value_parser = choice::<EngineKind>(EngineKind::NAMES))]
+    engine: EngineKind,
+    /// Prompt tokens per request (random text: nothing shared).
+    #[arg(long, value_parser = at_least_one)]
+    isl: usize,
+    /// Output tokens per request.
+    #[arg(long, value_parser = at_least_one)]
+    osl: usize,
+    /// Clients, each sending its next request when its last completes.
+    #[arg(long, value_parser = at_least_one)]
+    concurrency: usize,
+    /// Requests in all (default: 20 x concurrency, AIConfigurator's aiperf convention; warm-up
+    /// requests are not counted, and random prompts leave nothing for them to warm).
+    #[arg(long, value_parser = at_least_one)]
+    requests: Option<usize>,
+    /// A profile `dynsim calibrate` wrote (default: the engine's bundled one).
+    #[arg(long, value_name = "PROFILE.toml")]
+    profile: Option<PathBuf>,
+    /// Overrides any key of the benchmark's scenario by its dotted path (repeatable), e.g.
+    /// --set engine.vllm.gpu_memory_utilization=0.8.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<Override>,
+    /// Prints one JSON object instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
+impl BenchArgs {
+    fn spec(&self) -> Result<BenchSpec> {
+        let model = match (&self.model, &self.model_file) {
+            (_, Some(path)) => {
+                if path.extension().is_none_or(|e| e != "toml") {
+                    return Err(Error::arg("--model-file", "must name a .toml model file"));
+                }
+                std::path::absolute(path)
+                    .map_err(|e| Error::file(path, format!("cannot resolve: {e}")))?
+                    .display()
+                    .to_string()
+            }
+            (Some(m), None) => m.clone(),
+            (None, None) => unreachable!("clap requires one"),
+        };
+        let tokens = |flag: &str, n: usize| {
+            u32::try_from(n)
+                .ok()
+                .filter(|&t| u64::from(t) <= crate::limits::MAX_CONTEXT_TOKENS)
+                .ok_or_else(|| {
+                    Error::arg(
+                        flag,
+                        format!("must be at most {}", crate::limits::MAX_CONTEXT_TOKENS),
+                    )
+                })
+        };
+        Ok(BenchSpec {
+            model,
+            gpu: self.gpu.clone(),
+            tp: self.tp,
+            precision: self.precision,
+            kv_dtype: self.kv_dtype,
+            engine: self.engine,
+            isl: tokens("--isl", self.isl)?,
+            osl: tokens("--osl", self.osl)?,
+            concurrency: self.concurrency,
+            requests: self.requests,
+            profile: self.profile.clone(),
+            set: self.set.clone(),
+        })
+    }
+}
+
+/// Runs the benchmark and prints its report.
+pub fn bench(a: BenchArgs) -> Result<ExitCode> {
+    let spec = a.spec()?;
+    let report = bench::run(&spec)?;
+    for w in &report.report.warnings {
+        tracing::warn!("{w}");
+    }
+    let text = if a.json {
+        serde_json::to_string(&report).expect("in-memory JSON") + "\n"
+    } else {
+        report.table()
+    };
+    write_stdout(text.as_bytes())?;
+    Ok(0)
+}
+
+/// `dynsim calibrate`'s arguments.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Measured benchmark rows, in the columns of data/measurements/ (a user's own benchmark in
+    /// the same columns works too).
+    #[arg(value_name = "MEASURED.csv")]
+    measured: PathBuf,
+    /// The engine whose rows are fitted (the `backend` column).
+    #[arg(long, default_value = "vllm", value_parser = choice::<EngineKind>(EngineKind::NAMES))]
+    engine: EngineKind,
+    /// Writes the fitted profile here (bench --profile and a scenario's timing.profile read it).
+    #[arg(long, value_name = "PROFILE.toml")]
+    out: Option<PathBuf>,
+    /// The profile to start the fit from (default: fixed plausible efficiencies, so that the fit
+    /// depends on the measurements alone), or with --check to predict with (default: the
+    /// engine's bundled one).
+    #[arg(long, value_name = "PROFILE.toml")]
+    profile: Option<PathBuf>,
+    /// Predicts every row with the profile and prints the errors, without fitting.
+    #[arg(long, conflicts_with_all = ["out", "leave_one_out"])]
+    check: bool,
+    /// Also fits once per (model, GPU, precision) group without it, and predicts the group
+    /// left out: how well the fit carries to deployments it has not seen.
+    #[arg(long)]
+    leave_one_out: bool,
+    /// The per-request jitter the fit holds, ms (default: the starting profile's).
+    #[arg(long, value_parser = super::parse::non_negative)]
+    jitter_ms: Option<f64>,
+    /// Writes each row's prediction and error as CSV.
+    #[arg(long, value_name = "OUT.csv")]
+    predictions: Option<PathBuf>,
+    /// Overrides a key of every row's benchmark scenario (repeatable): the engine's settings as
+    /// the measured servers ran, e.g. --set scheduler.max_num_batched_tokens=2048.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<Override>,
+    /// Rows simulated at once (default: the number of CPUs).
+    #[arg(long, value_parser = at_least_one)]
+    jobs: Option<usize>,
+}
+
+/// Fits (or checks) a profile on measured rows and prints the errors per group.
+pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
+    use crate::calibrate::{self as cal, measured};
+    use crate::deployment::profile::{self, Profile};
+    let text = crate::error::read_text(&a.measured)?;
+    let all = measured::parse(&a.measured, &text)?;
+    let engine = a.engine.name();
+    let rows: Vec<measured::MeasuredRow> = all
+        .rows
+        .iter()
+        .filter(|r| r.backend == engine)
+        .cloned()
+        .collect();
+    if rows.is_empty() {
+        return Err(Error::file(
+            &a.measured,
+            format!("no aggregated rows of backend {engine:?}"),
+        ));
+    }
+    let start =
+        match &a.profile {
+            Some(path) => Profile::of_file(&profile::parse(path, &crate::error::read_text(path)?)?),
+            None if a.check => Profile::of_file(profile::bundled(engine).ok_or_else(|| {
+                Error::arg("--engine", format!("{engine} has no bundled profile"))
+            })?),
+            None => Profile::start(),
+        };
+    let jitter = a.jitter_ms.unwrap_or(start.request_jitter_ms);
+    let jobs = a.jobs.unwrap_or_else(super::cpus);
+    let rounds = if a.check { 1 } else { cal::ROUNDS + 1 };
+    let bar = super::progress::progress_bar((rounds * rows.len()) as u64, "rows");
+    let tick = || bar.inc(1);
+    let (profile, predictions) = if a.check {
+        let p = Profile {
+            request_jitter_ms: jitter,
+            ..start.clone()
+        };
+        let predictions = cal::predict(&rows, a.engine, &a.set, &p, jobs, &tick)?;
+        (p, predictions)
+    } else {
+        let c = cal::calibrate(&rows, a.engine, &a.set, &start, jitter, jobs, &tick)?;
+        (c.profile, c.predictions)
+    };
+    bar.finish_and_clear();
+    let (groups, overall) = cal::errors_by_group(&rows, &predictions);
+    let mut out = format!(
+        "{} {} rows of {} ({} of other engines, {} not aggregated serving): {}\n",
+        rows.len(),
+        engine,
+        a.measured.display(),
+        all.rows.len() - rows.len(),
+        all.skipped,
+        if a.check {
+            "predicted with the profile"
+        } else {
+            "fitted"
+        }
+    );
+    out.push_str(&error_table(&groups, overall));
+    if a.leave_one_out {
+        out.push_str("\nleave one group out: fitted on the others, predicting it\n");
+        let mut held = Vec::new();
+        for (g, _, _) in &groups {
+            let (train, test): (Vec<_>, Vec<_>) =
+                rows.iter().cloned().partition(|r| &cal::group_of(r) != g);
+            let fitted = cal::calibrate(&train, a.engine, &a.set, &start, jitter, jobs, &|| ())?;
+            let predicted = cal::predict(&test, a.engine, &a.set, &fitted.profile, jobs, &|| ())?;
+            let (n, e) = cal::errors(test.iter().zip(&predicted));
+            held.push((g.clone(), n, e));
+        }
+        let (n, e) = (
+            held.iter().map(|h| h.1).sum(),
+            crate::deployment::profile::FitError {
+                ttft_mape: crate::round::round_py(
+                    held.iter().map(|h| h.2.ttft_mape * h.1 as f64).sum::<f64>()
+                        / rows.len() as f64,
+                    1,
+                ),
+                tpot_mape: crate::round::round_py(
+                    held.iter().map(|h| h.2.tpot_mape * h.1 as f64).sum::<f64>()
+                        / rows.len() as f64,
+                    1,
+                ),
+            },
+        );
+        out.push_str(&error_table(&held, (n, e)));
+    }
+    if let Some(path) = &a.predictions {
+        crate::output::write_atomic(path, predictions_csv(&rows, &predictions).as_bytes())?;
+    }
+    if let Some(path) = &a.out {
+        let fitted_on = format!(
+            "{} ({} {} rows)",
+            a.measured
+                .file_name()
+                .map_or_else(String::new, |f| f.to_string_lossy().into_owned()),
+            rows.len(),
+            engine
+        );
+        let file = cal::profile_file(&profile, a.engine, fitted_on, overall.1);
+        let header = format!(
+            "Fitted by `dynsim calibrate {} --engine {engine}{} --out {}`\n\
+             (dynsim {}): the roofline's corrections for the {engine} engine. See\n\
+             src/deployment/roofline.rs for what each coefficient multiplies.",
+            a.measured.display(),
+            [
+                a.profile
+                    .as_ref()
+                    .map(|p| format!(" --profile {}", p.display())),
+                a.jitter_ms.map(|j| format!(" --jitter-ms {j}")),
+            ]
+            .into_iter()
+            .flatten()
+            .chain(
+                a.set
+                    .iter()
+                    .map(|o| format!(" --set {}={}", o.key, o.value))
+            )
+            .collect::<String>(),
+            path.display(),
+            env!("CARGO_PKG_VERSION")
+        );
+        crate::output::write_atomic(path, profile::render(&file, &header).as_bytes())?;
+    }
+    write_stdout(out.as_bytes())?;
+    Ok(0)
+}
+
+/// The errors' table: one line per group, then every row together.
+fn error_table(
+    groups: &[(
+        crate::calibrate::Group,
+        usize,
+        crate::deployment::profile::FitError,
+    )],
+    overall: (usize, crate::deployment::profile::FitError),
+) -> String {
+    let mut out = format!(
+        "{:<46} {:>5} {:>10} {:>10}\n",
+        "group", "rows", "ttft mape", "tpot mape"
+    );
+    for (g, n, e) in groups {
+        out.push_str(&format!(
+            "{:<46} {:>5} {:>9.1}% {:>9.1}%\n",
+            crate::calibrate::group_name(g),
+            n,
+            e.ttft_mape,
+            e.tpot_mape
+        ));
+    }
+    out.push_str(&format!(
+        "{:<46} {:>5} {:>9.1}% {:>9.1}%\n",
+        "all", overall.0, overall.1.ttft_mape, overall.1.tpot_mape
+    ));
+    out
+}
+
+/// Each row's measurement and prediction, as CSV.
+fn predictions_csv(
+    rows: &[crate::calibrate::measured::MeasuredRow],
+    p: &[crate::calibrate::Prediction],
+) -> String {
+    use crate::deployment::roofline::FEATURE_NAMES;
+    let mut out = String::from(
+        "id,line,model,gpu,precision,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,measured_tpot_ms,predicted_tpot_ms,preemptions",
+    );
+    for kind in ["ttft", "tpot"] {
+        for name in FEATURE_NAMES {
+            out.push_str(&format!(",{kind}_{name}"));
+        }
+    }
+
+    out.push('\n');
+    for (r, p) in rows.iter().zip(p) {
+        let (ttft, tpot) = p.mean_features();
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.id,
+            r.line,
+            r.model,
+            r.gpu,
+            r.precision.name(),
+            r.tp,
+            r.isl,
+            r.osl,
+            r.concurrency,
+            r.ttft_ms,
+            p.ttft_ms,
+            r.tpot_ms,
+            p.tpot_ms,
+            p.preemptions
+        ));
+        for x in ttft.iter().chain(&tpot) {
+            out.push_str(&format!(",{x}"));
+        }
+        out.push('\n');
+    }
+    out
+}

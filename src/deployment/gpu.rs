@@ -1,0 +1,192 @@
+//! A GPU's datasheet numbers: memory, memory bandwidth, dense tensor-core peak per precision and
+//! the link tensor parallelism talks over.
+//!
+//! The bundled GPUs are data files in `data/gpus/`, named as AIConfigurator names its systems
+//! (`h100_sxm`, `b200_sxm`, ...) so that measured rows name them as they are; each number cites
+//! NVIDIA's datasheet. Peaks are **dense** (NVIDIA quotes tensor-core figures with 2:4 sparsity:
+//! dense is half); link bandwidths are NVIDIA's bidirectional per-GPU figures; memory is the
+//! datasheet's GB, which for HBM is GiB (2^30 bytes: 80 GB H100 = 5 stacks of 16 GiB).
+
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::Precision;
+
+/// One GPU model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    /// Its name (`h100_sxm`).
+    pub name: String,
+    /// The product, as NVIDIA names it.
+    pub product: String,
+    /// Where the numbers come from: the datasheet's address.
+    pub source: String,
+    /// Memory per GPU, GB as the datasheet gives it (GiB for HBM, see the module doc).
+    pub memory_gb: f64,
+    /// Memory bandwidth, TB/s (1e12 bytes/s).
+    pub memory_tbps: f64,
+    /// Dense BF16 tensor-core peak, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Dense FP8 tensor-core peak, TFLOP/s (absent: no FP8 tensor cores).
+    pub fp8_tflops: Option<f64>,
+    /// Dense FP4 tensor-core peak, TFLOP/s (absent: no FP4 tensor cores).
+    pub fp4_tflops: Option<f64>,
+    /// NVLink bandwidth per GPU, bidirectional, GB/s (absent: no NVLink).
+    pub nvlink_gbps: Option<f64>,
+    /// PCIe bandwidth per GPU, bidirectional, GB/s: the link tensor parallelism uses without
+    /// NVLink.
+    pub pcie_gbps: f64,
+}
+
+impl GpuSpec {
+    /// Memory per GPU, bytes.
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gb * f64::from(1u32 << 30)
+    }
+
+    /// Memory bandwidth, bytes/s.
+    pub fn memory_bytes_per_s(&self) -> f64 {
+        self.memory_tbps * 1e12
+    }
+
+    /// Dense tensor-core peak for GEMMs in `p`, FLOP/s; `None` when the GPU has no tensor cores
+    /// for it.
+    pub fn peak_flops(&self, p: Precision) -> Option<f64> {
+        let tflops = match p {
+            Precision::Bf16 => Some(self.bf16_tflops),
+            Precision::Fp8 => self.fp8_tflops,
+            Precision::Fp4 => self.fp4_tflops,
+        };
+        tflops.map(|t| t * 1e12)
+    }
+
+    /// The precisions it has tensor cores for.
+    pub fn precisions(&self) -> Vec<Precision> {
+        Precision::ALL
+            .into_iter()
+            .filter(|&p| self.peak_flops(p).is_some())
+            .collect()
+    }
+
+    /// The bandwidth one GPU sends at to its tensor-parallel peers, bytes/s: half the
+    /// bidirectional NVLink figure, or PCIe's without NVLink.
+    pub fn link_bytes_per_s(&self) -> f64 {
+        self.nvlink_gbps.unwrap_or(self.pcie_gbps) / 2.0 * 1e9
+    }
+
+    /// Checks the numbers: every figure positive and finite. The error names the field.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        let optional = [
+            ("fp8_tflops", self.fp8_tflops),
+            ("fp4_tflops", self.fp4_tflops),
+            ("nvlink_gbps", self.nvlink_gbps),
+        ];
+        let required = [
+            ("memory_gb", Some(self.memory_gb)),
+            ("memory_tbps", Some(self.memory_tbps)),
+            ("bf16_tflops", Some(self.bf16_tflops)),
+            ("pcie_gbps", Some(self.pcie_gbps)),
+        ];
+        for (key, v) in required.into_iter().chain(optional) {
+            if let Some(x) = v {
+                if !(x.is_finite() && x > 0.0 && x < 1e9) {
+                    return Err((key.to_string(), format!("= {x} must be a positive number")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bundled GPU files, by file name.
+const BUNDLED: &[(&str, &str)] = &[
+    (
+        "a100_sxm.toml",
+        include_str!("../../data/gpus/a100_sxm.toml"),
+    ),
+    (
+        "h100_sxm.toml",
+        include_str!("../../data/gpus/h100_sxm.toml"),
+    ),
+    (
+        "h200_sxm.toml",
+        include_str!("../../data/gpus/h200_sxm.toml"),
+    ),
+    (
+        "b200_sxm.toml",
+        include_str!("../../data/gpus/b200_sxm.toml"),
+    ),
+    ("gb200.toml", include_str!("../../data/gpus/gb200.toml")),
+    ("l40s.toml", include_str!("../../data/gpus/l40s.toml")),
+];
+
+/// Every bundled GPU, read once.
+pub fn catalog() -> &'static [GpuSpec] {
+    static CATALOG: OnceLock<Vec<GpuSpec>> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        BUNDLED
+            .iter()
+            .map(|(file, text)| {
+                toml::from_str(text)
+                    .unwrap_or_else(|e| panic!("data/gpus/{file} is a bundled GPU: {e}"))
+            })
+            .collect()
+    })
+}
+
+/// The bundled GPU called `name` (case aside).
+pub fn find(name: &str) -> Option<&'static GpuSpec> {
+    catalog().iter().find(|g| g.name.eq_ignore_ascii_case(name))
+}
+
+/// The bundled GPUs' names, for error messages.
+pub fn known() -> String {
+    catalog()
+        .iter()
+        .map(|g| g.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bundled_gpu_reads_and_cites_nvidia() {
+        assert_eq!(catalog().len(), BUNDLED.len());
+        for g in catalog() {
+            g.check()
+                .unwrap_or_else(|(k, e)| panic!("{}: {k}: {e}", g.name));
+            assert!(g.source.contains("nvidia"), "{}", g.name);
+            assert!(
+                g.fp4_tflops.is_none() || g.fp8_tflops.is_some(),
+                "{}",
+                g.name
+            );
+        }
+    }
+
+    #[test]
+    fn precisions_follow_the_tensor_cores() {
+        let h100 = find("h100_sxm").unwrap();
+        assert_eq!(h100.precisions(), vec![Precision::Bf16, Precision::Fp8]);
+        assert_eq!(
+            find("A100_SXM").unwrap().precisions(),
+            vec![Precision::Bf16]
+        );
+        assert_eq!(
+            find("b200_sxm").unwrap().precisions(),
+            Precision::ALL.to_vec()
+        );
+        // H100: 80 GiB, 3.35 TB/s, 989 dense BF16 TFLOP/s; NVLink 900 GB/s both ways, 450 out.
+        assert_eq!(h100.memory_bytes(), 85_899_345_920.0);
+        assert_eq!(h100.memory_bytes_per_s(), 3.35e12);
+        assert_eq!(h100.peak_flops(Precision::Bf16), Some(989e12));
+        assert_eq!(h100.link_bytes_per_s(), 450e9);
+        // L40S has no NVLink: PCIe Gen4 x16, 64 GB/s both ways.
+        assert_eq!(find("l40s").unwrap().link_bytes_per_s(), 32e9);
+    }
+}

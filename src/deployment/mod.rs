@@ -1,0 +1,549 @@
+//! Deployments: a model served on GPUs, named by model, GPU, tensor parallelism and precision.
+//!
+//! A scenario's `[deployment]` table ([`DeploymentSettings`]) names them; [`Deployment::resolve`]
+//! looks the model and GPU up ([`model`], [`gpu`]) and derives what a real server would find, never
+//! hand-set: the weights each GPU holds, the KV bytes per token, the KV capacity left in memory
+//! (as vLLM sizes it), and the step times ([`roofline`], corrected by a fitted [`profile`]).
+//!
+//! **Memory, per GPU** (vLLM 0.12 `gpu_worker.py` `determine_available_memory`, as its logs
+//! show): KV bytes = `gpu_memory_utilization` (0.9) x the memory CUDA reports − weights − the
+//! profile run's activation peak − memory outside torch (NCCL, cuBLAS). Measured on H100 80GB
+//! (llm-d-benchmark's `config_explorer/empirical-vllm-memory-results.md`, vLLM V1 logs):
+//! - CUDA reports 79.18 GiB of the 80: the datasheet's figure less [`DEVICE_RESERVED_GIB`];
+//! - the activation peak is the dummy sampler pass over `max_num_seqs` rows of the vocabulary
+//!   (4.76 GiB for Llama-3.1-8B, 5.64 for Qwen3-32B, 5.56 for Qwen3-0.6B, whatever the model's
+//!   size): [`SAMPLER_BYTES_PER_LOGIT`] bytes per row and vocabulary entry (fits all three within
+//!   1.5 %);
+//! - outside torch: 0.13 GiB on one GPU, 0.55 GiB with tensor parallelism.
+//!
+//! KV bytes per token and GPU: layers x KV heads on the GPU (`max(1, kv_heads / tp)`) x head dim x
+//! 2 (K and V) x the KV dtype's bytes; blocks: the KV bytes over a block's bytes, less vLLM's null
+//! block. A deployment whose KV cannot hold one request of `max_model_len` tokens is refused, as
+//! vLLM refuses to start.
+//!
+//! **Weights**: the linear projections at the weight precision (fp8: 1 byte; fp4: NVFP4, half a
+//! byte plus one fp8 scale per 16 weights), embeddings, output head and norms in bf16 (as the
+//! FP8/FP4 checkpoints keep them), split evenly over the tensor-parallel GPUs.
+
+pub mod gpu;
+pub mod model;
+pub mod profile;
+pub mod roofline;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Invalid, Result};
+use gpu::GpuSpec;
+use model::ModelSpec;
+
+/// GiB, bytes.
+pub const GIB: f64 = 1_073_741_824.0;
+/// The memory a GPU's datasheet counts that CUDA does not report as total (80 GiB H100: 79.18).
+pub const DEVICE_RESERVED_GIB: f64 = 0.82;
+/// Bytes of vLLM's profile-run activation peak per sampled row and vocabulary entry (fp32 logits
+/// and the sampler's copies): 4.76 GiB / (1,024 x 128,256) for Llama, 5.64 / (1,024 x 151,936)
+/// for Qwen3.
+pub const SAMPLER_BYTES_PER_LOGIT: f64 = 38.9;
+/// vLLM's memory outside torch on one GPU, GiB.
+pub const NON_TORCH_GIB_ONE_GPU: f64 = 0.13;
+/// ... and per GPU with tensor parallelism (NCCL's buffers), GiB.
+pub const NON_TORCH_GIB_TP: f64 = 0.55;
+/// vLLM's block size on CUDA, tokens (the null block is one of these).
+pub const VLLM_BLOCK_TOKENS: u64 = 16;
+
+/// The weights' number format (the linear projections'; embeddings and norms stay bf16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// bfloat16: 2 bytes.
+    #[default]
+    Bf16,
+    /// FP8 (E4M3): 1 byte, FP8 tensor cores.
+    Fp8,
+    /// FP4 (NVFP4): half a byte and an FP8 scale per 16 weights, FP4 tensor cores.
+    Fp4,
+}
+
+impl Precision {
+    /// Every precision, narrowest last.
+    pub const ALL: [Precision; 3] = [Precision::Bf16, Precision::Fp8, Precision::Fp4];
+    /// Their names.
+    pub const NAMES: &'static [&'static str] = &["bf16", "fp8", "fp4"];
+
+    /// Bytes per weight (NVFP4's block scales included).
+    pub fn bytes(self) -> f64 {
+        match self {
+            Precision::Bf16 => 2.0,
+            Precision::Fp8 => 1.0,
+            Precision::Fp4 => 0.5 + 1.0 / 16.0,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        Precision::NAMES[self as usize]
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| format!("{s:?} is not a precision (bf16, fp8, fp4)"))
+    }
+}
+
+/// The KV cache's number format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum KvDtype {
+    /// vLLM's `auto` as of 0.14: the checkpoint's KV dtype. FP8 and FP4 checkpoints ship an FP8
+    /// KV cache (ModelOpt's `kv_cache_quant_algo`, compressed-tensors' `kv_cache_scheme`: vLLM
+    /// 0.16–0.19 `engine/arg_utils.py` `resolve_kv_cache_dtype_string` and the attention layer
+    /// pick it up), so FP8 or FP4 weights mean an FP8 KV cache; BF16 weights the model's dtype,
+    /// bf16. (vLLM 0.12 took bf16 whatever the weights; `bf16` asks for that, as does online
+    /// quantization of a bf16 checkpoint, `--quantization fp8`.)
+    #[default]
+    Auto,
+    /// bfloat16: 2 bytes.
+    Bf16,
+    /// FP8: 1 byte.
+    Fp8,
+}
+
+impl KvDtype {
+    /// Their names.
+    pub const NAMES: &'static [&'static str] = &["auto", "bf16", "fp8"];
+
+    /// The dtype itself: `auto` resolved for weights in `precision`.
+    pub fn resolve(self, precision: Precision) -> KvDtype {
+        match (self, precision) {
+            (KvDtype::Auto, Precision::Bf16) => KvDtype::Bf16,
+            (KvDtype::Auto, _) => KvDtype::Fp8,
+            (k, _) => k,
+        }
+    }
+
+    /// Bytes per element, `auto` resolved for weights in `precision`.
+    pub fn bytes(self, precision: Precision) -> u64 {
+        match self.resolve(precision) {
+            KvDtype::Fp8 => 1,
+            _ => 2,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        KvDtype::NAMES[self as usize]
+    }
+}
+
+impl std::str::FromStr for KvDtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(KvDtype::Auto),
+            "bf16" => Ok(KvDtype::Bf16),
+            "fp8" => Ok(KvDtype::Fp8),
+            _ => Err(format!("{s:?} is not a KV dtype (auto, bf16, fp8)")),
+        }
+    }
+}
+
+/// `[deployment]`: a model on GPUs. Every derived number (KV bytes per token, KV capacity, step
+/// times) follows from these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeploymentSettings {
+    /// A bundled model's Hugging Face id or alias (`meta-llama/Llama-3.1-70B-Instruct`), or the
+    /// path of a model file (ending in `.toml`, relative to the scenario file).
+    pub model: String,
+    /// A bundled GPU's name (`h100_sxm`, `h200_sxm`, `b200_sxm`, `gb200`, `a100_sxm`, `l40s`).
+    pub gpu: String,
+    /// GPUs per worker, tensor parallel (1).
+    pub tp: u64,
+    /// The weights' precision: bf16, fp8 or fp4 (bf16).
+    pub precision: Precision,
+    /// The KV cache's dtype: auto (vLLM's: fp8 with fp8 or fp4 weights, else bf16), bf16 or fp8
+    /// (auto).
+    pub kv_dtype: KvDtype,
+    /// The longest request the server accepts, tokens (absent: the model's `max_context`, as
+    /// vLLM's `max_model_len`). The KV must hold one such request.
+    pub max_model_len: Option<u64>,
+}
+
+impl Default for DeploymentSettings {
+    fn default() -> Self {
+        DeploymentSettings {
+            model: String::new(),
+            gpu: String::new(),
+            tp: 1,
+            precision: Precision::Bf16,
+            kv_dtype: KvDtype::Auto,
+            max_model_len: None,
+        }
+    }
+}
+
+/// What the engine that serves a deployment reserves of the GPU's memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineMemory {
+    /// The share of the GPU's memory the engine may use (vLLM's `gpu_memory_utilization`).
+    pub utilization: f64,
+    /// The most requests that run at once (sizes the sampler's activation peak).
+    pub max_num_seqs: u64,
+}
+
+/// A resolved deployment: the model, the GPU and everything derived from them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deployment {
+    /// The model.
+    pub model: ModelSpec,
+    /// The GPU.
+    pub gpu: GpuSpec,
+    /// GPUs per worker.
+    pub tp: u64,
+    /// Weight precision.
+    pub precision: Precision,
+    /// KV dtype (`auto` resolved).
+    pub kv_dtype: KvDtype,
+    /// The longest request, tokens.
+    pub max_model_len: u64,
+    /// Weights each GPU holds, bytes.
+    pub weight_bytes_per_gpu: f64,
+    /// KV bytes per token on each GPU.
+    pub kv_bytes_per_token_per_gpu: u64,
+    /// KV bytes per token in the whole model (what a transfer moves).
+    pub kv_bytes_per_token: u64,
+    /// Memory each GPU leaves for KV, bytes.
+    pub kv_bytes_per_gpu: f64,
+    /// Tokens of KV a worker holds (in vLLM's 16-token blocks, the null block left out).
+    pub kv_capacity_tokens: u64,
+}
+
+impl Deployment {
+    /// Resolves `s` serving `model` (looked up or read by the caller: [`model::find`],
+    /// [`model::parse`]): the GPU, and the derived numbers under `engine`'s memory settings.
+    /// Errors name the `deployment.` key.
+    pub fn resolve(
+        s: &DeploymentSettings,
+        model: &ModelSpec,
+        engine: EngineMemory,
+    ) -> Result<Self, Invalid> {
+        let model = model.clone();
+        let gpu = gpu::find(&s.gpu).ok_or_else(|| {
+            if s.gpu.is_empty() {
+                bad(
+                    "deployment.gpu",
+                    "\"\"",
+                    &format!("must name a GPU (one of {})", gpu::known()),
+                )
+            } else {
+                bad(
+                    "deployment.gpu",
+                    format!("{:?}", s.gpu),
+                    &format!("is not a known GPU (one of {})", gpu::known()),
+                )
+            }
+        })?;
+        if s.tp == 0 || s.tp > 64 {
+            return Err(bad("deployment.tp", s.tp, "must be 1 to 64"));
+        }
+        if model.attention_heads % s.tp != 0
+            || (model.kv_heads % s.tp != 0 && s.tp % model.kv_heads != 0)
+        {
+            return Err(bad(
+                "deployment.tp",
+                s.tp,
+                &format!(
+                    "must divide the model's {} attention heads, and divide or be a multiple of \
+                     its {} KV heads",
+                    model.attention_heads, model.kv_heads
+                ),
+            ));
+        }
+        if gpu.peak_flops(s.precision).is_none() {
+            let has: Vec<&str> = gpu.precisions().iter().map(|p| p.name()).collect();
+            return Err(bad(
+                "deployment.precision",
+                format!("{:?}", s.precision.name()),
+                &format!(
+                    "needs {} tensor cores, which {} lacks (it has {})",
+                    s.precision.name().to_uppercase(),
+                    gpu.name,
+                    has.join(", ")
+                ),
+            ));
+        }
+        let kv_dtype = s.kv_dtype.resolve(s.precision);
+        if kv_dtype == KvDtype::Fp8 && gpu.fp8_tflops.is_none() {
+            return Err(bad(
+                "deployment.kv_dtype",
+                "\"fp8\"",
+                &format!("needs FP8 support, which {} lacks", gpu.name),
+            ));
+        }
+        let max_model_len = s.max_model_len.unwrap_or(model.max_context);
+        if max_model_len == 0 || max_model_len > crate::limits::MAX_CONTEXT_TOKENS {
+            return Err(bad(
+                "deployment.max_model_len",
+                max_model_len,
+                &format!("must be 1 to {}", crate::limits::MAX_CONTEXT_TOKENS),
+            ));
+        }
+        let weight_bytes = weight_bytes(&model, s.precision);
+        let weight_bytes_per_gpu = weight_bytes / s.tp as f64;
+        let kv_bytes_per_token_per_gpu =
+            model.kv_bytes_per_token_per_gpu(s.tp, kv_dtype.bytes(s.precision));
+        let kv_bytes_per_gpu = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, engine);
+        if kv_bytes_per_gpu <= 0.0 {
+            // What the GPUs leave for weights and KV once the engine's own reserve is taken.
+            let room = kv_bytes_per_gpu + weight_bytes_per_gpu;
+            let fits = min_tp(&model, gpu, s.precision, engine);
+            return Err(bad(
+                "deployment.tp",
+                s.tp,
+                &format!(
+                    "{} in {} needs {:.1} GB of weights; tp = {} x {} holds {} GB ({:.1} GB for \
+                     weights and KV at gpu_memory_utilization = {}, less the engine's reserve): {}",
+                    model.name,
+                    s.precision.name(),
+                    weight_bytes / 1e9,
+                    s.tp,
+                    gpu.name,
+                    gpu.memory_gb * s.tp as f64,
+                    room.max(0.0) * s.tp as f64 / 1e9,
+                    engine.utilization,
+                    fits.map_or(
+                        "no tensor parallelism up to 64 GPUs fits it".to_string(),
+                        |t| { format!("use tp >= {t}") }
+                    )
+                ),
+            ));
+        }
+        let blocks = (kv_bytes_per_gpu / (kv_bytes_per_token_per_gpu * VLLM_BLOCK_TOKENS) as f64)
+            .floor() as u64;
+        let kv_capacity_tokens = blocks.saturating_sub(1) * VLLM_BLOCK_TOKENS;
+        if kv_capacity_tokens < max_model_len {
+            return Err(bad(
+                "deployment.max_model_len",
+                max_model_len,
+                &format!(
+                    "tokens (the longest request) is more than the {kv_capacity_tokens} tokens of KV \
+                     that {} in {} on {} x {} leaves (one such request must fit, as vLLM checks \
+                     at start): serve shorter requests, or raise tp",
+                    model.name,
+                    s.precision.name(),
+                    s.tp,
+                    gpu.name
+                ),
+            ));
+        }
+        Ok(Deployment {
+            kv_bytes_per_token: model.kv_bytes_per_token(kv_dtype.bytes(s.precision)),
+            model,
+            gpu: gpu.clone(),
+            tp: s.tp,
+            precision: s.precision,
+            kv_dtype,
+            max_model_len,
+            weight_bytes_per_gpu,
+            kv_bytes_per_token_per_gpu,
+            kv_bytes_per_gpu,
+            kv_capacity_tokens,
+        })
+    }
+
+    /// KV capacity in blocks of `block_size` tokens.
+    pub fn kv_capacity_blocks(&self, block_size: usize) -> usize {
+        (self.kv_capacity_tokens / block_size as u64) as usize
+    }
+
+    /// A one-line description: `Qwen/Qwen3-32B fp8 on 2 x h100_sxm`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} on {} x {}",
+            self.model.name,
+            self.precision.name(),
+            self.tp,
+            self.gpu.name
+        )
+    }
+}
+
+fn bad(key: &str, value: impl ToString, problem: &str) -> Invalid {
+    Invalid {
+        key: key.to_string(),
+        value: value.to_string(),
+        problem: problem.to_string(),
+    }
+}
+
+/// Bytes of `model`'s weights at `precision` (linear projections at the precision, the rest in
+/// bf16).
+pub fn weight_bytes(model: &ModelSpec, precision: Precision) -> f64 {
+    model.linear_params() as f64 * precision.bytes() + model.other_params() as f64 * 2.0
+}
+
+/// Bytes each of `tp` GPUs leaves for KV once weights and the engine's reserve are taken
+/// (negative when they do not fit).
+fn kv_memory_per_gpu(
+    model: &ModelSpec,
+    gpu: &GpuSpec,
+    tp: u64,
+    weight_bytes_per_gpu: f64,
+    engine: EngineMemory,
+) -> f64 {
+    let requested = (gpu.memory_bytes() - DEVICE_RESERVED_GIB * GIB) * engine.utilization;
+    let activation = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64 * engine.max_num_seqs as f64;
+    let non_torch = if tp == 1 {
+        NON_TORCH_GIB_ONE_GPU
+    } else {
+        NON_TORCH_GIB_TP
+    } * GIB;
+    requested - weight_bytes_per_gpu - activation - non_torch
+}
+
+/// The smallest power-of-two tensor parallelism whose GPUs leave room for KV.
+fn min_tp(
+    model: &ModelSpec,
+    gpu: &GpuSpec,
+    precision: Precision,
+    engine: EngineMemory,
+) -> Option<u64> {
+    let total = weight_bytes(model, precision);
+    (0..7)
+        .map(|k| 1u64 << k)
+        .find(|&tp| kv_memory_per_gpu(model, gpu, tp, total / tp as f64, engine) > 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(model: &str, gpu: &str, tp: u64, precision: Precision) -> DeploymentSettings {
+        DeploymentSettings {
+            model: model.into(),
+            gpu: gpu.into(),
+            tp,
+            precision,
+            kv_dtype: KvDtype::Auto,
+            max_model_len: Some(8192),
+        }
+    }
+
+    const VLLM: EngineMemory = EngineMemory {
+        utilization: 0.9,
+        max_num_seqs: 1024,
+    };
+
+    fn resolve(s: &DeploymentSettings) -> Result<Deployment, Invalid> {
+        Deployment::resolve(s, model::find(&s.model).expect("bundled"), VLLM)
+    }
+
+    /// Llama-3.1-8B in bf16 on one H100, by hand: CUDA's 79.18 GiB x 0.9 = 76,516,989,861.9
+    /// bytes; weights 16,060,522,496 (the checkpoint's size); the sampler's peak 38.9 x 128,256
+    /// x 1,024 = 5,108,898,201.6; outside torch 0.13 GiB = 139,586,437.1; KV 55,207,982,727.2
+    /// bytes = 51.42 GiB (vLLM logs 51.38 for this deployment). At 131,072 bytes per token
+    /// that is 26,325 blocks of 16, one of them vLLM's null block: 421,184 tokens.
+    #[test]
+    fn llama_8b_on_one_h100_has_the_kv_vllm_logs() {
+        let d = resolve(&settings(
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "h100_sxm",
+            1,
+            Precision::Bf16,
+        ))
+        .expect("fits");
+        assert_eq!(d.weight_bytes_per_gpu, 16_060_522_496.0);
+        assert_eq!(d.kv_bytes_per_token_per_gpu, 131_072);
+        assert!(
+            (d.kv_bytes_per_gpu - 55_207_982_727.2).abs() < 1.0,
+            "{}",
+            d.kv_bytes_per_gpu
+        );
+        assert!((d.kv_bytes_per_gpu / GIB - 51.38).abs() < 0.05);
+        assert_eq!(d.kv_capacity_tokens, 421_184);
+        assert_eq!(d.kv_capacity_blocks(16), 26_324);
+        assert_eq!(d.kv_capacity_blocks(64), 6_581);
+    }
+
+    #[test]
+    fn fp8_weights_bring_an_fp8_kv_cache_unless_asked_otherwise() {
+        let mut s = settings("meta-llama/Llama-3.1-70B", "h100_sxm", 2, Precision::Fp8);
+        let d = resolve(&s).unwrap();
+        assert_eq!(d.kv_dtype, KvDtype::Fp8);
+        assert_eq!(d.kv_bytes_per_token, 163_840);
+        assert_eq!(d.kv_bytes_per_token_per_gpu, 81_920);
+        s.kv_dtype = KvDtype::Bf16;
+        let bf16 = resolve(&s).unwrap();
+        assert_eq!(bf16.kv_bytes_per_token, 327_680);
+        // The same memory holds half the tokens (to a block, and the null block).
+        assert!((2 * bf16.kv_capacity_tokens).abs_diff(d.kv_capacity_tokens) <= 32);
+    }
+
+    #[test]
+    fn weights_that_do_not_fit_are_refused_with_the_numbers() {
+        let e = resolve(&settings(
+            "meta-llama/Llama-3.1-70B",
+            "h100_sxm",
+            1,
+            Precision::Bf16,
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "deployment.tp");
+        assert!(
+            e.problem.starts_with(
+                "meta-llama/Llama-3.1-70B in bf16 needs 141.1 GB of weights; tp = 1 x h100_sxm \
+                 holds 80 GB"
+            ),
+            "{}",
+            e.problem
+        );
+        assert!(e.problem.ends_with("use tp >= 2"), "{}", e.problem);
+    }
+
+    #[test]
+    fn a_precision_the_gpu_lacks_is_refused() {
+        let e = resolve(&settings("Qwen/Qwen3-32B", "h100_sxm", 2, Precision::Fp4)).unwrap_err();
+        assert_eq!(e.key, "deployment.precision");
+        assert!(
+            e.problem.contains("h100_sxm lacks (it has bf16, fp8)"),
+            "{}",
+            e.problem
+        );
+        let e = resolve(&settings("Qwen/Qwen3-8B", "a100_sxm", 1, Precision::Fp8)).unwrap_err();
+        assert_eq!(e.key, "deployment.precision");
+        assert!(resolve(&settings("Qwen/Qwen3-32B", "b200_sxm", 1, Precision::Fp4)).is_ok());
+    }
+
+    #[test]
+    fn kv_that_cannot_hold_one_longest_request_is_refused() {
+        let mut s = settings("Qwen/Qwen3-32B", "h100_sxm", 1, Precision::Bf16);
+        s.max_model_len = None; // the model's 40,960 tokens
+        let e = resolve(&s).unwrap_err();
+        assert_eq!(e.key, "deployment.max_model_len");
+        assert!(e.problem.contains("tokens of KV"), "{}", e.problem);
+        s.max_model_len = Some(8192);
+        assert!(resolve(&s).is_ok());
+    }
+
+    #[test]
+    fn tensor_parallelism_must_split_the_heads() {
+        let e = resolve(&settings("Qwen/Qwen3-32B", "h100_sxm", 3, Precision::Bf16)).unwrap_err();
+        assert_eq!(e.key, "deployment.tp");
+        // 16 GPUs: 8 KV heads replicated, one per GPU.
+        let d = resolve(&settings(
+            "meta-llama/Llama-3.1-70B",
+            "h100_sxm",
+            16,
+            Precision::Bf16,
+        ))
+        .unwrap();
+        assert_eq!(d.kv_bytes_per_token_per_gpu, 80 * 128 * 2 * 2);
+    }
+}

@@ -1,0 +1,246 @@
+//! A profile: the fitted corrections of the roofline step model ([`super::roofline`]) for one
+//! engine, as `dynsim calibrate` writes them.
+//!
+//! The bundled profile of each engine (`data/profiles/vllm.toml`) is `calibrate`'s output on the
+//! bundled measurements, and says so in its header with the command that reproduces it. A
+//! scenario names another with `[timing] profile = "PATH"`; `bench` with `--profile PATH`.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::roofline::{Features, FEATURES, FEATURE_NAMES};
+use crate::error::{Error, Result};
+
+/// The coefficients of a step's features, by name (see [`FEATURE_NAMES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepCoefficients {
+    /// x the GEMMs' FLOPs at the weights' precision's dense peak, in a compute-bound step (1 /
+    /// the GEMMs' utilisation of the peak).
+    pub gemm_compute: f64,
+    /// x the weights' bytes at the datasheet bandwidth, in a memory-bound step (1 / the
+    /// bandwidth's utilisation).
+    pub weight_read: f64,
+    /// x the prefill chunks' attention FLOPs at the BF16 dense peak.
+    pub attention_compute: f64,
+    /// x the decoding requests' KV bytes at the datasheet bandwidth.
+    pub kv_read: f64,
+    /// x the all-reduces' bytes at the link's one-way bandwidth.
+    pub allreduce: f64,
+    /// µs per all-reduce (latency).
+    pub allreduce_us: f64,
+    /// µs per layer per step (kernel launches).
+    pub layer_us: f64,
+    /// µs per step.
+    pub step_us: f64,
+    /// µs per request in the step.
+    pub sequence_us: f64,
+}
+
+impl StepCoefficients {
+    /// As an array in [`FEATURE_NAMES`] order.
+    pub fn to_array(self) -> Features {
+        [
+            self.gemm_compute,
+            self.weight_read,
+            self.attention_compute,
+            self.kv_read,
+            self.allreduce,
+            self.allreduce_us,
+            self.layer_us,
+            self.step_us,
+            self.sequence_us,
+        ]
+    }
+
+    /// From an array in [`FEATURE_NAMES`] order.
+    pub fn of_array(a: Features) -> Self {
+        StepCoefficients {
+            gemm_compute: a[0],
+            weight_read: a[1],
+            attention_compute: a[2],
+            kv_read: a[3],
+            allreduce: a[4],
+            allreduce_us: a[5],
+            layer_us: a[6],
+            step_us: a[7],
+            sequence_us: a[8],
+        }
+    }
+}
+
+/// Per-request costs outside the engine's steps.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestCoefficients {
+    /// ms between a request's sending and its joining the engine's queue, and from its first
+    /// token to the client (HTTP, tokenisation, detokenisation): part of its TTFT.
+    pub overhead_ms: f64,
+    /// A client's reply delay: after a response, the client waits a uniform draw from
+    /// `[0, jitter_ms)` before its next request (not part of any latency), ms.
+    pub jitter_ms: f64,
+}
+
+/// How well a profile fits the rows it was fitted on (mean absolute percentage errors).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitError {
+    /// Of mean TTFT, %.
+    pub ttft_mape: f64,
+    /// Of mean TPOT, %.
+    pub tpot_mape: f64,
+}
+
+/// A profile file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileFile {
+    /// The engine whose steps it times (`vllm`).
+    pub engine: String,
+    /// What it was fitted on (the measurements' file name and its rows).
+    pub fitted_on: String,
+    /// The step coefficients.
+    pub step: StepCoefficients,
+    /// The per-request coefficients.
+    pub request: RequestCoefficients,
+    /// The fit's error on the rows it was fitted on.
+    #[serde(default)]
+    pub fit: FitError,
+}
+
+/// The coefficients a roofline step model runs with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    /// Step coefficients, in [`FEATURE_NAMES`] order.
+    pub step: Features,
+    /// ms added to each request's time to first token (see [`RequestCoefficients`]).
+    pub request_overhead_ms: f64,
+    /// A client's reply delay, at most, ms (see [`RequestCoefficients`]).
+    pub request_jitter_ms: f64,
+}
+
+impl Profile {
+    /// Every coefficient 1 and no request overhead: the bare roofline (for hand-computed tests).
+    pub fn ones() -> Self {
+        Profile {
+            step: [1.0; FEATURES],
+            request_overhead_ms: 0.0,
+            request_jitter_ms: 0.0,
+        }
+    }
+
+    /// Where `calibrate` starts when not told otherwise: datasheet rates at plausible
+    /// efficiencies (GEMMs at 80 % of peak, weights and KV read at 85 % and 67 % of the
+    /// bandwidth, all-reduces at 83 % of the link) and modest fixed costs. The fit moves every
+    /// one; starting here makes `calibrate`'s output a function of the measurements alone.
+    pub fn start() -> Self {
+        Profile {
+            step: [1.25, 1.15, 2.0, 1.5, 1.2, 5.0, 60.0, 500.0, 10.0],
+            request_overhead_ms: 50.0,
+            request_jitter_ms: 0.0,
+        }
+    }
+
+    /// The profile of a file.
+    pub fn of_file(f: &ProfileFile) -> Self {
+        Profile {
+            step: f.step.to_array(),
+            request_overhead_ms: f.request.overhead_ms,
+            request_jitter_ms: f.request.jitter_ms,
+        }
+    }
+
+    /// Checks the coefficients: finite and >= 0. The error names the key.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        for (name, &c) in FEATURE_NAMES.iter().zip(&self.step) {
+            if !(c.is_finite() && (0.0..=1e9).contains(&c)) {
+                return Err((
+                    format!("step.{name}"),
+                    format!("= {c} must be >= 0 and finite"),
+                ));
+            }
+        }
+        for (key, x) in [
+            ("request.overhead_ms", self.request_overhead_ms),
+            ("request.jitter_ms", self.request_jitter_ms),
+        ] {
+            if !(x.is_finite() && (0.0..=1e9).contains(&x)) {
+                return Err((key.into(), format!("= {x} must be >= 0 and finite")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bundled profiles, by engine.
+const BUNDLED: &[(&str, &str)] = &[("vllm", include_str!("../../data/profiles/vllm.toml"))];
+
+/// The engines with a bundled profile.
+pub fn engines() -> Vec<&'static str> {
+    BUNDLED.iter().map(|(e, _)| *e).collect()
+}
+
+/// The bundled profile of `engine`, if it has one.
+pub fn bundled(engine: &str) -> Option<&'static ProfileFile> {
+    static FILES: OnceLock<Vec<ProfileFile>> = OnceLock::new();
+    let files = FILES.get_or_init(|| {
+        BUNDLED
+            .iter()
+            .map(|(e, text)| {
+                toml::from_str(text)
+                    .unwrap_or_else(|err| panic!("data/profiles/{e}.toml is bundled: {err}"))
+            })
+            .collect()
+    });
+    BUNDLED
+        .iter()
+        .position(|(e, _)| *e == engine)
+        .map(|i| &files[i])
+}
+
+/// Parses a profile file's text; `path` only names it in errors, which give the line and key.
+pub fn parse(path: &Path, text: &str) -> Result<ProfileFile> {
+    let f: ProfileFile =
+        toml::from_str(text).map_err(|e| crate::toml_file::toml_error(path, text, &e, |_| None))?;
+    Profile::of_file(&f).check().map_err(|(key, message)| {
+        let line = crate::toml_file::line_of_key(text, &key).unwrap_or(1);
+        Error::field(path, line, key, message)
+    })?;
+    Ok(f)
+}
+
+/// A profile file's text: a header saying how it was made, then the TOML.
+pub fn render(f: &ProfileFile, header: &str) -> String {
+    let mut text = String::new();
+    for line in header.lines() {
+        text.push_str("# ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str(&toml::to_string(f).expect("a profile serialises"));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_profile_reads_and_round_trips() {
+        let f = bundled("vllm").expect("bundled");
+        assert_eq!(f.engine, "vllm");
+        Profile::of_file(f).check().expect("valid");
+        let again: ProfileFile = toml::from_str(&render(f, "a header\nover two lines")).unwrap();
+        assert_eq!(&again, f);
+        assert_eq!(StepCoefficients::of_array(f.step.to_array()), f.step);
+    }
+
+    #[test]
+    fn a_negative_coefficient_is_refused_by_name() {
+        let mut p = Profile::ones();
+        p.step[3] = -1.0;
+        assert_eq!(p.check().unwrap_err().0, "step.kv_read");
+    }
+}

@@ -1,0 +1,375 @@
+//! Real deployments: `bench` and `calibrate` through the binary, a scenario with a
+//! `[deployment]`, and the feature clock that makes calibration linear.
+
+use dynsim::calibrate::{self, measured};
+use dynsim::deployment::profile::Profile;
+use dynsim::scenario::EngineKind;
+
+use crate::common::{bad, ok, write};
+
+const MEASURED: &str = "data/measurements/aic_silicon_dense_agg_train.csv";
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("one JSON object")
+}
+
+#[test]
+fn bench_reports_run_metrics_and_what_the_deployment_allows() {
+    let r = json(&[
+        "bench",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "1024",
+        "--osl",
+        "64",
+        "--concurrency",
+        "4",
+        "--json",
+    ]);
+    // 20 requests per client, AIConfigurator's convention.
+    assert_eq!(r["requests"], 80);
+    for key in ["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"] {
+        for stat in ["mean", "p50", "p90", "p99"] {
+            assert!(r[key][stat].as_f64().unwrap() > 0.0, "{key}.{stat}");
+        }
+    }
+    let d = &r["deployments"][0];
+    assert_eq!(d["model"], "meta-llama/Llama-3.1-8B");
+    assert_eq!(d["kv_dtype"], "bf16");
+    assert_eq!(d["kv_bytes_per_token"], 131_072);
+    let b = &r["bench"];
+    let kv = b["kv_capacity_tokens"].as_u64().unwrap();
+    assert_eq!(b["max_batch"].as_u64().unwrap(), 4.min(kv / (1024 + 64)));
+    let tps = r["output_tokens_per_s"].as_f64().unwrap();
+    assert_eq!(b["output_tokens_per_s_per_gpu"].as_f64().unwrap(), tps);
+    // The same on two GPUs: per GPU is half the total.
+    let r2 = json(&[
+        "bench",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--isl",
+        "1024",
+        "--osl",
+        "64",
+        "--concurrency",
+        "4",
+        "--json",
+    ]);
+    let tps2 = r2["output_tokens_per_s"].as_f64().unwrap();
+    let per_gpu = r2["bench"]["output_tokens_per_s_per_gpu"].as_f64().unwrap();
+    assert!((per_gpu - tps2 / 2.0).abs() < 1e-3, "{per_gpu} vs {tps2}");
+    assert!(tps2 > tps, "two GPUs decode faster");
+}
+
+#[test]
+fn bench_refuses_what_cannot_be_served_naming_the_flag() {
+    let base = ["--isl", "1024", "--osl", "128", "--concurrency", "8"];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&base);
+        bad(&args)
+    };
+    let e = run(&["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100_sxm"]);
+    assert!(
+        e.starts_with("dynsim: --tp 1: meta-llama/Llama-3.1-70B in bf16 needs 141.1 GB of weights; tp = 1 x h100_sxm holds 80 GB"),
+        "{e}"
+    );
+    assert!(e.ends_with("use tp >= 2"), "{e}");
+    let e = run(&[
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--precision",
+        "fp4",
+    ]);
+    assert!(
+        e.contains("--precision fp4: needs FP4 tensor cores, which h100_sxm lacks"),
+        "{e}"
+    );
+    let e = run(&["--model", "Qwen/Qwen3-33B", "--gpu", "h100_sxm"]);
+    assert!(
+        e.contains("is not a known model (one of Qwen/Qwen3-0.6B,"),
+        "{e}"
+    );
+    let e = run(&["--model", "Qwen/Qwen3-32B", "--gpu", "h900"]);
+    assert!(
+        e.contains("is not a known GPU (one of a100_sxm, h100_sxm,"),
+        "{e}"
+    );
+    let e = bad(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "100000",
+        "--osl",
+        "128",
+        "--concurrency",
+        "1",
+    ]);
+    assert!(
+        e.starts_with("dynsim: --isl: isl + osl = 100128 tokens"),
+        "{e}"
+    );
+    assert!(e.contains("tokens of KV that Qwen/Qwen3-32B in bf16 on 1 x h100_sxm leaves"), "{e}");
+}
+
+#[test]
+fn a_user_model_file_is_read_and_its_bad_line_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/models/qwen3-8b.toml"
+    ))
+    .unwrap()
+    .replace("name = \"Qwen/Qwen3-8B\"", "name = \"my/model\"");
+    let good = write(dir.path(), "mine.toml", &text);
+    let r = json(&[
+        "bench",
+        "--model-file",
+        &good,
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "512",
+        "--osl",
+        "16",
+        "--concurrency",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(r["deployments"][0]["model"], "my/model");
+    let broken = write(
+        dir.path(),
+        "broken.toml",
+        &text.replace("intermediate_size = 12288", "intermediate_size = 1228"),
+    );
+    let e = bad(&[
+        "bench",
+        "--model-file",
+        &broken,
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "512",
+        "--osl",
+        "16",
+        "--concurrency",
+        "2",
+    ]);
+    assert!(e.contains("broken.toml:"), "{e}");
+    assert!(e.contains(": parameters: "), "{e}");
+}
+
+#[test]
+fn a_scenario_deployment_derives_kv_and_refuses_hand_set_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = "name = \"real\"\n\
+        [deployment]\nmodel = \"Qwen/Qwen3-8B\"\ngpu = \"h200_sxm\"\ntp = 1\nprecision = \"fp8\"\n\
+        [workload]\nkind = \"synthetic\"\nrequests = 40\nrate_per_s = 20.0\n\
+        [cluster]\nworkers = 2\n";
+    let path = write(dir.path(), "real.toml", scenario);
+    let r = json(&["run", &path, "--json"]);
+    let d = &r["deployments"][0];
+    assert_eq!(
+        (d["pool"].as_str(), d["kv_dtype"].as_str()),
+        (Some("workers"), Some("fp8"))
+    );
+    // Qwen3-8B's KV in fp8: 36 layers x 8 heads x 128 x 2 x 1 byte.
+    assert_eq!(d["kv_bytes_per_token"], 73_728);
+    assert_eq!(
+        d["kv_capacity_blocks"].as_u64().unwrap(),
+        d["kv_capacity_tokens"].as_u64().unwrap() / 16
+    );
+    assert!(r["ttft_ms"]["mean"].as_f64().unwrap() > 0.0);
+    // KV capacity is derived: setting it too is refused where it is set.
+    let both = write(
+        dir.path(),
+        "both.toml",
+        &format!("{scenario}kv_capacity_blocks = 100\n"),
+    );
+    let e = bad(&["run", &both]);
+    assert!(
+        e.contains(
+            "both.toml:13: cluster.kv_capacity_blocks = 100 is derived from the [deployment]"
+        ),
+        "{e}"
+    );
+    // The roofline needs a deployment.
+    let none = write(dir.path(), "none.toml", "[timing]\nmodel = \"roofline\"\n");
+    let e = bad(&["run", &none]);
+    assert!(
+        e.contains("none.toml:2: timing.model = \"roofline\" needs a [deployment]"),
+        "{e}"
+    );
+}
+
+/// The measured rows of the bundled file this test uses: small enough to simulate in a test.
+fn small_rows() -> Vec<measured::MeasuredRow> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/measurements/aic_silicon_dense_agg_train.csv"
+    ))
+    .unwrap();
+    let all = measured::parse(std::path::Path::new(MEASURED), &text).unwrap();
+    all.rows
+        .into_iter()
+        .filter(|r| {
+            r.backend == "vllm" && r.concurrency <= 16 && u64::from(r.osl) <= 128 && r.isl <= 1024
+        })
+        .collect()
+}
+
+/// A roofline step lasts coefficients · features, so the feature clock's sums give each row's
+/// mean TTFT and TPOT as the run itself measured them (to the report's rounding): the linearity
+/// calibration rests on.
+#[test]
+fn the_feature_clock_reproduces_the_runs_own_means() {
+    let rows = small_rows();
+    assert!(rows.len() >= 4, "{} rows", rows.len());
+    let profile = Profile::start();
+    let predictions =
+        calibrate::predict(&rows, EngineKind::Vllm, &[], &profile, 2, &|| ()).unwrap();
+    for (row, p) in rows.iter().zip(&predictions) {
+        let (ttft, tpot) = calibrate::linear_means(p, &profile);
+        assert!(
+            (ttft - p.ttft_ms).abs() < 2e-3,
+            "{}: {ttft} vs {}",
+            row.id,
+            p.ttft_ms
+        );
+        assert!(
+            (tpot - p.tpot_ms).abs() < 2e-3,
+            "{}: {tpot} vs {}",
+            row.id,
+            p.tpot_ms
+        );
+    }
+}
+
+/// Calibration on a few rows from a deliberately bad start (every step coefficient three
+/// times the start's) finds coefficients that predict those rows better than the start did.
+#[test]
+fn calibration_on_a_subset_beats_its_start() {
+    let rows = small_rows();
+    let mut start = Profile::start();
+    start.step.iter_mut().for_each(|c| *c *= 3.0);
+    let before = calibrate::predict(&rows, EngineKind::Vllm, &[], &start, 2, &|| ()).unwrap();
+    let (_, before) = calibrate::errors(rows.iter().zip(&before));
+    let fitted =
+        calibrate::calibrate(&rows, EngineKind::Vllm, &[], &start, 0.0, 2, &|| ()).unwrap();
+    let (_, after) = calibrate::errors(rows.iter().zip(&fitted.predictions));
+    assert!(
+        after.ttft_mape + after.tpot_mape < 0.5 * (before.ttft_mape + before.tpot_mape),
+        "before {before:?}, after {after:?}"
+    );
+    // Rates never beat the datasheet.
+    for k in calibrate::RATE_FEATURES {
+        assert!(fitted.profile.step[k] >= 1.0, "{:?}", fitted.profile.step);
+    }
+}
+
+#[test]
+fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // The header and four vLLM rows of the bundled file.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/measurements/aic_silicon_dense_agg_train.csv"
+    ))
+    .unwrap();
+    let mut lines = text.lines();
+    let mut csv = format!("{}\n", lines.next().unwrap());
+    for l in lines
+        .filter(|l| l.contains(",vllm,") && l.contains(",1024,128,8,"))
+        .take(4)
+    {
+        csv.push_str(l);
+        csv.push('\n');
+    }
+    let measured = write(dir.path(), "m.csv", &csv);
+    let profile = dir.path().join("p.toml");
+    let out = ok(&[
+        "calibrate",
+        &measured,
+        "--out",
+        profile.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    assert!(out.contains("4 vllm rows"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("all ")), "{out}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert!(text.starts_with("# Fitted by `dynsim calibrate"), "{text}");
+    let checked = ok(&[
+        "calibrate",
+        &measured,
+        "--check",
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    // Checking the fitted profile gives the errors the fit printed.
+    let all = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("all "))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(all(&checked), all(&out));
+    let r = json(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--isl",
+        "1024",
+        "--osl",
+        "128",
+        "--concurrency",
+        "8",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(r["ttft_ms"]["mean"].as_f64().unwrap() > 0.0);
+    // A bad profile line is named.
+    let broken = write(
+        dir.path(),
+        "bad.toml",
+        &text.replace("kv_read = ", "kv_read = -"),
+    );
+    let e = bad(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--isl",
+        "1024",
+        "--osl",
+        "128",
+        "--concurrency",
+        "8",
+        "--profile",
+        &broken,
+    ]);
+    assert!(e.contains("bad.toml:") && e.contains("step.kv_read"), "{e}");
+}
