@@ -48,6 +48,7 @@ pub fn populate(
                 name: entry.name,
                 workers: routable,
                 block_size: s.block_size(),
+                kv_capacity_blocks: s.cluster.kv_capacity_blocks.count(),
                 settings: s.router.settings.get(entry.name),
             })
             .expect("a validated scenario's policy settings build")

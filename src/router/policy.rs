@@ -77,6 +77,12 @@ pub trait RoutingPolicy {
         false
     }
 
+    /// Whether it reads `router.load` (the lab rule's second step: requests routed, or in
+    /// flight); validation refuses a load other than the default for a policy that does not.
+    fn reads_load_kind(&self) -> bool {
+        false
+    }
+
     /// Bytes its memory of its own decisions may grow to in a run that routes `blocks`
     /// distinct prompt blocks (for the run's memory estimate, `crate::budget`). 0 for a policy
     /// whose memory follows the cluster (KV events) or stays under small caps of its own.
@@ -106,6 +112,8 @@ pub struct PolicySetup<'a> {
     pub workers: usize,
     /// Tokens per KV block of the engine.
     pub block_size: usize,
+    /// Each worker's KV capacity in blocks (`None`: unbounded).
+    pub kv_capacity_blocks: Option<usize>,
     /// Its `[router.NAME]` table, if the scenario has one.
     pub settings: Option<&'a toml::Value>,
 }

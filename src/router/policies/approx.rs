@@ -53,6 +53,10 @@ struct Approx {
 }
 
 impl RoutingPolicy for Approx {
+    fn reads_load_kind(&self) -> bool {
+        true
+    }
+
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
         self.ttl.expire(req.now, self.rule.index_mut());
         self.rule

@@ -49,6 +49,10 @@ struct LabPolicy {
 }
 
 impl RoutingPolicy for LabPolicy {
+    fn reads_load_kind(&self) -> bool {
+        true
+    }
+
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
         self.rule
             .decide(req.blocks, loads)

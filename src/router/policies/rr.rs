@@ -49,6 +49,7 @@ mod tests {
             name: "rr",
             workers: 3,
             block_size: 16,
+            kv_capacity_blocks: None,
             settings: None,
         })
         .unwrap();

@@ -226,6 +226,7 @@ mod tests {
             name: "sglang",
             workers: 3,
             block_size: 4,
+            kv_capacity_blocks: None,
             settings: Some(&table),
         })
         .unwrap()
