@@ -5,6 +5,7 @@ mod compare_cmds;
 mod lab_cmds;
 mod parse;
 mod plan_cmds;
+mod plan_eval;
 mod progress;
 mod run_cmds;
 mod sweep_cmds;
