@@ -9,7 +9,7 @@ use crate::sketch::LogHistogram;
 
 /// Counts of KV events and of the routers' recovery of their streams (summed over router
 /// replicas: each replica receives every event).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct EventCounts {
     /// Events workers handed to the bus.
     pub published: u64,
@@ -30,7 +30,7 @@ pub struct EventCounts {
 }
 
 /// Rows a trace workload read and skipped.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TraceRows {
     /// Rows turned into requests.
     pub rows: usize,
@@ -39,7 +39,7 @@ pub struct TraceRows {
 }
 
 /// Summary statistics of a latency, ms (3 decimals).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Percentiles {
     /// Median.
     pub p50: f64,
@@ -107,7 +107,7 @@ impl Percentiles {
 }
 
 /// One worker's share of the run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WorkerReport {
     /// The worker's display name.
     pub name: String,
@@ -134,7 +134,7 @@ pub struct WorkerReport {
 }
 
 /// Everything `dynsim run` reports.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Report {
     /// The scenario's name.
     pub scenario: String,

@@ -8,6 +8,7 @@ mod plan_cmds;
 mod plan_eval;
 mod progress;
 mod run_cmds;
+mod schema_cmds;
 mod sweep_cmds;
 
 use clap::{Parser, Subcommand};
@@ -46,6 +47,27 @@ enum Command {
     Compare(compare_cmds::CompareArgs),
     /// The fewest workers (or the highest load) meeting SLAs, per policy: table, plan.json, plots.
     Plan(plan_cmds::PlanArgs),
+    /// Every scenario key with its type, default and meaning (or JSON Schemas for editors).
+    Schema(schema_cmds::SchemaArgs),
+    /// A shell completion script: `dynsim completions bash > /etc/bash_completion.d/dynsim`.
+    Completions(CompletionsArgs),
+}
+
+/// `dynsim completions`' arguments.
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// Prints the completion script of `a.shell`.
+fn completions(a: CompletionsArgs) -> Result<ExitCode> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut Cli::command(), "dynsim", &mut script);
+    crate::output::write_stdout(&script)?;
+    Ok(0)
 }
 
 /// What a finished command asks `main` to exit with.
@@ -66,6 +88,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Merge(args) => sweep_cmds::merge(args),
         Command::Compare(args) => compare_cmds::compare(args),
         Command::Plan(args) => plan_cmds::plan(args),
+        Command::Schema(args) => schema_cmds::schema(args),
+        Command::Completions(args) => completions(args),
     }
 }
 

@@ -101,6 +101,13 @@ pub struct PolicyEntry {
     pub summary: &'static str,
     /// Builds it, checking its `[router.NAME]` settings.
     pub build: fn(&PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid>,
+    /// The JSON Schema of its `[router.NAME]` table (`dynsim schema`).
+    pub settings: fn() -> schemars::schema::RootSchema,
+}
+
+/// The JSON Schema of a policy's settings type `T`, for [`PolicyEntry::settings`].
+pub fn settings_schema<T: schemars::JsonSchema>() -> schemars::schema::RootSchema {
+    schemars::schema_for!(T)
 }
 
 /// What a policy is built from.
@@ -175,6 +182,6 @@ impl PolicySetup<'_> {
 }
 
 /// Settings of a policy that has none: its table, if present, must be empty.
-#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoSettings {}

@@ -23,10 +23,10 @@ use crate::workload::synthetic::SyntheticParams;
 pub use load::{load_scenario, Override};
 
 /// A whole scenario.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Scenario {
-    /// Short name, shown in reports.
+    /// Short name, shown in reports (absent: the file's stem).
     pub name: String,
     /// What the scenario shows.
     pub description: String,
@@ -72,7 +72,7 @@ impl Default for Scenario {
 }
 
 /// Where requests come from, by `kind`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Workload {
     /// The lab workload: repeated prefixes with unique tails, shuffled.
@@ -90,7 +90,7 @@ impl Default for Workload {
 }
 
 /// `kind = "prefix-repeat"`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrefixRepeatWorkload {
     /// Distinct prefixes (12).
@@ -121,7 +121,7 @@ impl Default for PrefixRepeatWorkload {
 }
 
 /// Trace file formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TraceFormat {
     /// Mooncake JSONL with block hash ids.
@@ -156,7 +156,7 @@ impl std::str::FromStr for TraceFormat {
 }
 
 /// `kind = "trace"`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TraceWorkload {
     /// The trace file, relative to the scenario file.
@@ -224,6 +224,41 @@ impl Limit {
     }
 }
 
+impl schemars::JsonSchema for Limit {
+    fn schema_name() -> String {
+        "Limit".into()
+    }
+
+    fn json_schema(g: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        use schemars::schema::{InstanceType, Metadata, SchemaObject, SubschemaValidation};
+        let count = SchemaObject {
+            instance_type: Some(InstanceType::Integer.into()),
+            number: Some(Box::new(schemars::schema::NumberValidation {
+                minimum: Some(1.0),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let unbounded = SchemaObject {
+            const_value: Some("unbounded".into()),
+            ..Default::default()
+        };
+        let _ = g;
+        SchemaObject {
+            metadata: Some(Box::new(Metadata {
+                description: Some("a whole number >= 1, or \"unbounded\"".into()),
+                ..Default::default()
+            })),
+            subschemas: Some(Box::new(SubschemaValidation {
+                one_of: Some(vec![count.into(), unbounded.into()]),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+        .into()
+    }
+}
+
 impl Serialize for Limit {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -279,7 +314,7 @@ impl<'de> Deserialize<'de> for Limit {
 }
 
 /// `[cluster]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cluster {
     /// Workers (2); with disaggregation, `disagg.prefill_workers` + `disagg.decode_workers` instead.
@@ -301,7 +336,7 @@ impl Default for Cluster {
 }
 
 /// `[router]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Router {
     /// The routing policy, by name (kv): one of [`crate::router::registry::POLICIES`].
@@ -345,6 +380,7 @@ pub struct Router {
     /// [`crate::router::policies`]. Only the chosen policy's table is used; every table is
     /// checked.
     #[serde(flatten)]
+    #[schemars(skip)]
     pub settings: BTreeMap<String, toml::Value>,
 }
 
@@ -369,7 +405,7 @@ impl Default for Router {
 }
 
 /// How the client spreads requests over router replicas (`router.spread`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Spread {
     /// Request `i` to replica `i mod replicas`.
@@ -380,7 +416,7 @@ pub enum Spread {
 }
 
 /// What router replicas tell each other (`router.sync`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReplicaSync {
     /// Nothing: each replica knows only the load it routed.
@@ -391,7 +427,7 @@ pub enum ReplicaSync {
 }
 
 /// `[bus]`: how KV events travel from workers to the router.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Bus {
     /// Whether workers publish KV events at all (true).
@@ -429,7 +465,7 @@ impl Default for Bus {
 }
 
 /// A time window `[start_ms, end_ms)`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Window {
     /// Start, ms.
@@ -441,7 +477,7 @@ pub struct Window {
 /// `[timing]`: how long a worker's forward pass (a step) takes. A setting of the model not in
 /// use (`service_ms` under `steps`; the coefficients and `decode_floor_ms` under `fixed`) must
 /// keep its default: validation refuses it rather than ignore it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
     /// `steps`: Dynamo's mocker polynomials per step (the default); `fixed`: every step takes
@@ -463,7 +499,9 @@ pub struct Timing {
 }
 
 /// `timing.model`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TimingKind {
     /// Dynamo's mocker polynomials.
@@ -488,7 +526,7 @@ impl Default for Timing {
 
 /// `[scheduler]`: each worker's step scheduler (vLLM v1's; the defaults are vLLM's and Dynamo's
 /// mocker's).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerSettings {
     /// Running requests at most, or "unbounded" (256).
@@ -524,7 +562,9 @@ impl Default for SchedulerSettings {
 }
 
 /// `scheduler.preemption`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PreemptionKind {
     /// The most recently admitted running request.
@@ -535,7 +575,9 @@ pub enum PreemptionKind {
 }
 
 /// `scheduler.admission`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum AdmissionKind {
     /// The first chunk's blocks.
@@ -546,7 +588,7 @@ pub enum AdmissionKind {
 }
 
 /// `[disagg]`: disaggregated prefill/decode.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Disagg {
     /// Whether prefill and decode run on different workers (false).
@@ -581,7 +623,7 @@ impl Default for Disagg {
 }
 
 /// `[[faults]]`: an injected failure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
     /// The worker restarts: down for `down_ms` from `at_ms`, its cache lost.

@@ -36,7 +36,7 @@
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
 //! `decode_active_request_weight` (0.0), `router_temperature` (0.0), `use_kv_events` (true),
 //! `router_ttl_secs` (120.0) and `router_approximate_cache_policy` (`"ttl"`; or `"lru"`)
-//! (approximate mode only: how long a decision is believed, [`retention`]). Every setting is
+//! (approximate mode only: how long a decision is believed, `dynamo/retention.rs`). Every setting is
 //! 1.6.1's; `router_max_tree_size` and `router_prune_target_ratio` were dynamo-kv-router
 //! 1.0.0's (`approx.rs`, `PruneConfig`: prune the oldest decisions past 2^20 tree nodes down to
 //! 0.8 of it), gone by 1.3.0 (`indexer/pruning.rs`: a TTL only), and are refused here with that
@@ -71,10 +71,11 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "dynamo",
     summary: "Dynamo's KV router: prefill load minus cached blocks, plus decode blocks",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.dynamo]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Blocks of credit per cached block (1.0).
@@ -99,6 +100,7 @@ pub struct Settings {
 
 /// `router_approximate_cache_policy` (dynamo-kv-router 1.6.1's `ApproximateCachePolicyKind`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CachePolicy {
     /// Forget a decision `router_ttl_secs` after it was made.

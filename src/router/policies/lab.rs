@@ -18,6 +18,7 @@ pub const KV: PolicyEntry = PolicyEntry {
     name: "kv",
     summary: "the lab rule over the router's own decisions",
     build: build_kv,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 /// `kv-events`: fed by KV events only.
@@ -25,6 +26,7 @@ pub const KV_EVENTS: PolicyEntry = PolicyEntry {
     name: "kv-events",
     summary: "the lab rule over KV events only",
     build: build_kv_events,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 fn build_kv(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {

@@ -52,10 +52,11 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "llm-d",
     summary: "llm-d's weighted scorers: prefix cache, queue, KV utilisation",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.llm-d]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Weight of the KV-events prefix scorer (2.0).

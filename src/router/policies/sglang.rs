@@ -62,10 +62,11 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "sglang",
     summary: "SGLang's cache-aware router: balance if imbalanced, else longest routed prefix",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.sglang]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Match share of the prompt above which the matching worker wins (0.3).
