@@ -55,7 +55,8 @@ pub fn plan_json(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<u8> {
     crate::output::pretty_json(&doc)
 }
 
-/// One SVG per SLA: its metric against the varied value, a line per policy, the bound dashed.
+/// One SVG per SLA: its metric against the varied value, the points run per policy (marked,
+/// joined by dotted lines), the bound dashed.
 pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Vec<u8>)> {
     slas.iter()
         .map(|sla| {
@@ -70,13 +71,22 @@ pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Ve
                         .collect(),
                 })
                 .collect();
-            let title = format!("{} against {}", sla.key, axis.name());
+            let metric = crate::metrics::metric(&sla.key);
+            let x_desc = match axis {
+                Axis::Workers { .. } => "workers",
+                Axis::Load { .. } => "load (x the workload's arrival rate)",
+            };
+            let title = format!("{} against {}", metric.label, axis.name());
             let svg = line_svg(&LineChart {
                 title: &title,
-                x_desc: axis.name(),
-                y_desc: &sla.key,
+                x_desc,
+                x_kind: crate::metrics::Kind::Count,
+                y_desc: &metric.label,
+                y_kind: metric.kind,
+                legend: "policy",
                 series: &series,
                 threshold: Some((sla.bound, format!("SLA {}", sla.text()))),
+                runs: true,
             });
             (
                 format!("{}.svg", sla.key.replace('.', "_")),
