@@ -77,6 +77,7 @@ fn decisions(c: &mut Criterion) {
                 name: entry.name,
                 workers,
                 block_size: BLOCK,
+                kv_capacity_blocks: None,
                 settings: None,
             })
             .expect("defaults build");
@@ -132,6 +133,7 @@ fn decisions(c: &mut Criterion) {
             name: "dynamo",
             workers,
             block_size: BLOCK,
+            kv_capacity_blocks: None,
             settings: None,
         })
         .expect("defaults build");

@@ -12,7 +12,13 @@
 //!   `vllm-prefix-aware`, `sglang` up to its cap): [`RoutingPolicy::history_bytes`];
 //! - the built workload itself (a trace's table, the lab's order);
 //! - when misses are attributed, each pool's memory of lost blocks, which spans its capacity
-//!   (the one part sized by the capacity rather than by the blocks the workload makes).
+//!   (sized by the capacity rather than by the blocks the workload makes);
+//! - what every worker and router replica allocates when the run is built, whatever the
+//!   workload: a worker's actor, scheduler and pool (its name table presized for its capacity,
+//!   up to 65,536 blocks: 1 MiB), each replica's load book, index and policy state per worker.
+//!
+//! The estimate is made before anything is allocated, so a run that cannot fit is refused
+//! with it instead of failing (or aborting) part way.
 //!
 //! Requests in flight are counted while the run goes: a cluster that falls behind an open-loop
 //! workload holds every request that has arrived, and the run stops with an error once they
@@ -41,6 +47,15 @@ pub const TREE_BYTES_PER_BLOCK: u64 = 112;
 /// attributed (a two-generation Bloom filter of 32 bits per block each, rounded up to a power
 /// of two: at most 16).
 pub const LOSS_MEMORY_BYTES_PER_BLOCK: u64 = 16;
+
+/// Bytes a worker takes when the run is built, besides its pool's presized name table (its
+/// actor, scheduler and empty pool, and the heaviest policy's per-worker state in one router:
+/// measured 2.0 KiB with `llm-d` at 65,536 workers, rounded up).
+pub const WORKER_BYTES: u64 = 2304;
+
+/// Bytes each further router replica takes per worker (its load book, index and policy state:
+/// measured 61, rounded up).
+pub const REPLICA_BYTES_PER_WORKER: u64 = 128;
 
 /// Bytes the report keeps per completed request (its TTFT, TPOT, end-to-end and queue times).
 pub const SAMPLE_BYTES_PER_REQUEST: u64 = 32;
@@ -81,6 +96,10 @@ pub struct Inputs {
     pub history_bytes: u64,
     /// What the built workload holds.
     pub workload_bytes: u64,
+    /// Workers (every pool, routable or not).
+    pub workers: u64,
+    /// What each worker's pool presizes (its name table), bytes.
+    pub presized_bytes_per_worker: u64,
 }
 
 /// An estimate, part by part.
@@ -132,6 +151,17 @@ pub fn estimate(i: &Inputs) -> Estimate {
             },
         ),
         ("routing history", i.history_bytes),
+        (
+            "workers",
+            i.workers
+                .saturating_mul(WORKER_BYTES + i.presized_bytes_per_worker),
+        ),
+        (
+            "router replicas",
+            i.workers
+                .saturating_mul(i.replicas.saturating_sub(1))
+                .saturating_mul(REPLICA_BYTES_PER_WORKER),
+        ),
         (
             "report samples",
             i.requests.saturating_mul(SAMPLE_BYTES_PER_REQUEST),
@@ -198,6 +228,29 @@ mod tests {
         assert_eq!(
             estimate(&attributed).total() - estimate(&plain).total(),
             50_000_000 * LOSS_MEMORY_BYTES_PER_BLOCK
+        );
+    }
+
+    #[test]
+    fn every_worker_counts_what_it_allocates_when_built() {
+        // Dynamo's mocker defaults: 16,384 blocks per worker, a 256 KiB name table each.
+        let mocker = Inputs {
+            workers: 16_384,
+            presized_bytes_per_worker: 256 << 10,
+            replicas: 1,
+            ..Inputs::default()
+        };
+        let e = estimate(&mocker);
+        assert_eq!(e.total(), 16_384 * (WORKER_BYTES + (256 << 10)));
+        assert!(e.total() > DEFAULT_BUDGET_BYTES, "{}", e.describe());
+        assert!(e.describe().contains("workers 4.0 GiB"), "{}", e.describe());
+        let replicas = Inputs {
+            replicas: 3,
+            ..mocker
+        };
+        assert_eq!(
+            estimate(&replicas).total() - e.total(),
+            2 * 16_384 * REPLICA_BYTES_PER_WORKER
         );
     }
 

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::chart::{bar_svg, line_svg, BarChart, LineChart, Series};
+use crate::metrics::Kind;
 use crate::output::pretty_json;
 use crate::report::Report;
 
@@ -138,9 +139,13 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
         line_svg(&LineChart {
             title,
             x_desc: x,
+            x_kind: Kind::Latency,
             y_desc: y,
+            y_kind: Kind::Share,
+            legend: "scenario",
             series,
             threshold: None,
+            runs: false,
         })
         .into_bytes()
     };
@@ -148,11 +153,21 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
         ("compare.json".to_string(), pretty_json(&json)),
         (
             "ttft_cdf.svg".to_string(),
-            chart("TTFT distribution", "TTFT ms", "share of requests", &ttft),
+            chart(
+                "TTFT distribution",
+                "TTFT (ms)",
+                "share of requests at most this TTFT",
+                &ttft,
+            ),
         ),
         (
             "tpot_cdf.svg".to_string(),
-            chart("TPOT distribution", "TPOT ms", "share of requests", &tpot),
+            chart(
+                "TPOT distribution",
+                "TPOT (ms)",
+                "share of requests at most this TPOT",
+                &tpot,
+            ),
         ),
         (
             "per_worker_load.svg".to_string(),
@@ -160,6 +175,7 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
                 title: "requests per worker",
                 x_desc: "worker",
                 y_desc: "requests routed",
+                legend: "scenario",
                 categories: &workers,
                 series: &load,
             })

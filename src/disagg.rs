@@ -11,7 +11,7 @@ pub const MIB: f64 = 1_048_576.0;
 pub const GBPS: f64 = 1e9;
 
 /// The shape of a model's KV cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelShape {
     /// Transformer layers.

@@ -56,6 +56,12 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// SIGINT or SIGTERM stopped the work ([`crate::interrupt`]); the CLI exits with 130.
+    #[error("interrupted{}", if .kept.is_empty() { String::new() } else { format!(": {}", .kept) })]
+    Interrupted {
+        /// What was kept (`12 of 56 points in DIR: run again with --resume`), or empty.
+        kept: String,
+    },
 }
 
 /// One invalid setting.

@@ -117,7 +117,10 @@
 //! [`sketch`], [`workload`], [`lab`], and the pure parts of the cluster (the worker's step
 //! scheduler and KV pool in [`cluster::worker`], [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
 //! ([`cluster`]), wired from a [`scenario`] by [`run`]; results in [`report`], [`trace`], [`diff`].
-//! At the edge: [`output`] (atomic file writes), [`error`] (one-line errors), [`cli`]; [`sweep`]
+//! At the edge: [`output`] (the one file writer: atomic for regular files, in place for devices
+//! and FIFOs, `-` for stdout), [`interrupt`] (SIGINT/SIGTERM stop work cleanly), [`schema`]
+//! (every scenario key, from the types), [`error`] (one-line errors), [`cli`]; [`metrics`] names
+//! the report's metrics for charts and SLAs; [`sweep`]
 //! runs a scenario over a grid of settings on threads and writes results and plots, [`plan`]
 //! searches for the fewest workers (or the highest load) meeting SLAs, [`compare`] runs
 //! scenarios side by side, [`perfetto`] writes a run's timeline; [`parallel`] runs their
@@ -142,9 +145,11 @@ pub mod hash;
 pub mod hashers;
 pub mod ids;
 pub mod index;
+pub mod interrupt;
 pub mod kv_event;
 pub mod lab;
 pub mod limits;
+pub mod metrics;
 pub mod output;
 pub mod parallel;
 pub mod perfetto;
@@ -156,6 +161,7 @@ pub mod round;
 pub mod router;
 pub mod run;
 pub mod scenario;
+pub mod schema;
 pub mod sketch;
 pub mod summarize;
 pub mod sweep;

@@ -1,4 +1,5 @@
-//! The `dynsim` binary: parse, run, and turn every error into one line on stderr and exit code 2.
+//! The `dynsim` binary: parse, run, and turn every error into one line on stderr and exit code 2
+//! (130 when SIGINT or SIGTERM stopped it).
 
 use std::io::IsTerminal;
 
@@ -19,8 +20,16 @@ fn main() {
             }
         },
     };
+    if let Err(e) = dynsim::interrupt::install() {
+        eprintln!("dynsim: {e}");
+        std::process::exit(2);
+    }
     match dynsim::cli::run(cli) {
         Ok(code) => std::process::exit(code),
+        Err(e @ dynsim::error::Error::Interrupted { .. }) => {
+            eprintln!("dynsim: {e}");
+            std::process::exit(dynsim::interrupt::EXIT_CODE);
+        }
         Err(e) => {
             eprintln!("dynsim: {e}");
             std::process::exit(2);

@@ -1,19 +1,23 @@
-//! The one output writer: files appear whole or not at all.
+//! The one output writer: files appear whole or not at all, and whatever an output path is, it
+//! is written, never replaced.
 //!
-//! Every file dynsim writes goes to a temporary file in the destination's directory and is renamed
-//! over the destination only once complete, so a failed or interrupted run never leaves a
-//! half-written output. `-` means standard output.
+//! - `-` is standard output.
+//! - A regular file (or a new one) is written to a temporary file in its folder and renamed over
+//!   it only once complete, so a failed or interrupted run never leaves a half-written output;
+//!   the temporary file is removed on every other exit ([`crate::interrupt`] removes it even when
+//!   a second Ctrl-C quits at once).
+//! - A symbolic link's target is written that way and the link kept.
+//! - A path that exists and is not a regular file (`/dev/null`, a FIFO, a socket, a terminal)
+//!   is opened and written in place: renaming a file over it would replace the device.
 
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// Writes `bytes` to `path` atomically (temp file + rename), or to stdout when `path` is `-`.
+/// Writes `bytes` to `path` (see the module documentation for what each kind of path gets).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if path.as_os_str() == "-" {
-        return write_stdout(bytes);
-    }
     let mut file = AtomicFile::create(path)?;
     file.write_all(bytes)
         .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
@@ -29,54 +33,153 @@ pub fn write_stdout(bytes: &[u8]) -> Result<()> {
         .map_err(|e| Error::file("<stdout>", format!("cannot write: {e}")))
 }
 
-/// A file being written: a temporary file beside the destination that [`AtomicFile::commit`]
-/// renames over it. Dropped without a commit, it vanishes and the destination is untouched.
+/// Whether an output path means standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Where an output path leads, symbolic links followed.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    /// Standard output (`-`).
+    Stdout,
+    /// An existing file that is not a regular file: written in place.
+    InPlace(PathBuf),
+    /// A regular file, new or existing: written to a temporary file and renamed over it.
+    Replace(PathBuf),
+}
+
+/// Resolves `path`: `-`, or the file its symbolic links lead to (a dangling link leads to the
+/// file it names, which is created).
+fn resolve(path: &Path) -> Result<Target> {
+    if is_stdout(path) {
+        return Ok(Target::Stdout);
+    }
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&at)
+                    .map_err(|e| Error::file(path, format!("cannot read the link: {e}")))?;
+                at = match at.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            Ok(m) if m.is_dir() => {
+                return Err(Error::file(path, "is a folder, not a file"));
+            }
+            Ok(m) if m.is_file() => return Ok(Target::Replace(at)),
+            Ok(_) => return Ok(Target::InPlace(at)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::Replace(at)),
+            Err(e) => return Err(Error::file(path, format!("cannot write: {e}"))),
+        }
+    }
+    Err(Error::file(
+        path,
+        "cannot write: too many levels of symbolic links",
+    ))
+}
+
+/// A file being written (see the module documentation). [`AtomicFile::commit`] finishes it;
+/// dropped without a commit, a regular file's temporary file vanishes and the destination is
+/// untouched.
 pub struct AtomicFile {
-    tmp: tempfile::NamedTempFile,
+    /// The path as the user gave it (for errors).
     path: PathBuf,
+    sink: Sink,
+}
+
+enum Sink {
+    Stdout(std::io::Stdout),
+    InPlace(File),
+    Temp {
+        tmp: tempfile::NamedTempFile,
+        dest: PathBuf,
+    },
 }
 
 impl AtomicFile {
     /// Starts writing `path`.
     pub fn create(path: &Path) -> Result<Self> {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
+        let fail = |e: std::io::Error| Error::file(path, format!("cannot write: {e}"));
+        let sink = match resolve(path)? {
+            Target::Stdout => Sink::Stdout(std::io::stdout()),
+            Target::InPlace(at) => Sink::InPlace(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(at)
+                    .map_err(fail)?,
+            ),
+            Target::Replace(dest) => {
+                let dir = match dest.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                let tmp = tempfile::Builder::new()
+                    .prefix(".dynsim-")
+                    .suffix(".tmp")
+                    .tempfile_in(dir)
+                    .map_err(fail)?;
+                crate::interrupt::track_temp(tmp.path());
+                Sink::Temp { tmp, dest }
+            }
         };
-        let tmp = tempfile::NamedTempFile::new_in(dir)
-            .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
         Ok(AtomicFile {
-            tmp,
             path: path.to_path_buf(),
+            sink,
         })
     }
 
-    /// Flushes to disk and renames the temporary file over the destination.
-    pub fn commit(self) -> Result<()> {
-        let fail = |e: std::io::Error| Error::file(&self.path, format!("cannot write: {e}"));
-        // Temporary files are created private (0600); an output is an ordinary file.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::Permissions::from_mode(0o644);
-            self.tmp.as_file().set_permissions(mode).map_err(fail)?;
-        }
-        self.tmp.as_file().sync_all().map_err(fail)?;
+    /// Finishes the file: flushes it and, for a regular file, renames the temporary file over
+    /// the destination.
+    pub fn commit(mut self) -> Result<()> {
         let path = self.path.clone();
-        self.tmp
-            .persist(&path)
-            .map_err(|e| Error::file(&path, format!("cannot write: {}", e.error)))?;
-        Ok(())
+        let fail = |e: std::io::Error| Error::file(&path, format!("cannot write: {e}"));
+        match std::mem::replace(&mut self.sink, Sink::Stdout(std::io::stdout())) {
+            Sink::Stdout(mut out) => out.flush().map_err(fail),
+            Sink::InPlace(mut f) => f.flush().map_err(fail),
+            Sink::Temp { tmp, dest } => {
+                // Temporary files are created private (0600); an output is an ordinary file.
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let mode = std::fs::Permissions::from_mode(0o644);
+                    tmp.as_file().set_permissions(mode).map_err(fail)?;
+                }
+                tmp.as_file().sync_all().map_err(fail)?;
+                let temp_path = tmp.path().to_path_buf();
+                let done = tmp.persist(&dest).map(|_| ()).map_err(|e| fail(e.error));
+                crate::interrupt::untrack_temp(&temp_path);
+                done
+            }
+        }
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if let Sink::Temp { tmp, .. } = &self.sink {
+            crate::interrupt::untrack_temp(tmp.path());
+        }
     }
 }
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.tmp.write(buf)
+        match &mut self.sink {
+            Sink::Stdout(out) => out.write(buf),
+            Sink::InPlace(f) => f.write(buf),
+            Sink::Temp { tmp, .. } => tmp.write(buf),
+        }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.tmp.flush()
+        match &mut self.sink {
+            Sink::Stdout(out) => out.flush(),
+            Sink::InPlace(f) => f.flush(),
+            Sink::Temp { tmp, .. } => tmp.flush(),
+        }
     }
 }
 
@@ -102,6 +205,12 @@ pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
 /// second, not after a long run): neither it nor a folder above it may be a file. Creates
 /// nothing.
 pub fn check_out_dir(dir: &Path) -> Result<()> {
+    if is_stdout(dir) {
+        return Err(Error::arg(
+            "--out",
+            "takes a folder; - (standard output) cannot hold the files it writes",
+        ));
+    }
     for at in dir.ancestors().filter(|a| !a.as_os_str().is_empty()) {
         if at.exists() {
             if !at.is_dir() {
@@ -119,6 +228,7 @@ pub fn check_out_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
 
     #[test]
     fn writes_whole_file_and_leaves_no_temp_behind() {
@@ -137,6 +247,54 @@ mod tests {
                 "an output is readable by others, not private"
             );
         }
+    }
+
+    #[test]
+    fn a_link_s_target_is_written_and_the_link_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real.json");
+        std::fs::write(&target, b"old").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink("real.json", &link).unwrap();
+        write_atomic(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no temp left"
+        );
+        // A dangling link creates the file it names.
+        let dangling = dir.path().join("dangling.json");
+        std::os::unix::fs::symlink("made.json", &dangling).unwrap();
+        write_atomic(&dangling, b"x").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("made.json")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn a_device_is_written_in_place_and_a_dropped_file_leaves_nothing() {
+        assert_eq!(
+            resolve(Path::new("/dev/null")).unwrap(),
+            Target::InPlace("/dev/null".into())
+        );
+        write_atomic(Path::new("/dev/null"), b"x").unwrap();
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        assert_eq!(resolve(Path::new("-")).unwrap(), Target::Stdout);
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = AtomicFile::create(&dir.path().join("out")).unwrap();
+        f.write_all(b"half").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(write_atomic(dir.path(), b"x")
+            .unwrap_err()
+            .to_string()
+            .ends_with("is a folder, not a file"));
     }
 
     #[test]

@@ -5,32 +5,61 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// `f` over `items` on `jobs` scoped threads; results in item order. On errors, the error of the
-/// lowest failing item (no new item starts once one has failed).
+/// lowest failing item (no new item starts once one has failed); an interrupt
+/// ([`crate::interrupt`]) is an error only when no item failed otherwise.
 pub fn parallel_map<T: Sync, R: Send>(
     items: &[T],
     jobs: usize,
     f: impl Fn(&T) -> Result<R> + Sync,
     done: &(dyn Fn() + Sync),
 ) -> Result<Vec<R>> {
+    let all = parallel_partial(items, jobs, f, done);
+    let mut out = Vec::with_capacity(all.len());
+    let mut interrupted = false;
+    for r in all {
+        match r {
+            Some(Ok(r)) => out.push(r),
+            Some(Err(Error::Interrupted { .. })) | None => interrupted = true,
+            Some(Err(e)) => return Err(e),
+        }
+    }
+    if interrupted {
+        return Err(Error::Interrupted {
+            kept: String::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// Like [`parallel_map`], but every item's outcome in item order: `None` for an item that
+/// never started (an earlier one failed, or an interrupt came first), so that what finished
+/// can be kept.
+pub fn parallel_partial<T: Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    f: impl Fn(&T) -> Result<R> + Sync,
+    done: &(dyn Fn() + Sync),
+) -> Vec<Option<Result<R>>> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let jobs = jobs.clamp(1, items.len().max(1));
-    let mut out: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
+    let ran: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..jobs)
             .map(|_| {
                 scope.spawn(|| {
                     let mut mine = Vec::new();
-                    while !failed.load(Ordering::Relaxed) {
+                    while !failed.load(Ordering::Relaxed) && !crate::interrupt::requested() {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(item) = items.get(i) else { break };
                         let r = f(item);
-                        if r.is_err() {
-                            failed.store(true, Ordering::Relaxed);
+                        match &r {
+                            Err(Error::Interrupted { .. }) => {}
+                            Err(_) => failed.store(true, Ordering::Relaxed),
+                            Ok(_) => done(),
                         }
-                        done();
                         mine.push((i, r));
                     }
                     mine
@@ -42,8 +71,11 @@ pub fn parallel_map<T: Sync, R: Send>(
             .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, r)| r).collect()
+    let mut out: Vec<Option<Result<R>>> = (0..items.len()).map(|_| None).collect();
+    for (i, r) in ran {
+        out[i] = Some(r);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::sketch::LogHistogram;
 
 /// Counts of KV events and of the routers' recovery of their streams (summed over router
 /// replicas: each replica receives every event).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct EventCounts {
     /// Events workers handed to the bus.
     pub published: u64,
@@ -31,7 +31,7 @@ pub struct EventCounts {
 }
 
 /// Rows a trace workload read and skipped.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TraceRows {
     /// Rows turned into requests.
     pub rows: usize,
@@ -40,7 +40,7 @@ pub struct TraceRows {
 }
 
 /// Summary statistics of a latency, ms (3 decimals).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Percentiles {
     /// Median.
     pub p50: f64,
@@ -108,7 +108,7 @@ impl Percentiles {
 }
 
 /// One worker's share of the run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WorkerReport {
     /// The worker's display name.
     pub name: String,
@@ -135,7 +135,7 @@ pub struct WorkerReport {
 }
 
 /// Everything `dynsim run` reports.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Report {
     /// The scenario's name.
     pub scenario: String,

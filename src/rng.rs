@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::py_random::PyRandom;
 
 /// Which generator a run draws from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RngKind {
     /// rand_chacha's ChaCha8, seeded with `seed_from_u64`.

@@ -166,11 +166,12 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
     let mut sim: Simulation<Node> = Simulation::new(built.rng);
     let total = built.recipe.total() as u64;
     let timeline = hooks.perfetto.is_some().then(Timeline::shared);
+    // Before anything of the cluster is allocated: a run that cannot fit is refused here.
+    check_memory(s, &hw, &built.recipe)?;
     let Built {
         topology,
         audit,
         learns,
-        history_bytes,
         feed,
     } = populate(
         s,
@@ -183,7 +184,6 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
             record_features: hooks.features.is_some(),
         },
     );
-    check_memory(s, &built.recipe, &topology, learns, history_bytes)?;
     let client = topology.client();
     let mut writer = hooks
         .trace
@@ -209,6 +209,9 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
     let mut steps = 0u64;
     while sim.step(&mut observe) {
         steps += 1;
+        if steps % 4096 == 0 {
+            crate::interrupt::check()?;
+        }
         if steps % 4096 == 0 && feed.borrow().in_flight_bytes() > limit {
             return Err(Error::run(
                 &s.name,
@@ -433,27 +436,72 @@ fn report(
     report
 }
 
-/// Refuses a run whose history-dependent memory would pass the budget ([`budget`]).
-fn check_memory(
-    s: &Scenario,
-    recipe: &Recipe,
-    topology: &Topology,
-    learns: bool,
-    history_bytes: u64,
-) -> Result<()> {
+/// Refuses a run whose memory would pass the budget ([`budget`]): checked before the run
+/// allocates its cluster.
+fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
+    let entry = crate::router::registry::entry(&s.router.policy)
+        .expect("a validated scenario names a policy");
+    // One replica's policy, built for one worker, says whether the routers learn from events
+    // and what their memory of their own decisions may take.
+    let routable = if s.disagg.enabled {
+        crate::cluster::topology::Role::Prefill
+    } else {
+        crate::cluster::topology::Role::Unified
+    };
+    let sample = (entry.build)(&crate::router::policy::PolicySetup {
+        name: entry.name,
+        workers: 1,
+        block_size: s.block_size(),
+        kv_capacity_blocks: hw.kv_capacity(s, routable),
+        settings: s.router.settings.get(entry.name),
+    })
+    .expect("a validated scenario's policy settings build");
+    let replicas = s.router.replicas as u64;
+    let workers = if s.disagg.enabled {
+        (s.disagg.prefill_workers + s.disagg.decode_workers) as u64
+    } else {
+        s.cluster.workers as u64
+    };
+    // Every worker's capacity (a deployment's differs between prefill and decode pools).
+    let pools: Vec<(Option<usize>, u64)> = if s.disagg.enabled {
+        use crate::cluster::topology::Role;
+        vec![
+            (
+                hw.kv_capacity(s, Role::Prefill),
+                s.disagg.prefill_workers as u64,
+            ),
+            (
+                hw.kv_capacity(s, Role::Decode),
+                if s.disagg.colocated {
+                    0
+                } else {
+                    s.disagg.decode_workers as u64
+                },
+            ),
+        ]
+    } else {
+        vec![(hw.kv_capacity(s, routable), workers)]
+    };
+    let capacity = pools
+        .iter()
+        .map(|p| p.0)
+        .try_fold(0usize, |m, c| c.map(|c| m.max(c)));
+    let total_capacity = pools.iter().try_fold(0u64, |sum, &(c, n)| {
+        c.map(|c| sum.saturating_add((c as u64).saturating_mul(n)))
+    });
     let inputs = budget::Inputs {
         requests: recipe.total() as u64,
         distinct_blocks: recipe.distinct_blocks(),
-        kv_capacity_blocks: s
-            .cluster
-            .kv_capacity_blocks
-            .count()
-            .map(|c| c as u64 * topology.workers().len() as u64),
-        events_index: learns && s.bus.publish,
+        kv_capacity_blocks: total_capacity,
+        events_index: sample.learns_from_events() && s.bus.publish,
         attribute_misses: s.router.attribute_misses,
-        replicas: s.router.replicas as u64,
-        history_bytes,
+        replicas,
+        history_bytes: sample
+            .history_bytes(recipe.distinct_blocks())
+            .saturating_mul(replicas),
         workload_bytes: recipe.bytes(),
+        workers,
+        presized_bytes_per_worker: crate::cluster::worker::kv::presized_bytes(capacity),
     };
     let estimate = budget::estimate(&inputs);
     if estimate.total() <= budget::budget() {
@@ -463,11 +511,20 @@ fn check_memory(
         &s.name,
         format!(
             "would need {} of memory, more than the budget of {} (DYNSIM_MEMORY_GIB): bound \
-             cluster.kv_capacity_blocks, shorten the workload, or raise the budget",
+             cluster.kv_capacity_blocks, use fewer workers, shorten the workload, or raise the \
+             budget",
             estimate.describe(),
             budget::size(budget::budget())
         ),
     ))
+}
+
+/// Whether a validated scenario fits the memory budget, without running it: its workload is
+/// built (a trace is read) and the estimate made ([`budget`]). The planner asks it of the
+/// largest point of its range before searching.
+pub fn check_fits(s: &Scenario, base_dir: &Path) -> Result<()> {
+    let hw = Hardware::resolve(s, base_dir)?;
+    check_memory(s, &hw, &build_workload(s, base_dir)?.recipe)
 }
 
 /// `count` per second of `duration_ns` (3 places; 0 for an empty run).
@@ -486,6 +543,21 @@ pub fn run_scenarios(
     done: &(dyn Fn() + Sync),
 ) -> Result<Vec<Report>> {
     crate::parallel::parallel_map(
+        loaded,
+        jobs,
+        |l| run_scenario(&l.scenario, &l.base_dir, None),
+        done,
+    )
+}
+
+/// Like [`run_scenarios`], but each scenario's outcome (`None`: never started, after a failure
+/// or an interrupt), so that the runs that finished can be kept.
+pub fn run_scenarios_partial(
+    loaded: &[crate::scenario::load::Loaded],
+    jobs: usize,
+    done: &(dyn Fn() + Sync),
+) -> Vec<Option<Result<Report>>> {
+    crate::parallel::parallel_partial(
         loaded,
         jobs,
         |l| run_scenario(&l.scenario, &l.base_dir, None),

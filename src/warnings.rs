@@ -19,6 +19,16 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
     let mut out = Vec::new();
     let policy = &s.router.policy;
     let e = &r.events;
+    if matches!(s.workload, crate::scenario::Workload::Trace(_))
+        && s.timing_kind() == crate::scenario::TimingKind::Fixed
+    {
+        out.push(format!(
+            "timing.model = \"fixed\": every step of this trace takes {} ms whatever its batch, \
+             so its latencies do not answer to load (use model = \"steps\", as \
+             scenarios/dynamo-mocker.toml does)",
+            s.timing.service_ms
+        ));
+    }
     if learns && decisions > 0 {
         if e.applied == 0 {
             let cause = if !s.bus.publish {

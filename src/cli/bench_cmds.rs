@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::parse::{at_least_one, at_least_one_u64, choice};
+use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
 use crate::bench::{self, BenchSpec};
 use crate::deployment::{KvDtype, Precision};
@@ -163,6 +164,9 @@ pub struct CalibrateArgs {
     /// Rows simulated at once (default: the number of CPUs).
     #[arg(long, value_parser = at_least_one)]
     jobs: Option<usize>,
+    /// Progress on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    progress: ProgressMode,
 }
 
 /// Fits (or checks) a profile on measured rows and prints the errors per group.
@@ -195,7 +199,12 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     let jitter = a.jitter_ms.unwrap_or(start.request_jitter_ms);
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let rounds = if a.check { 1 } else { cal::ROUNDS + 1 };
-    let bar = super::progress::progress_bar((rounds * rows.len()) as u64, "rows");
+    let bar = Progress::new(
+        a.progress,
+        "calibrate",
+        (rounds * rows.len()) as u64,
+        "row runs",
+    );
     let tick = || bar.inc(1);
     let (profile, predictions) = if a.check {
         let p = Profile {
@@ -208,7 +217,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         let c = cal::calibrate(&rows, a.engine, &a.set, &start, jitter, jobs, &tick)?;
         (c.profile, c.predictions)
     };
-    bar.finish_and_clear();
+    bar.finish();
     let (groups, overall) = cal::errors_by_group(&rows, &predictions);
     let mut out = format!(
         "{} {} rows of {} ({} of other engines, {} not aggregated serving): {}\n",

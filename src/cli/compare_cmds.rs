@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
 use crate::compare::{labels, render, table, Compared};
 use crate::error::Result;
@@ -27,6 +28,9 @@ pub struct CompareArgs {
     /// Scenarios run at once (default: the number of CPUs).
     #[arg(long, value_parser = super::parse::at_least_one)]
     jobs: Option<usize>,
+    /// Progress on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    progress: ProgressMode,
 }
 
 /// Runs the scenarios, prints the table and writes the folder.
@@ -38,7 +42,9 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     check_out_dir(&a.out)?;
     let jobs = a.jobs.unwrap_or_else(super::cpus);
-    let reports = run_scenarios(&loaded, jobs, &|| ())?;
+    let progress = Progress::new(a.progress, "compare", loaded.len() as u64, "scenarios");
+    let reports = run_scenarios(&loaded, jobs, &|| progress.inc(1))?;
+    progress.finish();
     let files: Vec<String> = a
         .scenarios
         .iter()

@@ -6,8 +6,10 @@ mod compare_cmds;
 mod lab_cmds;
 mod parse;
 mod plan_cmds;
+mod plan_eval;
 mod progress;
 mod run_cmds;
+mod schema_cmds;
 mod sweep_cmds;
 
 use clap::{Parser, Subcommand};
@@ -52,6 +54,27 @@ enum Command {
     /// Fits the roofline's corrections to measured benchmark rows (or checks a profile against
     /// them): errors per (model, GPU, precision) group, and a profile file.
     Calibrate(bench_cmds::CalibrateArgs),
+    /// Every scenario key with its type, default and meaning (or JSON Schemas for editors).
+    Schema(schema_cmds::SchemaArgs),
+    /// A shell completion script: `dynsim completions bash > /etc/bash_completion.d/dynsim`.
+    Completions(CompletionsArgs),
+}
+
+/// `dynsim completions`' arguments.
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// Prints the completion script of `a.shell`.
+fn completions(a: CompletionsArgs) -> Result<ExitCode> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut Cli::command(), "dynsim", &mut script);
+    crate::output::write_stdout(&script)?;
+    Ok(0)
 }
 
 /// What a finished command asks `main` to exit with.
@@ -74,6 +97,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Plan(args) => plan_cmds::plan(args),
         Command::Bench(args) => bench_cmds::bench(args),
         Command::Calibrate(args) => bench_cmds::calibrate(args),
+        Command::Schema(args) => schema_cmds::schema(args),
+        Command::Completions(args) => completions(args),
     }
 }
 

@@ -5,15 +5,16 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::parse::choice;
+use super::plan_eval::Evaluator;
+use super::progress::{Progress, ProgressMode};
 use super::run_cmds::ScenarioSource;
 use super::ExitCode;
 use crate::error::{Error, Result};
 use crate::output::{check_out_dir, write_dir, write_stdout};
-use crate::plan::{plan_json, plots, search, table, warning_summary, Axis, Point, Sla, PROBES};
+use crate::plan::{plan_json, plots, search, table, warning_summary, Axis, Sla, PROBES};
 use crate::router::registry;
-use crate::run::run_scenarios;
 use crate::scenario::validate::MAX_WORKERS;
-use crate::scenario::{Override, TraceFormat, Workload};
+use crate::scenario::{Override, TimingKind, TraceFormat, Workload};
 use crate::sweep::lookup;
 
 /// `dynsim plan`'s arguments.
@@ -51,6 +52,17 @@ pub struct PlanArgs {
     /// Runs at once (default: the number of CPUs).
     #[arg(long, value_parser = super::parse::at_least_one)]
     jobs: Option<usize>,
+    /// Plans a trace under `timing.model = "fixed"` anyway (every step takes the same time
+    /// whatever its batch, so latencies do not answer to load: refused without this flag).
+    #[arg(long)]
+    allow_fixed_timing: bool,
+    /// Continues an interrupted plan from DIR/plan.partial.json (the final files equal an
+    /// uninterrupted run's).
+    #[arg(long)]
+    resume: bool,
+    /// Progress on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    progress: ProgressMode,
 }
 
 /// `A..B` or `A`, each parsed by `one`.
@@ -113,8 +125,27 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     } else {
         ScenarioSource::of_trace(&a.input, a.format, a.scenario.as_deref(), false)?
     };
-    source.overrides.extend(a.set);
+    source.overrides.extend(a.set.clone());
     let base = source.load(&[])?.scenario;
+    if matches!(base.workload, Workload::Trace(_))
+        && base.timing_kind() == TimingKind::Fixed
+        && !a.allow_fixed_timing
+    {
+        return Err(Error::arg(
+            if a.scenario.is_some() {
+                "--scenario"
+            } else {
+                "--allow-fixed-timing"
+            },
+            format!(
+                "timing.model = \"fixed\" gives every step {} ms whatever its batch, so a \
+                 trace's latencies do not answer to load and the plan would mean nothing: use \
+                 a base with model = \"steps\" (scenarios/dynamo-mocker.toml), or pass \
+                 --allow-fixed-timing",
+                base.timing.service_ms
+            ),
+        ));
+    }
     let workers = match &a.workers {
         Some(t) => range("--workers", t, super::parse::workers)?,
         None => (base.cluster.workers, base.cluster.workers),
@@ -202,49 +233,49 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
             },
         ]
     };
+    // Every policy at the largest point must fit the memory budget, or the plan stops there.
+    let largest = match axis {
+        Axis::Workers { max, .. } => max as f64,
+        Axis::Load { max, .. } => max,
+    };
+    for p in &policies {
+        let loaded = source.load(&point_overrides(p, largest))?;
+        crate::run::check_fits(&loaded.scenario, &loaded.base_dir).map_err(|e| {
+            Error::arg(
+                if matches!(axis, Axis::Workers { .. }) {
+                    "--workers"
+                } else {
+                    "--load"
+                },
+                format!("the largest point of the range cannot run ({p}): {e}"),
+            )
+        })?;
+    }
+    let key = serde_json::json!({
+        "input": a.input.display().to_string(),
+        "scenario": a.scenario.as_ref().map(|p| p.display().to_string()),
+        "format": a.format.map(TraceFormat::name),
+        "set": a.set.iter().map(|o| format!("{}={}", o.key, o.value)).collect::<Vec<_>>(),
+        "sla": a.sla.iter().map(Sla::text).collect::<Vec<_>>(),
+        "policies": policies,
+        "workers": a.workers,
+        "load": a.load,
+    });
     let slas = &a.sla;
+    let progress = Progress::new(a.progress, "plan", 0, "runs");
+    let mut eval = Evaluator::new(key, &a.out, jobs, slas, &progress, a.resume)?;
     let plans = search(&axis, &policies, PROBES, |probes| {
-        let loaded = probes
+        let named: Vec<(String, f64)> = probes
             .iter()
-            .map(|&(p, v)| source.load(&point_overrides(&policies[p], v)))
-            .collect::<Result<Vec<_>>>()?;
-        let reports = run_scenarios(&loaded, jobs, &|| ())?;
-        probes
-            .iter()
-            .zip(reports)
-            .map(|(&(p, value), report)| {
-                let json = serde_json::to_value(&report).expect("a report serialises");
-                let mut metrics = std::collections::BTreeMap::new();
-                let mut meets = true;
-                for s in slas {
-                    let v = lookup(&json, &s.path)
-                        .and_then(|v| v.as_f64())
-                        .ok_or_else(|| {
-                            Error::arg(
-                                "--sla",
-                                format!(
-                                    "{}: the run of policy {} has no {:?}",
-                                    s.text(),
-                                    policies[p],
-                                    s.path
-                                ),
-                            )
-                        })?;
-                    meets &= s.met_by(v);
-                    metrics.insert(s.key.clone(), v);
-                }
-                Ok(Point {
-                    value,
-                    meets,
-                    metrics,
-                    warnings: report.warnings,
-                })
-            })
-            .collect()
+            .map(|&(p, v)| (policies[p].clone(), v))
+            .collect();
+        eval.eval(&named, |p, v| source.load(&point_overrides(p, v)))
     })?;
+    progress.finish();
     let mut files = vec![("plan.json".to_string(), plan_json(&axis, slas, &plans))];
     files.extend(plots(&axis, slas, &plans));
     write_dir(&a.out, &files)?;
+    eval.finish()?;
     // The runs' warnings, one line per kind (each point's are in plan.json).
     for line in warning_summary(&axis, &plans) {
         tracing::warn!("{line}");

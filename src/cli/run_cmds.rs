@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::parse::choice;
-use super::progress::progress_bar;
+use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
 use crate::diff::diff_files;
 use crate::error::{Error, Result};
-use crate::output::{write_stdout, AtomicFile};
+use crate::output::{is_stdout, write_stdout, AtomicFile};
 use crate::router::registry;
 use crate::run::{run_scenario_with, RunHooks};
 use crate::scenario::load::{parse_scenario, Loaded};
@@ -27,18 +27,24 @@ pub struct RunArgs {
     /// --set router.policy="rr" --set bus.drop_rate=0.3
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<Override>,
-    /// Writes one JSONL line per delivered message.
+    /// Writes one JSONL line per delivered message (`-`: standard output, the report then
+    /// goes to stderr).
     #[arg(long, value_name = "OUT.jsonl")]
     trace: Option<PathBuf>,
-    /// Writes the run's timeline (steps, requests, losses) for ui.perfetto.dev.
+    /// Writes the run's timeline (steps, requests, losses) for ui.perfetto.dev (`-`: standard
+    /// output, the report then goes to stderr).
     #[arg(long, value_name = "OUT.json")]
     perfetto: Option<PathBuf>,
     /// Prints one JSON object instead of the summary table.
     #[arg(long)]
     json: bool,
+    /// Progress on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    progress: ProgressMode,
 }
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
+    suggest_replay(&a.scenario)?;
     let mut loaded = load_scenario(&a.scenario, &a.set)?;
     // Set directly: a u64 seed above 2^63 has no TOML spelling.
     if let Some(seed) = a.seed {
@@ -48,8 +54,25 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         trace: a.trace.as_deref(),
         perfetto: a.perfetto.as_deref(),
         json: a.json,
+        progress: a.progress,
     };
     execute(&loaded, out)
+}
+
+/// `run` given a trace (by its extension: .jsonl, .csv, .json) is pointed to `replay`.
+fn suggest_replay(input: &Path) -> Result<()> {
+    let ext = input.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ["jsonl", "csv", "json"].contains(&ext) {
+        return Err(Error::file(
+            input,
+            format!(
+                "is a trace, not a scenario (TOML): replay it with `dynsim replay {}` \
+                 (--scenario BASE.toml for the other settings)",
+                input.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Where a run's outputs go.
@@ -57,16 +80,26 @@ struct Outputs<'a> {
     trace: Option<&'a Path>,
     perfetto: Option<&'a Path>,
     json: bool,
+    progress: ProgressMode,
 }
 
-/// Runs a loaded scenario (with a progress bar on a terminal), writes the trace and timeline
-/// atomically and prints the report.
+/// Runs a loaded scenario (with progress on stderr), writes the trace and timeline (see
+/// [`crate::output`]) and prints the report: on stdout, or on stderr when a file goes to
+/// stdout.
 fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
-    let bar = progress_bar(0, "requests");
-    let mut tick = |done: u64, total: u64| {
-        bar.set_length(total);
-        bar.set_position(done);
-    };
+    let to_stdout = [out.trace, out.perfetto]
+        .into_iter()
+        .flatten()
+        .filter(|p| is_stdout(p))
+        .count();
+    if to_stdout > 1 {
+        return Err(Error::arg(
+            "--perfetto",
+            "only one output can go to standard output (-); give the other a file",
+        ));
+    }
+    let progress = Progress::new(out.progress, "run", 0, "requests");
+    let mut tick = |done: u64, total: u64| progress.set(done, total);
     let mut file = out.trace.map(AtomicFile::create).transpose()?;
     let mut timeline = out.perfetto.map(AtomicFile::create).transpose()?;
     let hooks = RunHooks {
@@ -80,7 +113,7 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
     for f in [file, timeline].into_iter().flatten() {
         f.commit()?;
     }
-    bar.finish_and_clear();
+    progress.finish();
     for w in &report.warnings {
         tracing::warn!("{w}");
     }
@@ -89,6 +122,10 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
     } else {
         report.table()
     };
+    if to_stdout > 0 {
+        eprint!("{text}");
+        return Ok(0);
+    }
     write_stdout(text.as_bytes())?;
     Ok(0)
 }
@@ -116,15 +153,20 @@ pub struct ReplayArgs {
     /// Overrides any key by its dotted path, after the flags above (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<Override>,
-    /// Writes one JSONL line per delivered message (also accepted as --trace-out).
+    /// Writes one JSONL line per delivered message (also accepted as --trace-out; `-`:
+    /// standard output, the report then goes to stderr).
     #[arg(long = "trace", alias = "trace-out", value_name = "OUT.jsonl")]
     trace_out: Option<PathBuf>,
-    /// Writes the run's timeline (steps, requests, losses) for ui.perfetto.dev.
+    /// Writes the run's timeline (steps, requests, losses) for ui.perfetto.dev (`-`: standard
+    /// output, the report then goes to stderr).
     #[arg(long, value_name = "OUT.json")]
     perfetto: Option<PathBuf>,
     /// Prints one JSON object instead of the summary table.
     #[arg(long)]
     json: bool,
+    /// Progress on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    progress: ProgressMode,
 }
 
 pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
@@ -156,6 +198,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
         trace: a.trace_out.as_deref(),
         perfetto: a.perfetto.as_deref(),
         json: a.json,
+        progress: a.progress,
     };
     execute(&loaded, out)
 }

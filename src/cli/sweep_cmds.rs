@@ -4,13 +4,15 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::progress::progress_bar;
+use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::output::{check_out_dir, write_dir};
 use crate::scenario::Override;
 use crate::sweep::output::{remove_stale_plots, render};
-use crate::sweep::{load_sweep, merge as merge_shards, read_results, run_sweep, Shard};
+use crate::sweep::{
+    header, load_sweep, merge as merge_shards, read_results, resumable, run_sweep, Shard,
+};
 
 /// `dynsim sweep`'s arguments.
 #[derive(Args, Debug)]
@@ -30,22 +32,37 @@ pub struct SweepArgs {
     /// (repeatable): --set cluster.workers=16
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<Override>,
+    /// Continues an interrupted sweep: the points already in DIR/results.json are kept, the
+    /// others run (the final files equal an uninterrupted run's).
+    #[arg(long)]
+    resume: bool,
+    /// Progress on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    progress: ProgressMode,
 }
 
-/// Runs a sweep (or one shard of it) and writes its output folder.
+/// Runs a sweep (or one shard of it) and writes its output folder. Interrupted (SIGINT,
+/// SIGTERM), it writes the points that finished, a resumable partial result.
 pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let mut sweep = load_sweep(&a.sweep)?;
     sweep.set = a.set;
     check_out_dir(&a.out)?;
     let shard = a.shard.unwrap_or(Shard::ALL);
     let jobs = a.jobs.unwrap_or_else(super::cpus);
+    let prior = if a.resume {
+        resumable(&a.out, &header(&sweep), |i| shard.selects(i))?
+    } else {
+        Vec::new()
+    };
     let selected = (0..sweep.points_total())
         .filter(|&i| shard.selects(i))
         .count();
-    let bar = progress_bar(selected as u64, "points");
-    let tick = || bar.inc(1);
-    let results = run_sweep(&sweep, shard, jobs, &tick)?;
-    bar.finish_and_clear();
+    let progress = Progress::new(a.progress, "sweep", selected as u64, "points");
+    progress.inc(prior.len() as u64);
+    let tick = || progress.inc(1);
+    let outcome = run_sweep(&sweep, shard, jobs, &tick, prior)?;
+    progress.finish();
+    let results = outcome.results;
     for line in results.warning_lines() {
         tracing::warn!("{line}");
     }
@@ -53,6 +70,16 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     write_dir(&a.out, &files)?;
     if results.points.len() < results.points_total {
         remove_stale_plots(&a.out, &results)?;
+    }
+    if outcome.interrupted {
+        return Err(Error::Interrupted {
+            kept: format!(
+                "{} of {} points kept in {}; run the same command with --resume to finish",
+                results.points.len(),
+                selected,
+                a.out.join("results.json").display()
+            ),
+        });
     }
     report(&a.out, results.points.len(), results.points_total, &files)?;
     Ok(0)

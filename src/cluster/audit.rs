@@ -54,7 +54,7 @@ struct Belief {
 }
 
 /// Time-averaged precision and recall of one run's router indexes (the mean over replicas).
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct IndexQuality {
     /// Believed (worker, block) pairs really held, time-averaged (1.0 when never defined).
     pub precision: f64,

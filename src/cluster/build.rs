@@ -54,6 +54,7 @@ pub fn populate(
                 name: entry.name,
                 workers: routable,
                 block_size: s.block_size(),
+                kv_capacity_blocks: hw.kv_capacity(s, topo.routable()[0].role),
                 settings: s.router.settings.get(entry.name),
             })
             .expect("a validated scenario's policy settings build")
@@ -63,10 +64,6 @@ pub fn populate(
     // audited, and workers keep a replay buffer, only for a policy that learns from events.
     let board = policies[0].reads_signals().then(|| board(routable));
     let learns = policies[0].learns_from_events();
-    let history_bytes = policies
-        .iter()
-        .map(|p| p.history_bytes(recipe.distinct_blocks()))
-        .sum();
     let audit =
         (learns && s.router.audit_index).then(|| IndexAudit::shared(routable, routers.len()));
     let replay_buffer = if learns && s.router.on_gap == OnGap::Replay {
@@ -161,7 +158,6 @@ pub fn populate(
         topology: topo,
         audit,
         learns,
-        history_bytes,
         feed,
     }
 }
@@ -192,9 +188,6 @@ pub struct Built {
     /// Whether the routers' policy, as built with the scenario's settings, learns from KV
     /// events ([`crate::router::policy::RoutingPolicy::learns_from_events`]).
     pub learns: bool,
-    /// What the policies' memory of their own decisions may take, all replicas together
-    /// ([`crate::router::policy::RoutingPolicy::history_bytes`]).
-    pub history_bytes: u64,
     /// The client's feed of requests (the run watches what its requests in flight hold).
     pub feed: SharedFeed,
 }

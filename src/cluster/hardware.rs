@@ -25,7 +25,7 @@ use super::worker::timing::TimingModel;
 pub struct Hardware(Resolved);
 
 /// What a run reports of a pool's deployment (`deployments` in `--json`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DeploymentReport {
     /// `workers`, `prefill` or `decode`.
     pub pool: Pool,

@@ -192,7 +192,7 @@ pub struct PrefillOutcome {
 }
 
 /// Missed prompt blocks of one request, by cause (they sum to the missed blocks).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Misses {
     /// No worker had ever computed the block.
     pub cold: u64,

@@ -52,7 +52,9 @@ pub const NON_TORCH_GIB_TP: f64 = 0.55;
 pub const VLLM_BLOCK_TOKENS: u64 = 16;
 
 /// The weights' number format (the linear projections'; embeddings and norms stay bf16).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// bfloat16: 2 bytes.
@@ -97,7 +99,9 @@ impl std::str::FromStr for Precision {
 }
 
 /// The KV cache's number format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum KvDtype {
     /// vLLM's `auto` as of 0.14: the checkpoint's KV dtype. FP8 and FP4 checkpoints ship an FP8
@@ -156,7 +160,7 @@ impl std::str::FromStr for KvDtype {
 
 /// `[deployment]`: a model on GPUs. Every derived number (KV bytes per token, KV capacity, step
 /// times) follows from these.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeploymentSettings {
     /// A bundled model's Hugging Face id or alias (`meta-llama/Llama-3.1-70B-Instruct`), or the

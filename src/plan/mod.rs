@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 
@@ -65,20 +65,6 @@ impl Sla {
     }
 }
 
-/// The report path of an SLA key: `LATENCY_STAT_ms` (`ttft`, `tpot`, `itl`, `e2e`, `queue`;
-/// `p50`, `p90`, `p99`, `mean`) reads `LATENCY_ms.STAT`; any other key is a report path
-/// itself (`throughput_rps`, `block_hit_rate`, `index.precision`, ...).
-pub fn metric_path(key: &str) -> String {
-    for latency in ["ttft", "tpot", "itl", "e2e", "queue"] {
-        for stat in ["p50", "p90", "p99", "mean"] {
-            if key == format!("{latency}_{stat}_ms") {
-                return format!("{latency}_ms.{stat}");
-            }
-        }
-    }
-    key.to_string()
-}
-
 impl FromStr for Sla {
     type Err = String;
 
@@ -102,9 +88,11 @@ impl FromStr for Sla {
             .ok()
             .filter(|b: &f64| b.is_finite())
             .ok_or_else(|| format!("{s:?}: the bound must be a finite number"))?;
+        let metric = crate::metrics::metric(key);
+        crate::metrics::check_bound(&metric, bound).map_err(|m| format!("{s:?}: {m}"))?;
         Ok(Sla {
             key: key.to_string(),
-            path: metric_path(key),
+            path: metric.path,
             op,
             bound,
         })
@@ -156,7 +144,7 @@ impl Axis {
 }
 
 /// One evaluated point.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// The varied value (a worker count or a load).
     pub value: f64,
@@ -349,6 +337,39 @@ pub fn search(
         .collect())
 }
 
+impl Sla {
+    /// How far `value` misses the bound, relative to it (0 when met).
+    pub fn shortfall(&self, value: f64) -> f64 {
+        let gap = match self.op {
+            Op::AtMost => value - self.bound,
+            Op::AtLeast => self.bound - value,
+        };
+        gap.max(0.0) / self.bound.abs().max(f64::MIN_POSITIVE)
+    }
+}
+
+impl PolicyPlan {
+    /// When no point meets every SLA: the point that comes nearest (the smallest worst relative
+    /// shortfall over the SLAs; the first by value on ties).
+    pub fn nearest(&self, slas: &[Sla]) -> Option<&Point> {
+        if self.answer.is_some() {
+            return None;
+        }
+        let worst = |pt: &Point| {
+            slas.iter()
+                .map(|s| {
+                    pt.metrics
+                        .get(&s.key)
+                        .map_or(f64::INFINITY, |&v| s.shortfall(v))
+                })
+                .fold(0.0, f64::max)
+        };
+        self.points
+            .iter()
+            .reduce(|best, pt| if worst(pt) < worst(best) { pt } else { best })
+    }
+}
+
 /// `v` rounded to `digits` significant digits.
 fn round_sig(v: f64, digits: i32) -> f64 {
     if v == 0.0 {
@@ -384,6 +405,10 @@ mod tests {
         assert!("ttft_p90_ms=5".parse::<Sla>().is_err());
         assert!("ttft_p90_ms<=inf".parse::<Sla>().is_err());
         assert!("<=3".parse::<Sla>().is_err());
+        let negative = "ttft_p90_ms<=-5".parse::<Sla>().unwrap_err();
+        assert!(negative.contains("must be positive"), "{negative}");
+        let dotted: Sla = "ttft_ms.p90<=500".parse().unwrap();
+        assert_eq!(dotted.path, s.path, "one metric, either spelling");
     }
 
     #[test]
@@ -424,6 +449,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(plans[0].answer, None);
+        // Nothing meets it: the nearest point is the one whose TTFT misses by the least.
+        let falling = search(
+            &Axis::Workers { min: 2, max: 9 },
+            &["a".into()],
+            2,
+            |probes| {
+                Ok(probes
+                    .iter()
+                    .map(|&(_, v)| point(v, 100.0 / v, &sla))
+                    .collect())
+            },
+        )
+        .unwrap();
+        let nearest = falling[0].nearest(std::slice::from_ref(&sla)).unwrap();
+        assert_eq!(nearest.value, 9.0);
         // A bump right above the answer: 4 workers fail although 3 pass. The point above the
         // answer is always run, so the contradiction shows.
         let bumpy = search(

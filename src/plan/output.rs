@@ -7,7 +7,8 @@ use super::{Axis, Point, PolicyPlan, Sla};
 
 /// `plan.json`: `{"search", "range", "sla", "policies": [{"policy", "workers" | "load" (null
 /// when no point meets every SLA), "monotone", "points": [{"workers" | "load", "meets",
-/// "metrics", "warnings"}]}]}`; worker counts are integers.
+/// "metrics", "warnings"}], "nearest" (only when none meets them: the point that comes nearest,
+/// {"workers" | "load", "metrics"})}]}`; worker counts are integers.
 pub fn plan_json(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<u8> {
     use serde_json::{json, Value as Json};
     let name = axis.name();
@@ -33,12 +34,16 @@ pub fn plan_json(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<u8> {
                     })
                 })
                 .collect();
-            json!({
+            let mut entry = json!({
                 "policy": p.policy,
                 name: p.answer.map(number),
                 "monotone": p.monotone,
                 "points": points,
-            })
+            });
+            if let Some(pt) = p.nearest(slas) {
+                entry["nearest"] = json!({name: number(pt.value), "metrics": pt.metrics});
+            }
+            entry
         })
         .collect();
     let doc = json!({
@@ -50,7 +55,8 @@ pub fn plan_json(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<u8> {
     crate::output::pretty_json(&doc)
 }
 
-/// One SVG per SLA: its metric against the varied value, a line per policy, the bound dashed.
+/// One SVG per SLA: its metric against the varied value, the points run per policy (marked,
+/// joined by dotted lines), the bound dashed.
 pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Vec<u8>)> {
     slas.iter()
         .map(|sla| {
@@ -65,13 +71,22 @@ pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Ve
                         .collect(),
                 })
                 .collect();
-            let title = format!("{} against {}", sla.key, axis.name());
+            let metric = crate::metrics::metric(&sla.key);
+            let x_desc = match axis {
+                Axis::Workers { .. } => "workers",
+                Axis::Load { .. } => "load (x the workload's arrival rate)",
+            };
+            let title = format!("{} against {}", metric.label, axis.name());
             let svg = line_svg(&LineChart {
                 title: &title,
-                x_desc: axis.name(),
-                y_desc: &sla.key,
+                x_desc,
+                x_kind: crate::metrics::Kind::Count,
+                y_desc: &metric.label,
+                y_kind: metric.kind,
+                legend: "policy",
                 series: &series,
                 threshold: Some((sla.bound, format!("SLA {}", sla.text()))),
+                runs: true,
             });
             (
                 format!("{}.svg", sla.key.replace('.', "_")),
@@ -82,7 +97,8 @@ pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Ve
 }
 
 /// The readable table: one row per policy, with the answer's neighbours (the nearest points
-/// run below and above it) and whether they met the SLAs, so that both sides show.
+/// run below and above it) and whether they met the SLAs, so that both sides show; a policy
+/// that meets nothing shows the point that came nearest and its values.
 pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
     let sla_text: Vec<String> = slas.iter().map(Sla::text).collect();
     let mut out = format!(
@@ -121,17 +137,28 @@ pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
         };
         let below = side(|pt, a| pt.value < a, |v, best| v > best);
         let above = side(|pt, a| pt.value > a, |v, best| v < best);
-        let at = p
-            .answer
-            .and_then(|a| p.points.iter().find(|pt| pt.value == a))
-            .map(|pt| {
-                pt.metrics
-                    .iter()
-                    .map(|(k, v)| format!("{k} {}", crate::chart::tidy(*v)))
-                    .collect::<Vec<_>>()
-                    .join("  ")
-            })
-            .unwrap_or_default();
+        let metrics = |pt: &Point| {
+            pt.metrics
+                .iter()
+                .map(|(k, v)| format!("{k} {}", crate::chart::tidy(*v)))
+                .collect::<Vec<_>>()
+                .join("  ")
+        };
+        let at = match (p.answer, p.nearest(slas)) {
+            (Some(a), _) => p
+                .points
+                .iter()
+                .find(|pt| pt.value == a)
+                .map(metrics)
+                .unwrap_or_default(),
+            (None, Some(pt)) => format!(
+                "nearest at {} {}: {}",
+                axis.name(),
+                crate::chart::tidy(pt.value),
+                metrics(pt)
+            ),
+            (None, None) => String::new(),
+        };
         let flag = if p.monotone {
             ""
         } else {
@@ -212,5 +239,11 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(row.contains("none  -           -"), "{row}");
+        // The nearest point is shown with its value (here the fewest workers meeting the SLA:
+        // the answer was taken away, not the points).
+        assert!(
+            row.contains("nearest at workers 8: ttft_p90_ms 125"),
+            "{row}"
+        );
     }
 }

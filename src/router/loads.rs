@@ -17,7 +17,9 @@ use super::select::{least_loaded, LoadTree};
 use super::signals::WorkerSignals;
 
 /// What "load" means in the lab rule's second step (`router.load`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum LoadKind {
     /// Requests routed so far (the lab's).

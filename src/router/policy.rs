@@ -77,6 +77,12 @@ pub trait RoutingPolicy {
         false
     }
 
+    /// Whether it reads `router.load` (the lab rule's second step: requests routed, or in
+    /// flight); validation refuses a load other than the default for a policy that does not.
+    fn reads_load_kind(&self) -> bool {
+        false
+    }
+
     /// Bytes its memory of its own decisions may grow to in a run that routes `blocks`
     /// distinct prompt blocks (for the run's memory estimate, `crate::budget`). 0 for a policy
     /// whose memory follows the cluster (KV events) or stays under small caps of its own.
@@ -95,6 +101,13 @@ pub struct PolicyEntry {
     pub summary: &'static str,
     /// Builds it, checking its `[router.NAME]` settings.
     pub build: fn(&PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid>,
+    /// The JSON Schema of its `[router.NAME]` table (`dynsim schema`).
+    pub settings: fn() -> schemars::schema::RootSchema,
+}
+
+/// The JSON Schema of a policy's settings type `T`, for [`PolicyEntry::settings`].
+pub fn settings_schema<T: schemars::JsonSchema>() -> schemars::schema::RootSchema {
+    schemars::schema_for!(T)
 }
 
 /// What a policy is built from.
@@ -106,6 +119,8 @@ pub struct PolicySetup<'a> {
     pub workers: usize,
     /// Tokens per KV block of the engine.
     pub block_size: usize,
+    /// Each worker's KV capacity in blocks (`None`: unbounded).
+    pub kv_capacity_blocks: Option<usize>,
     /// Its `[router.NAME]` table, if the scenario has one.
     pub settings: Option<&'a toml::Value>,
 }
@@ -167,6 +182,6 @@ impl PolicySetup<'_> {
 }
 
 /// Settings of a policy that has none: its table, if present, must be empty.
-#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoSettings {}

@@ -23,6 +23,7 @@ fn sample(name: &str, settings: Option<&toml::Value>) -> Option<Box<dyn RoutingP
             name: e.name,
             workers: 1,
             block_size: 16,
+            kv_capacity_blocks: None,
             settings,
         })
         .ok()
@@ -33,6 +34,12 @@ fn sample(name: &str, settings: Option<&toml::Value>) -> Option<Box<dyn RoutingP
 /// signals (`false` for an unknown name or bad settings).
 pub fn reads_signals(name: &str, settings: Option<&toml::Value>) -> bool {
     sample(name, settings).is_some_and(|p| p.reads_signals())
+}
+
+/// Whether the policy named `name`, with its `[router.NAME]` settings, reads `router.load`
+/// (`false` for an unknown name or bad settings).
+pub fn reads_load_kind(name: &str, settings: Option<&toml::Value>) -> bool {
+    sample(name, settings).is_some_and(|p| p.reads_load_kind())
 }
 
 #[cfg(test)]
@@ -49,6 +56,7 @@ mod tests {
                 name: p.name,
                 workers: 3,
                 block_size: 16,
+                kv_capacity_blocks: None,
                 settings: None,
             };
             assert!((p.build)(&setup).is_ok(), "{}", p.name);
@@ -89,12 +97,22 @@ mod tests {
     }
 
     #[test]
+    fn only_the_lab_rule_reads_router_load() {
+        let readers: Vec<&str> = names()
+            .into_iter()
+            .filter(|n| reads_load_kind(n, None))
+            .collect();
+        assert_eq!(readers, vec!["kv", "kv-events", "approx"]);
+    }
+
+    #[test]
     fn settings_of_another_policy_are_refused_by_name() {
         let table: toml::Value = toml::from_str("nonsense = 1").unwrap();
         let setup = PolicySetup {
             name: "rr",
             workers: 2,
             block_size: 16,
+            kv_capacity_blocks: None,
             settings: Some(&table),
         };
         let err = (entry("rr").unwrap().build)(&setup).err().unwrap();

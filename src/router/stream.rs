@@ -39,7 +39,9 @@ use serde::{Deserialize, Serialize};
 use crate::engine::Nanos;
 
 /// `router.on_gap`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnGap {
     /// Apply events as they come; count gaps.

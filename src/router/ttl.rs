@@ -1,7 +1,6 @@
 //! Expiring beliefs for approximate modes (`approx`, Dynamo's without events): each recorded
-//! (block, worker) pair is forgotten `ttl` after it was last recorded, and, with a cap, the
-//! oldest pairs go early when there are too many (Dynamo's `PruneConfig`: at more than
-//! `max_tree_size` pairs, prune the oldest down to `prune_target_ratio` of it).
+//! (block, worker) pair is forgotten `ttl` after it was last recorded (Dynamo 1.6.1's
+//! `PruneConfig`, a TTL only).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -42,16 +41,6 @@ impl TtlIndex {
         }
     }
 
-    /// When more than `max` pairs are believed, forgets the oldest records until at most
-    /// `target` remain.
-    pub fn cap(&mut self, max: usize, target: usize, index: &mut KvIndex) {
-        if self.expires.len() > max {
-            while self.expires.len() > target && !self.queue.is_empty() {
-                self.forget_oldest(&mut |worker, blocks| index.remove(worker, blocks));
-            }
-        }
-    }
-
     /// Drops every belief about `worker` without reporting it (its blocks are known again).
     pub fn drop_worker(&mut self, worker: usize) {
         self.expires.retain(|&(_, w), _| w != worker);
@@ -80,7 +69,7 @@ mod tests {
     use crate::hash::block_hashes;
 
     #[test]
-    fn expiry_and_cap_forget_the_oldest_unrenewed_pairs() {
+    fn expiry_forgets_the_oldest_unrenewed_pairs() {
         let blocks = block_hashes(&(0..64).collect::<Vec<u32>>(), 16);
         let mut index = KvIndex::new(2);
         let mut ttl = TtlIndex::default();
@@ -92,11 +81,9 @@ mod tests {
         assert_eq!(ttl.pairs(), 4);
         ttl.expire(15, &mut index);
         assert!(index.holds(0, blocks[0]), "renewed at 30");
-        // Over 3 pairs: the oldest record goes (worker 1's, at 20), leaving 2.
-        ttl.cap(3, 2, &mut index);
-        assert_eq!(ttl.pairs(), 2);
+        assert!(index.holds(1, blocks[0]), "recorded at 20");
+        ttl.expire(25, &mut index);
         assert!(!index.holds(1, blocks[0]) && index.holds(0, blocks[1]));
-        ttl.cap(3, 0, &mut index);
-        assert_eq!(ttl.pairs(), 2, "at most max: nothing to prune");
+        assert_eq!(ttl.pairs(), 2);
     }
 }

@@ -61,10 +61,17 @@ pub struct Loaded {
     pub base_dir: PathBuf,
 }
 
-/// Reads, overrides and validates the scenario at `path`.
+/// Reads, overrides and validates the scenario at `path`; without a `name`, the scenario takes
+/// the file's stem.
 pub fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Loaded> {
     let text = read_text(path)?;
-    let scenario = parse_scenario(path, &text, overrides)?;
+    let mut scenario = parse_scenario(path, &text, overrides)?;
+    // A file that names no scenario (an empty one, say) is named after itself.
+    if scenario.name.is_empty() {
+        if let Some(stem) = path.file_stem() {
+            scenario.name = stem.to_string_lossy().into_owned();
+        }
+    }
     let base_dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

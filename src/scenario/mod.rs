@@ -25,10 +25,10 @@ use crate::workload::synthetic::SyntheticParams;
 pub use load::{load_scenario, Override};
 
 /// A whole scenario.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Scenario {
-    /// Short name, shown in reports.
+    /// Short name, shown in reports (absent: the file's stem).
     pub name: String,
     /// What the scenario shows.
     pub description: String,
@@ -81,7 +81,7 @@ impl Default for Scenario {
 }
 
 /// Where requests come from, by `kind`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Workload {
     /// The lab workload: repeated prefixes with unique tails, shuffled.
@@ -99,7 +99,7 @@ impl Default for Workload {
 }
 
 /// `kind = "prefix-repeat"`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrefixRepeatWorkload {
     /// Distinct prefixes (12).
@@ -130,7 +130,7 @@ impl Default for PrefixRepeatWorkload {
 }
 
 /// Trace file formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TraceFormat {
     /// Mooncake JSONL with block hash ids.
@@ -165,7 +165,7 @@ impl std::str::FromStr for TraceFormat {
 }
 
 /// `kind = "trace"`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TraceWorkload {
     /// The trace file, relative to the scenario file.
@@ -300,6 +300,41 @@ impl Limit {
     }
 }
 
+impl schemars::JsonSchema for Limit {
+    fn schema_name() -> String {
+        "Limit".into()
+    }
+
+    fn json_schema(g: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        use schemars::schema::{InstanceType, Metadata, SchemaObject, SubschemaValidation};
+        let count = SchemaObject {
+            instance_type: Some(InstanceType::Integer.into()),
+            number: Some(Box::new(schemars::schema::NumberValidation {
+                minimum: Some(1.0),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let unbounded = SchemaObject {
+            const_value: Some("unbounded".into()),
+            ..Default::default()
+        };
+        let _ = g;
+        SchemaObject {
+            metadata: Some(Box::new(Metadata {
+                description: Some("a whole number >= 1, or \"unbounded\"".into()),
+                ..Default::default()
+            })),
+            subschemas: Some(Box::new(SubschemaValidation {
+                one_of: Some(vec![count.into(), unbounded.into()]),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+        .into()
+    }
+}
+
 impl Serialize for Limit {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -355,7 +390,7 @@ impl<'de> Deserialize<'de> for Limit {
 }
 
 /// `[cluster]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cluster {
     /// Workers (2); with disaggregation, `disagg.prefill_workers` + `disagg.decode_workers` instead.
@@ -377,7 +412,7 @@ impl Default for Cluster {
 }
 
 /// `[router]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Router {
     /// The routing policy, by name (kv): one of [`crate::router::registry::POLICIES`].
@@ -421,6 +456,7 @@ pub struct Router {
     /// [`crate::router::policies`]. Only the chosen policy's table is used; every table is
     /// checked.
     #[serde(flatten)]
+    #[schemars(skip)]
     pub settings: BTreeMap<String, toml::Value>,
 }
 
@@ -445,7 +481,7 @@ impl Default for Router {
 }
 
 /// How the client spreads requests over router replicas (`router.spread`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Spread {
     /// Request `i` to replica `i mod replicas`.
@@ -456,7 +492,7 @@ pub enum Spread {
 }
 
 /// What router replicas tell each other (`router.sync`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReplicaSync {
     /// Nothing: each replica knows only the load it routed.
@@ -467,7 +503,7 @@ pub enum ReplicaSync {
 }
 
 /// `[bus]`: how KV events travel from workers to the router.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Bus {
     /// Whether workers publish KV events at all (true).
@@ -505,7 +541,7 @@ impl Default for Bus {
 }
 
 /// A time window `[start_ms, end_ms)`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Window {
     /// Start, ms.
@@ -517,7 +553,7 @@ pub struct Window {
 /// `[timing]`: how long a worker's forward pass (a step) takes. A setting of the model not in
 /// use (`service_ms` under `steps`; the coefficients and `decode_floor_ms` under `fixed`;
 /// `profile` under either) must keep its default: validation refuses it rather than ignore it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timing {
     /// `roofline`: each step from its work and the deployment's GPU, corrected by a fitted
@@ -551,7 +587,7 @@ pub struct Timing {
 }
 
 /// `timing.model`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TimingKind {
     /// Dynamo's mocker polynomials.
@@ -589,7 +625,7 @@ impl Default for Timing {
 }
 
 /// `[engine]`: the serving engine whose step scheduler the workers run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineSettings {
     /// The engine: `vllm` (vLLM v1's step scheduler, the only one so far).
@@ -599,7 +635,9 @@ pub struct EngineSettings {
 }
 
 /// `engine.kind`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// vLLM (v1 scheduler).
@@ -631,7 +669,7 @@ impl std::str::FromStr for EngineKind {
 }
 
 /// `[engine.vllm]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct VllmSettings {
     /// The share of each GPU's memory vLLM may take, weights and KV (0.9, vLLM's
@@ -649,7 +687,7 @@ impl Default for VllmSettings {
 
 /// `[scheduler]`: each worker's step scheduler (vLLM v1's; the defaults are vLLM's and Dynamo's
 /// mocker's).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerSettings {
     /// Running requests at most, or "unbounded" (absent: the engine's default: with a
@@ -688,7 +726,9 @@ impl Default for SchedulerSettings {
 }
 
 /// `scheduler.preemption`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PreemptionKind {
     /// The most recently admitted running request.
@@ -699,7 +739,9 @@ pub enum PreemptionKind {
 }
 
 /// `scheduler.admission`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum AdmissionKind {
     /// The first chunk's blocks.
@@ -710,7 +752,7 @@ pub enum AdmissionKind {
 }
 
 /// `[disagg]`: disaggregated prefill/decode.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Disagg {
     /// Whether prefill and decode run on different workers (false).
@@ -735,7 +777,7 @@ pub struct Disagg {
 }
 
 /// A pool of workers: all of them when aggregated, or the prefill or decode ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Pool {
     /// Every worker of an aggregated cluster.
@@ -763,7 +805,7 @@ impl Default for Disagg {
 }
 
 /// `[[faults]]`: an injected failure.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
     /// The worker restarts: down for `down_ms` from `at_ms`, its cache lost.

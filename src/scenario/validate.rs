@@ -10,6 +10,7 @@ use std::path::Path;
 
 use super::{Fault, Limit, Scenario, Timing, TimingKind, Workload};
 use crate::rng::SimRng;
+use crate::router::loads::LoadKind;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::workload::synthetic::SyntheticStream;
@@ -465,6 +466,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
             name: entry.name,
             workers,
             block_size: s.block_size(),
+            kv_capacity_blocks: s.cluster.kv_capacity_blocks.count(),
             settings: Some(value),
         };
         (entry.build)(&setup)?;
@@ -482,6 +484,25 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
             &format!(
                 "has no effect: router.policy = {:?} reads no load signals (those that do: \
                  {}); remove it or set it to 0",
+                r.policy,
+                readers.join(", ")
+            ),
+        ));
+    }
+    // So would a load kind with a policy that never reads it.
+    if r.load != LoadKind::default()
+        && !registry::reads_load_kind(&r.policy, r.settings.get(&r.policy))
+    {
+        let readers: Vec<&str> = registry::names()
+            .into_iter()
+            .filter(|n| registry::reads_load_kind(n, None))
+            .collect();
+        return Err(bad(
+            "router.load",
+            "\"in-flight\"".to_string(),
+            &format!(
+                "has no effect: router.policy = {:?} does not read router.load (those that do: \
+                 {}); remove it or set it to \"routed\"",
                 r.policy,
                 readers.join(", ")
             ),

@@ -17,7 +17,8 @@
 //! Every combination of axis values is one *point*; the first axis varies slowest, in the file's
 //! key order, and a point's index is its position in that order. A point is the base scenario
 //! with one `--set` per axis ([`Override`]). Metrics are dotted paths into the run report's JSON
-//! (`ttft_ms.p50`, `events.applied`, `per_worker.0.routed`).
+//! (`ttft_ms.p50`, `events.applied`, `per_worker.0.routed`), or a latency spelled as the planner's
+//! SLAs spell it (`ttft_p50_ms`): [`crate::metrics`].
 //!
 //! - [`file`](mod@file): reading and checking the sweep file.
 //! - [`run`]: running the points in parallel (any `--jobs` gives the same results).
@@ -41,9 +42,9 @@ use crate::scenario::load::Loaded;
 use crate::scenario::{load_scenario, Override};
 
 pub use file::{load_sweep, parse_sweep};
-pub use output::{merge, read_results};
+pub use output::{merge, read_results, resumable};
 pub use results::{AxisValues, PointResult, SweepResults};
-pub use run::run_sweep;
+pub use run::{header, run_sweep, SweepOutcome};
 
 /// A sweep file, checked.
 #[derive(Clone, Debug)]
@@ -232,7 +233,7 @@ pub fn check_metrics(sweep: &Sweep, shape: &Json) -> Result<()> {
         let bad = |m: String| Error::field(&sweep.path, line, "metrics", m);
         let mut v = shape;
         let mut seen = Vec::new();
-        for part in metric.split('.') {
+        for part in crate::metrics::path(metric).split('.') {
             let next = match v {
                 Json::Object(m) => m.get(part),
                 Json::Array(a) => part.parse::<usize>().ok().and(a.first()),

@@ -99,15 +99,7 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
         from.entry(p.index).or_default().push(first_dir.clone());
     }
     for (dir, r) in shards {
-        let differs = [
-            ("base", r.base != merged.base),
-            ("metrics", r.metrics != merged.metrics),
-            ("axes", r.axes != merged.axes),
-            ("points_total", r.points_total != merged.points_total),
-            ("facet", r.facet != merged.facet),
-            ("set", r.set != merged.set),
-        ];
-        if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
+        if let Some(what) = differs(&r, &merged) {
             return Err(Error::file(
                 &dir,
                 format!(
@@ -153,6 +145,48 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
     merged.points.sort_by_key(|p| p.index);
     canonical(&mut merged);
     Ok(merged)
+}
+
+/// What makes two results not the same sweep's (`base`, `metrics`, ...), if anything.
+pub fn differs(a: &SweepResults, b: &SweepResults) -> Option<&'static str> {
+    let differs = [
+        ("base", a.base != b.base),
+        ("metrics", a.metrics != b.metrics),
+        ("axes", a.axes != b.axes),
+        ("points_total", a.points_total != b.points_total),
+        ("facet", a.facet != b.facet),
+        ("set", a.set != b.set),
+    ];
+    differs.iter().find(|(_, d)| *d).map(|(what, _)| *what)
+}
+
+/// The points of an interrupted run of the same sweep in `dir` (its `results.json`), for
+/// `--resume`: none when there is no such file; refused when it describes another sweep or
+/// holds points of another shard.
+pub fn resumable(
+    dir: &Path,
+    expected: &SweepResults,
+    selects: impl Fn(usize) -> bool,
+) -> Result<Vec<super::PointResult>> {
+    if !dir.join("results.json").exists() {
+        return Ok(Vec::new());
+    }
+    let prior = read_results(dir)?;
+    let path = dir.join("results.json");
+    if let Some(what) = differs(&prior, expected) {
+        return Err(Error::file(
+            &path,
+            format!("cannot resume: not the same sweep ({what} differs)"),
+        ));
+    }
+    check_points(dir, &prior)?;
+    if let Some(p) = prior.points.iter().find(|p| !selects(p.index)) {
+        return Err(Error::file(
+            &path,
+            format!("cannot resume: point {} is not this shard's", p.index),
+        ));
+    }
+    Ok(prior.points)
 }
 
 /// Checks that a shard's points belong to its sweep: index in range, axes as the index says,

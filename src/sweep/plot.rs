@@ -5,13 +5,13 @@
 //! Text is SVG `<text>` (plotters' SVG backend needs no font files); the output depends only on
 //! the results, so it is byte-for-byte deterministic.
 
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
-use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value as Json;
 
 use super::results::SweepResults;
-use crate::chart::{tidy, COLORS};
+use crate::chart::axis::readable;
+use crate::chart::{color, draw_legend, frame, svg_document, Area, Drawn, Entry, Scale};
+use crate::metrics::{metric as metric_info, setting_label, Kind};
 
 /// The plot's file name for `metric`: dots replaced by underscores, `.svg`.
 pub fn file_name(metric: &str) -> String {
@@ -166,119 +166,161 @@ impl XAxis {
 
     fn label_at(&self, x: f64) -> String {
         match self.pos.iter().position(|&p| p == x) {
-            Some(i) => self.labels[i].clone(),
+            Some(i) => short_label(&Json::String(self.labels[i].clone())),
             None => format!("{x}"),
         }
     }
 }
 
-/// A linear x coordinate whose ticks are exactly the axis values.
-struct KeyedX {
-    lo: f64,
-    hi: f64,
-    keys: Vec<f64>,
-}
-
-impl Ranged for KeyedX {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
-        let span = limit.1 - limit.0;
-        let at = (v - self.lo) / (self.hi - self.lo);
-        limit.0 + (span as f64 * at + 1e-3).floor() as i32
-    }
-
-    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
-        self.keys.clone()
-    }
-
-    fn range(&self) -> std::ops::Range<f64> {
-        self.lo..self.hi
-    }
-}
-
-/// The y range covering every error bar, padded; from 0 when every value is >= 0 and close.
-fn y_range(stats: &[Vec<Option<Stat>>]) -> (f64, f64) {
-    let all = stats.iter().flatten().flatten();
-    let lo = all.clone().map(|s| s.min).fold(f64::INFINITY, f64::min);
-    let hi = all.map(|s| s.max).fold(f64::NEG_INFINITY, f64::max);
-    if !lo.is_finite() || !hi.is_finite() {
-        return (0.0, 1.0);
-    }
-    let pad = if hi > lo {
-        (hi - lo) * 0.08
-    } else if hi != 0.0 {
-        hi.abs() * 0.1
-    } else {
-        1.0
-    };
-    let bottom = if lo >= 0.0 && lo - pad < 0.0 {
-        0.0
-    } else {
-        lo - pad
-    };
-    (bottom, hi + pad)
-}
-
-/// Whether values spanning `lo..=hi` are drawn on a logarithmic y axis: all positive, over more
-/// than two decades (one hot-spotted policy next to balanced ones, say).
-fn log_scale(stats: &[Vec<Option<Stat>>]) -> bool {
-    let all = stats.iter().flatten().flatten();
-    let lo = all.clone().map(|s| s.min).fold(f64::INFINITY, f64::min);
-    let hi = all.map(|s| s.max).fold(f64::NEG_INFINITY, f64::max);
-    lo > 0.0 && hi.is_finite() && hi / lo > 100.0
-}
-
-/// The SVG plot of `metric` (complete results), at the facet value index `facet` if any. The
-/// y axis is logarithmic when the values span more than two decades.
+/// The SVG plot of `metric` (complete results), at the facet value index `facet` if any: the
+/// metric's name and unit from [`crate::metrics`], its axis fitted to its values (a share on
+/// [0, 1], a log axis over more than a decade), the legend beside the plot, and each point's
+/// value written by it when there are few.
 pub fn svg(results: &SweepResults, metric: &str, facet: Option<usize>) -> String {
-    let mut stats: Vec<Vec<Option<Stat>>> = groups(results, metric, facet)
+    let stats: Vec<Vec<Option<Stat>>> = groups(results, metric, facet)
         .iter()
         .map(|line| line.iter().map(|vs| stat(vs)).collect())
         .collect();
-    let log = log_scale(&stats);
-    if log {
-        for s in stats.iter_mut().flatten().flatten() {
-            *s = Stat {
-                mean: s.mean.log10(),
-                min: s.min.log10(),
-                max: s.max.log10(),
-            };
-        }
-    }
-    let mut text = String::new();
-    {
-        // A long legend goes beside the plot, one line of text per series.
-        let height = 540.max(60 + 20 * stats.len() as u32);
-        let width = if stats.len() > LEGEND_INSIDE {
-            1160
-        } else {
-            900
-        };
-        let root = SVGBackend::with_string(&mut text, (width, height)).into_drawing_area();
-        let title = match (results.facet_axis(), facet) {
-            (Some((_, axis)), Some(v)) => format!("{metric} ({})", short_label(&axis.values[v])),
-            _ => metric.to_string(),
-        };
-        let style = Style { title, log, height };
-        draw(&root, results, &style, metric, &stats).expect("drawing into a string cannot fail");
-        root.present().expect("drawing into a string cannot fail");
-    }
-    text
+    let values: Vec<f64> = stats
+        .iter()
+        .flatten()
+        .flatten()
+        .flat_map(|s| [s.min, s.max])
+        .collect();
+    let info = metric_info(metric);
+    let y = Scale::fit(&values, info.kind, true);
+    let height = 540.max(90 + 21 * stats.len() as u32);
+    svg_document(height, |plot, legend| {
+        draw(plot, legend, results, (metric, facet), &y, &stats)
+    })
 }
 
-type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+fn draw(
+    plot: &Area<'_>,
+    legend: &Area<'_>,
+    results: &SweepResults,
+    (metric, facet): (&str, Option<usize>),
+    y: &Scale,
+    stats: &[Vec<Option<Stat>>],
+) -> Drawn {
+    let info = metric_info(metric);
+    let x = XAxis::of(&results.axes[0].values);
+    let mut keys = x.pos.clone();
+    keys.sort_by(f64::total_cmp);
+    keys.dedup();
+    let x_scale = Scale {
+        log: false,
+        lo: x.range.0,
+        hi: x.range.1,
+        ticks: keys,
+        kind: Kind::Other,
+    };
+    let x_name = setting_label(&results.axes[0].key);
+    let mut title = format!("{} against {x_name}", info.label);
+    if let (Some((_, axis)), Some(v)) = (results.facet_axis(), facet) {
+        let name = setting_label(&axis.key);
+        title.push_str(&format!(", {name} = {}", short_label(&axis.values[v])));
+    }
+    let rest: Vec<String> = results
+        .axes
+        .iter()
+        .skip(2)
+        .filter(|a| a.values.len() > 1 && results.facet.as_ref() != Some(&a.key))
+        .map(|a| setting_label(&a.key))
+        .collect();
+    let mut y_desc = if rest.is_empty() {
+        info.label.clone()
+    } else {
+        format!(
+            "{} (mean; bars: min-max over {})",
+            info.label,
+            rest.join(", ")
+        )
+    };
+    if y.log {
+        y_desc.push_str(", log scale");
+    }
+    let x_label = |v: &f64| x.label_at(*v);
+    let mut c = frame(plot, &title, (&x_scale, &x_name), (y, &y_desc), &x_label)?;
+    let dodge = x.dodge(stats.len());
+    let few = stats.iter().flatten().flatten().count() <= 12;
+    let mut entries = Vec::new();
+    // Few points: each one's value is written beside it (placed after the lines, apart).
+    let mut values: Vec<(i32, i32, String, RGBColor)> = Vec::new();
+    for (i, line) in stats.iter().enumerate() {
+        let color = color(i);
+        let mut pts: Vec<(f64, Stat)> = line
+            .iter()
+            .enumerate()
+            .filter_map(|(xi, s)| s.map(|s| (x.pos[xi] + dodge[i], s)))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let at = |v: f64| y.to_plot(v);
+        c.draw_series(LineSeries::new(
+            pts.iter().map(|&(px, s)| (px, at(s.mean))),
+            color.stroke_width(2),
+        ))?;
+        c.draw_series(
+            pts.iter()
+                .map(|&(px, s)| Circle::new((px, at(s.mean)), 3, color.filled())),
+        )?;
+        if few {
+            for &(px, s) in &pts {
+                let (bx, by) = c.backend_coord(&(px, at(s.mean)));
+                values.push((bx, by, readable(s.mean), color));
+            }
+        }
+        for &(px, s) in pts.iter().filter(|(_, s)| s.max > s.min) {
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(px, at(s.min)), (px, at(s.max))],
+                color,
+            )))?;
+            for end in [s.min, s.max] {
+                c.draw_series(std::iter::once(
+                    EmptyElement::at((px, at(end)))
+                        + PathElement::new(vec![(-5, 0), (5, 0)], color),
+                ))?;
+            }
+        }
+        let label = match results.axes.get(1) {
+            Some(a) => label(&a.values[i]),
+            None => info.label.clone(),
+        };
+        entries.push(Entry {
+            label,
+            color,
+            dashed: false,
+        });
+    }
+    draw_values(plot, values)?;
+    let legend_title = results
+        .axes
+        .get(1)
+        .map_or(String::new(), |a| setting_label(&a.key));
+    draw_legend(legend, &legend_title, &entries)
+}
 
-/// Lines at most whose legend sits inside the plot (a longer one goes beside it).
-const LEGEND_INSIDE: usize = 8;
-
-/// How a plot is drawn.
-struct Style {
-    title: String,
-    /// The stats are log10 of the values.
-    log: bool,
-    height: u32,
+/// Writes each value to the right of its point, moving labels of nearby points apart (at
+/// least 14 px between labels at one x), so that close values stay readable.
+fn draw_values(plot: &Area<'_>, mut values: Vec<(i32, i32, String, RGBColor)>) -> Drawn {
+    values.sort_by_key(|v| (v.0 / 40, v.1));
+    let mut placed: Vec<(i32, i32)> = Vec::new();
+    for (x, y, text, color) in values {
+        let mut ty = y - 7;
+        while let Some(&(_, py)) = placed
+            .iter()
+            .find(|(px, py)| (px - x).abs() < 40 && (py - ty).abs() < 14)
+        {
+            ty = py + 14;
+        }
+        placed.push((x, ty));
+        plot.draw(&Text::new(
+            text,
+            (x + 8, ty),
+            ("sans-serif", 12).into_font().color(&color),
+        ))?;
+    }
+    Ok(())
 }
 
 /// A value's label, a path shortened to its file stem.
@@ -290,151 +332,6 @@ fn short_label(v: &Json) -> String {
         }
     }
     text
-}
-
-fn draw(
-    root: &DrawingArea<SVGBackend<'_>, Shift>,
-    results: &SweepResults,
-    style: &Style,
-    metric: &str,
-    stats: &[Vec<Option<Stat>>],
-) -> DrawResult {
-    root.fill(&WHITE)?;
-    let beside = stats.len() > LEGEND_INSIDE;
-    let (plot_area, legend_area) = if beside {
-        let (l, r) = root.split_horizontally(900);
-        (l, Some(r))
-    } else {
-        (root.clone(), None)
-    };
-    let root = &plot_area;
-    let x = XAxis::of(&results.axes[0].values);
-    let (y_lo, y_hi) = y_range(stats);
-    // Head room for a legend inside the plot (about 20 px per line of the plot area).
-    let area = f64::from(style.height) - 110.0;
-    let legend = if beside {
-        0.0
-    } else {
-        ((stats.len() * 20 + 30) as f64 / area).min(0.6)
-    };
-    let y_hi = y_lo + (y_hi - y_lo) / (1.0 - legend);
-    let dodge = x.dodge(stats.len());
-    let mut keys = x.pos.clone();
-    keys.sort_by(f64::total_cmp);
-    keys.dedup();
-    let mut chart = ChartBuilder::on(root)
-        .caption(&style.title, ("sans-serif", 22))
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(72)
-        .build_cartesian_2d(
-            KeyedX {
-                lo: x.range.0,
-                hi: x.range.1,
-                keys,
-            },
-            y_lo..y_hi,
-        )?;
-    let rest: Vec<&str> = results
-        .axes
-        .iter()
-        .skip(2)
-        .filter(|a| a.values.len() > 1 && results.facet.as_ref() != Some(&a.key))
-        .map(|a| a.key.as_str())
-        .collect();
-    let mut y_desc = if rest.is_empty() {
-        metric.to_string()
-    } else {
-        format!("{metric} (mean; bars: min-max over {})", rest.join(", "))
-    };
-    if style.log {
-        y_desc.push_str(", log scale");
-    }
-    let x_label = |v: &f64| x.label_at(*v);
-    let y_label = |v: &f64| {
-        if style.log {
-            let value = 10f64.powf(*v);
-            if value >= 100.0 {
-                format!("{value:.0}")
-            } else {
-                format!("{value:.3}")
-            }
-        } else {
-            tidy(*v)
-        }
-    };
-    chart
-        .configure_mesh()
-        .x_desc(results.axes[0].key.as_str())
-        .y_desc(y_desc)
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&y_label)
-        .light_line_style(TRANSPARENT)
-        .draw()?;
-    for (i, line) in stats.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let mut pts: Vec<(f64, Stat)> = line
-            .iter()
-            .enumerate()
-            .filter_map(|(xi, s)| s.map(|s| (x.pos[xi] + dodge[i], s)))
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let name = match results.axes.get(1) {
-            Some(a) => format!("{} = {}", a.key, label(&a.values[i])),
-            None => metric.to_string(),
-        };
-        chart
-            .draw_series(LineSeries::new(
-                pts.iter().map(|&(px, s)| (px, s.mean)),
-                color.stroke_width(2),
-            ))?
-            .label(name)
-            .legend(move |(lx, ly)| PathElement::new(vec![(lx, ly), (lx + 20, ly)], color));
-        chart.draw_series(
-            pts.iter()
-                .map(|&(px, s)| Circle::new((px, s.mean), 3, color.filled())),
-        )?;
-        for &(px, s) in pts.iter().filter(|(_, s)| s.max > s.min) {
-            chart.draw_series(std::iter::once(PathElement::new(
-                vec![(px, s.min), (px, s.max)],
-                color,
-            )))?;
-            for end in [s.min, s.max] {
-                chart.draw_series(std::iter::once(
-                    EmptyElement::at((px, end)) + PathElement::new(vec![(-5, 0), (5, 0)], color),
-                ))?;
-            }
-        }
-    }
-    match legend_area {
-        None => {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()?;
-        }
-        Some(area) => {
-            for i in 0..stats.len() {
-                let color = COLORS[i % COLORS.len()];
-                let y = 60 + 20 * i as i32;
-                let name = results
-                    .axes
-                    .get(1)
-                    .map_or(metric.to_string(), |a| label(&a.values[i]));
-                area.draw(&PathElement::new(
-                    vec![(10, y), (34, y)],
-                    color.stroke_width(2),
-                ))?;
-                area.draw(&Text::new(name, (42, y - 7), ("sans-serif", 14)))?;
-            }
-            if let Some(a) = results.axes.get(1) {
-                area.draw(&Text::new(a.key.clone(), (10, 30), ("sans-serif", 14)))?;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -502,12 +399,7 @@ mod tests {
     fn the_svg_has_title_labels_and_legend() {
         let svg = svg(&two_by_two_by_two(), "m", None);
         assert!(svg.starts_with("<svg"));
-        for text in [
-            ">\nm\n<",
-            "cluster.workers",
-            "router.policy = kv",
-            ">\n4\n<",
-        ] {
+        for text in ["m against workers", "routing policy", ">\nkv\n<", ">\n4\n<"] {
             assert!(svg.contains(text), "{text} missing");
         }
         assert_eq!(svg, super::svg(&two_by_two_by_two(), "m", None));
@@ -538,7 +430,7 @@ mod tests {
         let names: Vec<String> = plot_files(&r).into_iter().map(|f| f.1).collect();
         assert_eq!(names, vec!["m.1.svg", "m.2.svg"]);
         assert!(
-            svg(&r, "m", Some(1)).contains("m (2)"),
+            svg(&r, "m", Some(1)).contains("m against workers, seed = 2"),
             "the facet value is in the title"
         );
     }

@@ -103,6 +103,13 @@ pub fn canonical(results: &mut SweepResults) {
     }
 }
 
+/// `x` as its own JSON text reads back (see [`canonical`]).
+pub fn settle_f64(x: f64) -> f64 {
+    let mut v = Json::from(x);
+    settle(&mut v);
+    v.as_f64().unwrap_or(x)
+}
+
 fn settle(v: &mut Json) {
     match v {
         Json::Number(n) if n.is_f64() => {

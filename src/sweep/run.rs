@@ -12,38 +12,62 @@ use super::results::{canonical, AxisValues, PointResult, SweepResults};
 use super::{check_metrics, lookup, Shard, Sweep};
 use crate::error::{Error, Result};
 use crate::run::run_scenario;
-use crate::run::run_scenarios;
+use crate::run::run_scenarios_partial;
 use crate::scenario::Scenario;
 
-/// Runs the points of `sweep` that `shard` selects on `jobs` threads, calling `done` after each
-/// point. Every point's scenario (the shard's or not) is loaded and every metric checked before
-/// anything runs.
+/// What a sweep's run gave: its results (every point run, those of `prior` included) and
+/// whether an interrupt stopped it before every selected point had run.
+#[derive(Clone, Debug)]
+pub struct SweepOutcome {
+    /// The points that finished, in index order.
+    pub results: SweepResults,
+    /// Whether an interrupt left some of the shard's points unrun.
+    pub interrupted: bool,
+}
+
+/// Runs the points of `sweep` that `shard` selects and `prior` (an interrupted run's points,
+/// for `--resume`) does not hold, on `jobs` threads, calling `done` after each point. Every
+/// point's scenario (the shard's or not) is loaded and every metric checked before anything
+/// runs. On an interrupt the points that finished are returned with `interrupted` set.
 pub fn run_sweep(
     sweep: &Sweep,
     shard: Shard,
     jobs: usize,
     done: &(dyn Fn() + Sync),
-) -> Result<SweepResults> {
+    prior: Vec<PointResult>,
+) -> Result<SweepOutcome> {
+    let have: std::collections::BTreeSet<usize> = prior.iter().map(|p| p.index).collect();
     let indices: Vec<usize> = (0..sweep.points_total())
-        .filter(|&i| shard.selects(i))
+        .filter(|&i| shard.selects(i) && !have.contains(&i))
         .collect();
     // Every point is loaded (so every shard rejects the same bad values), the shard's are kept.
     let mut loaded = Vec::with_capacity(indices.len());
     for i in 0..sweep.points_total() {
         let point = sweep.load_point(i)?;
-        if shard.selects(i) {
+        if indices.binary_search(&i).is_ok() {
             loaded.push(point);
         }
     }
     check_metrics(sweep, &report_shape()?)?;
-    let reports = run_scenarios(&loaded, jobs, done)?;
-    let mut points = Vec::with_capacity(indices.len());
-    for (&index, run) in indices.iter().zip(reports) {
+    let mut interrupted = false;
+    let mut finished = Vec::with_capacity(indices.len());
+    for (&index, outcome) in indices
+        .iter()
+        .zip(run_scenarios_partial(&loaded, jobs, done))
+    {
+        match outcome {
+            Some(Ok(report)) => finished.push((index, report)),
+            Some(Err(Error::Interrupted { .. })) | None => interrupted = true,
+            Some(Err(e)) => return Err(e),
+        }
+    }
+    let mut points = prior;
+    for (index, run) in finished {
         let report = serde_json::to_value(&run).expect("a report serialises to JSON");
         let warnings = run.warnings;
         let mut metrics = serde_json::Map::new();
         for m in &sweep.metrics {
-            let v = lookup(&report, m).ok_or_else(|| {
+            let v = lookup(&report, &crate::metrics::path(m)).ok_or_else(|| {
                 Error::field(
                     &sweep.path,
                     sweep.metric_line(m),
@@ -61,6 +85,20 @@ pub fn run_sweep(
         });
     }
     let mut results = SweepResults {
+        points,
+        ..header(sweep)
+    };
+    results.points.sort_by_key(|p| p.index);
+    canonical(&mut results);
+    Ok(SweepOutcome {
+        results,
+        interrupted,
+    })
+}
+
+/// The sweep's results without points: what identifies it (base, metrics, axes, ...).
+pub fn header(sweep: &Sweep) -> SweepResults {
+    SweepResults {
         facet: sweep.facet.clone(),
         set: sweep.set_text(),
         base: sweep.base.clone(),
@@ -74,10 +112,8 @@ pub fn run_sweep(
             })
             .collect(),
         points_total: sweep.points_total(),
-        points,
-    };
-    canonical(&mut results);
-    Ok(results)
+        points: Vec::new(),
+    }
 }
 
 /// Point `index`'s axis values by key.

@@ -30,7 +30,9 @@ use crate::rng::SimRng;
 pub const MAX_DRAW_TOKENS: u32 = 1 << 20;
 
 /// How sessions arrive.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Arrival {
     /// Exponential gaps with mean `1 / rate_per_s`.
@@ -41,7 +43,7 @@ pub enum Arrival {
 }
 
 /// A distribution of token counts, tagged by `dist`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
 pub enum LengthDist {
     /// Always `tokens`.
@@ -109,7 +111,7 @@ impl LengthDist {
 }
 
 /// The synthetic workload's parameters (a scenario's `[workload]` table); every key has a default.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SyntheticParams {
     /// Total requests (default 1000).

@@ -185,3 +185,30 @@ fn a_huge_kv_capacity_costs_only_what_attribution_remembers() {
     plain.extend(["--set", "router.attribute_misses=false"]);
     ok(&plain);
 }
+
+#[test]
+fn per_worker_allocations_are_estimated_before_the_run_allocates_them() {
+    // Dynamo's mocker presizes each worker's name table for its 16,384 blocks: 16,384 workers
+    // would allocate about 4 GiB before the first request. Refused at once, with the estimate.
+    let line = crate::common::bad(&[
+        "replay",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--scenario",
+        "scenarios/dynamo-mocker.toml",
+        "--workers",
+        "16384",
+    ]);
+    assert!(
+        line.contains("would need about 4.4 GiB") && line.contains("workers 4.0 GiB"),
+        "{line}"
+    );
+    // The most workers a scenario may have under a budget a machine cannot hold: refused, no
+    // allocation failure.
+    let line = crate::common::bad(&[
+        "run",
+        "scenarios/dynamo-mocker.toml",
+        "--set",
+        "cluster.workers=65536",
+    ]);
+    assert!(line.contains("workers 16.1 GiB"), "{line}");
+}

@@ -441,3 +441,41 @@ fn a_failed_stdout_write_is_an_error_not_a_panic() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("<stdout>: cannot write"));
     }
 }
+
+#[test]
+fn schema_completions_and_pointers_to_the_right_command() {
+    use crate::common::{bad, ok};
+    let keys = ok(&["schema"]);
+    for key in [
+        "bus.drop_rate  (number, default 0.0)",
+        "router.dynamo.router_approximate_cache_policy",
+        "faults[].worker",
+    ] {
+        assert!(keys.contains(key), "{key} missing from dynsim schema");
+    }
+    for which in ["scenario", "report"] {
+        let schema: serde_json::Value =
+            serde_json::from_str(&ok(&["schema", "--json-schema", which])).unwrap();
+        assert!(schema["$schema"]
+            .as_str()
+            .unwrap()
+            .contains("json-schema.org"));
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok(&["completions", shell]);
+        assert!(
+            script.contains("replay") && script.contains("resume"),
+            "{shell}"
+        );
+    }
+    let line = bad(&["run", "data/traces/mooncake_conversation_trace.jsonl"]);
+    assert!(
+        line.contains("dynsim replay data/traces/mooncake_conversation_trace.jsonl"),
+        "{line}"
+    );
+    // A scenario file that names no scenario is named after its file.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = crate::common::write(dir.path(), "my-empty.toml", "");
+    let report: serde_json::Value = serde_json::from_str(&ok(&["run", &empty, "--json"])).unwrap();
+    assert_eq!(report["scenario"], "my-empty");
+}

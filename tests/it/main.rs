@@ -10,6 +10,7 @@ mod fidelity;
 mod fuzz;
 mod invariants;
 mod lab_parity;
+mod outputs;
 mod own_tails;
 mod physics;
 mod pinned;

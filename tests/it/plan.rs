@@ -385,3 +385,105 @@ fn the_slurm_script_shards_and_merges_like_an_unsharded_sweep() {
         );
     }
 }
+
+#[test]
+fn a_range_whose_largest_point_cannot_fit_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = crate::common::bad(&[
+        "plan",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--scenario",
+        "scenarios/dynamo-mocker.toml",
+        "--sla",
+        "ttft_p90_ms<=1000",
+        "--workers",
+        "1..65536",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        line.starts_with("dynsim: --workers: the largest point of the range cannot run"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn fixed_timing_on_a_trace_is_refused_then_warned_and_bounds_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let base = [
+        "plan",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--scenario",
+        "scenarios/rr.toml",
+        "--set",
+        "workload.limit=200",
+        "--sla",
+        "ttft_p90_ms<=100",
+        "--workers",
+        "1..2",
+        "--out",
+        out,
+    ];
+    let line = crate::common::bad(&base);
+    assert!(line.contains("timing.model = \"fixed\"") && line.contains("--allow-fixed-timing"));
+    let mut allowed = base.to_vec();
+    allowed.push("--allow-fixed-timing");
+    let o = crate::common::dynsim().args(&allowed).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("whatever its batch"),
+        "warned on stderr: {stderr}"
+    );
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("plan.json")).unwrap()).unwrap();
+    let warnings = plan["policies"][0]["points"][0]["warnings"].to_string();
+    assert!(
+        warnings.contains("timing.model"),
+        "in the report: {warnings}"
+    );
+    // A latency bound below 0 can never be met: refused.
+    let line = crate::common::bad(&[
+        "plan",
+        "scenarios/rr.toml",
+        "--sla",
+        "ttft_p90_ms<=-5",
+        "--workers",
+        "1..2",
+        "--out",
+        out,
+    ]);
+    assert!(line.contains("a latency bound must be positive"), "{line}");
+}
+
+#[test]
+fn a_policy_meeting_nothing_shows_its_nearest_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = crate::common::dynsim()
+        .args([
+            "plan",
+            "scenarios/kv.toml",
+            "--set",
+            "timing.service_ms=30.0",
+            "--sla",
+            "ttft_p90_ms<=1",
+            "--workers",
+            "1..4",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8(o.stdout).unwrap();
+    let row = table.lines().nth(2).unwrap();
+    assert!(
+        row.contains("none") && row.contains("nearest at workers "),
+        "{row}"
+    );
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("plan.json")).unwrap()).unwrap();
+    assert!(plan["policies"][0]["nearest"]["metrics"]["ttft_p90_ms"].is_number());
+}

@@ -124,7 +124,10 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.starts_with("dynsim: --isl: isl + osl = 100128 tokens"),
         "{e}"
     );
-    assert!(e.contains("tokens of KV that Qwen/Qwen3-32B in bf16 on 1 x h100_sxm leaves"), "{e}");
+    assert!(
+        e.contains("tokens of KV that Qwen/Qwen3-32B in bf16 on 1 x h100_sxm leaves"),
+        "{e}"
+    );
 }
 
 #[test]

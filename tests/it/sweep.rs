@@ -227,17 +227,32 @@ fn each_metric_gets_an_svg_plot_titled_by_it() {
     let (dir, sweep) = setup(SWEEP);
     let outdir = out(dir.path(), "out");
     ok(&["sweep", &sweep, "--out", &outdir]);
-    for (metric, file) in [
-        ("hit_rate", "hit_rate.svg"),
-        ("ttft_ms.p50", "ttft_ms_p50.svg"),
-        ("events.applied", "events_applied.svg"),
+    for (title, file) in [
+        (
+            "hit rate (lab: repeats sent to a holder) against workers",
+            "hit_rate.svg",
+        ),
+        ("TTFT p50 (ms) against workers", "ttft_ms_p50.svg"),
+        ("KV events applied against workers", "events_applied.svg"),
     ] {
         let svg = std::fs::read_to_string(Path::new(&outdir).join(file)).unwrap();
         assert!(svg.starts_with("<svg"), "{file}");
-        assert!(svg.contains(metric), "{file}");
-        assert!(svg.contains("router.policy = kv"), "{file}: legend");
-        assert!(svg.contains("cluster.workers"), "{file}: x label");
+        assert!(svg.contains(title), "{file}: its metric's human name");
+        assert!(svg.contains(">\nrouting policy\n<"), "{file}: legend title");
+        assert!(svg.contains(">\nkv\n<"), "{file}: legend entry");
+        assert!(!svg.contains("ttft_ms.p50"), "{file}: no raw key");
     }
+    // Either spelling of a latency names one metric.
+    let spelled = SWEEP.replace("\"ttft_ms.p50\"", "\"ttft_p50_ms\"");
+    let (dir2, sweep2) = setup(&spelled);
+    let outdir2 = out(dir2.path(), "out");
+    ok(&["sweep", &sweep2, "--out", &outdir2]);
+    let a = json(&outdir);
+    let b = json(&outdir2);
+    assert_eq!(
+        a["points"][3]["metrics"]["ttft_ms.p50"],
+        b["points"][3]["metrics"]["ttft_p50_ms"]
+    );
 }
 
 #[test]

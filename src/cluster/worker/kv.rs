@@ -86,6 +86,12 @@ struct Slot {
 /// The most blocks a pool's name table is sized for before it holds them (1 MiB of cells).
 const PRESIZED_BLOCKS: usize = 1 << 16;
 
+/// The bytes a pool of `capacity` blocks allocates for its name table when it is made, before
+/// it holds a block (the run's memory estimate counts them per worker).
+pub fn presized_bytes(capacity: Option<usize>) -> u64 {
+    NameTable::bytes_for(capacity.unwrap_or(0).min(PRESIZED_BLOCKS))
+}
+
 /// The pins' top bit: the block is not in the name table.
 const UNLISTED: u32 = 1 << 31;
 

@@ -70,12 +70,24 @@ pub struct NameTable {
 }
 
 impl NameTable {
+    /// The cells of a table sized for `expected` entries.
+    fn cells_for(expected: usize) -> usize {
+        expected
+            .saturating_mul(2)
+            .checked_next_power_of_two()
+            .unwrap_or(MAX_CELLS)
+            .clamp(MIN_CELLS, MAX_CELLS)
+    }
+
+    /// The bytes [`NameTable::with_capacity`] allocates for `expected` entries (for the run's
+    /// memory estimate, before anything is allocated).
+    pub fn bytes_for(expected: usize) -> u64 {
+        Self::cells_for(expected) as u64 * std::mem::size_of::<Cell>() as u64
+    }
+
     /// A table sized for `expected` entries without growing.
     pub fn with_capacity(expected: usize) -> Self {
-        let n = expected
-            .saturating_mul(2)
-            .next_power_of_two()
-            .clamp(MIN_CELLS, MAX_CELLS);
+        let n = Self::cells_for(expected);
         NameTable {
             cells: vec![VACANT; n],
             live: 0,

@@ -20,10 +20,11 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "approx",
     summary: "the lab rule over the router's own decisions, forgotten after ttl_s",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.approx]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Seconds a recorded decision is believed (120).
@@ -53,6 +54,10 @@ struct Approx {
 }
 
 impl RoutingPolicy for Approx {
+    fn reads_load_kind(&self) -> bool {
+        true
+    }
+
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
         self.ttl.expire(req.now, self.rule.index_mut());
         self.rule

@@ -21,10 +21,11 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "cost",
     summary: "overlap_weight x blocks to prefill + prompt blocks in flight, over KV events",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.cost]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Weight of the blocks a worker would prefill (1.0).

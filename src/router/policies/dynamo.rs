@@ -35,14 +35,15 @@
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
 //! `decode_active_request_weight` (0.0), `router_temperature` (0.0), `use_kv_events` (true),
-//! `router_ttl_secs` (120.0), `router_max_tree_size` (2^20 (block, worker) pairs) and
-//! `router_prune_target_ratio` (0.8) (approximate mode only: beyond the size, the oldest
-//! decisions are forgotten down to the ratio of it).
+//! `router_ttl_secs` (120.0) and `router_approximate_cache_policy` (`"ttl"`; or `"lru"`)
+//! (approximate mode only: how long a decision is believed, `dynamo/retention.rs`). Every setting is
+//! 1.6.1's; `router_max_tree_size` and `router_prune_target_ratio` were dynamo-kv-router
+//! 1.0.0's (`approx.rs`, `PruneConfig`: prune the oldest decisions past 2^20 tree nodes down to
+//! 0.8 of it), gone by 1.3.0 (`indexer/pruning.rs`: a TTL only), and are refused here with that
+//! reason; `router_approximate_cache_policy` came in 1.5.1.
 //!
 //! Where dynsim differs: ties use the run's seeded generator (Dynamo's offline replay draws from
-//! an unseeded one, so its KV runs vary); approximate mode forgets a decision after the TTL and prunes
-//! the oldest decisions past the size cap (counting (block, worker) pairs where Dynamo counts
-//! tree nodes), without Dynamo's LRU option; host and disk cache tiers do not exist here.
+//! an unseeded one, so its KV runs vary); host and disk cache tiers do not exist here.
 
 use std::collections::HashMap;
 
@@ -61,15 +62,20 @@ use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolic
 use crate::router::ttl::TtlIndex;
 use crate::router::Decision;
 
+mod retention;
+
+use retention::RankLru;
+
 /// The registry entry.
 pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "dynamo",
     summary: "Dynamo's KV router: prefill load minus cached blocks, plus decode blocks",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.dynamo]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Blocks of credit per cached block (1.0).
@@ -86,10 +92,22 @@ pub struct Settings {
     pub use_kv_events: bool,
     /// Approximate mode: seconds a decision is believed (120.0).
     pub router_ttl_secs: f64,
-    /// Approximate mode: (block, worker) pairs believed before pruning (2^20).
-    pub router_max_tree_size: usize,
-    /// Approximate mode: pruning keeps this share of `router_max_tree_size` (0.8).
-    pub router_prune_target_ratio: f64,
+    /// Approximate mode: `ttl` (forget decisions after `router_ttl_secs`) or `lru` (model each
+    /// worker's cache of its capacity, evicting released blocks least recently released first)
+    /// (ttl).
+    pub router_approximate_cache_policy: CachePolicy,
+}
+
+/// `router_approximate_cache_policy` (dynamo-kv-router 1.6.1's `ApproximateCachePolicyKind`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CachePolicy {
+    /// Forget a decision `router_ttl_secs` after it was made.
+    #[default]
+    Ttl,
+    /// Model each worker's KV cache of its capacity (release-order eviction).
+    Lru,
 }
 
 impl Default for Settings {
@@ -102,8 +120,7 @@ impl Default for Settings {
             router_temperature: 0.0,
             use_kv_events: true,
             router_ttl_secs: 120.0,
-            router_max_tree_size: 1 << 20,
-            router_prune_target_ratio: 0.8,
+            router_approximate_cache_policy: CachePolicy::Ttl,
         }
     }
 }
@@ -147,11 +164,29 @@ struct Dynamo {
     active: HashMap<RequestId, Active, IdBuilder>,
     costs: Vec<(usize, f64)>,
     block_size: usize,
+    /// Approximate mode under `lru`, each worker's modelled cache (empty: the TTL applies).
+    lru: Vec<RankLru>,
 }
 
 impl Dynamo {
     /// Builds it, checking its settings.
     fn new(setup: &PolicySetup<'_>) -> Result<Dynamo, Invalid> {
+        for (old, since) in [
+            ("router_max_tree_size", "1.0.0"),
+            ("router_prune_target_ratio", "1.0.0"),
+        ] {
+            if let Some(v) = setup.settings.and_then(|t| t.get(old)) {
+                return Err(Invalid {
+                    key: format!("router.dynamo.{old}"),
+                    value: v.to_string(),
+                    problem: format!(
+                        "is dynamo-kv-router {since}'s setting, gone by 1.3.0; 1.6.1's \
+                         approximate mode forgets by router_ttl_secs or, with \
+                         router_approximate_cache_policy = \"lru\", by each worker's capacity"
+                    ),
+                });
+            }
+        }
         let s: Settings = setup.settings()?;
         for (key, x) in [
             ("overlap_score_credit", s.overlap_score_credit),
@@ -166,19 +201,21 @@ impl Dynamo {
             setup.check_number(key, x, 0.0, f64::INFINITY)?;
         }
         setup.check_number("router_ttl_secs", s.router_ttl_secs, 0.0, 1e9)?;
-        setup.check_number(
-            "router_prune_target_ratio",
-            s.router_prune_target_ratio,
-            0.0,
-            1.0,
-        )?;
-        if s.router_max_tree_size == 0 {
+        let lru = s.router_approximate_cache_policy == CachePolicy::Lru;
+        if lru && s.use_kv_events {
             return Err(Invalid {
-                key: "router.dynamo.router_max_tree_size".into(),
-                value: "0".into(),
-                problem: "must be at least 1".into(),
+                key: "router.dynamo.router_approximate_cache_policy".into(),
+                value: "\"lru\"".into(),
+                problem: "needs use_kv_events = false (Dynamo 1.6.1 refuses it too: the events \
+                          router's side indexer is TTL-only)"
+                    .into(),
             });
         }
+        // A worker of unknown capacity falls back to the TTL (upstream's rank without one).
+        let lru = match setup.kv_capacity_blocks {
+            Some(cap) if lru => (0..setup.workers).map(|_| RankLru::new(cap)).collect(),
+            _ => Vec::new(),
+        };
         Ok(Dynamo {
             settings: s,
             ttl_ns: ms_to_ns(s.router_ttl_secs * 1e3),
@@ -190,6 +227,7 @@ impl Dynamo {
             active: HashMap::default(),
             costs: Vec::new(),
             block_size: setup.block_size.max(1),
+            lru,
         })
     }
 
@@ -238,7 +276,7 @@ impl Dynamo {
 
 impl RoutingPolicy for Dynamo {
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
-        if !self.settings.use_kv_events {
+        if !self.settings.use_kv_events && self.lru.is_empty() {
             self.ttl.expire(req.now, &mut self.index);
         }
         self.index
@@ -286,10 +324,16 @@ impl RoutingPolicy for Dynamo {
         let w = d.worker.index();
         if !self.settings.use_kv_events {
             self.index.store(w, req.blocks);
-            self.ttl.record(w, req.blocks, req.now + self.ttl_ns);
-            let max = self.settings.router_max_tree_size;
-            let target = (max as f64 * self.settings.router_prune_target_ratio) as usize;
-            self.ttl.cap(max, target, &mut self.index);
+            match self.lru.get_mut(w) {
+                Some(lru) => {
+                    let request_blocks =
+                        u64::from(req.input_tokens).div_ceil(self.block_size as u64) as usize;
+                    let private = request_blocks.saturating_sub(req.blocks.len());
+                    let gone = lru.acquire(req.id, req.blocks, private);
+                    self.index.remove(w, &gone);
+                }
+                None => self.ttl.record(w, req.blocks, req.now + self.ttl_ns),
+            }
         }
     }
 
@@ -308,6 +352,10 @@ impl RoutingPolicy for Dynamo {
         let Some(a) = self.active.remove(&request) else {
             return;
         };
+        if let Some(lru) = self.lru.get_mut(a.worker) {
+            let gone = lru.release(request);
+            self.index.remove(a.worker, &gone);
+        }
         let load = &mut self.workers[a.worker];
         load.prefill_tokens -= a.prefill_tokens;
         load.requests -= 1;

@@ -18,6 +18,7 @@ pub const KV: PolicyEntry = PolicyEntry {
     name: "kv",
     summary: "the lab rule over the router's own decisions",
     build: build_kv,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 /// `kv-events`: fed by KV events only.
@@ -25,6 +26,7 @@ pub const KV_EVENTS: PolicyEntry = PolicyEntry {
     name: "kv-events",
     summary: "the lab rule over KV events only",
     build: build_kv_events,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 fn build_kv(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
@@ -49,6 +51,10 @@ struct LabPolicy {
 }
 
 impl RoutingPolicy for LabPolicy {
+    fn reads_load_kind(&self) -> bool {
+        true
+    }
+
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
         self.rule
             .decide(req.blocks, loads)

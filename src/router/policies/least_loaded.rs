@@ -23,6 +23,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "least-loaded",
     summary: "the fewest requests in flight (the router's own count)",
     build,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {

@@ -6,7 +6,13 @@
 //! Each worker that is up scores Σ weight x score, every score in [0, 1], and the highest wins,
 //! uniformly random (seeded) among equal scores (the max-score picker shuffles, then sorts):
 //!
-//! - precise prefix (fed by KV events): blocks held from the front / prompt blocks;
+//! - precise prefix (fed by KV events): the blocks each worker holds from the front, min-max
+//!   normalised over the workers that hold at least the first one (`(o − min) / (max − min)`,
+//!   1 for all of them when they are equal, 0 for a worker that holds none), as upstream's
+//!   `indexedScoresToNormalizedScoredPods` does with the kv-cache indexer's longest-prefix scores
+//!   (`pkg/epp/framework/plugins/scheduling/scorer/precise_prefix_cache/utils.go` at 8c16bcc5;
+//!   the scores map holds only pods that match the first block:
+//!   llm-d-kv-cache-manager `pkg/kvcache/kvblock_scorer.go`, `LongestPrefixScorer`);
 //! - approximate prefix (from the router's own routing history, an LRU of
 //!   `lru_capacity_per_server` blocks per worker): blocks matched from the front / prompt blocks;
 //! - queue: (max q − q) / (max q − min q) over the workers that are up, q = waiting requests
@@ -46,10 +52,11 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "llm-d",
     summary: "llm-d's weighted scorers: prefix cache, queue, KV utilisation",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.llm-d]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Weight of the KV-events prefix scorer (2.0).
@@ -145,6 +152,18 @@ impl RoutingPolicy for LlmD {
         } else {
             &[]
         };
+        // Upstream's min and max run over the indexer's scores: every worker matching the
+        // prompt's first block, up or not.
+        let (pmin, pmax) = self
+            .precise_overlaps
+            .iter()
+            .filter(|&&o| o > 0)
+            .fold((usize::MAX, 0), |(mn, mx), &o| (mn.min(o), mx.max(o)));
+        let precise_score = |o: usize| match o {
+            0 => 0.0,
+            _ if pmax == pmin => 1.0,
+            _ => (o - pmin) as f64 / (pmax - pmin) as f64,
+        };
         let queue = |w: usize| u64::from(loads.signals(w).waiting);
         let (qmax, qmin) = loads
             .up_workers()
@@ -158,7 +177,7 @@ impl RoutingPolicy for LlmD {
                 (qmax - queue(w)) as f64 / (qmax - qmin) as f64
             };
             let kv_score = 1.0 - loads.signals(w).kv_usage.clamp(0.0, 1.0);
-            let mut score = s.precise_prefix_weight * self.precise_overlaps[w] as f64 / total
+            let mut score = s.precise_prefix_weight * precise_score(self.precise_overlaps[w])
                 + s.queue_weight * queue_score
                 + s.kv_utilization_weight * kv_score;
             if let Some(a) = approx.get(w) {
@@ -223,15 +242,17 @@ mod tests {
     #[test]
     fn a_decision_computed_by_hand_from_the_published_rule() {
         // Three workers, a 4-block prompt. Worker 0 holds 3 of its blocks (events), worker 1
-        // holds 1. Waiting queues 4, 0, 2; KV usage 0.5, 0.9, 0.0.
-        //   worker 0: 2 x 3/4 + 1 x (4−4)/(4−0) + 1 x (1 − 0.5) = 1.5 + 0 + 0.5 = 2.0
-        //   worker 1: 2 x 1/4 + 1 x 1 + 1 x 0.1 = 0.5 + 1 + 0.1 = 1.6
+        // holds 1. Waiting queues 4, 0, 2; KV usage 0.5, 0.9, 0.0. Precise prefix, min-max
+        // normalised over the holders (min 1, max 3): 1, 0, 0.
+        //   worker 0: 2 x 1 + 1 x (4−4)/(4−0) + 1 x (1 − 0.5) = 2 + 0 + 0.5 = 2.5
+        //   worker 1: 2 x 0 + 1 x 1 + 1 x 0.1 = 1.1
         //   worker 2: 0 + 1 x 2/4 + 1 x 1 = 1.5
         let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
         let mut p = build(&PolicySetup {
             name: "llm-d",
             workers: 3,
             block_size: 4,
+            kv_capacity_blocks: None,
             settings: None,
         })
         .unwrap();
@@ -266,9 +287,27 @@ mod tests {
         let d = p.decide(&req, &loads, &mut rng);
         assert_eq!((d.worker, d.predicted_blocks), (WorkerId(0), 3));
         // Worker 0's queue grows to 12 and its KV usage to 0.95:
-        //   worker 0: 1.5 + 0 + 0.05 = 1.55; worker 1: 0.5 + 1 + 0.1 = 1.6;
-        //   worker 2: 0 + (12 − 2)/12 + 1 = 1.83: the idle worker without the prefix wins.
+        //   worker 0: 2 + 0 + 0.05 = 2.05; worker 1: 0 + 1 + 0.1 = 1.1;
+        //   worker 2: 0 + (12 − 2)/12 + 1 = 1.83: the longest holder still wins (divided by
+        //   the prompt's 4 blocks, its 1.5 + 0.05 would lose to worker 2's 1.83).
         loads.refresh_signals(&[signal(12, 0.95), signal(0, 0.9), signal(2, 0.0)]);
+        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+        // Worker 1 loses its block and worker 0 all but its first: worker 0, the only holder,
+        // scores 1 for 1 block of 4 (upstream's equal-scores rule): 2 + 0 + 0.05 against 1.83.
+        p.on_event(&KvEvent::Removed {
+            worker: WorkerId(1),
+            blocks: blocks[..1].to_vec(),
+        });
+        p.on_event(&KvEvent::Removed {
+            worker: WorkerId(0),
+            blocks: blocks[1..3].to_vec(),
+        });
+        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+        // With no holder at all, the prefix scores 0 everywhere and load decides.
+        p.on_event(&KvEvent::Removed {
+            worker: WorkerId(0),
+            blocks: blocks[..1].to_vec(),
+        });
         assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(2));
     }
 }

@@ -29,6 +29,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "power-of-two",
     summary: "two random workers, the one with fewer requests in flight",
     build,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {

@@ -11,6 +11,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "random",
     summary: "uniformly random among the workers that are up",
     build,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {

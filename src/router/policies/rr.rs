@@ -12,6 +12,7 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "rr",
     summary: "round-robin: decision i goes to worker i mod n",
     build,
+    settings: crate::router::policy::settings_schema::<NoSettings>,
 };
 
 fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
@@ -49,6 +50,7 @@ mod tests {
             name: "rr",
             workers: 3,
             block_size: 16,
+            kv_capacity_blocks: None,
             settings: None,
         })
         .unwrap();

@@ -62,10 +62,11 @@ pub const ENTRY: PolicyEntry = PolicyEntry {
     name: "sglang",
     summary: "SGLang's cache-aware router: balance if imbalanced, else longest routed prefix",
     build,
+    settings: crate::router::policy::settings_schema::<Settings>,
 };
 
 /// `[router.sglang]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// Match share of the prompt above which the matching worker wins (0.3).
@@ -226,6 +227,7 @@ mod tests {
             name: "sglang",
             workers: 3,
             block_size: 4,
+            kv_capacity_blocks: None,
             settings: Some(&table),
         })
         .unwrap()

@@ -49,6 +49,7 @@ pub const SESSION: PolicyEntry = PolicyEntry {
     name: "vllm-session",
     summary: "vLLM production stack: consistent hashing on the session, else lowest QPS",
     build: build_session,
+    settings: crate::router::policy::settings_schema::<SessionSettings>,
 };
 
 /// `vllm-prefix-aware`.
@@ -56,6 +57,7 @@ pub const PREFIX_AWARE: PolicyEntry = PolicyEntry {
     name: "vllm-prefix-aware",
     summary: "vLLM production stack: longest routed prefix, random among equals",
     build: build_prefix_aware,
+    settings: crate::router::policy::settings_schema::<PrefixSettings>,
 };
 
 /// `vllm-loadaware`.
@@ -63,10 +65,11 @@ pub const LOADAWARE: PolicyEntry = PolicyEntry {
     name: "vllm-loadaware",
     summary: "vLLM production stack: cached share minus beta x relative load",
     build: build_loadaware,
+    settings: crate::router::policy::settings_schema::<LoadawareSettings>,
 };
 
 /// `[router.vllm-session]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionSettings {
     /// Points per worker on the ring (160).
@@ -85,7 +88,7 @@ impl Default for SessionSettings {
 }
 
 /// `[router.vllm-prefix-aware]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrefixSettings {
     /// Matched tokens below which the QPS fallback decides (0).
@@ -104,7 +107,7 @@ impl Default for PrefixSettings {
 }
 
 /// `[router.vllm-loadaware]`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LoadawareSettings {
     /// Weight of the relative load (1.0).

@@ -11,6 +11,7 @@ fn policy(settings: Option<&toml::Value>) -> Box<dyn RoutingPolicy> {
         name: "dynamo",
         workers: 2,
         block_size: 4,
+        kv_capacity_blocks: None,
         settings,
     })
     .unwrap()
@@ -77,6 +78,7 @@ fn dynamo(settings: &str) -> Dynamo {
         name: "dynamo",
         workers: 2,
         block_size: 4,
+        kv_capacity_blocks: None,
         settings: Some(&table),
     })
     .unwrap()
@@ -282,4 +284,67 @@ fn approximate_mode_learns_from_its_own_decisions() {
     p.on_finished(first.worker, RequestId(0));
     let again = p.decide(&req(1), &loads, &mut rng);
     assert_eq!((again.worker, again.predicted_blocks), (first.worker, 4));
+}
+
+#[test]
+fn older_releases_settings_are_refused_with_their_release() {
+    for old in [
+        "router_max_tree_size = 1048576",
+        "router_prune_target_ratio = 0.8",
+    ] {
+        let table: toml::Value = toml::from_str(old).unwrap();
+        let err = Dynamo::new(&PolicySetup {
+            name: "dynamo",
+            workers: 2,
+            block_size: 4,
+            kv_capacity_blocks: None,
+            settings: Some(&table),
+        })
+        .err()
+        .expect("refused");
+        assert!(err.problem.contains("1.0.0") && err.problem.contains("1.6.1"), "{err:?}");
+    }
+    let lru_with_events: toml::Value =
+        toml::from_str("router_approximate_cache_policy = \"lru\"").unwrap();
+    let err = Dynamo::new(&PolicySetup {
+        name: "dynamo",
+        workers: 2,
+        block_size: 4,
+        kv_capacity_blocks: Some(8),
+        settings: Some(&lru_with_events),
+    })
+    .err()
+    .expect("lru needs use_kv_events = false");
+    assert_eq!(err.key, "router.dynamo.router_approximate_cache_policy");
+}
+
+#[test]
+fn lru_forgets_what_a_worker_s_capacity_pushed_out_and_ttl_does_not() {
+    // Worker capacity 4 blocks. Request a (4 blocks) is routed to worker 0 and finishes; then
+    // b (4 other blocks) goes to worker 0 too: under lru a's blocks are pushed out of the
+    // modelled cache, under ttl (120 s) they are still believed.
+    let decide_a_again = |policy: &str| {
+        let text = format!("use_kv_events = false\nrouter_approximate_cache_policy = \"{policy}\"");
+        let table: toml::Value = toml::from_str(&text).unwrap();
+        let mut p = Dynamo::new(&PolicySetup {
+            name: "dynamo",
+            workers: 2,
+            block_size: 4,
+            kv_capacity_blocks: Some(4),
+            settings: Some(&table),
+        })
+        .unwrap();
+        let a = request(1, 0..16);
+        let b = request(2, 100..116);
+        busy(&mut p, &a, 0, true);
+        p.on_finished(WorkerId(0), a.0);
+        busy(&mut p, &b, 0, true);
+        p.on_finished(WorkerId(0), b.0);
+        let loads = LoadBook::new(2, LoadKind::Routed);
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        p.decide(&route_req(&request(3, 0..16)), &loads, &mut rng)
+            .predicted_blocks
+    };
+    assert_eq!(decide_a_again("ttl"), 4);
+    assert_eq!(decide_a_again("lru"), 0);
 }

@@ -27,6 +27,7 @@ fn setup(name: &str) -> PolicySetup<'_> {
         name,
         workers: 3,
         block_size: 4,
+        kv_capacity_blocks: None,
         settings: None,
     }
 }

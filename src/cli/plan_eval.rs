@@ -1,0 +1,184 @@
+//! The planner's evaluator at the edge: it runs a batch of (policy, value) points on all cores,
+//! remembers every point it ran, and, interrupted, keeps them in the output folder as
+//! `plan.partial.json`, from which `--resume` answers the same points without running them
+//! again (the search is deterministic, so it asks for the same points and the final files equal
+//! an uninterrupted run's).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use super::progress::Progress;
+use crate::error::{read_text, Error, Result};
+use crate::output::{pretty_json, write_dir};
+use crate::plan::{Point, Sla};
+use crate::report::Report;
+use crate::run::run_scenarios_partial;
+use crate::scenario::load::Loaded;
+use crate::sweep::lookup;
+
+/// The partial file's name in the output folder.
+pub const PARTIAL: &str = "plan.partial.json";
+
+/// What `plan.partial.json` holds: the plan it belongs to and the points run.
+#[derive(Serialize, Deserialize)]
+struct Partial {
+    plan: Json,
+    points: Vec<(String, Point)>,
+}
+
+/// Runs points and remembers them.
+pub struct Evaluator<'a> {
+    /// What identifies the plan (its input, SLAs, policies, range, overrides).
+    pub key: Json,
+    /// The output folder.
+    pub out: PathBuf,
+    /// Runs at once.
+    pub jobs: usize,
+    /// The SLAs each point is measured against.
+    pub slas: &'a [Sla],
+    /// Progress on stderr.
+    pub progress: &'a Progress,
+    done: BTreeMap<(String, u64), Point>,
+}
+
+impl<'a> Evaluator<'a> {
+    /// An evaluator; with `resume`, it starts from the points of `out/plan.partial.json` (none
+    /// when there is no such file; refused when the file belongs to another plan).
+    pub fn new(
+        key: Json,
+        out: &Path,
+        jobs: usize,
+        slas: &'a [Sla],
+        progress: &'a Progress,
+        resume: bool,
+    ) -> Result<Self> {
+        let mut done = BTreeMap::new();
+        let path = out.join(PARTIAL);
+        if resume && path.exists() {
+            let text = read_text(&path)?;
+            let partial: Partial = serde_json::from_str(&text).map_err(|e| {
+                Error::field(
+                    &path,
+                    e.line(),
+                    "points",
+                    format!("not a plan's partial result: {e}"),
+                )
+            })?;
+            if partial.plan != key {
+                return Err(Error::file(
+                    &path,
+                    "cannot resume: it belongs to another plan (input, SLAs, policies, range \
+                     or --set differ)",
+                ));
+            }
+            for (policy, point) in partial.points {
+                done.insert((policy, point.value.to_bits()), point);
+            }
+        }
+        Ok(Evaluator {
+            key,
+            out: out.to_path_buf(),
+            jobs,
+            slas,
+            progress,
+            done,
+        })
+    }
+
+    /// The points of `probes` ((policy, value), each loaded by `load`), run where not already
+    /// known; interrupted, the known points are written to the partial file first.
+    pub fn eval(
+        &mut self,
+        probes: &[(String, f64)],
+        load: impl Fn(&str, f64) -> Result<Loaded>,
+    ) -> Result<Vec<Point>> {
+        let todo: Vec<&(String, f64)> = probes
+            .iter()
+            .filter(|(p, v)| !self.done.contains_key(&(p.clone(), v.to_bits())))
+            .collect();
+        let loaded = todo
+            .iter()
+            .map(|(p, v)| load(p, *v))
+            .collect::<Result<Vec<_>>>()?;
+        self.progress.grow(todo.len() as u64);
+        let outcomes = run_scenarios_partial(&loaded, self.jobs, &|| self.progress.inc(1));
+        let mut interrupted = false;
+        for ((policy, value), outcome) in todo.into_iter().zip(outcomes) {
+            match outcome {
+                Some(Ok(report)) => {
+                    let point = self.point(policy, *value, report)?;
+                    self.done.insert((policy.clone(), value.to_bits()), point);
+                }
+                Some(Err(Error::Interrupted { .. })) | None => interrupted = true,
+                Some(Err(e)) => return Err(e),
+            }
+        }
+        if interrupted {
+            let points: Vec<(String, Point)> = self
+                .done
+                .iter()
+                .map(|((p, _), pt)| (p.clone(), pt.clone()))
+                .collect();
+            let n = points.len();
+            let partial = Partial {
+                plan: self.key.clone(),
+                points,
+            };
+            write_dir(&self.out, &[(PARTIAL.to_string(), pretty_json(&partial))])?;
+            return Err(Error::Interrupted {
+                kept: format!(
+                    "{n} runs kept in {}; run the same command with --resume to finish",
+                    self.out.join(PARTIAL).display()
+                ),
+            });
+        }
+        Ok(probes
+            .iter()
+            .map(|(p, v)| self.done[&(p.clone(), v.to_bits())].clone())
+            .collect())
+    }
+
+    /// A run's point: each SLA's metric, whether all are met, its warnings. Numbers are settled
+    /// on what their JSON text reads back as, so a resumed point equals a fresh one.
+    fn point(&self, policy: &str, value: f64, report: Report) -> Result<Point> {
+        let json = serde_json::to_value(&report).expect("a report serialises");
+        let mut metrics = BTreeMap::new();
+        let mut meets = true;
+        for s in self.slas {
+            let v = lookup(&json, &s.path)
+                .and_then(Json::as_f64)
+                .ok_or_else(|| {
+                    Error::arg(
+                        "--sla",
+                        format!(
+                            "{}: the run of policy {policy} has no {:?}",
+                            s.text(),
+                            s.path
+                        ),
+                    )
+                })?;
+            let v = crate::sweep::results::settle_f64(v);
+            meets &= s.met_by(v);
+            metrics.insert(s.key.clone(), v);
+        }
+        Ok(Point {
+            value,
+            meets,
+            metrics,
+            warnings: report.warnings,
+        })
+    }
+
+    /// Removes a partial file a finished plan no longer needs.
+    pub fn finish(&self) -> Result<()> {
+        let path = self.out.join(PARTIAL);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::file(&path, format!("cannot remove: {e}"))),
+        }
+    }
+}

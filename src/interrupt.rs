@@ -1,0 +1,79 @@
+//! Interrupts: SIGINT and SIGTERM set a process-wide flag that long loops check (a run every
+//! few thousand deliveries, the thread pool before each job), so that work stops cleanly:
+//! temporary files are removed as their writers drop, finished points are kept. A second signal
+//! quits at once, removing the temporary files still registered here first (a write blocked on
+//! a pipe or a FIFO never returns to check the flag).
+//!
+//! The flag is the only state; [`install`] is called once by the binary.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+
+static REQUESTED: AtomicBool = AtomicBool::new(false);
+static SIGNALS: AtomicUsize = AtomicUsize::new(0);
+static TEMPS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// The exit code of an interrupted command (128 + SIGINT, as shells report it).
+pub const EXIT_CODE: i32 = 130;
+
+/// Whether an interrupt was asked for.
+pub fn requested() -> bool {
+    REQUESTED.load(Ordering::Relaxed)
+}
+
+/// Asks every loop to stop (what the signal handler does first).
+pub fn request() {
+    REQUESTED.store(true, Ordering::Relaxed);
+}
+
+/// `Err(Error::Interrupted)` once an interrupt was asked for.
+pub fn check() -> Result<()> {
+    if requested() {
+        Err(Error::Interrupted {
+            kept: String::new(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Installs the SIGINT/SIGTERM handler: the first signal asks to stop, the second removes the
+/// registered temporary files and exits with [`EXIT_CODE`].
+pub fn install() -> Result<()> {
+    ctrlc::set_handler(|| {
+        if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
+            request();
+            eprintln!("dynsim: interrupted: stopping (again to quit at once)");
+        } else {
+            remove_temps();
+            std::process::exit(EXIT_CODE);
+        }
+    })
+    .map_err(|e| Error::arg("signals", format!("cannot install the handler: {e}")))
+}
+
+/// Registers a temporary file to remove if the process is made to quit at once.
+pub fn track_temp(path: &Path) {
+    temps().insert(path.to_path_buf());
+}
+
+/// Unregisters a temporary file (renamed into place, or removed).
+pub fn untrack_temp(path: &Path) {
+    temps().remove(path);
+}
+
+fn temps() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
+    TEMPS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn remove_temps() {
+    for path in temps().iter() {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,0 +1,297 @@
+//! Where outputs go and what an interrupt leaves: `-`, devices, FIFOs and symbolic links are
+//! written, never replaced; SIGINT leaves no temporary file, keeps a sweep's or a plan's
+//! finished points, and `--resume` finishes them into byte-identical files.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use crate::common::{dynsim, write};
+
+const RUN: [&str; 4] = ["run", "scenarios/rr.toml", "--set", "workload.reps=2"];
+
+/// Every file of a folder (hidden ones included), by name; a FIFO's contents are not read.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let regular = e.path().is_file() && !e.file_type().unwrap().is_fifo();
+            let bytes = if regular {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            (e.file_name().to_string_lossy().into_owned(), bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn dev_null_stays_a_device_and_dash_is_stdout() {
+    let out = dynsim()
+        .args(RUN)
+        .args(["--trace", "/dev/null", "--perfetto", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let null = std::fs::metadata("/dev/null").unwrap().file_type();
+    assert!(null.is_char_device(), "/dev/null was replaced");
+    // `-`: the trace on stdout, the report on stderr.
+    let out = dynsim().args(RUN).args(["--trace", "-"]).output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.lines().count() > 10);
+    assert!(
+        stdout.lines().all(|l| l.starts_with("{\"t_ns\"")),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scenario      rr"));
+    assert!(!Path::new(env!("CARGO_MANIFEST_DIR")).join("-").exists());
+    // Two outputs cannot share stdout.
+    let two = dynsim()
+        .args(RUN)
+        .args(["--trace", "-", "--perfetto", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(two.status.code(), Some(2));
+}
+
+#[test]
+fn a_fifo_is_written_in_place_and_a_symlink_s_target_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("trace.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            std::fs::File::open(fifo)
+                .unwrap()
+                .read_to_string(&mut text)
+                .unwrap();
+            text
+        })
+    };
+    let out = dynsim()
+        .args(RUN)
+        .args(["--trace", fifo.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = reader.join().unwrap();
+    assert!(text.lines().count() > 10, "the reader got the trace");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // A symbolic link: its target is written, the link stays a link.
+    let target = write(dir.path(), "real.jsonl", "old");
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = dynsim()
+        .args(RUN)
+        .args(["--trace", link.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(&target)
+        .unwrap()
+        .starts_with("{\"t_ns\""));
+    let names: Vec<String> = files(dir.path()).into_keys().collect();
+    assert_eq!(
+        names,
+        ["link.jsonl", "real.jsonl", "trace.fifo"],
+        "no temp left"
+    );
+}
+
+/// Starts `dynsim args` with `--progress always`, waits for its first progress line on
+/// stderr, sends SIGINT, and returns its exit code and the rest of stderr.
+fn interrupt_after_first_progress(args: &[&str]) -> (Option<i32>, String) {
+    let mut child: Child = Command::new(env!("CARGO_BIN_EXE_dynsim"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .args(["--progress", "always"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains('/'), "a progress line first: {line:?}");
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    (child.wait().unwrap().code(), rest)
+}
+
+#[test]
+fn ctrl_c_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let timeline = dir.path().join("t.json");
+    let (code, stderr) = interrupt_after_first_progress(&[
+        "replay",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--scenario",
+        "scenarios/dynamo-mocker.toml",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--perfetto",
+        timeline.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        files(dir.path()).is_empty(),
+        "{:?}",
+        files(dir.path()).keys()
+    );
+}
+
+/// A sweep of 24 points of about a few hundred ms each in a debug build.
+const SWEEP: &str = r#"base = "base.toml"
+metrics = ["block_hit_rate", "ttft_p90_ms"]
+[axes]
+seed = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+"router.policy" = ["rr", "kv"]
+"#;
+
+const BASE: &str = r#"name = "slow"
+[workload]
+kind = "synthetic"
+requests = 1500
+groups = 8
+rate_per_s = 200.0
+[cluster]
+workers = 4
+kv_capacity_blocks = 2000
+"#;
+
+#[test]
+fn an_interrupted_sweep_keeps_its_points_and_resumes_to_identical_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "base.toml", BASE);
+    let sweep = write(dir.path(), "sweep.toml", SWEEP);
+    let whole = dir.path().join("whole");
+    let part = dir.path().join("part");
+    let run = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            &sweep,
+            "--jobs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = dynsim().args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&whole, &[]);
+    let (code, stderr) = interrupt_after_first_progress(&[
+        "sweep",
+        &sweep,
+        "--jobs",
+        "1",
+        "--out",
+        part.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+    let kept = files(&part);
+    let names: Vec<&String> = kept.keys().collect();
+    assert_eq!(
+        names,
+        ["results.csv", "results.json"],
+        "partial: no plot, no temp"
+    );
+    let partial: serde_json::Value = serde_json::from_slice(&kept["results.json"]).unwrap();
+    let points = partial["points"].as_array().unwrap().len();
+    assert!((1..24).contains(&points), "{points} points kept");
+    run(&part, &["--resume"]);
+    assert_eq!(
+        files(&part),
+        files(&whole),
+        "resumed = uninterrupted, byte for byte"
+    );
+    // Another sweep's results are not resumed.
+    let other = write(
+        dir.path(),
+        "other.toml",
+        &SWEEP.replace("\"kv\"", "\"random\""),
+    );
+    let o = dynsim()
+        .args(["sweep", &other, "--resume", "--out", part.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not the same sweep (axes differs)"));
+}
+
+#[test]
+fn an_interrupted_plan_resumes_to_identical_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(dir.path(), "base.toml", BASE);
+    let whole = dir.path().join("whole");
+    let part = dir.path().join("part");
+    let plan = |out: &Path| -> Vec<String> {
+        [
+            "plan",
+            &scenario,
+            "--sla",
+            "ttft_p90_ms<=400",
+            "--policy",
+            "rr",
+            "--policy",
+            "kv",
+            "--workers",
+            "1..8",
+            "--jobs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let args = plan(&whole);
+    let o = dynsim().args(&args).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let args = plan(&part);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stderr) = interrupt_after_first_progress(&refs);
+    assert_eq!(code, Some(130), "{stderr}");
+    let kept = files(&part);
+    assert_eq!(kept.keys().collect::<Vec<_>>(), ["plan.partial.json"]);
+    let mut resumed = args.clone();
+    resumed.push("--resume".into());
+    let o = dynsim().args(&resumed).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        files(&part),
+        files(&whole),
+        "resumed = uninterrupted, byte for byte"
+    );
+}
