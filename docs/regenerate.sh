@@ -48,5 +48,10 @@ done
     --sla 'ttft_p90_ms<=1000' --sla 'tpot_p50_ms<=40' --policy rr --policy least-loaded \
     --policy dynamo --policy sglang --policy kv-events --workers 4 --load 1..4 \
     --out docs/plan/synthetic-4-workers --progress never
+"$dynsim" plan data/traces/mooncake_conversation_trace.jsonl --scenario scenarios/qwen3-32b-fp8-h100.toml \
+    --sla 'ttft_p90_ms<=1000' --policy rr --policy dynamo --workers 1..16 \
+    --out docs/plan/qwen3-32b-h100 --progress never
+"$dynsim" calibrate data/measurements/aic_silicon_dense_agg_train.csv --check \
+    --predictions docs/fidelity/predictions.csv --plots docs/fidelity --progress never > /dev/null
 "$dynsim" compare scenarios/dynamo-mocker.toml scenarios/event-gaps.toml --set workload.speedup=2.0 \
     --set 'router.on_gap="ignore"' --out docs/compare/lost-events --progress never

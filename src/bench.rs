@@ -79,8 +79,11 @@ pub struct BenchFacts {
     pub concurrency: usize,
     /// Tokens of KV the worker holds.
     pub kv_capacity_tokens: u64,
-    /// The most requests of `isl + osl` tokens the KV holds at once (and the engine runs).
+    /// The most requests of `isl + osl` tokens the KV holds at once: the largest batch the KV
+    /// allows.
     pub max_batch: u64,
+    /// The most requests the engine runs at once (`max_num_seqs`).
+    pub max_num_seqs: u64,
     /// Output tokens per second per GPU.
     pub output_tokens_per_s_per_gpu: f64,
 }
@@ -226,13 +229,15 @@ fn with_facts(spec: &BenchSpec, s: &Scenario, report: Report) -> BenchReport {
         .expect("a bench scenario has a deployment");
     let per_request = u64::from(spec.isl) + u64::from(spec.osl);
     let seats = s.max_num_seqs().map_or(u64::MAX, |n| n as u64);
+    let max_batch = d.kv_capacity_tokens / per_request.max(1);
     let bench = BenchFacts {
         deployment: format!("{} {} on {} x {}", d.model, d.precision, d.tp, d.gpu),
         isl: spec.isl,
         osl: spec.osl,
         concurrency: spec.concurrency,
         kv_capacity_tokens: d.kv_capacity_tokens,
-        max_batch: (d.kv_capacity_tokens / per_request.max(1)).min(seats),
+        max_batch,
+        max_num_seqs: seats,
         output_tokens_per_s_per_gpu: round_py(report.output_tokens_per_s / d.tp as f64, 3),
     };
     BenchReport { report, bench }
@@ -244,13 +249,14 @@ impl BenchReport {
         let b = &self.bench;
         let r = &self.report;
         let mut out = format!(
-            "deployment    {}\nkv            {} tokens per worker: {} requests of {} + {} tokens at once\n\
-             benchmark     {} clients, {} requests of {} + {} tokens\n",
+            "deployment    {}\nkv            {} tokens per worker: {} requests of {} + {} tokens at once \
+             (the engine runs {} at most)\nbenchmark     {} clients, {} requests of {} + {} tokens\n",
             b.deployment,
             b.kv_capacity_tokens,
             b.max_batch,
             b.isl,
             b.osl,
+            b.max_num_seqs,
             b.concurrency,
             r.requests,
             b.isl,

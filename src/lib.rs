@@ -70,6 +70,13 @@
 //!   `cold` (nobody had computed it when the router decided), `routing` (another worker held
 //!   it), `stale_index` (the router believed the chosen worker held it) or `capacity` (the chosen
 //!   worker had it and lost it, or it was evicted everywhere).
+//! - **Real deployments.** A scenario's `[deployment]` names a model (a Hugging Face id, or a
+//!   model file), a GPU, tensor parallelism and precision ([`deployment`]); dynsim derives the
+//!   weights per GPU, the KV bytes per token, the KV capacity vLLM would find in memory, and each
+//!   step's time from the roofline of its work on the GPU, weighted by a profile fitted on
+//!   measured servers. [`bench`] predicts a closed-loop benchmark of one deployment;
+//!   [`calibrate`] fits a profile to measured benchmark rows (one simulation per row: a feature
+//!   clock makes each row's mean TTFT and TPOT linear in the coefficients).
 //! - **Own tails.** A trace request's blocks from its first id that no other row names
 //!   ([`workload::RequestSpec::unshared_from`]) can only be looked up by that request. Workers
 //!   store them outside their name tables, and routers leave them out of their indexes when no

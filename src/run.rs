@@ -246,22 +246,23 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         out.write_all(json.as_bytes())
             .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
     }
-    let mut report = report(
+    Ok(report(
         s,
+        &hw,
         &topology,
         sim,
         built.trace,
         audit,
         learns,
         hooks.features,
-    );
-    report.deployments = hw.report(s);
-    Ok(report)
+    ))
 }
 
 /// The run's report; `learns`: whether the routers' policy learns from KV events.
+#[allow(clippy::too_many_arguments)]
 fn report(
     s: &Scenario,
+    hw: &Hardware,
     topology: &Topology,
     sim: Simulation<Node>,
     trace: Option<TraceRows>,
@@ -395,7 +396,7 @@ fn report(
         scenario: s.name.clone(),
         policy: s.router.policy.clone(),
         seed: s.seed,
-        deployments: Vec::new(),
+        deployments: hw.report(s),
         requests: client.total(),
         repeat_requests: tally.repeat_requests,
         hits: tally.hits,

@@ -139,6 +139,8 @@ fn walk(prefix: &str, variant: &str, schema: &Json, out: &mut Vec<Key>) {
             format!("{prefix}.{name}")
         };
         let sub_s = single(sub);
+        // An optional table (`[deployment]`) lists its keys like a table.
+        let sub_s = optional_table(sub_s).unwrap_or(sub_s);
         let is_table = sub_s.get("properties").is_some()
             || sub_s
                 .get("oneOf")
@@ -196,6 +198,17 @@ fn is_tables(s: &Json) -> bool {
         || s.get("oneOf")
             .and_then(Json::as_array)
             .is_some_and(|v| v.iter().all(|x| x.get("properties").is_some()))
+}
+
+/// The table an optional table's schema (`anyOf: [table, null]`) holds.
+fn optional_table(s: &Json) -> Option<&Json> {
+    let options = s.get("anyOf")?.as_array()?;
+    let mut tables = options
+        .iter()
+        .filter(|o| o.get("type").and_then(Json::as_str) != Some("null"))
+        .map(single);
+    let table = tables.next().filter(|t| t.get("properties").is_some())?;
+    (tables.next().is_none() && options.len() == 2).then_some(table)
 }
 
 /// A schema wrapped in `allOf: [one]` (how a described field refers to its type) unwrapped.

@@ -67,14 +67,23 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
     }
     out.extend(hot_spot(&r.per_worker, routable_workers(s), policy));
     if r.rejected > 0 {
+        let limit = match r.deployments.first() {
+            Some(d) => format!(
+                "are longer than the deployment accepts (max_model_len = {} tokens) or its KV \
+                 holds ({} tokens per worker)",
+                d.max_model_len, d.kv_capacity_tokens
+            ),
+            None => format!(
+                "need more KV blocks than a worker has (cluster.kv_capacity_blocks = {})",
+                s.cluster
+                    .kv_capacity_blocks
+                    .count()
+                    .map_or("unbounded".to_string(), |c| c.to_string())
+            ),
+        };
         out.push(format!(
-            "{} requests were rejected: their prompt and output need more KV blocks than a worker \
-             has (cluster.kv_capacity_blocks = {})",
-            r.rejected,
-            s.cluster
-                .kv_capacity_blocks
-                .count()
-                .map_or("unbounded".to_string(), |c| c.to_string())
+            "{} requests were rejected: their prompt and output {limit}",
+            r.rejected
         ));
     }
     out

@@ -7,6 +7,7 @@
 //! the data, so it is byte-for-byte deterministic.
 
 pub mod axis;
+pub mod scatter;
 
 use plotters::prelude::*;
 

@@ -157,6 +157,10 @@ pub struct CalibrateArgs {
     /// Writes each row's prediction and error as CSV.
     #[arg(long, value_name = "OUT.csv")]
     predictions: Option<PathBuf>,
+    /// Writes predicted-against-measured plots here (ttft.svg, tpot.svg: a point per row, a
+    /// colour per group, the diagonal).
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
     /// Overrides a key of every row's benchmark scenario (repeatable): the engine's settings as
     /// the measured servers ran, e.g. --set scheduler.max_num_batched_tokens=2048.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -261,6 +265,10 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         );
         out.push_str(&error_table(&held, (n, e)));
     }
+    if let Some(dir) = &a.plots {
+        crate::output::check_out_dir(dir)?;
+        crate::output::write_dir(dir, &plots(&rows, &predictions, &groups))?;
+    }
     if let Some(path) = &a.predictions {
         crate::output::write_atomic(path, predictions_csv(&rows, &predictions).as_bytes())?;
     }
@@ -329,6 +337,69 @@ fn error_table(
         "all", overall.0, overall.1.ttft_mape, overall.1.tpot_mape
     ));
     out
+}
+
+/// The predicted-against-measured plots of mean TTFT and mean TPOT, a series per group.
+fn plots(
+    rows: &[crate::calibrate::measured::MeasuredRow],
+    p: &[crate::calibrate::Prediction],
+    groups: &[crate::calibrate::GroupErrors],
+) -> Vec<(String, Vec<u8>)> {
+    use crate::chart::scatter::{scatter_svg, ScatterChart};
+    use crate::chart::Series;
+    let series = |pick: &dyn Fn(
+        &crate::calibrate::measured::MeasuredRow,
+        &crate::calibrate::Prediction,
+    ) -> (f64, f64)| {
+        groups
+            .iter()
+            .map(|(g, _, _)| Series {
+                // Short enough for the legend: the model without its organisation.
+                label: format!(
+                    "{} {} {}",
+                    g.0.rsplit('/').next().unwrap_or(&g.0),
+                    g.1.trim_end_matches("_sxm"),
+                    g.2
+                ),
+                points: rows
+                    .iter()
+                    .zip(p)
+                    .filter(|(r, _)| &crate::calibrate::group_of(r) == g)
+                    .map(|(r, q)| pick(r, q))
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let ttft = series(&|r, q| (r.ttft_ms, q.ttft_ms));
+    let tpot = series(&|r, q| (r.tpot_ms, q.tpot_ms));
+    [
+        (
+            "ttft.svg",
+            "Mean TTFT: dynsim against measured servers",
+            "mean TTFT (ms)",
+            &ttft,
+            0.25,
+        ),
+        (
+            "tpot.svg",
+            "Mean TPOT: dynsim against measured servers",
+            "mean TPOT (ms)",
+            &tpot,
+            0.12,
+        ),
+    ]
+    .into_iter()
+    .map(|(file, title, quantity, series, band)| {
+        let svg = scatter_svg(&ScatterChart {
+            title,
+            quantity,
+            legend: "deployment (rows)",
+            series,
+            band,
+        });
+        (file.to_string(), svg.into_bytes())
+    })
+    .collect()
 }
 
 /// Each row's measurement and prediction, as CSV.

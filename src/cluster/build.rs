@@ -214,6 +214,7 @@ pub fn scheduler_config(s: &Scenario, hw: &Hardware, role: Role) -> SchedulerCon
         decode_stretches: sch.decode_stretches,
         timing: hw.timing(s, role),
         record_features: false,
+        max_model_len: hw.of(role).map(|d| d.max_model_len),
     }
 }
 

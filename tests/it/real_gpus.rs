@@ -42,7 +42,12 @@ fn bench_reports_run_metrics_and_what_the_deployment_allows() {
     assert_eq!(d["kv_bytes_per_token"], 131_072);
     let b = &r["bench"];
     let kv = b["kv_capacity_tokens"].as_u64().unwrap();
-    assert_eq!(b["max_batch"].as_u64().unwrap(), 4.min(kv / (1024 + 64)));
+    assert_eq!(b["max_batch"].as_u64().unwrap(), kv / (1024 + 64));
+    assert_eq!(
+        b["max_num_seqs"].as_u64().unwrap(),
+        4,
+        "AIConfigurator's: the concurrency"
+    );
     let tps = r["output_tokens_per_s"].as_f64().unwrap();
     assert_eq!(b["output_tokens_per_s_per_gpu"].as_f64().unwrap(), tps);
     // The same on two GPUs: per GPU is half the total.
@@ -375,4 +380,50 @@ fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
         &broken,
     ]);
     assert!(e.contains("bad.toml:") && e.contains("step.kv_read"), "{e}");
+}
+
+#[test]
+fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "[deployment]\nmodel = \"meta-llama/Llama-3.1-8B\"\ngpu = \"h100_sxm\"\n\
+        max_model_len = 8192\n\
+        [workload]\nkind = \"synthetic\"\nrequests = 20\nrate_per_s = 10.0\n\
+        [disagg]\nenabled = true\nlink_gbps = 50.0\n\
+        [disagg.decode_deployment]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\n\
+        gpu = \"h200_sxm\"\ntp = 2\nmax_model_len = 8192\n";
+    let path = write(dir.path(), "disagg.toml", base);
+    let r = json(&["run", &path, "--json"]);
+    let pools: Vec<(&str, &str, u64)> = r["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["pool"].as_str().unwrap(),
+                d["gpu"].as_str().unwrap(),
+                d["tp"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pools,
+        [("prefill", "h100_sxm", 1), ("decode", "h200_sxm", 2)]
+    );
+    assert_eq!(r["acks"], 20);
+    // Another model on the decode side cannot take the prefill side's KV.
+    let other = write(
+        dir.path(),
+        "other.toml",
+        &base.replace(
+            "model = \"meta-llama/Llama-3.1-8B-Instruct\"",
+            "model = \"Qwen/Qwen3-8B\"",
+        ),
+    );
+    let e = bad(&["run", &other]);
+    assert!(
+        e.contains(
+            "disagg.decode_deployment.model = \"Qwen/Qwen3-8B\" must be the prefill workers' model"
+        ),
+        "{e}"
+    );
 }

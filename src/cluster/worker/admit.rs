@@ -13,10 +13,16 @@ impl<T> StepScheduler<T> {
     pub(super) fn admit_head(&mut self, now: Nanos, budget: u64, out: &mut Planned<T>) -> Admit {
         let bs = self.cfg.block_size;
         let head = self.waiting.front().expect("checked non-empty");
+        // Longer than the KV can ever hold, or than the server accepts (vLLM refuses a request
+        // past max_model_len with an error).
         let too_big = self
             .cfg
             .kv_capacity
-            .is_some_and(|cap| head.max_blocks(bs) > cap);
+            .is_some_and(|cap| head.max_blocks(bs) > cap)
+            || self
+                .cfg
+                .max_model_len
+                .is_some_and(|m| head.prompt + head.output > m);
         // A transferred request's first token came with its KV: it computes that token's KV.
         let target = match head.kind {
             SeqKind::Transferred => head.prompt + head.generated.max(1),

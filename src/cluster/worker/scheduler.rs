@@ -100,6 +100,9 @@ pub struct SchedulerConfig {
     pub decode_stretches: bool,
     /// Step durations.
     pub timing: TimingModel,
+    /// The longest request the server accepts, prompt and output tokens (`None`: any); longer
+    /// ones are refused (a deployment's `max_model_len`).
+    pub max_model_len: Option<u64>,
     /// Keep a feature clock ([`FeatureClock`]) beside time, under a roofline (for
     /// `calibrate`).
     pub record_features: bool,

@@ -30,6 +30,7 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
         decode_stretches: true,
         timing: TimingModel::polynomial(&Timing::default()),
         record_features: false,
+        max_model_len: None,
     }
 }
 
