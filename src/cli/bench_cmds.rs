@@ -27,7 +27,7 @@ pub struct BenchArgs {
     /// A model file instead of a bundled model (the format of data/models/*.toml).
     #[arg(long, value_name = "PATH")]
     model_file: Option<PathBuf>,
-    /// The GPU: a100_sxm, h100_sxm, h200_sxm, b200_sxm, gb200 or l40s.
+    /// The GPU: a100_sxm, h100_sxm, h200_sxm, b200_sxm, gb200, b300_sxm, gb300 or l40s.
     #[arg(long)]
     gpu: String,
     /// GPUs, tensor parallel.

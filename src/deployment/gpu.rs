@@ -4,8 +4,9 @@
 //! The bundled GPUs are data files in `data/gpus/`, named as AIConfigurator names its systems
 //! (`h100_sxm`, `b200_sxm`, ...) so that measured rows name them as they are; each number cites
 //! NVIDIA's datasheet. Peaks are **dense** (NVIDIA quotes tensor-core figures with 2:4 sparsity:
-//! dense is half); link bandwidths are NVIDIA's bidirectional per-GPU figures; memory is the
-//! datasheet's GB, which for HBM is GiB (2^30 bytes: 80 GB H100 = 5 stacks of 16 GiB).
+//! dense is half); link bandwidths are NVIDIA's bidirectional per-GPU figures; memory is in GiB
+//! (2^30 bytes): the datasheet's GB for Hopper and Blackwell, which are GiB (80 GB H100 = 5 stacks
+//! of 16 GiB), and for Blackwell Ultra, whose 288 GB are decimal, the GiB nvidia-smi reports.
 
 use std::sync::OnceLock;
 
@@ -23,7 +24,7 @@ pub struct GpuSpec {
     pub product: String,
     /// Where the numbers come from: the datasheet's address.
     pub source: String,
-    /// Memory per GPU, GB as the datasheet gives it (GiB for HBM, see the module doc).
+    /// Memory per GPU, GiB (see the module doc).
     pub memory_gb: f64,
     /// Memory bandwidth, TB/s (1e12 bytes/s).
     pub memory_tbps: f64,
@@ -119,6 +120,11 @@ const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../data/gpus/b200_sxm.toml"),
     ),
     ("gb200.toml", include_str!("../../data/gpus/gb200.toml")),
+    (
+        "b300_sxm.toml",
+        include_str!("../../data/gpus/b300_sxm.toml"),
+    ),
+    ("gb300.toml", include_str!("../../data/gpus/gb300.toml")),
     ("l40s.toml", include_str!("../../data/gpus/l40s.toml")),
 ];
 

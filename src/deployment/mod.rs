@@ -166,7 +166,8 @@ pub struct DeploymentSettings {
     /// A bundled model's Hugging Face id or alias (`meta-llama/Llama-3.1-70B-Instruct`), or the
     /// path of a model file (ending in `.toml`, relative to the scenario file).
     pub model: String,
-    /// A bundled GPU's name (`h100_sxm`, `h200_sxm`, `b200_sxm`, `gb200`, `a100_sxm`, `l40s`).
+    /// A bundled GPU's name (`h100_sxm`, `h200_sxm`, `b200_sxm`, `gb200`, `b300_sxm`, `gb300`,
+    /// `a100_sxm`, `l40s`).
     pub gpu: String,
     /// GPUs per worker, tensor parallel (1).
     pub tp: u64,
