@@ -427,8 +427,13 @@ fn min_tp(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A deployment of a bundled model, vLLM's memory settings, requests of 8,192 tokens.
+    pub(crate) fn deployment(model: &str, gpu: &str, tp: u64, precision: Precision) -> Deployment {
+        resolve(&settings(model, gpu, tp, precision)).expect("fits")
+    }
 
     fn settings(model: &str, gpu: &str, tp: u64, precision: Precision) -> DeploymentSettings {
         DeploymentSettings {

@@ -51,6 +51,20 @@ pub struct StepWork {
     pub decode_kv_fraction: f64,
 }
 
+impl StepWork {
+    /// A step as Dynamo's mocker polynomials see it: `prefill` uncached prompt tokens and, if
+    /// `decode` is given, decoding requests holding that share of the worker's KV.
+    pub fn polynomial(prefill: u64, decode: Option<f64>) -> Self {
+        StepWork {
+            tokens: prefill + u64::from(decode.is_some()),
+            prefill_tokens: prefill,
+            decode_seqs: u64::from(decode.is_some()),
+            decode_kv_fraction: decode.unwrap_or(0.0),
+            ..StepWork::default()
+        }
+    }
+}
+
 /// The number of features (and of step coefficients in a profile).
 pub const FEATURES: usize = 9;
 
@@ -178,24 +192,8 @@ pub fn dot(a: &Features, b: &Features) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deployment::{DeploymentSettings, EngineMemory, KvDtype, Precision};
-
-    fn deployment(model: &str, gpu: &str, tp: u64, precision: Precision) -> Deployment {
-        let s = DeploymentSettings {
-            model: model.into(),
-            gpu: gpu.into(),
-            tp,
-            precision,
-            kv_dtype: KvDtype::Auto,
-            max_model_len: Some(8192),
-        };
-        let engine = EngineMemory {
-            utilization: 0.9,
-            max_num_seqs: 1024,
-        };
-        let m = crate::deployment::model::find(model).expect("bundled");
-        Deployment::resolve(&s, m, engine).expect("fits")
-    }
+    use crate::deployment::tests::deployment;
+    use crate::deployment::Precision;
 
     /// One step by hand: Qwen3-32B bf16 on 2 x h100_sxm, every coefficient 1.
     ///

@@ -13,6 +13,27 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("one JSON object")
 }
 
+/// `bench` of Qwen3-32B on 2 x H100, 8 clients of 1,024 + 128 tokens, then `extra`.
+fn qwen_bench<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--isl",
+        "1024",
+        "--osl",
+        "128",
+        "--concurrency",
+        "8",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn bench_reports_run_metrics_and_what_the_deployment_allows() {
     let r = json(&[
@@ -337,24 +358,11 @@ fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
             .to_string()
     };
     assert_eq!(all(&checked), all(&out));
-    let r = json(&[
-        "bench",
-        "--model",
-        "Qwen/Qwen3-32B",
-        "--gpu",
-        "h100_sxm",
-        "--tp",
-        "2",
-        "--isl",
-        "1024",
-        "--osl",
-        "128",
-        "--concurrency",
-        "8",
+    let r = json(&qwen_bench(&[
         "--profile",
         profile.to_str().unwrap(),
         "--json",
-    ]);
+    ]));
     assert!(r["ttft_ms"]["mean"].as_f64().unwrap() > 0.0);
     // A bad profile line is named.
     let broken = write(
@@ -362,23 +370,7 @@ fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
         "bad.toml",
         &text.replace("kv_read = ", "kv_read = -"),
     );
-    let e = bad(&[
-        "bench",
-        "--model",
-        "Qwen/Qwen3-32B",
-        "--gpu",
-        "h100_sxm",
-        "--tp",
-        "2",
-        "--isl",
-        "1024",
-        "--osl",
-        "128",
-        "--concurrency",
-        "8",
-        "--profile",
-        &broken,
-    ]);
+    let e = bad(&qwen_bench(&["--profile", &broken]));
     assert!(e.contains("bad.toml:") && e.contains("step.kv_read"), "{e}");
 }
 

@@ -445,14 +445,7 @@ fn a_stretch_cut_short_keeps_the_blocks_it_took_ahead() {
     }
 }
 
-/// A step of `prefill` uncached prompt tokens and, if `decode` is given, decoding requests holding
-/// that share of the KV (all the mocker's polynomials read).
+/// A step as the mocker's polynomials see it.
 fn work(prefill: u64, decode: Option<f64>) -> StepWork {
-    StepWork {
-        tokens: prefill + u64::from(decode.is_some()),
-        prefill_tokens: prefill,
-        decode_seqs: u64::from(decode.is_some()),
-        decode_kv_fraction: decode.unwrap_or(0.0),
-        ..StepWork::default()
-    }
+    StepWork::polynomial(prefill, decode)
 }

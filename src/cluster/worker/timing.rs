@@ -116,16 +116,8 @@ mod tests {
         TimingModel::polynomial(&Timing::default())
     }
 
-    /// A step of `prefill` uncached tokens and, if `decode` is given, decoding requests holding
-    /// that share of the KV.
     fn work(prefill: u64, decode: Option<f64>) -> StepWork {
-        StepWork {
-            tokens: prefill + u64::from(decode.is_some()),
-            prefill_tokens: prefill,
-            decode_seqs: u64::from(decode.is_some()),
-            decode_kv_fraction: decode.unwrap_or(0.0),
-            ..StepWork::default()
-        }
+        StepWork::polynomial(prefill, decode)
     }
 
     #[test]
