@@ -91,10 +91,15 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
                 limit: t.limit,
                 skip_bad: t.skip_bad,
             };
-            let table = match t.format {
+            let mut table = match t.format {
                 TraceFormat::Mooncake => mooncake::read_mooncake(&path, reader, &opts)?,
                 TraceFormat::Azure => azure::read_azure(&path, reader, &opts)?,
             };
+            if t.speedup_schedule.is_some() || t.duration_s.is_some() {
+                table = table
+                    .replayed(t.speedup_schedule.clone(), t.duration_s)
+                    .map_err(|problem| Error::file(&path, problem))?;
+            }
             let stats = table.stats();
             (
                 Recipe::table(table),

@@ -185,6 +185,14 @@ pub struct TraceWorkload {
     /// Cut each trace block into `cluster.block_size`-token engine blocks (false: route on the
     /// trace's block ids directly, one engine block per id).
     pub rechunk: bool,
+    /// The speedup over the run, as a schedule (a daily sine, or piecewise; see
+    /// [`crate::workload::schedule`]): at run time `t` the trace plays at this many times its
+    /// own pace. Replaces `speedup`, which must then keep its default (absent: constant).
+    pub speedup_schedule: Option<crate::workload::schedule::Schedule>,
+    /// Play the trace again and again for this many seconds of the run, each pass after the
+    /// last with its blocks and sessions named apart (new users sending the same traffic)
+    /// (absent: once).
+    pub duration_s: Option<f64>,
 }
 
 impl Default for TraceWorkload {
@@ -198,6 +206,8 @@ impl Default for TraceWorkload {
             limit: None,
             skip_bad: false,
             rechunk: false,
+            speedup_schedule: None,
+            duration_s: None,
         }
     }
 }

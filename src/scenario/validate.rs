@@ -146,6 +146,30 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
             if let Some(l) = t.limit {
                 at_least_one("workload.limit", l)?;
             }
+            if let Some(schedule) = &t.speedup_schedule {
+                if t.speedup != 1.0 {
+                    return Err(bad(
+                        "workload.speedup",
+                        format!("{:?}", t.speedup),
+                        "is replaced by workload.speedup_schedule: remove one of them",
+                    ));
+                }
+                schedule
+                    .validate()
+                    .map_err(|(k, m)| bad(&format!("workload.speedup_schedule.{k}"), "", &m))?;
+            }
+            if let Some(d) = t.duration_s {
+                positive("workload.duration_s", d)?;
+                time_ms("workload.duration_s", d * 1e3)?;
+            }
+            if t.concurrency.is_some() && (t.speedup_schedule.is_some() || t.duration_s.is_some()) {
+                return Err(bad(
+                    "workload.concurrency",
+                    t.concurrency.unwrap_or(0),
+                    "is a closed loop, which ignores arrival times: remove it, or \
+                     speedup_schedule and duration_s",
+                ));
+            }
         }
         Workload::Synthetic(p) => {
             p.validate()
