@@ -9,6 +9,7 @@
 
 pub mod deploy;
 pub mod load;
+pub mod scaling;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
 pub use load::{load_scenario, Override};
+pub use scaling::{Leave, ScaleStep, SlaSettings};
 
 /// A whole scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -57,6 +59,10 @@ pub struct Scenario {
     pub disagg: Disagg,
     /// Injected worker restarts.
     pub faults: Vec<Fault>,
+    /// Scheduled changes of a pool's size (`[[scale]] at_s, pool, workers`), for what-if runs.
+    pub scale: Vec<ScaleStep>,
+    /// The service-level targets the run is measured against.
+    pub sla: SlaSettings,
 }
 
 impl Default for Scenario {
@@ -76,6 +82,8 @@ impl Default for Scenario {
             scheduler: SchedulerSettings::default(),
             disagg: Disagg::default(),
             faults: Vec::new(),
+            scale: Vec::new(),
+            sla: SlaSettings::default(),
         }
     }
 }
@@ -409,6 +417,13 @@ pub struct Cluster {
     pub block_size: usize,
     /// KV capacity per worker in blocks, or "unbounded" (the default).
     pub kv_capacity_blocks: Limit,
+    /// Seconds a worker that joins during the run takes to serve (loading the model), its
+    /// GPUs paid meanwhile (60.0).
+    pub startup_s: f64,
+    /// The most workers each pool may grow to when something outside the scenario scales it
+    /// (the stepping API) (absent: the pool cannot grow unless a `[[scale]]` step says how
+    /// far).
+    pub max_workers: Option<usize>,
 }
 
 impl Default for Cluster {
@@ -417,6 +432,8 @@ impl Default for Cluster {
             workers: 2,
             block_size: 16,
             kv_capacity_blocks: Limit::Unbounded,
+            startup_s: 60.0,
+            max_workers: None,
         }
     }
 }
