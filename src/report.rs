@@ -216,15 +216,15 @@ pub struct Report {
     /// Each pool's size at every change (the first at 0 s): workers serving, starting and
     /// draining.
     pub replicas: Vec<crate::cluster::membership::ReplicaPoint>,
-    /// Every change of a pool's target, by `[[scale]]` or the stepping API.
+    /// Every change of a pool's target, by `[[scale]]`, the planner or the stepping API.
     pub scale_events: Vec<crate::cluster::membership::ScaleEvent>,
     /// Share of requests completed within `[sla]` (TTFT and mean ITL at most the targets; a
     /// rejected request misses) (4 places; `null` without `[sla]`).
     pub sla_attainment: Option<f64>,
     /// Requests completed within `[sla]` per second (3 places; `null` without `[sla]`).
     pub goodput_rps: Option<f64>,
-    /// Load, latency and reuse over time, in buckets of 60 s, for a run whose load or size
-    /// changes or that has an `[sla]` (absent otherwise).
+    /// Load, latency and reuse over time, in buckets of the planner's interval (60 s without
+    /// one), for a run whose load or size changes or that has an `[sla]` (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intervals: Option<Vec<IntervalReport>>,
     /// Problems a serving engineer should know about (e.g. a blind KV router).

@@ -82,7 +82,7 @@ pub struct ScaleEvent {
     pub from: usize,
     /// The new target.
     pub to: usize,
-    /// Who asked: `schedule` (`[[scale]]`) or `api` (the stepping API).
+    /// Who asked: `schedule` (`[[scale]]`), `planner`, or `api` (the stepping API).
     pub by: String,
     /// Workers started.
     pub started: Vec<String>,

@@ -1,10 +1,31 @@
-//! What a planner sees: at each decision, per worker its queue, active prefill tokens and KV
-//! use, and the interval's request rate, lengths, TTFT and ITL ([`Observation`], which the
-//! stepping API returns: `run::Session::observe`).
+//! Planners: autoscalers in the loop. Every adjustment interval a planner sees what a real one
+//! observes ([`Observation`]: per worker its queue, active prefill tokens and KV use; the
+//! interval's request rate, lengths, TTFT and ITL) and sets each pool's target within
+//! `min_workers..=max_workers`; the run starts and retires workers accordingly
+//! ([`crate::cluster::membership`]).
+//!
+//! - [`throughput`]: `dynamo-throughput`, Dynamo's throughput-based SLA planner: predicted
+//!   load over the per-worker capacity that meets the SLA, corrected by observed / expected
+//!   latency. The capacity comes from `bench` predictions of the pool's own deployment
+//!   ([`capacity::BenchProfile`]), where Dynamo runs a profiling job.
+//! - [`load`]: `dynamo-load`, Dynamo's load-based mode: online regressions of TTFT on each
+//!   worker's active prefill tokens and of ITL on its active KV blocks, one worker up or down.
+//! - [`threshold`]: `threshold`, an HPA: one worker up or down when the pool's mean queue or KV
+//!   utilisation leaves a band.
+//! - [`predictors`]: the load predictors (`constant`, `moving-average`, `kalman`).
+//!
+//! Planners are pure: the run hands them observations and asks them for targets; a capacity
+//! profile is computed by the run (a simulation) through the [`capacity::Profiler`] it gives.
+
+pub mod capacity;
+pub mod load;
+pub mod predictors;
+pub mod threshold;
+pub mod throughput;
 
 use serde::Serialize;
 
-use crate::scenario::Pool;
+use crate::scenario::{PlannerKind, PlannerSettings, Pool, SlaSettings};
 
 /// What a planner sees at one decision.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -86,4 +107,45 @@ pub struct WorkerObservation {
     pub isl: Option<f64>,
     /// Mean inter-token latency of the requests it decoded that completed in the interval, ms.
     pub itl_ms: Option<f64>,
+}
+
+/// An autoscaler.
+pub trait Planner {
+    /// The targets it sets after seeing `obs`: `(pool, workers)` for each pool it changes.
+    fn decide(&mut self, obs: &Observation) -> Vec<(Pool, usize)>;
+}
+
+/// The planner `settings` ask for, over `pools`, aiming at `sla`; `profiler` predicts a
+/// pool's capacity (for `dynamo-throughput`).
+pub fn build(
+    settings: &PlannerSettings,
+    sla: &SlaSettings,
+    bounds: Vec<(Pool, usize, usize)>,
+    profiler: Box<dyn capacity::Profiler>,
+) -> Box<dyn Planner> {
+    match settings.kind {
+        PlannerKind::DynamoThroughput => Box::new(throughput::ThroughputPlanner::new(
+            settings, sla, bounds, profiler,
+        )),
+        PlannerKind::DynamoLoad => Box::new(load::LoadPlanner::new(settings, sla, bounds)),
+        PlannerKind::Threshold => Box::new(threshold::ThresholdPlanner::new(settings, bounds)),
+    }
+}
+
+/// The seconds between a planner's decisions: `adjustment_interval_s`, or the kind's default
+/// (Dynamo's: 180 s for the throughput planner, 5 s for the load-based loop; 30 s for a
+/// threshold, the stabilisation Kubernetes HPAs are usually given).
+pub fn interval_s(settings: &PlannerSettings) -> f64 {
+    settings
+        .adjustment_interval_s
+        .unwrap_or(match settings.kind {
+            PlannerKind::DynamoThroughput => 180.0,
+            PlannerKind::DynamoLoad => 5.0,
+            PlannerKind::Threshold => 30.0,
+        })
+}
+
+/// `n` kept within `min..=max`.
+fn clamp(n: usize, min: usize, max: usize) -> usize {
+    n.max(min).min(max)
 }

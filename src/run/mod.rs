@@ -2,13 +2,16 @@
 //!
 //! - [`session`]: a run that can be stepped ([`Session::advance_to`]), observed
 //!   ([`Session::observe`]) and scaled ([`Session::scale`]); a one-shot run is a session
-//!   stepped to its end, its `[[scale]]` steps acting on the way.
-//! - [`recorder`]: what the run measures over time (an observer's interval, SLA attainment,
-//!   the report's intervals).
+//!   stepped to its end, its `[[scale]]` steps and planner acting on the way.
+//! - [`recorder`]: what the run measures over time (a planner's interval, SLA attainment, the
+//!   report's intervals).
+//! - [`profiler`]: a pool's capacity from `bench` predictions, for `dynamo-throughput`.
 
+mod profiler;
 pub mod recorder;
 pub mod session;
 
+pub use profiler::REQUESTS_PER_CLIENT;
 pub use session::Session;
 
 use std::io::Write;
@@ -170,8 +173,8 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 }
 
 /// Runs a validated scenario on a workload [`build_workload`] built for it (a caller that runs
-/// one workload many times builds it once): its `[[scale]]` steps act as the run goes
-/// ([`Session::run_to_end`]).
+/// one workload many times builds it once): its `[[scale]]` steps and `[planner]` act as the
+/// run goes ([`Session::run_to_end`]).
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
     let mut session = Session::new(s, built, hooks)?;
     session.run_to_end()?;

@@ -1,7 +1,7 @@
 //! A run that can be stepped: [`Session::advance_to`] delivers everything up to a time,
 //! [`Session::observe`] shows what a planner sees, [`Session::scale`] sets a pool's target, and
 //! [`Session::finish`] reports. A one-shot run ([`Session::run_to_end`]) is the same session
-//! stepped from one `[[scale]]` step to the next: stepping never changes
+//! stepped from one `[[scale]]` step or planner decision to the next: stepping never changes
 //! what is delivered, so a run stepped at any times without scaling equals the one-shot run.
 //!
 //! The session is the cluster's controller: it turns the membership ledger's decisions
@@ -57,6 +57,8 @@ pub struct Session<'a> {
     /// The session's time: where the last `advance_to` stopped (at or after the last
     /// delivery).
     clock: Nanos,
+    /// Where the built scenario's relative paths start (for the planner's benchmarks).
+    base_dir: std::path::PathBuf,
 }
 
 impl<'a> Session<'a> {
@@ -103,7 +105,11 @@ impl<'a> Session<'a> {
             || s.sla.is_set()
             || matches!(&s.workload, crate::scenario::Workload::Trace(t) if t.speedup_schedule.is_some() || t.duration_s.is_some())
             || matches!(&s.workload, crate::scenario::Workload::Synthetic(p) if p.rate_schedule.is_some());
-        let recorder = Recorder::new(s.sla.clone(), if timed { ms_to_ns(60.0 * 1e3) } else { 0 });
+        let bucket_s = s.planner.as_ref().map_or(60.0, crate::planner::interval_s);
+        let recorder = Recorder::new(
+            s.sla.clone(),
+            if timed { ms_to_ns(bucket_s * 1e3) } else { 0 },
+        );
         Ok(Session {
             s: s.clone(),
             hw,
@@ -125,6 +131,7 @@ impl<'a> Session<'a> {
             recorder,
             last_observed: 0,
             clock: 0,
+            base_dir: built.base_dir,
         })
     }
 
@@ -293,7 +300,7 @@ impl<'a> Session<'a> {
                 "scale",
                 format!(
                     "{} workers for pool {:?}: it has {slots} slots (twice its most workers: \
-                     raise cluster.max_workers or add a [[scale]] step to make room)",
+                     raise cluster.max_workers or [planner] max_workers, or add a [[scale]] step)",
                     workers,
                     pool_name(pool)
                 ),
@@ -384,13 +391,35 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Runs to the end, applying the scenario's `[[scale]]` steps at their times.
+    /// Runs to the end, applying the scenario's `[[scale]]` steps at their times and letting
+    /// its planner decide every interval.
     pub fn run_to_end(&mut self) -> Result<()> {
         let mut steps = self.s.scale.clone();
         steps.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         let mut steps = steps.into_iter().peekable();
+        let mut planner = self.s.planner.clone().map(|p| {
+            let bounds = self
+                .s
+                .pools()
+                .iter()
+                .map(|&pool| (pool, p.min_workers, self.s.max_workers(pool)))
+                .collect();
+            let profiler = super::profiler::BenchProfiler::new(&self.s, &self.base_dir);
+            (
+                crate::planner::build(&p, &self.s.sla, bounds, Box::new(profiler)),
+                ms_to_ns(crate::planner::interval_s(&p) * 1e3).max(1),
+                p.leave,
+            )
+        });
+        let mut next_tick = planner.as_ref().map(|p| p.1);
+        let mut stalled = 0;
         loop {
-            let Some(at) = steps.peek().map(|st| ms_to_ns(st.at_s * 1e3)) else {
+            let next_step = steps.peek().map(|st| ms_to_ns(st.at_s * 1e3));
+            let next = match (next_step, next_tick) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let Some(at) = next else {
                 self.advance_to(Nanos::MAX)?;
                 let empty = self
                     .s
@@ -406,9 +435,28 @@ impl<'a> Session<'a> {
             if self.done() {
                 break;
             }
+            // Requests wait and nothing is left to deliver: only a scaling can help.
+            if self.idle() {
+                stalled += 1;
+                if stalled > 3 && steps.peek().is_none() {
+                    return Err(self.stranded());
+                }
+            } else {
+                stalled = 0;
+            }
             while steps.peek().is_some_and(|st| ms_to_ns(st.at_s * 1e3) <= at) {
                 let st = steps.next().expect("peeked");
                 self.scale_by(st.pool, st.workers, st.leave, "schedule")?;
+            }
+            if let (Some((p, every, leave)), Some(tick)) = (planner.as_mut(), next_tick) {
+                if tick <= at {
+                    let obs = self.observe();
+                    let leave = *leave;
+                    for (pool, n) in p.decide(&obs) {
+                        self.scale_by(pool, n, leave, "planner")?;
+                    }
+                    next_tick = Some(tick + *every);
+                }
             }
         }
         Ok(())

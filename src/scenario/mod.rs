@@ -24,7 +24,9 @@ use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
 pub use load::{load_scenario, Override};
-pub use scaling::{Leave, ScaleStep, SlaSettings};
+pub use scaling::{
+    Leave, PlannerKind, PlannerSettings, PredictorKind, ScaleStep, SlaSettings, ThresholdMetric,
+};
 
 /// A whole scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -61,6 +63,8 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// Scheduled changes of a pool's size (`[[scale]] at_s, pool, workers`), for what-if runs.
     pub scale: Vec<ScaleStep>,
+    /// An autoscaler in the loop (absent: none).
+    pub planner: Option<PlannerSettings>,
     /// The service-level targets the run is measured against.
     pub sla: SlaSettings,
 }
@@ -83,6 +87,7 @@ impl Default for Scenario {
             disagg: Disagg::default(),
             faults: Vec::new(),
             scale: Vec::new(),
+            planner: None,
             sla: SlaSettings::default(),
         }
     }
@@ -421,8 +426,8 @@ pub struct Cluster {
     /// GPUs paid meanwhile (60.0).
     pub startup_s: f64,
     /// The most workers each pool may grow to when something outside the scenario scales it
-    /// (the stepping API) (absent: the pool cannot grow unless a `[[scale]]` step says how
-    /// far).
+    /// (the stepping API, a planner written in Python) (absent: the pool cannot grow unless a
+    /// `[[scale]]` step or a `[planner]` says how far).
     pub max_workers: Option<usize>,
 }
 

@@ -1,5 +1,5 @@
 //! Workers that join and leave: exact scale events, conservation and determinism under random
-//! scale schedules, a stepped run equal to the one-shot run.
+//! scale schedules, a stepped run equal to the one-shot run, and the planners in the loop.
 
 use std::path::Path;
 
@@ -133,6 +133,28 @@ fn a_pool_scaled_to_zero_holds_requests_until_a_worker_comes() {
 }
 
 #[test]
+fn each_planner_keeps_its_pool_within_its_bounds() {
+    for kind in ["dynamo-throughput", "dynamo-load", "threshold"] {
+        let s = scenario(
+            2,
+            &format!(
+                "[planner]\nkind = \"{kind}\"\nadjustment_interval_s = 2.0\nmin_workers = 1\nmax_workers = 4\n"
+            ),
+        );
+        let r = run(&s, None);
+        assert_eq!(r.acks, 400, "{kind}");
+        for p in &r.replicas {
+            assert!(
+                p.workers + p.starting <= 4 && p.workers >= 1,
+                "{kind}: {p:?}"
+            );
+        }
+        assert!(r.scale_events.iter().all(|e| e.by == "planner"), "{kind}");
+        assert_eq!(json(&r), json(&run(&s, None)), "{kind}: deterministic");
+    }
+}
+
+#[test]
 fn scaling_settings_are_checked() {
     let bad = |extra: &str| {
         let text = format!("[workload]\nkind = \"synthetic\"\n{extra}");
@@ -142,6 +164,10 @@ fn scaling_settings_are_checked() {
     };
     assert!(
         bad("[[scale]]\nat_s = 1.0\npool = \"prefill\"\nworkers = 2\n").contains("scale[0].pool")
+    );
+    assert!(bad("[planner]\nkind = \"dynamo-load\"\n").contains("[sla]"));
+    assert!(
+        bad("[planner]\nkind = \"threshold\"\nmax_workers = 0\n").contains("planner.max_workers")
     );
     assert!(bad("[[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 2\n[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 1.0\ndown_ms = 1.0\n").contains("faults"));
 }
@@ -229,4 +255,24 @@ fn the_stepping_api_scales_like_a_schedule() {
     session.run_to_end().unwrap();
     let api = json(&session.finish().unwrap()).replace("\"by\":\"api\"", "\"by\":\"schedule\"");
     assert_eq!(api, json(&run(&scheduled, None)));
+}
+
+#[test]
+fn the_readme_day_takes_each_planner_from_the_command_line() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/planner-day.toml");
+    let set = |kv: &str| kv.parse::<dynsim::scenario::Override>().unwrap();
+    let fixed = dynsim::scenario::load_scenario(&path, &[]).unwrap();
+    assert!(fixed.scenario.planner.is_none() && !fixed.scenario.scales());
+    for kind in ["dynamo-throughput", "dynamo-load", "threshold"] {
+        let planned =
+            dynsim::scenario::load_scenario(&path, &[set(&format!("planner.kind={kind}"))])
+                .unwrap();
+        let p = planned
+            .scenario
+            .planner
+            .as_ref()
+            .expect("a planner table from --set");
+        assert_eq!(p.kind.name(), kind);
+        assert_eq!(planned.scenario.max_workers(Pool::Workers), 16);
+    }
 }
