@@ -34,8 +34,7 @@ use crate::run::{run_scenario_with, RunHooks};
 use crate::scenario::load::{parse_scenario, Override};
 use crate::scenario::{EngineKind, Scenario};
 
-/// Requests per client when the count is not given: AIConfigurator's benchmark convention.
-pub const REQUESTS_PER_CLIENT: usize = 20;
+pub use crate::run::REQUESTS_PER_CLIENT;
 
 /// One benchmark point.
 #[derive(Clone, Debug, PartialEq)]

@@ -58,11 +58,15 @@ pub fn labels(files: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The readable table: one row per scenario.
+/// The readable table: one row per scenario. When a run scales or has an `[sla]`, three more
+/// columns show the trade: GPU-hours paid, SLA attainment and goodput.
 pub fn table(runs: &[Compared]) -> String {
     let width = runs.iter().map(|r| r.label.len()).max().unwrap_or(8).max(8);
+    let costed = runs
+        .iter()
+        .any(|c| c.report.sla_attainment.is_some() || !c.report.scale_events.is_empty());
     let mut out = format!(
-        "{:<width$}  {:>12} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}\n",
+        "{:<width$}  {:>12} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}",
         "scenario",
         "policy",
         "reuse",
@@ -74,10 +78,15 @@ pub fn table(runs: &[Compared]) -> String {
         "req/s",
         "busiest"
     );
+    if costed {
+        out.push_str(&format!(" {:>9} {:>7} {:>8}", "gpu-h", "sla", "goodput"));
+    }
+    out.push('\n');
+    let or_dash = |x: Option<f64>| x.map_or("-".to_string(), |v| v.to_string());
     for c in runs {
         let r = &c.report;
         out.push_str(&format!(
-            "{:<width$}  {:>12} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}\n",
+            "{:<width$}  {:>12} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}",
             c.label,
             r.policy,
             r.block_hit_rate,
@@ -89,6 +98,15 @@ pub fn table(runs: &[Compared]) -> String {
             r.throughput_rps,
             r.busiest_worker_share
         ));
+        if costed {
+            out.push_str(&format!(
+                " {:>9} {:>7} {:>8}",
+                crate::round::round_py(r.gpu_seconds / 3600.0, 3),
+                or_dash(r.sla_attainment),
+                or_dash(r.goodput_rps)
+            ));
+        }
+        out.push('\n');
     }
     out
 }

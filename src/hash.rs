@@ -155,7 +155,13 @@ pub(crate) const FAST_BLOCK: usize = 16;
 /// Chains externally assigned block ids (a Mooncake trace's `hash_ids`) into block names, so that a
 /// trace's ids and dynsim's own names live in one namespace and keep the prefix property.
 pub fn chain_ids(ids: &[u64]) -> Vec<BlockHash> {
-    let mut seed = ROOT_SEED;
+    chain_ids_from(ids, ROOT_SEED)
+}
+
+/// [`chain_ids`] chained from `root` instead of [`ROOT_SEED`]: another namespace of names (a
+/// trace replayed again names its blocks apart from the first replay's).
+pub fn chain_ids_from(ids: &[u64], root: u64) -> Vec<BlockHash> {
+    let mut seed = root;
     ids.iter()
         .map(|id| {
             seed = xxh3_64_with_seed(&id.to_le_bytes(), seed);

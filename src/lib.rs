@@ -54,6 +54,13 @@
 //!   measured against the workers' caches ([`cluster::audit`]: precision and recall).
 //! - **Replicas.** Several routers, each with its own index and load view, optionally telling
 //!   each other what they routed (`router.sync`).
+//! - **Workers that come and go.** A pool's size may change during a run: `[[scale]]` steps, a
+//!   planner in the loop ([`planner`]: `threshold`, `dynamo-throughput`, `dynamo-load`, acting
+//!   every interval on what a real one observes) or the stepping API ([`run::Session`]). A
+//!   joining worker serves `startup_s` after it starts, with an empty cache, and the routers
+//!   learn of it when it registers; a leaving one drains or is removed, its requests routed
+//!   again. The ledger ([`cluster::membership`]) counts the GPU-seconds paid; the report adds
+//!   replicas over time, scale events, SLA attainment and goodput against `[sla]`.
 //! - **Scenario.** A TOML file ([`scenario::Scenario`]): workload, cluster, router, bus, timing,
 //!   scheduler, disaggregation and faults, every key with a default. [`run::run_scenario`] runs
 //!   one and returns a [`report::Report`].
@@ -161,6 +168,7 @@ pub mod output;
 pub mod parallel;
 pub mod perfetto;
 pub mod plan;
+pub mod planner;
 pub mod py_random;
 pub mod report;
 pub mod rng;

@@ -21,6 +21,8 @@ use crate::engine::Nanos;
 const WORKERS: u32 = 1;
 const REQUESTS: u32 = 2;
 const BUS: u32 = 3;
+/// Workers' starting, serving and draining phases (a scaling run).
+const LIFECYCLE: u32 = 4;
 
 /// Microseconds, as the format wants them (three decimals: whole nanoseconds).
 fn us(ns: Nanos) -> String {
@@ -42,6 +44,8 @@ pub fn render(timeline: &Timeline, topology: &Topology) -> String {
         events.push(meta(WORKERS, w.id.0, "thread_name", &w.name));
     }
     let name = |w: crate::ids::WorkerId| topology.worker(w).name.as_str();
+    // Workers' phases (scaling runs only) get their own process, noted once.
+    let mut lifecycle = false;
     for mark in &timeline.marks {
         match *mark {
             Mark::Step {
@@ -109,6 +113,26 @@ pub fn render(timeline: &Timeline, topology: &Topology) -> String {
                 at,
                 &format!(r#""requests":{requests}"#),
             )),
+            Mark::Phase {
+                worker,
+                kind,
+                start,
+                end,
+            } => {
+                if !lifecycle {
+                    lifecycle = true;
+                    events.push(meta(LIFECYCLE, 0, "process_name", "lifecycle"));
+                    for w in topology.workers() {
+                        events.push(meta(LIFECYCLE, w.id.0, "thread_name", &w.name));
+                    }
+                }
+                events.push(format!(
+                    r#"{{"ph":"X","name":"{kind}","cat":"lifecycle","pid":{LIFECYCLE},"tid":{},"ts":{},"dur":{}}}"#,
+                    worker.0,
+                    us(start),
+                    us(end - start)
+                ));
+            }
             Mark::Restart { worker, at } => {
                 events.push(instant("restart", WORKERS, worker.0, at, ""))
             }

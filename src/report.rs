@@ -210,6 +210,23 @@ pub struct Report {
     /// Trace rows read and skipped, for trace workloads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceRows>,
+    /// Workers x GPUs per worker x seconds each was in the cluster, startup and drain included
+    /// (3 places): what the run paid for.
+    pub gpu_seconds: f64,
+    /// Each pool's size at every change (the first at 0 s): workers serving, starting and
+    /// draining.
+    pub replicas: Vec<crate::cluster::membership::ReplicaPoint>,
+    /// Every change of a pool's target, by `[[scale]]`, the planner or the stepping API.
+    pub scale_events: Vec<crate::cluster::membership::ScaleEvent>,
+    /// Share of requests completed within `[sla]` (TTFT and mean ITL at most the targets; a
+    /// rejected request misses) (4 places; `null` without `[sla]`).
+    pub sla_attainment: Option<f64>,
+    /// Requests completed within `[sla]` per second (3 places; `null` without `[sla]`).
+    pub goodput_rps: Option<f64>,
+    /// Load, latency and reuse over time, in buckets of the planner's interval (60 s without
+    /// one), for a run whose load or size changes or that has an `[sla]` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<Vec<IntervalReport>>,
     /// Problems a serving engineer should know about (e.g. a blind KV router).
     pub warnings: Vec<String>,
     /// TTFT quantiles at 0, 1, ..., 100 %, ms (for `compare`'s plots; not in `--json`).
@@ -388,6 +405,25 @@ impl Report {
         }
         out
     }
+}
+
+/// One bucket of the report's `intervals`.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct IntervalReport {
+    /// The bucket's start, s.
+    pub t_s: f64,
+    /// Requests that arrived in it, per second.
+    pub load_rps: f64,
+    /// Requests that completed in it.
+    pub completed: u64,
+    /// Their TTFT p90, ms (`null`: none completed).
+    pub ttft_p90_ms: Option<f64>,
+    /// The p90 of their mean inter-token latencies, ms.
+    pub itl_p90_ms: Option<f64>,
+    /// Prompt tokens they took from caches / their prompt tokens.
+    pub prefix_reuse: Option<f64>,
+    /// Their share within `[sla]` (`null` without one).
+    pub sla_attainment: Option<f64>,
 }
 
 #[cfg(test)]

@@ -216,8 +216,14 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
             let _ = write!(s, r#","epoch":{epoch},"plan":{plan},"steps":{steps}"#);
         }
         Msg::RefreshSignals => {}
-        Msg::WorkerDown { worker } | Msg::WorkerUp { worker } => {
+        Msg::WorkerDown { worker }
+        | Msg::WorkerUp { worker }
+        | Msg::Register { worker }
+        | Msg::Deregister { worker } => {
             let _ = write!(s, r#","worker":{worker}"#);
+        }
+        Msg::Retire { worker, drain } => {
+            let _ = write!(s, r#","worker":{worker},"drain":{drain}"#);
         }
     }
     s.push_str("}\n");

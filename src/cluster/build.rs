@@ -94,7 +94,10 @@ pub fn populate(
                 .collect(),
             bus: topo.bus(),
         };
-        let loads = LoadBook::new(routable, s.router.load);
+        let mut loads = LoadBook::new(routable, s.router.load);
+        for slot in topo.routable().iter().filter(|w| !w.present) {
+            loads.set_present(slot.id, false);
+        }
         let router = RouterActor::new(policy, loads, setup, &s.router, place);
         assert_eq!(sim.add(Node::Router(Box::new(router))), routers[replica]);
     }
@@ -131,10 +134,11 @@ pub fn populate(
             audit: audit.clone().filter(|_| slot.routable),
             timeline: timeline.clone(),
         };
-        assert_eq!(
-            sim.add(Node::Worker(Box::new(Worker::new(setup)))),
-            slot.addr
-        );
+        let worker = match slot.present {
+            true => Worker::new(setup),
+            false => Worker::new(setup).absent(),
+        };
+        assert_eq!(sim.add(Node::Worker(Box::new(worker))), slot.addr);
     }
     // Faults first: at equal times a worker goes down before that instant's arrivals are routed.
     for fault in &s.faults {
@@ -150,6 +154,12 @@ pub fn populate(
         for to in targets {
             sim.schedule(down, slot.addr, to, Msg::WorkerDown { worker: slot.id });
             sim.schedule(up, slot.addr, to, Msg::WorkerUp { worker: slot.id });
+        }
+    }
+    // Prefill workers hand nothing to a decode slot that is empty.
+    for slot in topo.workers().iter().filter(|w| !w.present && !w.routable) {
+        for to in topo.fault_listeners(slot.id) {
+            sim.schedule(0, slot.addr, to, Msg::WorkerDown { worker: slot.id });
         }
     }
     let arrivals = feed.borrow().initial_count() as u64;

@@ -94,6 +94,24 @@ pub enum Msg {
         /// The worker.
         worker: WorkerId,
     },
+    /// Scaling: `worker` joined and serves: the routers add it (its events start afresh).
+    Register {
+        /// The worker.
+        worker: WorkerId,
+    },
+    /// Scaling: `worker` leaves: the routers send it nothing more and forget what it held.
+    Deregister {
+        /// The worker.
+        worker: WorkerId,
+    },
+    /// Scaling: `worker` leaves, draining what it holds (`drain`) or at once, handing its
+    /// requests back (to the worker itself).
+    Retire {
+        /// The worker.
+        worker: WorkerId,
+        /// Finish the requests it holds before it goes.
+        drain: bool,
+    },
 }
 
 /// A worker's buffered events from the requested sequence number on.
@@ -288,6 +306,9 @@ impl Msg {
             Msg::RefreshSignals => "RefreshSignals",
             Msg::WorkerDown { .. } => "WorkerDown",
             Msg::WorkerUp { .. } => "WorkerUp",
+            Msg::Register { .. } => "Register",
+            Msg::Deregister { .. } => "Deregister",
+            Msg::Retire { .. } => "Retire",
         }
     }
 

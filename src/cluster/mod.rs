@@ -20,6 +20,7 @@ pub mod build;
 pub mod bus;
 pub mod client;
 pub mod hardware;
+pub mod membership;
 pub mod messages;
 pub mod router_actor;
 pub mod tally;

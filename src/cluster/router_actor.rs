@@ -538,6 +538,17 @@ impl Actor for RouterActor {
                 ctx.send(self.setup.client, Msg::Ack(ack), 0);
             }
             Msg::WorkerDown { worker } => self.loads.set_up(worker, false),
+            Msg::Register { worker } => {
+                self.loads.set_present(worker, true);
+                for routed in std::mem::take(&mut self.pending) {
+                    self.route(routed, ctx);
+                }
+            }
+            Msg::Deregister { worker } => {
+                // As a router's indexer removes a worker that left: what it held is gone.
+                self.loads.set_present(worker, false);
+                self.believe(&KvEvent::Cleared { worker }, now);
+            }
             Msg::WorkerUp { worker } => {
                 self.loads.set_up(worker, true);
                 for routed in std::mem::take(&mut self.pending) {
@@ -551,7 +562,8 @@ impl Actor for RouterActor {
             | Msg::Handoff(_)
             | Msg::Via { .. }
             | Msg::ReplayRequest { .. }
-            | Msg::SnapshotRequest { .. } => {
+            | Msg::SnapshotRequest { .. }
+            | Msg::Retire { .. } => {
                 debug_assert!(false, "the router receives no {}", env.msg.kind());
             }
         }

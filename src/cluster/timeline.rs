@@ -75,6 +75,18 @@ pub enum Mark {
         /// How many.
         requests: u32,
     },
+    /// A worker of a scaling pool was `starting` (loading its model), `serving` or `draining`
+    /// from `start` to `end`.
+    Phase {
+        /// The worker.
+        worker: WorkerId,
+        /// The phase.
+        kind: &'static str,
+        /// From, ns.
+        start: Nanos,
+        /// To, ns.
+        end: Nanos,
+    },
     /// A worker went down (its cache and requests lost).
     Restart {
         /// The worker.

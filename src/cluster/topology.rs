@@ -12,7 +12,7 @@
 use crate::engine::ActorId;
 use crate::ids::WorkerId;
 use crate::scenario::validate::{routable_workers, worker_count};
-use crate::scenario::Scenario;
+use crate::scenario::{Pool, Scenario};
 
 /// What a worker does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +77,20 @@ pub struct WorkerSlot {
     pub name: String,
     /// Whether the router sends it requests.
     pub routable: bool,
+    /// Whether it serves from the start (a pool that scales has slots for workers that join
+    /// later: [`Scenario::pool_slots`]).
+    pub present: bool,
+}
+
+impl WorkerSlot {
+    /// The pool it belongs to.
+    pub fn pool(&self) -> Pool {
+        match self.role {
+            Role::Unified => Pool::Workers,
+            Role::Prefill | Role::Colocated => Pool::Prefill,
+            Role::Decode => Pool::Decode,
+        }
+    }
 }
 
 /// A KV transfer link: a prefill worker hands prefilled requests to a decode worker over it.
@@ -118,11 +132,17 @@ impl Topology {
         let d = &s.disagg;
         let workers: Vec<WorkerSlot> = (0..total)
             .map(|w| {
-                let (role, name) = match (d.enabled, d.colocated, w < routable) {
-                    (false, _, _) => (Role::Unified, format!("worker{w}")),
-                    (true, true, _) => (Role::Colocated, format!("gpu{w}")),
-                    (true, false, true) => (Role::Prefill, format!("prefill{w}")),
-                    (true, false, false) => (Role::Decode, format!("decode{}", w - routable)),
+                let (role, name, present) = match (d.enabled, d.colocated, w < routable) {
+                    (false, _, _) => (Role::Unified, format!("worker{w}"), w < s.cluster.workers),
+                    (true, true, _) => (Role::Colocated, format!("gpu{w}"), true),
+                    (true, false, true) => {
+                        (Role::Prefill, format!("prefill{w}"), w < d.prefill_workers)
+                    }
+                    (true, false, false) => (
+                        Role::Decode,
+                        format!("decode{}", w - routable),
+                        w - routable < d.decode_workers,
+                    ),
                 };
                 let addr = ActorId(u32::try_from(names.len()).expect("fewer than 2^32 actors"));
                 names.push(name.clone());
@@ -132,6 +152,7 @@ impl Topology {
                     role,
                     name,
                     routable: w < routable,
+                    present,
                 }
             })
             .collect();

@@ -116,6 +116,16 @@ impl<M> EventQueue<M> {
         self.heap.push(Reverse((time, seq, slot)));
     }
 
+    /// The time of the next delivery, if any (pulling the stream's head if needed).
+    pub(super) fn next_time(&mut self) -> Option<Nanos> {
+        let stream = self.stream_head().map(|(t, _)| t);
+        let heap = self.heap.peek().map(|&Reverse((t, _, _))| t);
+        match (stream, heap) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     pub(super) fn pop(&mut self) -> Option<Envelope<M>> {
         let stream_first = match (self.stream_head(), self.heap.peek()) {
             (Some(s), Some(&Reverse((ht, hq, _)))) => s < (ht, hq),

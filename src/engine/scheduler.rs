@@ -82,6 +82,15 @@ impl<A: Actor> Simulation<A> {
         self.queue.overflowed()
     }
 
+    /// The time of the next pending delivery (`None`: nothing is pending, or the run stopped
+    /// at the end of time).
+    pub fn next_time(&mut self) -> Option<Nanos> {
+        if self.queue.overflowed() {
+            return None;
+        }
+        self.queue.next_time()
+    }
+
     /// Delivers the next pending message, showing it to `observe` first. Returns `false` when
     /// nothing is pending.
     pub fn step(&mut self, observe: &mut impl FnMut(&Envelope<A::Msg>)) -> bool {

@@ -38,6 +38,9 @@ pub struct LoadBook {
     in_flight_blocks: Vec<u64>,
     up: Vec<bool>,
     up_count: usize,
+    /// Whether each worker is in the cluster (a worker slot of a scaling pool may be empty:
+    /// it then counts in no load range).
+    present: Vec<bool>,
     /// Requests routed here and not yet finished: worker and prompt blocks (looked up by id
     /// only; the table's order never reaches a result).
     open: HashMap<RequestId, (WorkerId, u64), IdBuilder>,
@@ -60,6 +63,7 @@ impl LoadBook {
             in_flight_blocks: vec![0; n_workers],
             up: vec![true; n_workers],
             up_count: n_workers,
+            present: vec![true; n_workers],
             open: HashMap::default(),
             signals: vec![WorkerSignals::default(); n_workers],
             least_routed: LoadTree::new(n_workers.max(1)),
@@ -99,11 +103,25 @@ impl LoadBook {
         self.track(w);
     }
 
-    /// Brings the load trees up to date with `worker`'s counts.
+    /// Brings the load trees up to date with `worker`'s counts (a worker not in the cluster
+    /// is never the least loaded nor the most).
     fn track(&mut self, worker: usize) {
-        self.least_routed.set(worker, self.routed[worker]);
-        self.least_in_flight.set(worker, self.in_flight[worker]);
-        self.most_in_flight.set(worker, self.in_flight[worker]);
+        if self.present[worker] {
+            self.least_routed.set(worker, self.routed[worker]);
+            self.least_in_flight.set(worker, self.in_flight[worker]);
+            self.most_in_flight.set(worker, self.in_flight[worker]);
+        } else {
+            self.least_routed.set(worker, u64::MAX);
+            self.least_in_flight.set(worker, u64::MAX);
+            self.most_in_flight.set(worker, 0);
+        }
+    }
+
+    /// Adds `worker` to the cluster, up (a worker joined), or takes it out, down (it left).
+    pub fn set_present(&mut self, worker: WorkerId, present: bool) {
+        self.present[worker.index()] = present;
+        self.set_up(worker, present);
+        self.track(worker.index());
     }
 
     /// The worker with the fewest requests in flight (lowest number on ties) among those up.
@@ -116,10 +134,10 @@ impl LoadBook {
         }
     }
 
-    /// The fewest and the most requests in flight on any worker, up or down (0 and 0 without
-    /// workers). O(1).
+    /// The fewest and the most requests in flight on any worker in the cluster, up or down (0
+    /// and 0 without workers). O(1).
     pub fn in_flight_range(&self) -> (u64, u64) {
-        if self.in_flight.is_empty() {
+        if self.in_flight.is_empty() || !self.present.iter().any(|&p| p) {
             return (0, 0);
         }
         (

@@ -9,6 +9,7 @@
 
 pub mod deploy;
 pub mod load;
+pub mod scaling;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,9 @@ use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
 pub use load::{load_scenario, Override};
+pub use scaling::{
+    Leave, PlannerKind, PlannerSettings, PredictorKind, ScaleStep, SlaSettings, ThresholdMetric,
+};
 
 /// A whole scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -57,6 +61,12 @@ pub struct Scenario {
     pub disagg: Disagg,
     /// Injected worker restarts.
     pub faults: Vec<Fault>,
+    /// Scheduled changes of a pool's size (`[[scale]] at_s, pool, workers`), for what-if runs.
+    pub scale: Vec<ScaleStep>,
+    /// An autoscaler in the loop (absent: none).
+    pub planner: Option<PlannerSettings>,
+    /// The service-level targets the run is measured against.
+    pub sla: SlaSettings,
 }
 
 impl Default for Scenario {
@@ -76,6 +86,9 @@ impl Default for Scenario {
             scheduler: SchedulerSettings::default(),
             disagg: Disagg::default(),
             faults: Vec::new(),
+            scale: Vec::new(),
+            planner: None,
+            sla: SlaSettings::default(),
         }
     }
 }
@@ -185,6 +198,14 @@ pub struct TraceWorkload {
     /// Cut each trace block into `cluster.block_size`-token engine blocks (false: route on the
     /// trace's block ids directly, one engine block per id).
     pub rechunk: bool,
+    /// The speedup over the run, as a schedule (a daily sine, or piecewise; see
+    /// [`crate::workload::schedule`]): at run time `t` the trace plays at this many times its
+    /// own pace. Replaces `speedup`, which must then keep its default (absent: constant).
+    pub speedup_schedule: Option<crate::workload::schedule::Schedule>,
+    /// Play the trace again and again for this many seconds of the run, each pass after the
+    /// last with its blocks and sessions named apart (new users sending the same traffic)
+    /// (absent: once).
+    pub duration_s: Option<f64>,
 }
 
 impl Default for TraceWorkload {
@@ -198,6 +219,8 @@ impl Default for TraceWorkload {
             limit: None,
             skip_bad: false,
             rechunk: false,
+            speedup_schedule: None,
+            duration_s: None,
         }
     }
 }
@@ -399,6 +422,13 @@ pub struct Cluster {
     pub block_size: usize,
     /// KV capacity per worker in blocks, or "unbounded" (the default).
     pub kv_capacity_blocks: Limit,
+    /// Seconds a worker that joins during the run takes to serve (loading the model), its
+    /// GPUs paid meanwhile (60.0).
+    pub startup_s: f64,
+    /// The most workers each pool may grow to when something outside the scenario scales it
+    /// (the stepping API, a planner written in Python) (absent: the pool cannot grow unless a
+    /// `[[scale]]` step or a `[planner]` says how far).
+    pub max_workers: Option<usize>,
 }
 
 impl Default for Cluster {
@@ -407,6 +437,8 @@ impl Default for Cluster {
             workers: 2,
             block_size: 16,
             kv_capacity_blocks: Limit::Unbounded,
+            startup_s: 60.0,
+            max_workers: None,
         }
     }
 }

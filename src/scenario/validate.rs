@@ -72,14 +72,15 @@ fn limit(key: &str, l: Limit) -> Result<(), Invalid> {
 }
 
 /// The number of worker actors the scenario asks for (prefill + decode when disaggregated and
-/// not colocated).
+/// not colocated): every slot of a pool that scales ([`Scenario::pool_slots`]).
 pub fn worker_count(s: &Scenario) -> usize {
+    use super::Pool;
     if !s.disagg.enabled {
-        s.cluster.workers
+        s.pool_slots(Pool::Workers)
     } else if s.disagg.colocated {
         s.disagg.prefill_workers
     } else {
-        s.disagg.prefill_workers + s.disagg.decode_workers
+        s.pool_slots(Pool::Prefill) + s.pool_slots(Pool::Decode)
     }
 }
 
@@ -145,6 +146,30 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
             }
             if let Some(l) = t.limit {
                 at_least_one("workload.limit", l)?;
+            }
+            if let Some(schedule) = &t.speedup_schedule {
+                if t.speedup != 1.0 {
+                    return Err(bad(
+                        "workload.speedup",
+                        format!("{:?}", t.speedup),
+                        "is replaced by workload.speedup_schedule: remove one of them",
+                    ));
+                }
+                schedule
+                    .validate()
+                    .map_err(|(k, m)| bad(&format!("workload.speedup_schedule.{k}"), "", &m))?;
+            }
+            if let Some(d) = t.duration_s {
+                positive("workload.duration_s", d)?;
+                time_ms("workload.duration_s", d * 1e3)?;
+            }
+            if t.concurrency.is_some() && (t.speedup_schedule.is_some() || t.duration_s.is_some()) {
+                return Err(bad(
+                    "workload.concurrency",
+                    t.concurrency.unwrap_or(0),
+                    "is a closed loop, which ignores arrival times: remove it, or \
+                     speedup_schedule and duration_s",
+                ));
             }
         }
         Workload::Synthetic(p) => {
@@ -253,6 +278,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
 
     validate_router(s)?;
     validate_deployment(s, base_dir)?;
+    super::scaling::validate(s)?;
 
     let workers = worker_count(s);
     for (i, f) in s.faults.iter().enumerate() {
@@ -511,11 +537,14 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// The number of workers the router routes to (prefill workers when disaggregated).
+/// The number of workers the router routes to (prefill workers when disaggregated), slots of a
+/// pool that scales included.
 pub fn routable_workers(s: &Scenario) -> usize {
-    if s.disagg.enabled {
+    if s.disagg.enabled && s.disagg.colocated {
         s.disagg.prefill_workers
+    } else if s.disagg.enabled {
+        s.pool_slots(super::Pool::Prefill)
     } else {
-        s.cluster.workers
+        s.pool_slots(super::Pool::Workers)
     }
 }

@@ -8,6 +8,8 @@
 //! - [`synthetic`]: Zipf-popular shared-prefix groups, Poisson or fixed arrivals, multi-turn sessions.
 //! - [`mooncake`]: Mooncake JSONL traces (block hash ids, optional sessions).
 //! - [`azure`]: Azure LLM inference CSV traces (lengths only).
+//! - [`schedule`]: a rate that varies over the run (a daily sine, piecewise), for synthetic
+//!   arrivals and trace speedups.
 //! - [`trace`]: options and counters shared by the trace parsers, and their streamed row loop.
 //! - [`table`]: a trace read once into a compact table.
 //! - [`source`]: a built workload ([`source::Recipe`]) and the requests it makes on demand
@@ -16,6 +18,7 @@
 pub mod azure;
 pub mod lab;
 pub mod mooncake;
+pub mod schedule;
 pub mod source;
 pub mod synthetic;
 pub mod table;

@@ -19,6 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::schedule::Schedule;
 use super::{RequestSpec, SessionLink};
 use crate::engine::ms_to_ns;
 use crate::hash::{extend_block_hashes, BlockHash};
@@ -138,6 +139,10 @@ pub struct SyntheticParams {
     /// in id order, arrival times and sessions ignored (absent: open loop, the default). A
     /// benchmark's `--max-concurrency`.
     pub concurrency: Option<usize>,
+    /// Sessions started per second over the run, as a schedule (a daily sine, or piecewise;
+    /// see [`crate::workload::schedule`]) instead of the constant `rate_per_s`, which must
+    /// then keep its default (absent: constant).
+    pub rate_schedule: Option<Schedule>,
 }
 
 impl Default for SyntheticParams {
@@ -154,6 +159,7 @@ impl Default for SyntheticParams {
             turns: 1,
             think_ms: 0.0,
             concurrency: None,
+            rate_schedule: None,
         }
     }
 }
@@ -183,6 +189,17 @@ impl SyntheticParams {
         }
         if self.concurrency == Some(0) {
             return err("concurrency", "must be at least 1");
+        }
+        if let Some(schedule) = &self.rate_schedule {
+            if self.rate_per_s != SyntheticParams::default().rate_per_s {
+                return err(
+                    "rate_per_s",
+                    "is replaced by rate_schedule: remove one of them",
+                );
+            }
+            schedule
+                .validate()
+                .map_err(|(k, m)| (format!("rate_schedule.{k}"), m))?;
         }
         self.input.validate("input")?;
         self.output.validate("output")?;
@@ -309,23 +326,32 @@ impl SyntheticStream {
         let groups = self.cumulative.len();
         let total_weight = self.cumulative[groups - 1];
         let turns = p.turns.max(1) as usize;
-        let gap_ns = 1e9 / p.rate_per_s;
+        // With a schedule, sessions start at rate 1 on an operational clock that the schedule
+        // maps onto the run's (time rescaling: see `schedule`).
+        let gap_ns = match &p.rate_schedule {
+            Some(_) => 1e9,
+            None => 1e9 / p.rate_per_s,
+        };
         let block_size = self.block_size;
         let rng = &mut self.rng;
         let session = self.session;
         let u = rng.unit() * total_weight;
         let g = self.cumulative.partition_point(|&c| c <= u).min(groups - 1);
-        if self.start_ns.is_nan() || self.start_ns > MAX_MS * 1e6 {
+        let start_ns = match &p.rate_schedule {
+            Some(schedule) => schedule.time_of(self.start_ns / 1e9) * 1e9,
+            None => self.start_ns,
+        };
+        if start_ns.is_nan() || start_ns > MAX_MS * 1e6 {
             return Some(Err((
                 "rate_per_s".to_string(),
                 format!(
                     "puts session {session} at {:e} ms, past the clock's limit of 1e12 ms (about \
                      31.7 years): raise rate_per_s or lower requests",
-                    self.start_ns / 1e6
+                    start_ns / 1e6
                 ),
             )));
         }
-        let arrival_ns = self.start_ns.round() as u64;
+        let arrival_ns = start_ns.round() as u64;
         self.start_ns = match p.arrival {
             Arrival::Poisson => self.start_ns - (1.0 - rng.unit()).ln() * gap_ns,
             Arrival::Fixed => (session + 1) as f64 * gap_ns,
@@ -586,5 +612,37 @@ mod tests {
             }),
             "turns"
         );
+    }
+
+    #[test]
+    fn a_rate_schedule_shapes_poisson_arrivals() {
+        use crate::workload::schedule::{Interpolate, Schedule};
+        // 2 per second for 1,000 s, then 20 per second: about 2,000 then 20,000 arrivals.
+        let p = SyntheticParams {
+            requests: 12_000,
+            rate_schedule: Some(Schedule::Piecewise {
+                points: vec![[0.0, 2.0], [1000.0, 20.0]],
+                interpolate: Interpolate::Step,
+            }),
+            ..SyntheticParams::default()
+        };
+        assert!(p.validate().is_ok());
+        let reqs = run(&p, 4);
+        let early = reqs
+            .iter()
+            .filter(|r| r.arrival_ns < 1_000_000_000_000)
+            .count();
+        assert!((early as f64 / 2000.0 - 1.0).abs() < 0.06, "{early}");
+        let last_s = reqs.last().unwrap().arrival_ns as f64 / 1e9;
+        // The other 10,000 or so at 20 per second: about 500 s more.
+        assert!(
+            (last_s - 1000.0 - (12_000 - early) as f64 / 20.0).abs() < 30.0,
+            "{last_s}"
+        );
+        let both = SyntheticParams {
+            rate_per_s: 3.0,
+            ..p
+        };
+        assert_eq!(both.validate().unwrap_err().0, "rate_per_s");
     }
 }

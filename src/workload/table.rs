@@ -13,11 +13,12 @@ use std::path::Path;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+use super::schedule::Schedule;
 use super::trace::{TraceOptions, TraceStats};
 use super::{RequestSpec, SessionLink};
 use crate::engine::ms_to_ns;
 use crate::error::{Error, Result};
-use crate::hash::{chain_ids, BlockHash, ROOT_SEED};
+use crate::hash::{chain_ids_from, BlockHash, ROOT_SEED};
 use crate::ids::RequestId;
 use crate::limits::MAX_MS;
 
@@ -132,6 +133,24 @@ pub struct TraceTable {
     naming: Naming,
     first_turns: usize,
     stats: TraceStats,
+    /// Sessions numbered in one pass.
+    sessions: u64,
+    /// How the rows are played over the run, when not once at their own pace.
+    replay: Option<Box<ReplayPlan>>,
+}
+
+/// A trace played over the run ([`TraceTable::replayed`]): its rows again and again, each pass
+/// after the last, and times mapped through a speedup schedule.
+#[derive(Clone, Debug)]
+struct ReplayPlan {
+    /// Requests in all passes.
+    total: usize,
+    /// First turns in all passes.
+    first_turns: usize,
+    /// One pass's length on the trace's clock: its last arrival plus the mean gap, ns.
+    span_ns: u64,
+    /// The speedup over the run (absent: the trace's own pace).
+    schedule: Option<Schedule>,
 }
 
 impl TraceTable {
@@ -229,12 +248,97 @@ impl TraceTable {
             naming,
             first_turns,
             stats,
+            sessions: sessions.len() as u64,
+            replay: None,
         })
     }
 
-    /// Requests in the trace.
+    /// The trace played over the run: its arrivals mapped through the speedup `schedule` (the
+    /// run's time at which the trace has been played to a row's time; the table must have been
+    /// read at speedup 1), and with `duration_s`, played again and again (each pass's blocks
+    /// and sessions named apart from the others', as new users would send them) for every row
+    /// arriving within that many seconds of the run. On failure: the problem (an arrival past
+    /// the clock).
+    pub fn replayed(
+        mut self,
+        schedule: Option<Schedule>,
+        duration_s: Option<f64>,
+    ) -> std::result::Result<TraceTable, String> {
+        let n = self.rows.len();
+        let last = self.rows[n - 1].arrival_ns;
+        let span_ns = (last + last / (n as u64 - 1).max(1)).max(1);
+        let (mut total, mut first_turns) = (n, self.first_turns);
+        if let Some(d) = duration_s {
+            // Operational (trace) time the run plays in `d` seconds.
+            let horizon_ns = match &schedule {
+                Some(s) => s.integral(d) * 1e9,
+                None => d * 1e9,
+            };
+            (total, first_turns) = (0, 0);
+            let mut pass = 0u64;
+            while (pass as f64) * (span_ns as f64) < horizon_ns {
+                let left = horizon_ns - pass as f64 * span_ns as f64;
+                let k = self.rows.partition_point(|r| (r.arrival_ns as f64) < left);
+                total += k;
+                first_turns += (0..k).filter(|&i| !self.is_row_follower(i)).count();
+                pass += 1;
+            }
+            if total == 0 {
+                return Err(format!("no row arrives within duration_s = {d}"));
+            }
+            if total > crate::limits::MAX_REQUESTS {
+                return Err(format!(
+                    "duration_s = {d} plays {total} requests, more than a run may have ({})",
+                    crate::limits::MAX_REQUESTS
+                ));
+            }
+        }
+        self.replay = Some(Box::new(ReplayPlan {
+            total,
+            first_turns,
+            span_ns,
+            schedule,
+        }));
+        let end_ns = self.arrival_of(total - 1);
+        if end_ns as f64 > MAX_MS * 1e6 {
+            return Err(format!(
+                "the last request arrives {:e} ms into the run, past the clock's limit of 1e12 ms",
+                end_ns as f64 / 1e6
+            ));
+        }
+        Ok(self)
+    }
+
+    /// Request `id`'s row and pass.
+    fn place(&self, id: usize) -> (usize, u64) {
+        let n = self.rows.len();
+        match &self.replay {
+            Some(_) => (id % n, (id / n) as u64),
+            None => (id, 0),
+        }
+    }
+
+    /// Request `id`'s arrival on the run's clock, ns.
+    fn arrival_of(&self, id: usize) -> u64 {
+        let (row, pass) = self.place(id);
+        let at = self.rows[row].arrival_ns;
+        let Some(plan) = &self.replay else {
+            return at;
+        };
+        let trace_ns = at as f64 + pass as f64 * plan.span_ns as f64;
+        match &plan.schedule {
+            Some(s) => (s.time_of(trace_ns / 1e9) * 1e9).round() as u64,
+            None => trace_ns.round() as u64,
+        }
+    }
+
+    fn is_row_follower(&self, row: usize) -> bool {
+        self.rows[row].session.is_some_and(|l| l.after.is_some())
+    }
+
+    /// Requests in the trace (in every pass, when replayed again and again).
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.replay.as_ref().map_or(self.rows.len(), |p| p.total)
     }
 
     /// Whether the table has no request (never, once built).
@@ -244,7 +348,9 @@ impl TraceTable {
 
     /// Requests that are not a later turn of a session.
     pub fn first_turns(&self) -> usize {
-        self.first_turns
+        self.replay
+            .as_ref()
+            .map_or(self.first_turns, |p| p.first_turns)
     }
 
     /// Rows read and skipped.
@@ -254,25 +360,32 @@ impl TraceTable {
 
     /// Whether request `id` is a later turn of a session.
     pub fn is_follower(&self, id: usize) -> bool {
-        self.rows[id].session.is_some_and(|l| l.after.is_some())
+        self.is_row_follower(self.place(id).0)
     }
 
     /// The request that follows request `id` in its session, if any.
     pub fn follower(&self, id: usize) -> Option<RequestId> {
-        self.rows[id].follower
+        let (row, pass) = self.place(id);
+        let f = self.rows[row].follower?;
+        let global = f.0 + pass * self.rows.len() as u64;
+        ((global as usize) < self.len()).then_some(RequestId(global))
     }
 
     /// Prompt blocks of all its requests together (an upper bound on the distinct ones).
     pub fn blocks(&self) -> u64 {
-        self.rows
-            .iter()
-            .map(|r| match self.naming {
-                Naming::Chain => u64::from(r.ids_len),
-                Naming::Rechunk { ratio, block_size } => (u64::from(r.input) / block_size as u64)
-                    .min(u64::from(r.ids_len) * ratio as u64),
-                Naming::Unique { block_size } => u64::from(r.input) / block_size as u64,
-            })
-            .sum()
+        let passes = self.len().div_ceil(self.rows.len()) as u64;
+        passes
+            * self
+                .rows
+                .iter()
+                .map(|r| match self.naming {
+                    Naming::Chain => u64::from(r.ids_len),
+                    Naming::Rechunk { ratio, block_size } => (u64::from(r.input)
+                        / block_size as u64)
+                        .min(u64::from(r.ids_len) * ratio as u64),
+                    Naming::Unique { block_size } => u64::from(r.input) / block_size as u64,
+                })
+                .sum::<u64>()
     }
 
     /// Bytes the table holds.
@@ -282,19 +395,25 @@ impl TraceTable {
 
     /// Request `id` with its block names.
     pub fn spec(&self, id: usize) -> RequestSpec {
-        let row = &self.rows[id];
+        let (r, pass) = self.place(id);
+        let row = &self.rows[r];
         let ids = &self.ids[row.ids_at as usize..][..row.ids_len as usize];
+        // Each pass names its blocks from its own root, as other users' prompts.
+        let root = match pass {
+            0 => ROOT_SEED,
+            p => xxh3_64_with_seed(&p.to_le_bytes(), ROOT_SEED ^ 0x7061_7373),
+        };
         let blocks = match self.naming {
-            Naming::Chain => chain_ids(ids),
+            Naming::Chain => chain_ids_from(ids, root),
             Naming::Rechunk { ratio, block_size } => {
-                rechunk_ids(ids, ratio, row.input as usize / block_size)
+                rechunk_ids(ids, ratio, row.input as usize / block_size, root)
             }
             Naming::Unique { block_size } => {
                 let full = u64::from(row.input) / block_size as u64;
                 let tagged: Vec<u64> = (0..full)
                     .map(|k| ID_TAG ^ ((id as u64) << 32) ^ k)
                     .collect();
-                chain_ids(&tagged)
+                chain_ids_from(&tagged, ROOT_SEED)
             }
         };
         // A block's name chains over every id up to its own, so from the first id no other row
@@ -309,7 +428,7 @@ impl TraceTable {
         RequestSpec {
             id: RequestId(id as u64),
             unshared_from,
-            arrival_ns: row.arrival_ns,
+            arrival_ns: self.arrival_of(id),
             input_tokens: row.input,
             output_tokens: row.output,
             prefix: match self.naming {
@@ -321,7 +440,13 @@ impl TraceTable {
                 _ => usize::from(!blocks.is_empty()),
             },
             blocks,
-            session: row.session,
+            session: row.session.map(|l| SessionLink {
+                session: l.session + pass * self.sessions,
+                after: l
+                    .after
+                    .map(|a| RequestId(a.0 + pass * self.rows.len() as u64)),
+                delay_ns: l.delay_ns,
+            }),
         }
     }
 }
@@ -386,10 +511,10 @@ fn mark_unshared_ids(rows: &mut [TableRow], ids: &[u64]) {
 }
 
 /// Names for trace ids re-chunked into `ratio` sub-blocks each, chained over `(id, sub-index)`
-/// pairs from [`ROOT_SEED`], at most `max_blocks` of them. Equal id prefixes give equal names.
-fn rechunk_ids(ids: &[u64], ratio: usize, max_blocks: usize) -> Vec<BlockHash> {
+/// pairs from `root` ([`ROOT_SEED`] for a trace's first pass), at most `max_blocks` of them. Equal id prefixes give equal names.
+fn rechunk_ids(ids: &[u64], ratio: usize, max_blocks: usize, root: u64) -> Vec<BlockHash> {
     let mut names = Vec::with_capacity(max_blocks.min(ids.len().saturating_mul(ratio)));
-    let mut seed = ROOT_SEED;
+    let mut seed = root;
     for &id in ids {
         for sub in 0..ratio as u64 {
             if names.len() >= max_blocks {

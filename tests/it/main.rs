@@ -20,6 +20,7 @@ mod readme;
 mod real_gpus;
 mod replay;
 mod routers;
+mod scaling;
 mod streams;
 mod stretches;
 mod structure;

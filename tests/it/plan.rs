@@ -306,6 +306,46 @@ fn compare_runs_scenarios_side_by_side() {
             .contains("<svg"));
     }
     assert!(bad(&["compare", &a, "--out", "x"]).contains("SCENARIO"));
+    assert!(
+        !table.contains("gpu-h"),
+        "no scaling, no [sla]: the table as it was"
+    );
+}
+
+#[test]
+fn compare_shows_what_a_planner_saves_and_what_it_costs() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "[workload]\nkind = \"synthetic\"\nrequests = 200\nrate_per_s = 20.0\n\
+                [cluster]\nworkers = 3\nstartup_s = 1.0\n[sla]\nttft_p90_ms = 500.0\n";
+    let fixed = write(dir.path(), "fixed.toml", body);
+    let planned = write(
+        dir.path(),
+        "planned.toml",
+        &format!("{body}[planner]\nkind = \"threshold\"\nmetric = \"queue\"\nadjustment_interval_s = 1.0\n"),
+    );
+    let out = dir.path().join("cmp");
+    let table = ok(&["compare", &fixed, &planned, "--out", out.to_str().unwrap()]);
+    let header = table.lines().next().unwrap();
+    assert!(header.ends_with("gpu-h     sla  goodput"), "{header}");
+    let json = read_json(&out.join("compare.json"));
+    for (line, s) in table
+        .lines()
+        .skip(1)
+        .zip(json["scenarios"].as_array().unwrap())
+    {
+        let r = &s["report"];
+        let cols: Vec<&str> = line.split_whitespace().rev().take(3).collect();
+        let gpu_h = (r["gpu_seconds"].as_f64().unwrap() / 3600.0 * 1000.0).round() / 1000.0;
+        assert_eq!(cols[2].parse::<f64>().unwrap(), gpu_h, "{line}");
+        assert_eq!(
+            cols[1].parse::<f64>().unwrap(),
+            r["sla_attainment"].as_f64().unwrap()
+        );
+        assert_eq!(
+            cols[0].parse::<f64>().unwrap(),
+            r["goodput_rps"].as_f64().unwrap()
+        );
+    }
 }
 
 #[test]

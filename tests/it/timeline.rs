@@ -218,3 +218,64 @@ fn a_small_cache_shows_preemptions_and_steps_keep_three_names() {
     assert!(used.iter().zip(&resident).all(|(u, r)| u <= r && *r <= 120));
     assert!(used.iter().zip(&resident).any(|(u, r)| u < r));
 }
+
+#[test]
+fn a_scaling_run_shows_each_worker_starting_serving_and_draining() {
+    let dir = tempfile::tempdir().unwrap();
+    // worker1 starts at 0.5 s and serves at 1.5 s; at 3 s the pool goes back to one, worker1
+    // (the highest slot) draining what it holds.
+    let scenario = write(
+        dir.path(),
+        "s.toml",
+        r#"
+        [workload]
+        kind = "synthetic"
+        requests = 120
+        rate_per_s = 30.0
+        [cluster]
+        workers = 1
+        startup_s = 1.0
+        [[scale]]
+        at_s = 0.5
+        pool = "workers"
+        workers = 2
+        [[scale]]
+        at_s = 3.0
+        pool = "workers"
+        workers = 1
+        "#,
+    );
+    let out = dir.path().join("t.json");
+    ok(&["run", &scenario, "--perfetto", out.to_str().unwrap()]);
+    let events = check_trace_events(&std::fs::read_to_string(&out).unwrap());
+    let phases: Vec<(u64, &str, f64, f64)> = events
+        .iter()
+        .filter(|e| e["cat"] == "lifecycle")
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap() / 1e6;
+            let end = ts + e["dur"].as_f64().unwrap() / 1e6;
+            (
+                e["tid"].as_u64().unwrap(),
+                e["name"].as_str().unwrap(),
+                ts,
+                end,
+            )
+        })
+        .collect();
+    let of = |w: u64| -> Vec<&str> { phases.iter().filter(|p| p.0 == w).map(|p| p.1).collect() };
+    assert_eq!(of(0), ["serving"]);
+    assert_eq!(of(1), ["starting", "serving", "draining"]);
+    let w1: Vec<_> = phases.iter().filter(|p| p.0 == 1).collect();
+    assert_eq!((w1[0].2, w1[0].3), (0.5, 1.5), "a second's model load");
+    assert_eq!((w1[1].3, w1[2].2), (3.0, 3.0));
+    assert!(w1[2].3 >= 3.0, "the drain ends when its requests do");
+    // A run that does not scale has no lifecycle track (its timeline is unchanged).
+    let fixed = write(
+        dir.path(),
+        "f.toml",
+        "[workload]\nkind = \"synthetic\"\nrequests = 20\n",
+    );
+    ok(&["run", &fixed, "--perfetto", out.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(!text.contains("lifecycle"));
+}

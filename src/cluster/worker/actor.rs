@@ -125,6 +125,10 @@ pub struct Worker {
     pub(super) replay: VecDeque<(u64, KvEvent)>,
     /// The step in progress (kept only for a timeline).
     running_step: Option<Running>,
+    /// Leaving once it holds nothing (a scaling drain).
+    draining: bool,
+    /// When it last left the cluster (a drain that finished, or a removal).
+    left_at: Option<Nanos>,
     /// What the worker did.
     pub stats: WorkerStats,
 }
@@ -149,8 +153,47 @@ impl Worker {
             next_seq: 0,
             replay: VecDeque::new(),
             running_step: None,
+            draining: false,
+            left_at: None,
             stats: WorkerStats::default(),
         }
+    }
+
+    /// The worker as an empty slot of a scaling pool: down until a `WorkerUp` brings it in.
+    pub fn absent(mut self) -> Self {
+        self.up = false;
+        self
+    }
+
+    /// Its load signals now.
+    pub fn signals(&self) -> crate::router::signals::WorkerSignals {
+        self.sched.signals()
+    }
+
+    /// Whether it serves (up, and not draining).
+    pub fn serving(&self) -> bool {
+        self.up && !self.draining
+    }
+
+    /// When it last left the cluster (drained or removed), if it did.
+    pub fn left_at(&self) -> Option<Nanos> {
+        self.left_at
+    }
+
+    /// Leaves the cluster: a drain's end, or a removal (its requests handed back). Its cache
+    /// goes with it, and a later occupant of the slot starts a new event stream.
+    fn leave(&mut self, ctx: &mut Context<'_, Msg>) {
+        self.clear_out(ctx);
+        self.draining = false;
+        self.left_at = Some(ctx.now());
+    }
+
+    /// Whether it holds nothing: no request queued, running, stepping or waiting for a peer.
+    fn idle(&self) -> bool {
+        !self.sched.has_work()
+            && !self.sched.in_step()
+            && !self.start_pending
+            && self.waiting_for_peer.is_empty()
     }
 
     /// The worker's number.
@@ -466,16 +509,22 @@ impl Worker {
     }
 
     fn go_down(&mut self, ctx: &mut Context<'_, Msg>) {
+        let (worker, now) = (self.setup.index, ctx.now());
+        note(&self.setup.timeline, || Mark::Restart { worker, at: now });
+        self.stats.restarts += 1;
+        self.clear_out(ctx);
+    }
+
+    /// Goes down: the step in progress stops, its requests go back to their routers, its cache
+    /// is lost and its event stream starts a new epoch.
+    fn clear_out(&mut self, ctx: &mut Context<'_, Msg>) {
         let now = ctx.now();
         let steps = self.sched.planned_steps();
         self.note_step(now, steps);
-        let worker = self.setup.index;
-        note(&self.setup.timeline, || Mark::Restart { worker, at: now });
         self.up = false;
         self.epoch += 1;
         self.restart_stream();
         self.start_pending = false;
-        self.stats.restarts += 1;
         for seq in self.sched.drain(ctx.now()) {
             self.hand_back(seq.payload.routed, ctx);
         }
@@ -544,8 +593,13 @@ impl Actor for Worker {
             Msg::WorkerDown { worker } if worker == self.setup.index => self.go_down(ctx),
             Msg::WorkerUp { worker } if worker == self.setup.index => {
                 self.up = true;
+                self.draining = false;
+                self.left_at = None;
                 self.wake(ctx);
             }
+            Msg::Retire { drain: true, .. } if self.up => self.draining = true,
+            Msg::Retire { .. } if self.up => self.leave(ctx),
+            Msg::Retire { .. } => {}
             Msg::WorkerDown { worker } => self.peer_changed(worker, false, ctx),
             Msg::WorkerUp { worker } => self.peer_changed(worker, true, ctx),
             Msg::ReplayRequest { from, reply_to, .. } => self.answer_replay(from, reply_to, ctx),
@@ -559,9 +613,14 @@ impl Actor for Worker {
             | Msg::Ack(_)
             | Msg::HandBack(_)
             | Msg::PrefillDone { .. }
-            | Msg::RefreshSignals => {
+            | Msg::RefreshSignals
+            | Msg::Register { .. }
+            | Msg::Deregister { .. } => {
                 debug_assert!(false, "workers receive no {}", env.msg.kind());
             }
+        }
+        if self.draining && self.idle() {
+            self.leave(ctx);
         }
         if let Some(board) = &self.setup.board {
             board.borrow_mut()[self.setup.index.index()] = self.sched.signals();

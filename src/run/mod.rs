@@ -1,15 +1,27 @@
 //! Running a scenario: build the workload, wire the cluster, step it to the end, report.
+//!
+//! - [`session`]: a run that can be stepped ([`Session::advance_to`]), observed
+//!   ([`Session::observe`]) and scaled ([`Session::scale`]); a one-shot run is a session
+//!   stepped to its end, its `[[scale]]` steps and planner acting on the way.
+//! - [`recorder`]: what the run measures over time (a planner's interval, SLA attainment, the
+//!   report's intervals).
+//! - [`profiler`]: a pool's capacity from `bench` predictions, for `dynamo-throughput`.
+
+mod profiler;
+pub mod recorder;
+pub mod session;
+
+pub use profiler::REQUESTS_PER_CLIENT;
+pub use session::Session;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::budget;
 use crate::cluster::audit::{IndexQuality, SharedAudit};
-use crate::cluster::build::{populate, Built, Instruments};
 use crate::cluster::client::Pacing;
 use crate::cluster::hardware::Hardware;
 use crate::cluster::router_actor::RouterStats;
-use crate::cluster::timeline::Timeline;
 use crate::cluster::topology::Topology;
 use crate::cluster::worker::probe::FeatureTotals;
 use crate::cluster::Node;
@@ -22,7 +34,6 @@ use crate::round::{rate, round_py};
 use crate::router::stream::StreamStats;
 use crate::scenario::{Scenario, TraceFormat, Workload};
 use crate::sketch::LogHistogram;
-use crate::trace::TraceWriter;
 use crate::workload::lab::PrefixRepeat;
 use crate::workload::source::Recipe;
 use crate::workload::synthetic::SyntheticStream;
@@ -91,10 +102,15 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
                 limit: t.limit,
                 skip_bad: t.skip_bad,
             };
-            let table = match t.format {
+            let mut table = match t.format {
                 TraceFormat::Mooncake => mooncake::read_mooncake(&path, reader, &opts)?,
                 TraceFormat::Azure => azure::read_azure(&path, reader, &opts)?,
             };
+            if t.speedup_schedule.is_some() || t.duration_s.is_some() {
+                table = table
+                    .replayed(t.speedup_schedule.clone(), t.duration_s)
+                    .map_err(|problem| Error::file(&path, problem))?;
+            }
             let stats = table.stats();
             (
                 Recipe::table(table),
@@ -157,105 +173,12 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 }
 
 /// Runs a validated scenario on a workload [`build_workload`] built for it (a caller that runs
-/// one workload many times builds it once).
+/// one workload many times builds it once): its `[[scale]]` steps and `[planner]` act as the
+/// run goes ([`Session::run_to_end`]).
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
-    let mut hw = Hardware::resolve(s, &built.base_dir)?;
-    if let Some(p) = hooks.profile {
-        hw.set_profile(p);
-    }
-    let mut sim: Simulation<Node> = Simulation::new(built.rng);
-    let total = built.recipe.total() as u64;
-    let timeline = hooks.perfetto.is_some().then(Timeline::shared);
-    // Before anything of the cluster is allocated: a run that cannot fit is refused here.
-    check_memory(s, &hw, &built.recipe)?;
-    let Built {
-        topology,
-        audit,
-        learns,
-        feed,
-    } = populate(
-        s,
-        &hw,
-        &built.recipe,
-        built.pacing,
-        &mut sim,
-        Instruments {
-            timeline: timeline.clone(),
-            record_features: hooks.features.is_some(),
-        },
-    );
-    let client = topology.client();
-    let mut writer = hooks
-        .trace
-        .map(|out| TraceWriter::new(out, topology.clone(), learns));
-    let mut progress = hooks.progress;
-    let mut done = 0u64;
-    let mut observe = |env: &crate::engine::Envelope<crate::cluster::messages::Msg>| {
-        if let Some(w) = writer.as_mut() {
-            w.write(env);
-        }
-        if env.to == client {
-            done += 1;
-            if done % 1024 == 0 {
-                if let Some(p) = progress.as_mut() {
-                    p(done, total);
-                }
-            }
-        }
-    };
-    // Requests in flight are the memory no estimate can bound before the run: a cluster that
-    // falls behind an open-loop workload holds every request that has arrived.
-    let limit = budget::budget();
-    let mut steps = 0u64;
-    while sim.step(&mut observe) {
-        steps += 1;
-        if steps % 4096 == 0 {
-            crate::interrupt::check()?;
-        }
-        if steps % 4096 == 0 && feed.borrow().in_flight_bytes() > limit {
-            return Err(Error::run(
-                &s.name,
-                format!(
-                    "the requests in flight at {:.1} s of virtual time hold {}, more than the \
-                     memory budget of {} (DYNSIM_MEMORY_GIB): the cluster falls behind the \
-                     arrivals; slow them (workload.speedup, rate_per_s) or add workers",
-                    sim.now() as f64 / 1e9,
-                    budget::size(feed.borrow().in_flight_bytes()),
-                    budget::size(limit)
-                ),
-            ));
-        }
-    }
-    if let Some(p) = progress.as_mut() {
-        p(done, total);
-    }
-    if sim.overflowed() {
-        return Err(Error::run(
-            &s.name,
-            "virtual time passed its end (2^63 ns, about 292 years): the settings make the run \
-             too long to time (look at timing.service_ms, the step-time coefficients and the \
-             workload's lengths)",
-        ));
-    }
-    if let Some(w) = writer {
-        w.finish()
-            .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
-    }
-    if let (Some(out), Some(t)) = (hooks.perfetto, timeline) {
-        let json = crate::perfetto::render(&t.borrow(), &topology);
-        out.write_all(json.as_bytes())
-            .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
-    }
-    Ok(report(
-        s,
-        &hw,
-        &topology,
-        sim,
-        built.trace,
-        audit,
-        learns,
-        hooks.features,
-    ))
+    let mut session = Session::new(s, built, hooks)?;
+    session.run_to_end()?;
+    session.finish()
 }
 
 /// The run's report; `learns`: whether the routers' policy learns from KV events.
@@ -269,7 +192,7 @@ fn report(
     audit: Option<SharedAudit>,
     learns: bool,
     features: Option<&mut FeatureTotals>,
-) -> Report {
+) -> (Report, u64) {
     let last_delivery_ns = sim.now();
     let messages = sim.delivered();
     let mut client = None;
@@ -429,12 +352,18 @@ fn report(
         messages,
         per_worker,
         trace,
+        gpu_seconds: 0.0,
+        replicas: Vec::new(),
+        scale_events: Vec::new(),
+        sla_attainment: None,
+        goodput_rps: None,
+        intervals: None,
         warnings: Vec::new(),
         ttft_cdf_ms: cdf_ms(&ttft),
         tpot_cdf_ms: cdf_ms(&tpot),
     };
     report.warnings = crate::warnings::of_run(s, &report, stats.decisions, learns);
-    report
+    (report, duration_ns)
 }
 
 /// Refuses a run whose memory would pass the budget ([`budget`]): checked before the run

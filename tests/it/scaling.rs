@@ -1,0 +1,278 @@
+//! Workers that join and leave: exact scale events, conservation and determinism under random
+//! scale schedules, a stepped run equal to the one-shot run, and the planners in the loop.
+
+use std::path::Path;
+
+use dynsim::engine::Nanos;
+use dynsim::run::{build_workload, RunHooks, Session};
+use dynsim::scenario::load::parse_scenario;
+use dynsim::scenario::{Pool, Scenario};
+use proptest::prelude::*;
+
+/// The synthetic workload on `workers` workers with `extra` TOML appended.
+fn scenario(workers: usize, extra: &str) -> Scenario {
+    // A leading line of `extra` without a table header belongs to [cluster].
+    let (cluster, extra) = match extra.split_once('\n') {
+        Some((first, rest)) if first.starts_with("max_workers") => (first, rest),
+        _ => ("", extra),
+    };
+    let text = format!(
+        "name = \"scaling\"\n[workload]\nkind = \"synthetic\"\nrequests = 400\nrate_per_s = 20.0\n\
+         input = {{ dist = \"uniform\", min = 100, max = 900 }}\noutput = {{ dist = \"uniform\", min = 5, max = 60 }}\n\
+         [cluster]\nworkers = {workers}\nblock_size = 16\nkv_capacity_blocks = 4000\nstartup_s = 2.0\n{cluster}\n\
+         [router]\npolicy = \"dynamo\"\n[sla]\nttft_p90_ms = 400.0\n{extra}"
+    );
+    parse_scenario(Path::new("scaling.toml"), &text, &[]).expect("valid")
+}
+
+fn run(s: &Scenario, trace: Option<&mut Vec<u8>>) -> dynsim::report::Report {
+    let hooks = RunHooks {
+        trace: trace.map(|t| t as &mut dyn std::io::Write),
+        ..RunHooks::default()
+    };
+    dynsim::run::run_scenario_with(s, Path::new("."), hooks).expect("runs")
+}
+
+fn json(r: &dynsim::report::Report) -> String {
+    serde_json::to_string(r).unwrap()
+}
+
+#[test]
+fn a_run_stepped_without_scaling_equals_the_one_shot_run() {
+    let s = scenario(3, "");
+    let once = run(&s, None);
+    let mut session = Session::new(
+        &s,
+        build_workload(&s, Path::new(".")).unwrap(),
+        RunHooks::default(),
+    )
+    .unwrap();
+    let mut t: Nanos = 0;
+    while !session.done() {
+        t += 37_000_000; // odd steps, observed at each
+        session.advance_to(t).unwrap();
+        let _ = session.observe();
+    }
+    assert_eq!(json(&session.finish().unwrap()), json(&once));
+}
+
+#[test]
+fn a_worker_added_at_t_serves_nothing_before_t_plus_startup() {
+    let s = scenario(
+        1,
+        "[[scale]]\nat_s = 3.0\npool = \"workers\"\nworkers = 3\n",
+    );
+    let mut trace = Vec::new();
+    let r = run(&s, Some(&mut trace));
+    assert_eq!(r.scale_events.len(), 1);
+    assert_eq!(r.scale_events[0].started, ["worker1", "worker2"]);
+    let text = String::from_utf8(trace).unwrap();
+    let mut first = std::collections::BTreeMap::new();
+    let mut registered = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (kind, to, t) = (
+            v["kind"].as_str().unwrap(),
+            v["to"].as_str().unwrap(),
+            v["t_ns"].as_u64().unwrap(),
+        );
+        if kind == "Request" && to.starts_with("worker") {
+            first.entry(to.to_string()).or_insert(t);
+        }
+        if kind == "Register" {
+            registered.entry(v["worker"].as_u64().unwrap()).or_insert(t);
+        }
+    }
+    for w in ["worker1", "worker2"] {
+        assert!(first[w] >= 5_000_000_000, "{w} served at {} ns", first[w]);
+    }
+    assert_eq!(
+        registered.values().copied().collect::<Vec<_>>(),
+        vec![5_000_000_000; 2]
+    );
+    // Two workers of one GPU each from 3 s (startup included) and one from the start.
+    let end = r.duration_ms / 1e3;
+    assert!(
+        (r.gpu_seconds - (end + 2.0 * (end - 3.0))).abs() < 1e-2,
+        "{}",
+        r.gpu_seconds
+    );
+}
+
+#[test]
+fn removed_workers_hand_their_requests_back_and_every_request_completes() {
+    let s = scenario(
+        4,
+        "[[scale]]\nat_s = 5.0\npool = \"workers\"\nworkers = 1\nleave = \"remove\"\n",
+    );
+    let r = run(&s, None);
+    assert!(
+        r.rerouted > 0,
+        "requests held by removed workers are routed again"
+    );
+    assert_eq!(r.acks, 400);
+    assert_eq!(r.per_worker.iter().map(|w| w.completed).sum::<u64>(), 400);
+}
+
+#[test]
+fn a_pool_scaled_to_zero_holds_requests_until_a_worker_comes() {
+    let s = scenario(
+        2,
+        "[[scale]]\nat_s = 2.0\npool = \"workers\"\nworkers = 0\n\
+         [[scale]]\nat_s = 8.0\npool = \"workers\"\nworkers = 2\n",
+    );
+    let r = run(&s, None);
+    assert_eq!(r.acks, 400);
+    assert!(r.ttft_ms.p99 > 7_000.0, "some waited for the new workers");
+    let gone = scenario(
+        2,
+        "[[scale]]\nat_s = 2.0\npool = \"workers\"\nworkers = 0\n",
+    );
+    let err = dynsim::run::run_scenario(&gone, Path::new("."), None).unwrap_err();
+    assert!(err.to_string().contains("none is coming"), "{err}");
+}
+
+#[test]
+fn each_planner_keeps_its_pool_within_its_bounds() {
+    for kind in ["dynamo-throughput", "dynamo-load", "threshold"] {
+        let s = scenario(
+            2,
+            &format!(
+                "[planner]\nkind = \"{kind}\"\nadjustment_interval_s = 2.0\nmin_workers = 1\nmax_workers = 4\n"
+            ),
+        );
+        let r = run(&s, None);
+        assert_eq!(r.acks, 400, "{kind}");
+        for p in &r.replicas {
+            assert!(
+                p.workers + p.starting <= 4 && p.workers >= 1,
+                "{kind}: {p:?}"
+            );
+        }
+        assert!(r.scale_events.iter().all(|e| e.by == "planner"), "{kind}");
+        assert_eq!(json(&r), json(&run(&s, None)), "{kind}: deterministic");
+    }
+}
+
+#[test]
+fn scaling_settings_are_checked() {
+    let bad = |extra: &str| {
+        let text = format!("[workload]\nkind = \"synthetic\"\n{extra}");
+        parse_scenario(Path::new("s.toml"), &text, &[])
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        bad("[[scale]]\nat_s = 1.0\npool = \"prefill\"\nworkers = 2\n").contains("scale[0].pool")
+    );
+    assert!(bad("[planner]\nkind = \"dynamo-load\"\n").contains("[sla]"));
+    assert!(
+        bad("[planner]\nkind = \"threshold\"\nmax_workers = 0\n").contains("planner.max_workers")
+    );
+    assert!(bad("[[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 2\n[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 1.0\ndown_ms = 1.0\n").contains("faults"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Under any schedule of sizes, drains and removals, every request completes once (or is
+    /// counted as re-routed on the way), no block stays pinned, the ledger's GPU-seconds match
+    /// its own phases, and the same schedule gives the same report.
+    #[test]
+    fn conservation_and_determinism_under_random_scale_schedules(
+        steps in proptest::collection::vec((1u32..200, 0usize..5, any::<bool>()), 1..6),
+        policy in prop::sample::select(vec!["rr", "dynamo", "kv-events", "sglang"]),
+    ) {
+        let mut extra = String::new();
+        let mut at = 0.0;
+        for (dt, n, remove) in &steps {
+            at += f64::from(*dt) / 20.0;
+            extra.push_str(&format!(
+                "[[scale]]\nat_s = {at}\npool = \"workers\"\nworkers = {n}\nleave = \"{}\"\n",
+                if *remove { "remove" } else { "drain" }
+            ));
+        }
+        // End with workers, so that every request can complete.
+        extra.push_str(&format!("[[scale]]\nat_s = {}\npool = \"workers\"\nworkers = 2\n", at + 1.0));
+        let mut s = scenario(2, &extra);
+        s.router.policy = policy.to_string();
+        let mut trace = Vec::new();
+        let r = run(&s, Some(&mut trace));
+        prop_assert_eq!(r.acks, 400);
+        prop_assert_eq!(r.per_worker.iter().map(|w| w.completed).sum::<u64>(), 400);
+        prop_assert!(r.gpu_seconds > 0.0);
+        // No worker gets a request before its model is loaded: every request a worker
+        // receives comes at least startup_s (2 s) after its latest start.
+        let mut starts: Vec<(String, u64)> = Vec::new();
+        for e in &r.scale_events {
+            for w in &e.started {
+                starts.push((w.clone(), (e.t_s * 1e9).round() as u64));
+            }
+        }
+        for line in String::from_utf8(trace).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let to = v["to"].as_str().unwrap();
+            if v["kind"] != "Request" || !to.starts_with("worker") {
+                continue;
+            }
+            let t = v["t_ns"].as_u64().unwrap();
+            let latest = starts.iter().filter(|(w, at)| w == to && *at <= t).map(|p| p.1).max();
+            if let Some(at) = latest {
+                prop_assert!(t >= at + 2_000_000_000, "{} served at {} ns, started at {} ns", to, t, at);
+            }
+        }
+        prop_assert_eq!(json(&r), json(&run(&s, None)));
+    }
+}
+
+#[test]
+fn the_stepping_api_scales_like_a_schedule() {
+    let scheduled = scenario(
+        1,
+        "max_workers = 3\n[[scale]]\nat_s = 3.0\npool = \"workers\"\nworkers = 3\n",
+    );
+    let mut base = scheduled.clone();
+    base.scale.clear();
+    let fixed = scenario(1, "");
+    let mut session = Session::new(
+        &fixed,
+        build_workload(&fixed, Path::new(".")).unwrap(),
+        RunHooks::default(),
+    )
+    .unwrap();
+    assert!(
+        session.scale(Pool::Workers, 3).is_err(),
+        "no slot to grow into"
+    );
+    let mut session = Session::new(
+        &base,
+        build_workload(&base, Path::new(".")).unwrap(),
+        RunHooks::default(),
+    )
+    .unwrap();
+    session.advance_to(3_000_000_000).unwrap();
+    session.scale(Pool::Workers, 3).unwrap();
+    session.run_to_end().unwrap();
+    let api = json(&session.finish().unwrap()).replace("\"by\":\"api\"", "\"by\":\"schedule\"");
+    assert_eq!(api, json(&run(&scheduled, None)));
+}
+
+#[test]
+fn the_readme_day_takes_each_planner_from_the_command_line() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/planner-day.toml");
+    let set = |kv: &str| kv.parse::<dynsim::scenario::Override>().unwrap();
+    let fixed = dynsim::scenario::load_scenario(&path, &[]).unwrap();
+    assert!(fixed.scenario.planner.is_none() && !fixed.scenario.scales());
+    for kind in ["dynamo-throughput", "dynamo-load", "threshold"] {
+        let planned =
+            dynsim::scenario::load_scenario(&path, &[set(&format!("planner.kind={kind}"))])
+                .unwrap();
+        let p = planned
+            .scenario
+            .planner
+            .as_ref()
+            .expect("a planner table from --set");
+        assert_eq!(p.kind.name(), kind);
+        assert_eq!(planned.scenario.max_workers(Pool::Workers), 16);
+    }
+}
