@@ -13,7 +13,7 @@
 //! concurrency, `max_num_batched_tokens` = concurrency + `isl` + 1,500, and `max_model_len` =
 //! `isl + osl` (a benchmark's server need not hold the model's whole context). These are the
 //! settings under which the bundled profile was fitted (see `calibrate`): `--set
-//! scheduler.max_num_batched_tokens=8192 --set scheduler.max_num_seqs=1024` gives vLLM's own
+//! engine.vllm.max_num_batched_tokens=8192 --set engine.vllm.max_num_seqs=1024` gives vLLM's own
 //! defaults instead.
 //!
 //! The run is a scenario like any other ([`scenario`] builds it): a `[deployment]`, the engine,
@@ -113,7 +113,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
          shared_prefix_tokens = 0\ninput = {{ dist = \"fixed\", tokens = {isl} }}\n\
          output = {{ dist = \"fixed\", tokens = {osl} }}\nconcurrency = {c}\n\
          [cluster]\nworkers = 1\nblock_size = 16\n\
-         [scheduler]\nmax_num_seqs = {c}\nmax_num_batched_tokens = {budget}\n\
+         [engine.vllm]\nmax_num_seqs = {c}\nmax_num_batched_tokens = {budget}\n\
          [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
         model = spec.model,
         gpu = spec.gpu,

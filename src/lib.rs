@@ -38,7 +38,7 @@
 //!   [`engine::Context`]. One seeded generator serves the run, so the same scenario and seed give
 //!   a byte-identical trace.
 //! - **Workers step.** A worker advances in forward passes, as vLLM's scheduler does
-//!   ([`cluster::worker::scheduler`]): running requests first (one decode token, or the next
+//!   ([`cluster::worker::vllm`]): running requests first (one decode token, or the next
 //!   prompt chunk), then waiting ones, within a token budget, a sequence limit and its KV blocks;
 //!   prefix caching, KV growth and preemption; each step's duration from Dynamo's mocker
 //!   polynomials. Requests share each step, so latency answers to load.

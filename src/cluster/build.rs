@@ -19,7 +19,8 @@ use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
-use super::worker::scheduler::{Admission, Preemption, SchedulerConfig};
+use super::worker::engine::{EngineRules, EngineSetup};
+use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
 
@@ -117,9 +118,9 @@ pub fn populate(
         let setup = WorkerSetup {
             index: slot.id,
             role: slot.role,
-            scheduler: SchedulerConfig {
+            engine: EngineSetup {
                 record_features,
-                ..scheduler_config(s, hw, slot.role)
+                ..engine_setup(s, hw, slot.role)
             },
             publish: s.bus.publish,
             replay_buffer,
@@ -192,29 +193,31 @@ pub struct Built {
     pub feed: SharedFeed,
 }
 
-/// A worker's step scheduler settings, from the scenario, its deployment and its role.
-pub fn scheduler_config(s: &Scenario, hw: &Hardware, role: Role) -> SchedulerConfig {
-    let sch = &s.scheduler;
-    SchedulerConfig {
+/// A worker's engine, from the scenario, its deployment and its role.
+pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
+    let v = &s.engine.vllm;
+    EngineSetup {
         block_size: s.block_size(),
         kv_capacity: hw.kv_capacity(s, role),
-        max_num_seqs: s.max_num_seqs(),
-        max_num_batched_tokens: s.max_num_batched_tokens(),
-        chunked_prefill: sch.chunked_prefill,
-        preemption: match sch.preemption {
-            PreemptionKind::Lifo => Preemption::Lifo,
-            PreemptionKind::Fifo => Preemption::Fifo,
-        },
-        admission: match sch.admission {
-            AdmissionKind::Chunk => Admission::Chunk,
-            AdmissionKind::WholePrompt => Admission::WholePrompt,
-        },
         prefill_only: matches!(role, Role::Prefill | Role::Colocated),
         attribute_misses: s.router.attribute_misses,
-        decode_stretches: sch.decode_stretches,
         timing: hw.timing(s, role),
-        record_features: false,
         max_model_len: hw.of(role).map(|d| d.max_model_len),
+        record_features: false,
+        rules: EngineRules::Vllm(VllmRules {
+            max_num_seqs: s.max_num_seqs(),
+            max_num_batched_tokens: s.max_num_batched_tokens(),
+            chunked_prefill: v.chunked_prefill,
+            preemption: match v.preemption {
+                PreemptionKind::Lifo => Preemption::Lifo,
+                PreemptionKind::Fifo => Preemption::Fifo,
+            },
+            admission: match v.admission {
+                AdmissionKind::Chunk => Admission::Chunk,
+                AdmissionKind::WholePrompt => Admission::WholePrompt,
+            },
+            decode_stretches: v.decode_stretches,
+        }),
     }
 }
 

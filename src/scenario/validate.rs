@@ -206,12 +206,12 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         time_ms("timing.request_jitter_ms", j)?;
     }
     inactive_timing(s)?;
-    let sch = &s.scheduler;
-    if let Some(l) = sch.max_num_seqs {
-        limit("scheduler.max_num_seqs", l)?;
+    let v = &s.engine.vllm;
+    if let Some(l) = v.max_num_seqs {
+        limit("engine.vllm.max_num_seqs", l)?;
     }
-    if let Some(l) = sch.max_num_batched_tokens {
-        limit("scheduler.max_num_batched_tokens", l)?;
+    if let Some(l) = v.max_num_batched_tokens {
+        limit("engine.vllm.max_num_batched_tokens", l)?;
     }
 
     let d = &s.disagg;

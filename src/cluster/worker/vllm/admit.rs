@@ -3,10 +3,10 @@
 
 use crate::engine::Nanos;
 
-use super::kv::Changes;
-use super::plan::{Admit, LogItem, Planned, Work};
-use super::scheduler::{Admission, StepScheduler};
-use super::seq::{FirstAdmission, SeqKind};
+use super::{Admission, StepScheduler};
+use crate::cluster::worker::kv::Changes;
+use crate::cluster::worker::plan::{Admit, LogItem, Planned, Work};
+use crate::cluster::worker::seq::{FirstAdmission, SeqKind};
 
 impl<T> StepScheduler<T> {
     /// Tries to admit the head of the waiting queue with `budget` tokens left.

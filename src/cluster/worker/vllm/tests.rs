@@ -10,9 +10,9 @@ use crate::ids::RequestId;
 use crate::scenario::Timing;
 use crate::workload::RequestSpec;
 
-use super::scheduler::{Admission, Preemption, SchedulerConfig, StepScheduler};
-use super::seq::Seq;
-use super::timing::{StepWork, TimingModel};
+use super::{Admission, Preemption, SchedulerConfig, StepScheduler};
+use crate::cluster::worker::seq::Seq;
+use crate::cluster::worker::timing::{StepWork, TimingModel};
 
 const BLOCK: usize = 4;
 
@@ -184,7 +184,7 @@ fn a_fully_cached_prompt_recomputes_its_last_block() {
     assert!(
         p.log
             .iter()
-            .all(|i| !matches!(i, super::scheduler::LogItem::Kv(c) if !c.stored.is_empty())),
+            .all(|i| !matches!(i, super::LogItem::Kv(c) if !c.stored.is_empty())),
         "nothing new stored"
     );
 }
