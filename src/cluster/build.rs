@@ -6,7 +6,7 @@ use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::router::stream::OnGap;
-use crate::scenario::{AdmissionKind, Fault, PreemptionKind, Scenario};
+use crate::scenario::{AdmissionKind, EngineKind, Fault, PreemptionKind, Scenario};
 use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};
@@ -20,6 +20,7 @@ use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
 use super::worker::engine::{EngineRules, EngineSetup};
+use super::worker::trtllm::TrtllmRules;
 use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
@@ -195,7 +196,6 @@ pub struct Built {
 
 /// A worker's engine, from the scenario, its deployment and its role.
 pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
-    let v = &s.engine.vllm;
     EngineSetup {
         block_size: s.block_size(),
         kv_capacity: hw.kv_capacity(s, role),
@@ -204,20 +204,36 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
         timing: hw.timing(s, role),
         max_model_len: hw.of(role).map(|d| d.max_model_len),
         record_features: false,
-        rules: EngineRules::Vllm(VllmRules {
-            max_num_seqs: s.max_num_seqs(),
-            max_num_batched_tokens: s.max_num_batched_tokens(),
-            chunked_prefill: v.chunked_prefill,
-            preemption: match v.preemption {
-                PreemptionKind::Lifo => Preemption::Lifo,
-                PreemptionKind::Fifo => Preemption::Fifo,
-            },
-            admission: match v.admission {
-                AdmissionKind::Chunk => Admission::Chunk,
-                AdmissionKind::WholePrompt => Admission::WholePrompt,
-            },
-            decode_stretches: v.decode_stretches,
-        }),
+        rules: match s.engine.kind {
+            EngineKind::Vllm => EngineRules::Vllm(vllm_rules(s)),
+            EngineKind::Trtllm => {
+                let t = &s.engine.trtllm;
+                EngineRules::Trtllm(TrtllmRules {
+                    max_batch_size: s.max_num_seqs(),
+                    max_num_tokens: s.max_num_batched_tokens(),
+                    enable_chunked_prefill: t.enable_chunked_prefill,
+                })
+            }
+        },
+    }
+}
+
+/// The vLLM engine's rules under `s`.
+fn vllm_rules(s: &Scenario) -> VllmRules {
+    let v = &s.engine.vllm;
+    VllmRules {
+        max_num_seqs: s.max_num_seqs(),
+        max_num_batched_tokens: s.max_num_batched_tokens(),
+        chunked_prefill: v.chunked_prefill,
+        preemption: match v.preemption {
+            PreemptionKind::Lifo => Preemption::Lifo,
+            PreemptionKind::Fifo => Preemption::Fifo,
+        },
+        admission: match v.admission {
+            AdmissionKind::Chunk => Admission::Chunk,
+            AdmissionKind::WholePrompt => Admission::WholePrompt,
+        },
+        decode_stretches: v.decode_stretches,
     }
 }
 

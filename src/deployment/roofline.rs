@@ -191,6 +191,7 @@ mod tests {
         };
         let engine = EngineMemory {
             utilization: 0.9,
+            of_free: false,
             max_num_seqs: 1024,
         };
         let m = crate::deployment::model::find(model).expect("bundled");

@@ -9,10 +9,14 @@ use super::{Limit, Pool, Scenario};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineSettings {
-    /// The engine: `vllm` (vLLM v1's step scheduler).
+    /// The engine: `vllm` (vLLM v1's step scheduler) or `trtllm` (TensorRT-LLM's
+    /// `GUARANTEED_NO_EVICT` capacity scheduler: each admitted request's KV reserved through its
+    /// completion, never evicted).
     pub kind: EngineKind,
     /// `[engine.vllm]`: vLLM's own settings.
     pub vllm: VllmSettings,
+    /// `[engine.trtllm]`: TensorRT-LLM's own settings.
+    pub trtllm: TrtllmSettings,
 }
 
 /// `engine.kind`.
@@ -24,16 +28,19 @@ pub enum EngineKind {
     /// vLLM (v1 scheduler).
     #[default]
     Vllm,
+    /// TensorRT-LLM (its default capacity scheduler).
+    Trtllm,
 }
 
 impl EngineKind {
     /// Every engine's name.
-    pub const NAMES: &'static [&'static str] = &["vllm"];
+    pub const NAMES: &'static [&'static str] = &["vllm", "trtllm"];
 
     /// Its name.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Vllm => "vllm",
+            EngineKind::Trtllm => "trtllm",
         }
     }
 }
@@ -44,7 +51,8 @@ impl std::str::FromStr for EngineKind {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "vllm" => Ok(EngineKind::Vllm),
-            _ => Err(format!("{s:?} is not an engine (vllm)")),
+            "trtllm" => Ok(EngineKind::Trtllm),
+            _ => Err(format!("{s:?} is not an engine (vllm, trtllm)")),
         }
     }
 }
@@ -93,6 +101,34 @@ impl Default for VllmSettings {
     }
 }
 
+/// `[engine.trtllm]`: TensorRT-LLM's scheduler settings, with its names and the defaults of its
+/// LLM API (`tensorrt_llm/llmapi/llm_args.py`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrtllmSettings {
+    /// The share of the memory weights and activations leave that KV may take (0.9,
+    /// `KvCacheConfig.free_gpu_memory_fraction`); sizes the KV cache of a `[deployment]`.
+    pub free_gpu_memory_fraction: f64,
+    /// Running requests at most, or "unbounded" (2,048).
+    pub max_batch_size: Limit,
+    /// Tokens scheduled in one step at most, or "unbounded" (8,192).
+    pub max_num_tokens: Limit,
+    /// Whether a prompt may be computed in chunks over several steps (false: a prompt is
+    /// scheduled whole, and one longer than `max_num_tokens` is refused).
+    pub enable_chunked_prefill: bool,
+}
+
+impl Default for TrtllmSettings {
+    fn default() -> Self {
+        TrtllmSettings {
+            free_gpu_memory_fraction: 0.9,
+            max_batch_size: Limit::Count(2048),
+            max_num_tokens: Limit::Count(8192),
+            enable_chunked_prefill: false,
+        }
+    }
+}
+
 /// `engine.vllm.preemption`.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
@@ -134,8 +170,11 @@ impl Scenario {
     }
 
     /// Running requests at most per worker (`None`: unbounded): `engine.vllm.max_num_seqs`, or
-    /// the engine's default.
+    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_batch_size`.
     pub fn max_num_seqs(&self) -> Option<usize> {
+        if self.engine.kind == EngineKind::Trtllm {
+            return self.engine.trtllm.max_batch_size.count();
+        }
         let default = match self.vllm_large_gpu() {
             Some(true) => 1024,
             _ => 256,
@@ -148,8 +187,11 @@ impl Scenario {
     }
 
     /// Tokens per step at most (`None`: unbounded): `engine.vllm.max_num_batched_tokens`, or
-    /// the engine's default.
+    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_num_tokens`.
     pub fn max_num_batched_tokens(&self) -> Option<usize> {
+        if self.engine.kind == EngineKind::Trtllm {
+            return self.engine.trtllm.max_num_tokens.count();
+        }
         let default = match self.vllm_large_gpu() {
             Some(false) => 2048,
             _ => 8192,

@@ -23,7 +23,9 @@ use crate::router::loads::LoadKind;
 use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
-pub use engine::{AdmissionKind, EngineKind, EngineSettings, PreemptionKind, VllmSettings};
+pub use engine::{
+    AdmissionKind, EngineKind, EngineSettings, PreemptionKind, TrtllmSettings, VllmSettings,
+};
 pub use load::{load_scenario, Override};
 
 /// A whole scenario.

@@ -20,6 +20,7 @@ mod readme;
 mod real_gpus;
 mod replay;
 mod routers;
+mod serving_engines;
 mod streams;
 mod stretches;
 mod structure;

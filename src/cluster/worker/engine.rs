@@ -9,7 +9,9 @@
 //! run's ground truth a read-only view of its device cache ([`CacheView`]).
 //!
 //! Each engine lives in its own folder with its own rules: [`vllm`](super::vllm), vLLM v1's
-//! step scheduler (running requests first, chunked prefill, preemption by recomputation).
+//! step scheduler (running requests first, chunked prefill, preemption by recomputation), and
+//! [`trtllm`](super::trtllm), TensorRT-LLM's default capacity scheduler on vLLM's step loop
+//! (each admitted request's KV reserved through its completion, never evicted).
 //!
 //! What engines share lives beside this file: a request's state ([`Seq`]), the block pool with
 //! its prefix lookup, pins and eviction ([`kv`](super::kv)), what a plan tells the actor
@@ -31,7 +33,7 @@ use super::plan::{Applied, Planned};
 use super::probe::FeatureTotals;
 use super::seq::Seq;
 use super::timing::TimingModel;
-use super::vllm;
+use super::{trtllm, vllm};
 
 /// A worker's engine: a step scheduler over its KV blocks, for requests carrying the actor's
 /// data `T`.
@@ -184,6 +186,8 @@ pub struct EngineSetup {
 pub enum EngineRules {
     /// vLLM v1.
     Vllm(vllm::VllmRules),
+    /// TensorRT-LLM (`GUARANTEED_NO_EVICT`).
+    Trtllm(trtllm::TrtllmRules),
 }
 
 /// Builds the engine `setup` describes.
@@ -192,5 +196,6 @@ pub fn build<T: 'static>(setup: &EngineSetup) -> Box<dyn Engine<T>> {
         EngineRules::Vllm(r) => Box::new(vllm::StepScheduler::new(vllm::SchedulerConfig::of(
             setup, r,
         ))),
+        EngineRules::Trtllm(r) => Box::new(vllm::StepScheduler::new(r.scheduler_config(setup))),
     }
 }

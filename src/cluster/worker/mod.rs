@@ -4,7 +4,8 @@
 //! - The engines, one folder each with its own rules: [`vllm`] (vLLM v1's step scheduler:
 //!   running requests first, then waiting ones FIFO, within a token budget and a sequence limit;
 //!   chunked prefill, prefix caching, KV growth and preemption; decode stretches planned at
-//!   once).
+//!   once) and [`trtllm`] (TensorRT-LLM's `GUARANTEED_NO_EVICT` capacity scheduler on vLLM's
+//!   step loop: a request is admitted only when its KV to completion is reserved).
 //! - What the engines share: [`seq`] (one request's state), [`kv`] (the KV blocks: named
 //!   (prefix-cacheable) and private, pins, eviction; its table from block name to slot is
 //!   `names.rs`, its eviction order `lru.rs`), [`evicted`] (a bounded memory of the blocks a
@@ -24,6 +25,7 @@ pub mod plan;
 pub mod probe;
 pub mod seq;
 pub mod timing;
+pub mod trtllm;
 pub mod vllm;
 
 pub use actor::{Link, Worker, WorkerSetup, WorkerStats};

@@ -58,7 +58,7 @@ use super::timing::{StepWork, TimingModel};
 mod admit;
 mod stretch;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 /// Which running request a preemption evicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +77,10 @@ pub enum Admission {
     /// The blocks of its whole known sequence, less cached blocks other requests hold (Dynamo's
     /// mocker).
     WholePrompt,
+    /// The blocks to run it to completion, less cached blocks other requests hold, beside the
+    /// completion of every running request (TensorRT-LLM's `GUARANTEED_NO_EVICT`: see
+    /// [`trtllm`](super::trtllm)). Nothing is ever preempted.
+    ToCompletion,
 }
 
 /// A scheduler's settings.
@@ -553,6 +557,15 @@ impl<T> StepScheduler<T> {
         while i < self.running.len() && budget > 0 {
             let s = &self.running[i];
             let n = (s.target() - s.computed).min(budget);
+            if self.cfg.admission == Admission::ToCompletion
+                && self.need(s, n) > self.pool.borrow().available()
+            {
+                // The to-completion gate reserved this growth: never reached. As the crate
+                // does, a debug build stops here and a release build declines to preempt.
+                debug_assert!(false, "a reserved request lacks a block");
+                i += 1;
+                continue;
+            }
             let mut scheduled = true;
             while self.need(&self.running[i], n) > self.pool.borrow().available() {
                 preempted = true;

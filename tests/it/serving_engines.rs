@@ -1,0 +1,67 @@
+//! The serving engines behind the one worker interface (`engine.kind`): the same workload under
+//! vLLM and TensorRT-LLM, end to end.
+
+use std::path::Path;
+
+use dynsim::report::Report;
+use dynsim::run::run_scenario;
+use dynsim::scenario::load::parse_scenario;
+
+/// 120 requests of 300 to 700 prompt tokens (4 groups sharing 256) and 50 to 300 output tokens
+/// on 2 workers of 200 blocks of 16 tokens: far more than the KV holds at once.
+const PRESSED: &str = r#"
+seed = 3
+[workload]
+kind = "synthetic"
+requests = 120
+groups = 4
+shared_prefix_tokens = 256
+rate_per_s = 200.0
+input = { dist = "uniform", min = 300, max = 700 }
+output = { dist = "uniform", min = 50, max = 300 }
+[cluster]
+workers = 2
+block_size = 16
+kv_capacity_blocks = 200
+[router]
+policy = "kv"
+"#;
+
+fn run(text: &str, engine: &str) -> Report {
+    let set = [format!("engine.kind={engine}").parse().unwrap()];
+    let s = parse_scenario(Path::new("pressed.toml"), text, &set).expect("valid");
+    run_scenario(&s, Path::new("."), None).expect("runs")
+}
+
+#[test]
+fn under_kv_pressure_vllm_preempts_and_tensorrt_llm_never_does() {
+    let vllm = run(PRESSED, "vllm");
+    let trt = run(PRESSED, "trtllm");
+    assert!(
+        vllm.preemptions > 0,
+        "the KV is too small for vLLM's optimism"
+    );
+    assert_eq!(
+        trt.preemptions, 0,
+        "every admitted request is reserved to completion"
+    );
+    for r in [&vllm, &trt] {
+        assert_eq!((r.acks, r.rejected), (120, 0));
+    }
+    // Reserving whole completions runs fewer requests at once: later first tokens.
+    assert!(
+        trt.ttft_ms.p50 > vllm.ttft_ms.p50,
+        "{:?} {:?}",
+        trt.ttft_ms,
+        vllm.ttft_ms
+    );
+    assert_eq!(run(PRESSED, "trtllm"), trt, "deterministic");
+}
+
+#[test]
+fn tensorrt_llm_serves_disaggregated_prefill_and_decode() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/disagg-one-gpu.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let r = run(&text, "trtllm");
+    assert_eq!((r.acks, r.rejected, r.preemptions), (200, 0, 0));
+}
