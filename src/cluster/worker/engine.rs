@@ -8,9 +8,9 @@
 //! reads the engine's load signals for the routers, its counters for the report, and hands the
 //! run's ground truth a read-only view of its device cache ([`CacheView`]).
 //!
-//! Each engine lives in its own folder with its own rules: [`vllm`](super::vllm), vLLM v1's
+//! Each engine lives in its own folder with its own rules: [`vllm`], vLLM v1's
 //! step scheduler (running requests first, chunked prefill, preemption by recomputation), and
-//! [`trtllm`](super::trtllm), TensorRT-LLM's default capacity scheduler on vLLM's step loop
+//! [`trtllm`], TensorRT-LLM's default capacity scheduler on vLLM's step loop
 //! (each admitted request's KV reserved through its completion, never evicted).
 //!
 //! What engines share lives beside this file: a request's state ([`Seq`]), the block pool with
