@@ -65,3 +65,30 @@ fn tensorrt_llm_serves_disaggregated_prefill_and_decode() {
     let r = run(&text, "trtllm");
     assert_eq!((r.acks, r.rejected, r.preemptions), (200, 0, 0));
 }
+
+#[test]
+fn prompts_longer_than_a_step_are_refused_when_scheduled_only_whole_and_the_warning_says_why() {
+    // TensorRT-LLM's default: no chunked prefill. With 700 tokens per step, the prompts
+    // longer than 700 tokens cannot run; chunked prefill runs them all.
+    let text = format!("{PRESSED}[engine.trtllm]\nmax_num_tokens = 700\n");
+    let whole = run(&text, "trtllm");
+    assert!(
+        whole.rejected > 0 && whole.rejected < 120,
+        "{}",
+        whole.rejected
+    );
+    let warning = whole
+        .warnings
+        .iter()
+        .find(|w| w.contains("requests were rejected"))
+        .expect("a warning");
+    assert!(
+        warning.contains(
+            "or their prompt is longer than a step's 700 tokens \
+             (engine.trtllm.enable_chunked_prefill = false: a prompt is scheduled only whole)"
+        ),
+        "{warning}"
+    );
+    let chunked = run(&format!("{text}enable_chunked_prefill = true\n"), "trtllm");
+    assert_eq!((chunked.rejected, chunked.acks), (0, 120));
+}
