@@ -12,7 +12,7 @@ cp "$root"/sweeps/*.toml corpus/sweep_toml/
 i=0
 for kv in 'cluster.kv_capacity_blocks=64' 'workload.speedup=2.0' 'router.policy=dynamo' \
           'bus.drop_rate=0.5' 'faults=[{kind="restart",worker=0,at_ms=1.0,down_ms=5.0}]' \
-          'workload.prefixes=100' 'timing.model="fixed"' 'scheduler.max_num_seqs="unbounded"' \
+          'workload.prefixes=100' 'timing.model="fixed"' 'engine.vllm.max_num_seqs="unbounded"' \
           'router.dynamo.router_temperature=0.5' 'workload.kind="synthetic"'; do
     printf '%s' "$kv" > "corpus/set_value/$i"; i=$((i + 1))
 done

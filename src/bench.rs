@@ -13,8 +13,10 @@
 //! concurrency, `max_num_batched_tokens` = concurrency + `isl` + 1,500, and `max_model_len` =
 //! `isl + osl` (a benchmark's server need not hold the model's whole context). These are the
 //! settings under which the bundled profile was fitted (see `calibrate`): `--set
-//! scheduler.max_num_batched_tokens=8192 --set scheduler.max_num_seqs=1024` gives vLLM's own
-//! defaults instead.
+//! engine.vllm.max_num_batched_tokens=8192 --set engine.vllm.max_num_seqs=1024` gives vLLM's own
+//! defaults instead. TensorRT-LLM (`--engine trtllm`) is configured by the same rule
+//! (`trtllm.rule`): `max_batch_size` = the concurrency, `max_num_tokens` = concurrency + `isl` +
+//! 1,500.
 //!
 //! The run is a scenario like any other ([`scenario`] builds it): a `[deployment]`, the engine,
 //! a closed-loop synthetic workload of `concurrency` clients, the roofline step times. Its report
@@ -112,7 +114,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
          shared_prefix_tokens = 0\ninput = {{ dist = \"fixed\", tokens = {isl} }}\n\
          output = {{ dist = \"fixed\", tokens = {osl} }}\nconcurrency = {c}\n\
          [cluster]\nworkers = 1\nblock_size = 16\n\
-         [scheduler]\nmax_num_seqs = {c}\nmax_num_batched_tokens = {budget}\n\
+         {limits}\
          [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
         model = spec.model,
         gpu = spec.gpu,
@@ -124,7 +126,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         osl = spec.osl,
         c = spec.concurrency,
         len = u64::from(spec.isl) + u64::from(spec.osl),
-        budget = engine_token_budget(spec),
+        limits = engine_limits(spec),
     );
     let mut set = spec.set.clone();
     if let Some(p) = &spec.profile {
@@ -141,6 +143,20 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
     parse_scenario(Path::new("bench"), &text, &set).map_err(as_flag_error)
 }
 
+/// The bench scenario's engine table: the concurrency and [`engine_token_budget`] as the
+/// engine's own limits.
+fn engine_limits(spec: &BenchSpec) -> String {
+    let (c, budget) = (spec.concurrency, engine_token_budget(spec));
+    match spec.engine {
+        EngineKind::Vllm => {
+            format!("[engine.vllm]\nmax_num_seqs = {c}\nmax_num_batched_tokens = {budget}\n")
+        }
+        EngineKind::Trtllm => {
+            format!("[engine.trtllm]\nmax_batch_size = {c}\nmax_num_tokens = {budget}\n")
+        }
+    }
+}
+
 /// The server's token budget per step as AIConfigurator configures a benchmarked deployment:
 /// its batch size (the concurrency) + the prompt + 1,500.
 pub fn engine_token_budget(spec: &BenchSpec) -> u64 {
@@ -148,8 +164,8 @@ pub fn engine_token_budget(spec: &BenchSpec) -> u64 {
 }
 
 /// What AIConfigurator's generator adds to the batch size and prompt for an aggregated worker's
-/// token budget (`generator/rule_plugin/benchmark/vllm.rule`: `agg max_num_tokens =
-/// max_batch_size + isl + 1500`).
+/// token budget (`generator/rule_plugin/benchmark/vllm.rule`, and `trtllm.rule` at 581e4591:
+/// `agg max_num_tokens = max_batch_size + isl + 1500`).
 pub const AIC_TOKEN_MARGIN: u64 = 1500;
 
 /// A scenario error as the bench flag that caused it (`deployment.tp` → `--tp`).

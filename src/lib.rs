@@ -38,10 +38,13 @@
 //!   [`engine::Context`]. One seeded generator serves the run, so the same scenario and seed give
 //!   a byte-identical trace.
 //! - **Workers step.** A worker advances in forward passes, as vLLM's scheduler does
-//!   ([`cluster::worker::scheduler`]): running requests first (one decode token, or the next
+//!   ([`cluster::worker::vllm`]): running requests first (one decode token, or the next
 //!   prompt chunk), then waiting ones, within a token budget, a sequence limit and its KV blocks;
 //!   prefix caching, KV growth and preemption; each step's duration from Dynamo's mocker
-//!   polynomials. Requests share each step, so latency answers to load.
+//!   polynomials. Requests share each step, so latency answers to load. The worker actor drives
+//!   its engine through one interface ([`cluster::worker::engine::Engine`]); `engine.kind =
+//!   "trtllm"` runs TensorRT-LLM's capacity rule instead ([`cluster::worker::trtllm`]: each
+//!   admitted request's KV reserved to completion, never preempted).
 //! - **Routing policies.** The router runs a [`router::policy::RoutingPolicy`] chosen by name from
 //!   [`router::registry`]: round-robin, random, the lab rule fed by the router's own decisions or
 //!   by KV events, the older Dynamo-style cost, a TTL-forgetting approximation, Dynamo's current

@@ -10,7 +10,7 @@
 use crate::report::{Report, WorkerReport};
 use crate::router::stream::OnGap;
 use crate::scenario::validate::routable_workers;
-use crate::scenario::Scenario;
+use crate::scenario::{EngineKind, Scenario};
 
 /// Makes the silent failures loud.
 /// `decisions`: the routers' routing decisions; `learns`: whether their policy learns from KV
@@ -81,8 +81,23 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
                     .map_or("unbounded".to_string(), |c| c.to_string())
             ),
         };
+        // An engine that schedules prompts only whole also refuses one longer than a step.
+        let whole = match s.engine.kind {
+            EngineKind::Vllm => {
+                (!s.engine.vllm.chunked_prefill).then_some("engine.vllm.chunked_prefill")
+            }
+            EngineKind::Trtllm => (!s.engine.trtllm.enable_chunked_prefill)
+                .then_some("engine.trtllm.enable_chunked_prefill"),
+        };
+        let too_long = match (whole, s.max_num_batched_tokens()) {
+            (Some(key), Some(budget)) => format!(
+                ", or their prompt is longer than a step's {budget} tokens ({key} = false: a \
+                 prompt is scheduled only whole)"
+            ),
+            _ => String::new(),
+        };
         out.push(format!(
-            "{} requests were rejected: their prompt and output {limit}",
+            "{} requests were rejected: their prompt and output {limit}{too_long}",
             r.rejected
         ));
     }

@@ -162,7 +162,7 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Overrides a key of every row's benchmark scenario (repeatable): the engine's settings as
-    /// the measured servers ran, e.g. --set scheduler.max_num_batched_tokens=2048.
+    /// the measured servers ran, e.g. --set engine.vllm.max_num_batched_tokens=2048.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<Override>,
     /// Rows simulated at once (default: the number of CPUs).

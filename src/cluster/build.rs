@@ -6,7 +6,7 @@ use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::router::stream::OnGap;
-use crate::scenario::{AdmissionKind, Fault, PreemptionKind, Scenario};
+use crate::scenario::{AdmissionKind, EngineKind, Fault, PreemptionKind, Scenario};
 use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};
@@ -19,7 +19,9 @@ use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
-use super::worker::scheduler::{Admission, Preemption, SchedulerConfig};
+use super::worker::engine::{EngineRules, EngineSetup};
+use super::worker::trtllm::TrtllmRules;
+use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
 
@@ -120,9 +122,9 @@ pub fn populate(
         let setup = WorkerSetup {
             index: slot.id,
             role: slot.role,
-            scheduler: SchedulerConfig {
+            engine: EngineSetup {
                 record_features,
-                ..scheduler_config(s, hw, slot.role)
+                ..engine_setup(s, hw, slot.role)
             },
             publish: s.bus.publish,
             replay_buffer,
@@ -202,29 +204,46 @@ pub struct Built {
     pub feed: SharedFeed,
 }
 
-/// A worker's step scheduler settings, from the scenario, its deployment and its role.
-pub fn scheduler_config(s: &Scenario, hw: &Hardware, role: Role) -> SchedulerConfig {
-    let sch = &s.scheduler;
-    SchedulerConfig {
+/// A worker's engine, from the scenario, its deployment and its role.
+pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
+    EngineSetup {
         block_size: s.block_size(),
         kv_capacity: hw.kv_capacity(s, role),
+        prefill_only: matches!(role, Role::Prefill | Role::Colocated),
+        attribute_misses: s.router.attribute_misses,
+        timing: hw.timing(s, role),
+        max_model_len: hw.of(role).map(|d| d.max_model_len),
+        record_features: false,
+        rules: match s.engine.kind {
+            EngineKind::Vllm => EngineRules::Vllm(vllm_rules(s)),
+            EngineKind::Trtllm => {
+                let t = &s.engine.trtllm;
+                EngineRules::Trtllm(TrtllmRules {
+                    max_batch_size: s.max_num_seqs(),
+                    max_num_tokens: s.max_num_batched_tokens(),
+                    enable_chunked_prefill: t.enable_chunked_prefill,
+                })
+            }
+        },
+    }
+}
+
+/// The vLLM engine's rules under `s`.
+fn vllm_rules(s: &Scenario) -> VllmRules {
+    let v = &s.engine.vllm;
+    VllmRules {
         max_num_seqs: s.max_num_seqs(),
         max_num_batched_tokens: s.max_num_batched_tokens(),
-        chunked_prefill: sch.chunked_prefill,
-        preemption: match sch.preemption {
+        chunked_prefill: v.chunked_prefill,
+        preemption: match v.preemption {
             PreemptionKind::Lifo => Preemption::Lifo,
             PreemptionKind::Fifo => Preemption::Fifo,
         },
-        admission: match sch.admission {
+        admission: match v.admission {
             AdmissionKind::Chunk => Admission::Chunk,
             AdmissionKind::WholePrompt => Admission::WholePrompt,
         },
-        prefill_only: matches!(role, Role::Prefill | Role::Colocated),
-        attribute_misses: s.router.attribute_misses,
-        decode_stretches: sch.decode_stretches,
-        timing: hw.timing(s, role),
-        record_features: false,
-        max_model_len: hw.of(role).map(|d| d.max_model_len),
+        decode_stretches: v.decode_stretches,
     }
 }
 

@@ -1,9 +1,9 @@
 //! Ground truth for loss attribution: which worker really holds which block, and which blocks a
 //! worker held not long ago.
 //!
-//! This is measurement instrumentation, not a channel: it reads the routable workers' KV pools
-//! (shared with their schedulers), the router actor asks it only to annotate a decision with
-//! what other workers truly held, and no policy ever sees it. It keeps nothing of its own, so it
+//! This is measurement instrumentation, not a channel: it reads the routable workers' device
+//! caches (through their engines' read-only [`CacheView`]s), the router actor asks it only to
+//! annotate a decision with what other workers truly held, and no policy ever sees it. It keeps nothing of its own, so it
 //! costs nothing per stored block and no memory beyond the pools' (each pool remembers one
 //! capacity's worth of evicted blocks: see [`KvPool`](super::worker::kv::KvPool)).
 
@@ -12,12 +12,12 @@ use std::rc::Rc;
 
 use crate::hash::BlockHash;
 
-use super::worker::kv::SharedPool;
+use super::worker::engine::CacheView;
 
-/// The cluster's true KV state: the routable workers' pools, by worker number.
+/// The cluster's true KV state: the routable workers' device caches, by worker number.
 #[derive(Default)]
 pub struct Truth {
-    pools: Vec<SharedPool>,
+    pools: Vec<CacheView>,
 }
 
 /// The handle actors share (one simulation runs on one thread).
@@ -29,8 +29,8 @@ impl Truth {
         Rc::new(RefCell::new(Truth::default()))
     }
 
-    /// Adds the next routable worker's pool.
-    pub fn add_worker(&mut self, pool: SharedPool) {
+    /// Adds the next routable worker's cache.
+    pub fn add_worker(&mut self, pool: CacheView) {
         self.pools.push(pool);
     }
 
@@ -39,7 +39,7 @@ impl Truth {
     pub fn ever_computed_depth(&self, blocks: &[BlockHash]) -> usize {
         self.pools
             .iter()
-            .map(|p| p.borrow().remembered_prefix(blocks))
+            .map(|p| p.remembered_prefix(blocks))
             .max()
             .unwrap_or(0)
     }
@@ -47,7 +47,7 @@ impl Truth {
     /// Whether `worker` holds `block` or remembers having held it (evicted, or lost in a
     /// restart, not too long ago).
     pub fn ever_held_by(&self, worker: usize, block: BlockHash) -> bool {
-        self.pools[worker].borrow().remembers(block)
+        self.pools[worker].remembers(block)
     }
 
     /// The deepest prefix of `blocks` that some worker other than `chosen` holds now.
@@ -56,7 +56,7 @@ impl Truth {
             .iter()
             .enumerate()
             .filter(|(w, _)| *w != chosen)
-            .map(|(_, p)| p.borrow().cached_prefix(blocks))
+            .map(|(_, p)| p.cached_prefix(blocks))
             .max()
             .unwrap_or(0)
     }

@@ -16,6 +16,11 @@
 //!   1.5 %);
 //! - outside torch: 0.13 GiB on one GPU, 0.55 GiB with tensor parallelism.
 //!
+//! TensorRT-LLM (`engine.kind = "trtllm"`) gives KV a share of what is left instead:
+//! `free_gpu_memory_fraction` (0.9, its `KvCacheConfig`) x (the memory CUDA reports − weights −
+//! activations − memory outside torch), with vLLM's activation and outside-torch terms (not
+//! measured for TensorRT-LLM).
+//!
 //! KV bytes per token and GPU: layers x KV heads on the GPU (`max(1, kv_heads / tp)`) x head dim x
 //! 2 (K and V) x the KV dtype's bytes; blocks: the KV bytes over a block's bytes, less vLLM's null
 //! block. A deployment whose KV cannot hold one request of `max_model_len` tokens is refused, as
@@ -197,8 +202,13 @@ impl Default for DeploymentSettings {
 /// What the engine that serves a deployment reserves of the GPU's memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineMemory {
-    /// The share of the GPU's memory the engine may use (vLLM's `gpu_memory_utilization`).
+    /// The share of the GPU's memory the engine may use (vLLM's `gpu_memory_utilization`), or
+    /// with `of_free`, the share of the memory left free for KV (TensorRT-LLM's
+    /// `free_gpu_memory_fraction`).
     pub utilization: f64,
+    /// Whether `utilization` is a share of the memory weights, activations and the rest leave
+    /// (TensorRT-LLM's rule) rather than of the whole GPU's (vLLM's).
+    pub of_free: bool,
     /// The most requests that run at once (sizes the sampler's activation peak).
     pub max_num_seqs: u64,
 }
@@ -314,7 +324,7 @@ impl Deployment {
                 s.tp,
                 &format!(
                     "{} in {} needs {:.1} GB of weights; tp = {} x {} holds {} GB ({:.1} GB for \
-                     weights and KV at gpu_memory_utilization = {}, less the engine's reserve): {}",
+                     weights and KV at the engine's memory share {}, less its reserve): {}",
                     model.name,
                     s.precision.name(),
                     weight_bytes / 1e9,
@@ -403,14 +413,19 @@ fn kv_memory_per_gpu(
     weight_bytes_per_gpu: f64,
     engine: EngineMemory,
 ) -> f64 {
-    let requested = (gpu.memory_bytes() - DEVICE_RESERVED_GIB * GIB) * engine.utilization;
+    let usable = gpu.memory_bytes() - DEVICE_RESERVED_GIB * GIB;
     let activation = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64 * engine.max_num_seqs as f64;
     let non_torch = if tp == 1 {
         NON_TORCH_GIB_ONE_GPU
     } else {
         NON_TORCH_GIB_TP
     } * GIB;
-    requested - weight_bytes_per_gpu - activation - non_torch
+    let rest = weight_bytes_per_gpu + activation + non_torch;
+    if engine.of_free {
+        (usable - rest) * engine.utilization
+    } else {
+        usable * engine.utilization - rest
+    }
 }
 
 /// The smallest power-of-two tensor parallelism whose GPUs leave room for KV.
@@ -448,6 +463,7 @@ pub(crate) mod tests {
 
     const VLLM: EngineMemory = EngineMemory {
         utilization: 0.9,
+        of_free: false,
         max_num_seqs: 1024,
     };
 
@@ -480,6 +496,29 @@ pub(crate) mod tests {
         assert_eq!(d.kv_capacity_tokens, 421_184);
         assert_eq!(d.kv_capacity_blocks(16), 26_324);
         assert_eq!(d.kv_capacity_blocks(64), 6_581);
+    }
+
+    /// The same deployment under TensorRT-LLM's rule: 0.9 x what weights, the sampler's peak
+    /// and the memory outside torch leave of CUDA's 79.18 GiB: 0.9 x (85,018,877,624.3 −
+    /// 16,060,522,496 − 5,108,898,201.6 − 139,586,437.1) = 57,338,883,440.6 bytes.
+    #[test]
+    fn tensorrt_llm_gives_kv_a_share_of_the_memory_left() {
+        let s = settings(
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "h100_sxm",
+            1,
+            Precision::Bf16,
+        );
+        let trt = EngineMemory {
+            of_free: true,
+            ..VLLM
+        };
+        let d = Deployment::resolve(&s, model::find(&s.model).unwrap(), trt).expect("fits");
+        assert!(
+            (d.kv_bytes_per_gpu - 57_338_883_440.6).abs() < 1.0,
+            "{}",
+            d.kv_bytes_per_gpu
+        );
     }
 
     #[test]

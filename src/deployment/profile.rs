@@ -175,7 +175,10 @@ impl Profile {
 }
 
 /// The bundled profiles, by engine.
-const BUNDLED: &[(&str, &str)] = &[("vllm", include_str!("../../data/profiles/vllm.toml"))];
+const BUNDLED: &[(&str, &str)] = &[
+    ("vllm", include_str!("../../data/profiles/vllm.toml")),
+    ("trtllm", include_str!("../../data/profiles/trtllm.toml")),
+];
 
 /// The engines with a bundled profile.
 pub fn engines() -> Vec<&'static str> {

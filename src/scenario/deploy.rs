@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::{Pool, Scenario, TimingKind};
+use super::{EngineKind, Pool, Scenario, TimingKind};
 use crate::deployment::profile::{self, Profile};
 use crate::deployment::{model, Deployment, DeploymentSettings, EngineMemory};
 use crate::error::{read_text, Invalid};
@@ -29,8 +29,14 @@ pub struct Resolved {
 
 /// The engine's memory settings under `s`.
 pub fn engine_memory(s: &Scenario) -> EngineMemory {
+    let trtllm = s.engine.kind == EngineKind::Trtllm;
     EngineMemory {
-        utilization: s.engine.vllm.gpu_memory_utilization,
+        utilization: if trtllm {
+            s.engine.trtllm.free_gpu_memory_fraction
+        } else {
+            s.engine.vllm.gpu_memory_utilization
+        },
+        of_free: trtllm,
         // Unbounded running requests: the sampler is still profiled at vLLM's default.
         max_num_seqs: s.max_num_seqs().unwrap_or(1024) as u64,
     }

@@ -101,7 +101,11 @@ pub fn parse_scenario(path: &Path, text: &str, overrides: &[Override]) -> Result
 }
 
 fn set_error(o: &Override, message: &str) -> Error {
-    Error::arg(format!("--set {}", o.key), readable(message.trim()))
+    let message = match moved_key(&o.key) {
+        Some(hint) if message.contains("unknown field") => hint.to_string(),
+        _ => readable(message.trim()),
+    };
+    Error::arg(format!("--set {}", o.key), message)
 }
 
 /// Sets `value` at the dotted `key` in `table`, creating tables on the way.
@@ -130,8 +134,13 @@ fn moved_key(key: &str) -> Option<&'static str> {
             "moved: the fixed step time is [timing] service_ms, with model = \"fixed\""
         }
         "timing.max_batch" => {
-            "replaced by the step scheduler's limit, [scheduler] max_num_seqs (requests running \
-             at once; they now share each step)"
+            "replaced by the step scheduler's limit, [engine.vllm] max_num_seqs (requests \
+             running at once; they now share each step)"
+        }
+        k if k == "scheduler" || k.starts_with("scheduler.") => {
+            "moved to [engine.vllm]: the step scheduler's settings are the vLLM engine's now \
+             (the same keys: max_num_seqs, max_num_batched_tokens, chunked_prefill, preemption, \
+             admission, decode_stretches)"
         }
         _ => return None,
     })

@@ -8,6 +8,7 @@
 //! - [`validate`]: range checks on a deserialised scenario.
 
 pub mod deploy;
+mod engine;
 pub mod load;
 pub mod scaling;
 pub mod validate;
@@ -23,6 +24,9 @@ use crate::router::loads::LoadKind;
 use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
+pub use engine::{
+    AdmissionKind, EngineKind, EngineSettings, PreemptionKind, TrtllmSettings, VllmSettings,
+};
 pub use load::{load_scenario, Override};
 pub use scaling::{
     Leave, PlannerKind, PlannerSettings, PredictorKind, ScaleStep, SlaSettings, ThresholdMetric,
@@ -55,8 +59,6 @@ pub struct Scenario {
     pub engine: EngineSettings,
     /// How long a step takes.
     pub timing: Timing,
-    /// Each worker's step scheduler.
-    pub scheduler: SchedulerSettings,
     /// Disaggregated prefill/decode.
     pub disagg: Disagg,
     /// Injected worker restarts.
@@ -83,7 +85,6 @@ impl Default for Scenario {
             deployment: None,
             engine: EngineSettings::default(),
             timing: Timing::default(),
-            scheduler: SchedulerSettings::default(),
             disagg: Disagg::default(),
             faults: Vec::new(),
             scale: Vec::new(),
@@ -252,45 +253,6 @@ impl Scenario {
             Pool::Decode => self.disagg.decode_deployment.as_ref(),
         };
         own.or(self.deployment.as_ref())
-    }
-
-    /// Whether vLLM takes its larger defaults on the deployment's GPU: 70 GiB or more of
-    /// memory, and not an A100 (vLLM 0.12 `EngineArgs.get_batch_defaults`). `None` without a
-    /// deployment (or with an unknown GPU).
-    fn vllm_large_gpu(&self) -> Option<bool> {
-        let gpu = crate::deployment::gpu::find(
-            &self
-                .deployment_of(Pool::Workers)
-                .or(self.deployment_of(Pool::Prefill))?
-                .gpu,
-        )?;
-        Some(gpu.memory_gb >= 70.0 && !gpu.name.contains("a100"))
-    }
-
-    /// Running requests at most per worker (`None`: unbounded): `scheduler.max_num_seqs`, or
-    /// the engine's default.
-    pub fn max_num_seqs(&self) -> Option<usize> {
-        let default = match self.vllm_large_gpu() {
-            Some(true) => 1024,
-            _ => 256,
-        };
-        self.scheduler
-            .max_num_seqs
-            .unwrap_or(Limit::Count(default))
-            .count()
-    }
-
-    /// Tokens per step at most (`None`: unbounded): `scheduler.max_num_batched_tokens`, or the
-    /// engine's default.
-    pub fn max_num_batched_tokens(&self) -> Option<usize> {
-        let default = match self.vllm_large_gpu() {
-            Some(false) => 2048,
-            _ => 8192,
-        };
-        self.scheduler
-            .max_num_batched_tokens
-            .unwrap_or(Limit::Count(default))
-            .count()
     }
 
     /// Tokens per engine block: the trace's own block size when a trace is routed on its block
@@ -654,133 +616,6 @@ impl Default for Timing {
             request_jitter_ms: None,
         }
     }
-}
-
-/// `[engine]`: the serving engine whose step scheduler the workers run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct EngineSettings {
-    /// The engine: `vllm` (vLLM v1's step scheduler, the only one so far).
-    pub kind: EngineKind,
-    /// `[engine.vllm]`: vLLM's own settings.
-    pub vllm: VllmSettings,
-}
-
-/// `engine.kind`.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// vLLM (v1 scheduler).
-    #[default]
-    Vllm,
-}
-
-impl EngineKind {
-    /// Every engine's name.
-    pub const NAMES: &'static [&'static str] = &["vllm"];
-
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Vllm => "vllm",
-        }
-    }
-}
-
-impl std::str::FromStr for EngineKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "vllm" => Ok(EngineKind::Vllm),
-            _ => Err(format!("{s:?} is not an engine (vllm)")),
-        }
-    }
-}
-
-/// `[engine.vllm]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct VllmSettings {
-    /// The share of each GPU's memory vLLM may take, weights and KV (0.9, vLLM's
-    /// `gpu_memory_utilization`); sizes the KV cache of a `[deployment]`.
-    pub gpu_memory_utilization: f64,
-}
-
-impl Default for VllmSettings {
-    fn default() -> Self {
-        VllmSettings {
-            gpu_memory_utilization: 0.9,
-        }
-    }
-}
-
-/// `[scheduler]`: each worker's step scheduler (vLLM v1's; the defaults are vLLM's and Dynamo's
-/// mocker's).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct SchedulerSettings {
-    /// Running requests at most, or "unbounded" (absent: the engine's default: with a
-    /// `[deployment]`, vLLM's for its GPU, 1,024 on GPUs of 70 GiB or more but the A100, else
-    /// 256; without, Dynamo's mocker's 256).
-    pub max_num_seqs: Option<Limit>,
-    /// Tokens scheduled in one step at most, decodes and prompt chunks together, or
-    /// "unbounded" (absent: the engine's default: 8,192, or with a `[deployment]` on a GPU under
-    /// 70 GiB or an A100, vLLM's 2,048).
-    pub max_num_batched_tokens: Option<Limit>,
-    /// Whether a prompt may be computed in chunks over several steps (true); false schedules a
-    /// prompt only whole.
-    pub chunked_prefill: bool,
-    /// Which running request a preemption evicts: "lifo" (the most recently admitted, vLLM's)
-    /// or "fifo".
-    pub preemption: PreemptionKind,
-    /// What a waiting request needs free to be admitted: "chunk" (the blocks of its first
-    /// chunk, vLLM's) or "whole-prompt" (its whole sequence's, Dynamo's mocker's).
-    pub admission: AdmissionKind,
-    /// Plan a run of identical decode-only steps at once (true): a speed setting, see
-    /// docs/FIDELITY.md for what it can change; false plans every step on its own.
-    pub decode_stretches: bool,
-}
-
-impl Default for SchedulerSettings {
-    fn default() -> Self {
-        SchedulerSettings {
-            max_num_seqs: None,
-            max_num_batched_tokens: None,
-            chunked_prefill: true,
-            preemption: PreemptionKind::Lifo,
-            admission: AdmissionKind::Chunk,
-            decode_stretches: true,
-        }
-    }
-}
-
-/// `scheduler.preemption`.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum PreemptionKind {
-    /// The most recently admitted running request.
-    #[default]
-    Lifo,
-    /// The earliest admitted running request.
-    Fifo,
-}
-
-/// `scheduler.admission`.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum AdmissionKind {
-    /// The first chunk's blocks.
-    #[default]
-    Chunk,
-    /// The whole sequence's blocks.
-    WholePrompt,
 }
 
 /// `[disagg]`: disaggregated prefill/decode.

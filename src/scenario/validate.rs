@@ -8,7 +8,9 @@ pub use crate::limits::{
 
 use std::path::Path;
 
-use super::{Fault, Limit, Scenario, Timing, TimingKind, Workload};
+use super::{
+    EngineKind, Fault, Limit, Scenario, Timing, TimingKind, TrtllmSettings, VllmSettings, Workload,
+};
 use crate::rng::SimRng;
 use crate::router::loads::LoadKind;
 use crate::router::policy::PolicySetup;
@@ -231,13 +233,17 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         time_ms("timing.request_jitter_ms", j)?;
     }
     inactive_timing(s)?;
-    let sch = &s.scheduler;
-    if let Some(l) = sch.max_num_seqs {
-        limit("scheduler.max_num_seqs", l)?;
+    let v = &s.engine.vllm;
+    if let Some(l) = v.max_num_seqs {
+        limit("engine.vllm.max_num_seqs", l)?;
     }
-    if let Some(l) = sch.max_num_batched_tokens {
-        limit("scheduler.max_num_batched_tokens", l)?;
+    if let Some(l) = v.max_num_batched_tokens {
+        limit("engine.vllm.max_num_batched_tokens", l)?;
     }
+    let t = &s.engine.trtllm;
+    limit("engine.trtllm.max_batch_size", t.max_batch_size)?;
+    limit("engine.trtllm.max_num_tokens", t.max_num_tokens)?;
+    inactive_engine(s)?;
 
     let d = &s.disagg;
     if d.enabled {
@@ -382,17 +388,119 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
     }
 }
 
+/// A setting of an engine the scenario does not run must keep its default: refused rather than
+/// ignored.
+fn inactive_engine(s: &Scenario) -> Result<(), Invalid> {
+    let kind = s.engine.kind;
+    let (v, dv) = (&s.engine.vllm, VllmSettings::default());
+    let (t, dt) = (&s.engine.trtllm, TrtllmSettings::default());
+    let settings = [
+        (
+            "engine.vllm.gpu_memory_utilization",
+            v.gpu_memory_utilization != dv.gpu_memory_utilization,
+            shown(&v.gpu_memory_utilization),
+            EngineKind::Vllm,
+        ),
+        (
+            "engine.vllm.max_num_seqs",
+            v.max_num_seqs != dv.max_num_seqs,
+            shown(&v.max_num_seqs),
+            EngineKind::Vllm,
+        ),
+        (
+            "engine.vllm.max_num_batched_tokens",
+            v.max_num_batched_tokens != dv.max_num_batched_tokens,
+            shown(&v.max_num_batched_tokens),
+            EngineKind::Vllm,
+        ),
+        (
+            "engine.vllm.chunked_prefill",
+            v.chunked_prefill != dv.chunked_prefill,
+            shown(&v.chunked_prefill),
+            EngineKind::Vllm,
+        ),
+        (
+            "engine.vllm.preemption",
+            v.preemption != dv.preemption,
+            shown(&v.preemption),
+            EngineKind::Vllm,
+        ),
+        (
+            "engine.vllm.admission",
+            v.admission != dv.admission,
+            shown(&v.admission),
+            EngineKind::Vllm,
+        ),
+        (
+            "engine.vllm.decode_stretches",
+            v.decode_stretches != dv.decode_stretches,
+            shown(&v.decode_stretches),
+            EngineKind::Vllm,
+        ),
+        (
+            "engine.trtllm.free_gpu_memory_fraction",
+            t.free_gpu_memory_fraction != dt.free_gpu_memory_fraction,
+            shown(&t.free_gpu_memory_fraction),
+            EngineKind::Trtllm,
+        ),
+        (
+            "engine.trtllm.max_batch_size",
+            t.max_batch_size != dt.max_batch_size,
+            shown(&t.max_batch_size),
+            EngineKind::Trtllm,
+        ),
+        (
+            "engine.trtllm.max_num_tokens",
+            t.max_num_tokens != dt.max_num_tokens,
+            shown(&t.max_num_tokens),
+            EngineKind::Trtllm,
+        ),
+        (
+            "engine.trtllm.enable_chunked_prefill",
+            t.enable_chunked_prefill != dt.enable_chunked_prefill,
+            shown(&t.enable_chunked_prefill),
+            EngineKind::Trtllm,
+        ),
+    ];
+    match settings
+        .into_iter()
+        .find(|(_, changed, _, engine)| *changed && *engine != kind)
+    {
+        Some((key, _, value, engine)) => Err(bad(
+            key,
+            value,
+            &format!(
+                "only applies to engine.kind = \"{}\", and this scenario's engine is \"{}\"",
+                engine.name(),
+                kind.name()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A setting's value as TOML writes it.
+fn shown<T: serde::Serialize>(value: &T) -> String {
+    toml::Value::try_from(value).map_or_else(|_| String::new(), |v| v.to_string())
+}
+
 /// `[deployment]` and `[engine]`: what a deployment derives may not also be set by hand, and
 /// every pool's deployment must resolve (its model and GPU known, its weights and one request of
 /// `max_model_len` fitting); model and profile files are read from `base_dir` when given.
 fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid> {
-    let u = s.engine.vllm.gpu_memory_utilization;
-    if !(u.is_finite() && u > 0.0 && u <= 1.0) {
-        return Err(bad(
+    for (key, u) in [
+        (
             "engine.vllm.gpu_memory_utilization",
-            format!("{u:?}"),
-            "must be in (0, 1]",
-        ));
+            s.engine.vllm.gpu_memory_utilization,
+        ),
+        (
+            "engine.trtllm.free_gpu_memory_fraction",
+            s.engine.trtllm.free_gpu_memory_fraction,
+        ),
+    ] {
+        if !(u.is_finite() && u > 0.0 && u <= 1.0) {
+            return Err(bad(key, format!("{u:?}"), "must be in (0, 1]"));
+        }
     }
     let d = &s.disagg;
     if !d.enabled {
@@ -415,7 +523,8 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
                 "cluster.kv_capacity_blocks",
                 n,
                 "is derived from the [deployment] (the KV its engine finds in memory): remove it, \
-                 or tune engine.vllm.gpu_memory_utilization or deployment.kv_dtype",
+                 or tune the engine's memory share (engine.vllm.gpu_memory_utilization, \
+                 engine.trtllm.free_gpu_memory_fraction) or deployment.kv_dtype",
             ));
         }
         if d.model != crate::disagg::ModelShape::default() {

@@ -289,8 +289,13 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
             ":1: router.fastest = { speed = 1 } is not a [router] setting",
         ),
         ("syntax.toml", "[router\npolicy = 1\n", ":1:"),
-        ("timing.toml", "seed = 1\n[scheduler]\nmax_num_seqs = 0\n", ":3: scheduler.max_num_seqs = 0 must be at least 1"),
-        ("moved_batch.toml", "[timing]\nmax_batch = 4\n", ":2: timing.max_batch: replaced by the step scheduler's limit, [scheduler] max_num_seqs"),
+        ("timing.toml", "seed = 1\n[engine.vllm]\nmax_num_seqs = 0\n", ":3: engine.vllm.max_num_seqs = 0 must be at least 1"),
+        ("moved_scheduler.toml", "seed = 1\n[scheduler]\nmax_num_seqs = 4\n", ":2: scheduler: moved to [engine.vllm]"),
+        ("engine_kind.toml", "[engine]\nkind = \"tgi\"\n", ":2: engine.kind: unknown variant `tgi`, expected `vllm` or `trtllm`"),
+        ("inactive_vllm.toml", "[engine]\nkind = \"trtllm\"\n\n[engine.vllm]\nadmission = \"whole-prompt\"\n", ":5: engine.vllm.admission = \"whole-prompt\" only applies to engine.kind = \"vllm\", and this scenario's engine is \"trtllm\""),
+        ("inactive_trtllm.toml", "[engine.trtllm]\nmax_batch_size = 4\n", ":2: engine.trtllm.max_batch_size = 4 only applies to engine.kind = \"trtllm\", and this scenario's engine is \"vllm\""),
+        ("trtllm_zero.toml", "[engine]\nkind = \"trtllm\"\n[engine.trtllm]\nmax_num_tokens = 0\n", ":4: engine.trtllm.max_num_tokens = 0 must be at least 1"),
+        ("moved_batch.toml", "[timing]\nmax_batch = 4\n", ":2: timing.max_batch: replaced by the step scheduler's limit, [engine.vllm] max_num_seqs"),
         ("moved_service.toml", "[cluster]\nservice_ms = 4.0\n", ":2: cluster.service_ms: moved: the fixed step time is [timing] service_ms"),
         ("model.toml", "[timing]\nmodel = \"magic\"\n", ":2: timing.model: unknown variant `magic`, expected one of `steps`, `fixed`, `roofline`"),
         ("timing_key.toml", "[timing]\nprefill = [1.0]\n", ":2: timing.prefill: unknown field"),
@@ -334,6 +339,16 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
     let line = bad(&["run", "scenarios/kv.toml", "--set", "router.policy=best"]);
     assert!(
         line.contains("--set: router.policy = \"best\" is not a policy"),
+        "{line}"
+    );
+    let line = bad(&[
+        "run",
+        "scenarios/kv.toml",
+        "--set",
+        "scheduler.max_num_seqs=4",
+    ]);
+    assert!(
+        line.contains("--set scheduler.max_num_seqs: moved to [engine.vllm]"),
         "{line}"
     );
 }

@@ -113,7 +113,7 @@ proptest! {
             "faults=[{kind=\"restart\",worker=0,at_ms=1.0,down_ms=5.0}]",
             "workload.prefixes=100",
             "timing.model=\"fixed\"",
-            "scheduler.max_num_seqs=\"unbounded\"",
+            "engine.vllm.max_num_seqs=\"unbounded\"",
         ];
         fuzzing::set_value(&mutate(seeds[seed].as_bytes(), &m));
     }

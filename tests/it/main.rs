@@ -21,6 +21,7 @@ mod real_gpus;
 mod replay;
 mod routers;
 mod scaling;
+mod serving_engines;
 mod streams;
 mod stretches;
 mod structure;

@@ -118,7 +118,7 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
          [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
          trace_block_size = {trace_block}\nrechunk = {rechunk}\n\
          [cluster]\nworkers = {workers}\nblock_size = {block}\nkv_capacity_blocks = {cap}\n\
-         [scheduler]\nadmission = \"{admission}\"\nmax_num_batched_tokens = 96\n\
+         [engine.vllm]\nadmission = \"{admission}\"\nmax_num_batched_tokens = 96\n\
          [router]\npolicy = \"{policy}\"\non_gap = \"resync\"\nreplicas = {replicas}\n\
          sync = \"{sync}\"\naudit_index = {audit}\n\
          [bus]\npublish = true\ndrop_rate = {drop}\n",

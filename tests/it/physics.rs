@@ -372,7 +372,7 @@ fn max_num_seqs_queues_requests_fifo() {
     let mut s = lab("rr");
     s.cluster.workers = 1;
     s.timing = Timing::default();
-    s.scheduler.max_num_seqs = Some(Limit::Count(1));
+    s.engine.vllm.max_num_seqs = Some(Limit::Count(1));
     if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
         w.interval_ms = 1.0; // much faster than a ~18 ms prefill
     }
@@ -411,7 +411,7 @@ fn no_eviction_and_no_restart_means_no_capacity_miss() {
         let m = run(&s).misses.expect("attributed by default");
         assert_eq!(m.capacity, 0, "{policy:?}: {m:?}");
         s.timing = Timing::default();
-        s.scheduler.max_num_seqs = Some(Limit::Count(1));
+        s.engine.vllm.max_num_seqs = Some(Limit::Count(1));
         if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
             w.interval_ms = 1.0;
         }

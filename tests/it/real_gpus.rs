@@ -95,6 +95,36 @@ fn bench_reports_run_metrics_and_what_the_deployment_allows() {
 }
 
 #[test]
+fn bench_runs_tensorrt_llm_with_its_memory_rule_limits_and_profile() {
+    let bench = |engine: &str| {
+        json(&[
+            "bench",
+            "--engine",
+            engine,
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu",
+            "h100_sxm",
+            "--isl",
+            "1024",
+            "--osl",
+            "64",
+            "--concurrency",
+            "4",
+            "--json",
+        ])
+    };
+    let (vllm, trt) = (bench("vllm"), bench("trtllm"));
+    let kv = |r: &serde_json::Value| r["bench"]["kv_capacity_tokens"].as_u64().unwrap();
+    // 0.9 of what the weights leave holds more than 0.9 of the GPU less the weights.
+    assert!(kv(&trt) > kv(&vllm), "{} {}", kv(&trt), kv(&vllm));
+    assert_eq!(trt["bench"]["max_num_seqs"].as_u64().unwrap(), 4);
+    assert_eq!(trt["preemptions"].as_u64().unwrap(), 0);
+    assert_eq!(trt["acks"].as_u64().unwrap(), 80);
+    assert_ne!(trt["ttft_ms"], vllm["ttft_ms"], "its own fitted profile");
+}
+
+#[test]
 fn bench_refuses_what_cannot_be_served_naming_the_flag() {
     let base = ["--isl", "1024", "--osl", "128", "--concurrency", "8"];
     let run = |extra: &[&str]| {

@@ -1,4 +1,4 @@
-//! Decode stretches against planning each step alone (`scheduler.decode_stretches = false`):
+//! Decode stretches against planning each step alone (`engine.vllm.decode_stretches = false`):
 //! what a stretch changes, and when it changes nothing.
 
 use std::path::Path;
@@ -49,7 +49,7 @@ fn with_and_without_stretches(
         v
     };
     let mut plain = s.clone();
-    plain.scheduler.decode_stretches = false;
+    plain.engine.vllm.decode_stretches = false;
     (json(s), json(&plain))
 }
 

@@ -1,4 +1,4 @@
-//! The worker actor: a thin adapter between messages and the pure [`StepScheduler`].
+//! The worker actor: a thin adapter between messages and its pure [`Engine`].
 //!
 //! It queues arriving requests, runs one planned step (or decode stretch) at a time with its own
 //! `StepStart`/`StepEnd` timers, publishes the KV events a step causes at that step's end
@@ -9,7 +9,7 @@
 //! Roles: `Unified` (aggregated serving), `Prefill` (a request leaves when its prompt is
 //! computed and its KV crosses the link to a decode worker), `Decode` (decodes transferred
 //! requests, holding their KV while it does) and `Colocated` (prefill and decode on one GPU: one
-//! scheduler runs both, and the KV crosses the link between the two engines back to itself).
+//! engine runs both, and the KV crosses the link between the two engines back to itself).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -27,7 +27,8 @@ use super::super::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
 use super::super::timeline::{note, Mark, SharedTimeline};
 use super::super::topology::Role;
 use super::super::truth::SharedTruth;
-use super::scheduler::{LogItem, Planned, SchedulerConfig, SchedulerStats, StepScheduler};
+use super::engine::{self, Engine, EngineSetup, SchedulerStats};
+use super::plan::{LogItem, Planned};
 use super::seq::Seq;
 use crate::sketch::LogHistogram;
 
@@ -48,8 +49,8 @@ pub struct WorkerSetup {
     pub index: WorkerId,
     /// Its role.
     pub role: Role,
-    /// Its step scheduler's settings.
-    pub scheduler: SchedulerConfig,
+    /// Its engine's settings.
+    pub engine: EngineSetup,
     /// Whether it publishes KV events.
     pub publish: bool,
     /// Events kept for replay (0: none, when no router asks for replays).
@@ -84,7 +85,7 @@ pub struct WorkerStats {
     pub restarts: u64,
 }
 
-/// What the worker keeps about a request besides the scheduler's state.
+/// What the worker keeps about a request besides the engine's state.
 #[derive(Clone, Debug)]
 pub struct Job {
     routed: Routed,
@@ -107,7 +108,7 @@ struct Running {
 /// The worker actor.
 pub struct Worker {
     pub(super) setup: WorkerSetup,
-    pub(super) sched: StepScheduler<Job>,
+    pub(super) sched: Box<dyn Engine<Job>>,
     pub(super) up: bool,
     pub(super) epoch: u32,
     /// The current plan's number (a cut stretch leaves its old end timer stale).
@@ -136,9 +137,9 @@ pub struct Worker {
 impl Worker {
     /// A worker with an empty cache; a routable one shows its KV pool to the ground truth.
     pub fn new(setup: WorkerSetup) -> Self {
-        let sched = StepScheduler::new(setup.scheduler.clone());
+        let sched = engine::build(&setup.engine);
         if let Some(truth) = setup.truth.as_ref().filter(|_| setup.role != Role::Decode) {
-            truth.borrow_mut().add_worker(sched.shared_pool());
+            truth.borrow_mut().add_worker(sched.cache());
         }
         Worker {
             sched,
@@ -206,7 +207,7 @@ impl Worker {
         self.setup.role
     }
 
-    /// Its scheduler's counters.
+    /// Its engine's counters.
     pub fn scheduler_stats(&self) -> SchedulerStats {
         self.sched.stats()
     }
@@ -218,13 +219,13 @@ impl Worker {
 
     /// The most KV blocks its running requests held at once.
     pub fn peak_kv_blocks(&self) -> usize {
-        self.sched.pool().peak_active()
+        self.sched.kv().peak_active
     }
 
     /// KV blocks its running requests hold now (0 once every request has left: a block kept
     /// or released twice would show here).
     pub fn kv_blocks_in_use(&self) -> usize {
-        self.sched.pool().active()
+        self.sched.kv().active
     }
 
     /// What its feature clock found (`None` unless features were recorded).
@@ -234,7 +235,7 @@ impl Worker {
 
     /// Its KV capacity in blocks (`None`: unbounded).
     pub fn kv_capacity(&self) -> Option<usize> {
-        self.sched.pool().capacity()
+        self.sched.kv().capacity
     }
 
     /// Starts a step soon if there is work and none runs.
@@ -319,10 +320,7 @@ impl Worker {
     fn note_levels(&self, now: Nanos, preempted_before: u64) {
         let worker = self.setup.index;
         let signals = self.sched.signals();
-        let resident = {
-            let pool = self.sched.pool();
-            (pool.named() + pool.private()) as u64
-        };
+        let resident = self.sched.kv().resident as u64;
         note(&self.setup.timeline, || Mark::Levels {
             worker,
             at: now,
@@ -553,7 +551,7 @@ impl Worker {
             outcome: None,
             transferred_ns: None,
         };
-        let mut seq = Seq::prompt(spec, job, self.setup.scheduler.block_size, decode_side);
+        let mut seq = Seq::prompt(spec, job, self.sched.block_size(), decode_side);
         if handed_back {
             // It may have been here before, its own tail still cached: let admission find it.
             seq.list_every_block();

@@ -118,7 +118,7 @@ impl Worker {
             worker: self.setup.index,
             epoch: self.epoch,
             next: self.next_seq,
-            blocks: self.sched.pool().named_blocks(),
+            blocks: self.sched.snapshot(),
         };
         let msg = Box::new(Msg::Snapshot(Box::new(answer)));
         ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);

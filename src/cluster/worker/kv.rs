@@ -48,8 +48,8 @@ use super::evicted::EvictionMemory;
 use super::lru::{ReleaseQueue, Released};
 use super::names::{NameTable, Probe};
 
-/// A pool shared by its worker's scheduler and the run's ground truth (one simulation runs on
-/// one thread; the truth only reads).
+/// A pool shared by its worker's engine and the run's ground truth (one simulation runs on one
+/// thread; the truth only reads, through [`CacheView`](super::engine::CacheView)).
 pub type SharedPool = Rc<RefCell<KvPool>>;
 
 /// A worker's KV blocks, with a capacity in blocks or unbounded (an unbounded pool never evicts).
@@ -458,6 +458,20 @@ impl KvPool {
                 memory.insert(r.block);
             }
         }
+    }
+}
+
+impl super::engine::CachedBlocks for KvPool {
+    fn cached_prefix(&self, blocks: &[BlockHash]) -> usize {
+        KvPool::cached_prefix(self, blocks)
+    }
+
+    fn remembered_prefix(&self, blocks: &[BlockHash]) -> usize {
+        KvPool::remembered_prefix(self, blocks)
+    }
+
+    fn remembers(&self, block: BlockHash) -> bool {
+        KvPool::remembers(self, block)
     }
 }
 

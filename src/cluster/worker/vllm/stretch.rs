@@ -5,8 +5,8 @@
 
 use crate::engine::Nanos;
 
-use super::kv::Changes;
-use super::scheduler::{LogItem, StepScheduler};
+use super::{LogItem, StepScheduler};
+use crate::cluster::worker::kv::Changes;
 
 impl<T> StepScheduler<T> {
     /// Extends a decode-only first step (ending at `ends[0]`, its decoding requests holding

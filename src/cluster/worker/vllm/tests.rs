@@ -10,13 +10,16 @@ use crate::ids::RequestId;
 use crate::scenario::Timing;
 use crate::workload::RequestSpec;
 
-use super::scheduler::{Admission, Preemption, SchedulerConfig, StepScheduler};
-use super::seq::Seq;
-use super::timing::{StepWork, TimingModel};
+use super::{Admission, Preemption, SchedulerConfig, StepScheduler};
+use crate::cluster::worker::seq::Seq;
+use crate::cluster::worker::timing::{StepWork, TimingModel};
 
-const BLOCK: usize = 4;
+pub(in crate::cluster::worker) const BLOCK: usize = 4;
 
-fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
+pub(in crate::cluster::worker) fn config(
+    budget: usize,
+    capacity: Option<usize>,
+) -> SchedulerConfig {
     SchedulerConfig {
         block_size: BLOCK,
         kv_capacity: capacity,
@@ -35,13 +38,24 @@ fn config(budget: usize, capacity: Option<usize>) -> SchedulerConfig {
 }
 
 /// A request of `prompt` tokens (its own content, or family `family`'s first tokens shared).
-fn request(id: u64, family: u32, prompt: u32, output: u32) -> Seq<()> {
+pub(in crate::cluster::worker) fn request(
+    id: u64,
+    family: u32,
+    prompt: u32,
+    output: u32,
+) -> Seq<()> {
     family_request(id, family, prompt, output, false)
 }
 
 /// A request as [`request`]; with `alone`, no other request shares its family, which the
 /// workload says (its blocks are its own tail).
-fn family_request(id: u64, family: u32, prompt: u32, output: u32, alone: bool) -> Seq<()> {
+pub(in crate::cluster::worker) fn family_request(
+    id: u64,
+    family: u32,
+    prompt: u32,
+    output: u32,
+    alone: bool,
+) -> Seq<()> {
     let tokens: Vec<u32> = (0..prompt).map(|t| family * 100_000 + t).collect();
     let blocks = block_hashes(&tokens, BLOCK);
     let spec = RequestSpec {
@@ -59,16 +73,19 @@ fn family_request(id: u64, family: u32, prompt: u32, output: u32, alone: bool) -
 }
 
 /// (request, first token, last token, tokens) of each finished request.
-type Done = Vec<(u64, Nanos, Nanos, u64)>;
+pub(in crate::cluster::worker) type Done = Vec<(u64, Nanos, Nanos, u64)>;
 
 /// Runs every queued request to completion from time 0, one step at a time; returns what
 /// finished and each step's end.
-fn run(s: &mut StepScheduler<()>) -> (Done, Vec<Nanos>) {
+pub(in crate::cluster::worker) fn run(s: &mut StepScheduler<()>) -> (Done, Vec<Nanos>) {
     run_from(s, 0)
 }
 
 /// [`run`] from `now`.
-fn run_from(s: &mut StepScheduler<()>, mut now: Nanos) -> (Done, Vec<Nanos>) {
+pub(in crate::cluster::worker) fn run_from(
+    s: &mut StepScheduler<()>,
+    mut now: Nanos,
+) -> (Done, Vec<Nanos>) {
     let mut done = Vec::new();
     let mut ends = Vec::new();
     while let Some(p) = s.plan(now) {
@@ -83,7 +100,7 @@ fn run_from(s: &mut StepScheduler<()>, mut now: Nanos) -> (Done, Vec<Nanos>) {
     (done, ends)
 }
 
-fn prefill_ns(tokens: u64) -> Nanos {
+pub(in crate::cluster::worker) fn prefill_ns(tokens: u64) -> Nanos {
     TimingModel::polynomial(&Timing::default()).step_ns(&work(tokens, None))
 }
 
@@ -184,7 +201,7 @@ fn a_fully_cached_prompt_recomputes_its_last_block() {
     assert!(
         p.log
             .iter()
-            .all(|i| !matches!(i, super::scheduler::LogItem::Kv(c) if !c.stored.is_empty())),
+            .all(|i| !matches!(i, super::LogItem::Kv(c) if !c.stored.is_empty())),
         "nothing new stored"
     );
 }
@@ -446,6 +463,6 @@ fn a_stretch_cut_short_keeps_the_blocks_it_took_ahead() {
 }
 
 /// A step as the mocker's polynomials see it.
-fn work(prefill: u64, decode: Option<f64>) -> StepWork {
+pub(in crate::cluster::worker) fn work(prefill: u64, decode: Option<f64>) -> StepWork {
     StepWork::polynomial(prefill, decode)
 }

@@ -1,4 +1,4 @@
-//! A worker's step scheduler, after vLLM's v1 scheduler as Dynamo's mocker models it
+//! The vLLM engine: a worker's step scheduler after vLLM's v1 scheduler as Dynamo's mocker models it
 //! (`aisimulate-core` 0.13, `engine/scheduler/vllm/core.rs`, `execute_pass_internal`): pure, no
 //! channels and no clock (times come in as arguments).
 //!
@@ -45,12 +45,20 @@ use crate::ids::RequestId;
 use crate::router::signals::WorkerSignals;
 use crate::sketch::LogHistogram;
 
+use crate::hash::BlockHash;
+
+use super::engine::{CacheView, Engine, EngineSetup, KvLevels, SchedulerStats};
 use super::kv::{Changes, KvPool, SharedPool};
 use super::plan::{Admit, Work};
 pub use super::plan::{Applied, LogItem, Planned};
 use super::probe::{FeatureClock, FeatureTotals};
 use super::seq::{Seq, SeqKind};
 use super::timing::{StepWork, TimingModel};
+
+mod admit;
+mod stretch;
+#[cfg(test)]
+pub(super) mod tests;
 
 /// Which running request a preemption evicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +77,10 @@ pub enum Admission {
     /// The blocks of its whole known sequence, less cached blocks other requests hold (Dynamo's
     /// mocker).
     WholePrompt,
+    /// The blocks to run it to completion, less cached blocks other requests hold, beside the
+    /// completion of every running request (TensorRT-LLM's `GUARANTEED_NO_EVICT`: see
+    /// [`trtllm`](super::trtllm)). Nothing is ever preempted.
+    ToCompletion,
 }
 
 /// A scheduler's settings.
@@ -108,19 +120,42 @@ pub struct SchedulerConfig {
     pub record_features: bool,
 }
 
-/// A scheduler's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SchedulerStats {
-    /// Steps run.
-    pub steps: u64,
-    /// Tokens scheduled over all steps.
-    pub batch_tokens: u64,
-    /// Preemptions.
-    pub preemptions: u64,
-    /// Time with a step running, ns.
-    pub busy_ns: Nanos,
-    /// Requests rejected.
-    pub rejected: u64,
+/// The vLLM engine's own rules (`[engine.vllm]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VllmRules {
+    /// Running requests at most (`None`: unbounded).
+    pub max_num_seqs: Option<usize>,
+    /// Tokens scheduled per step at most (`None`: unbounded).
+    pub max_num_batched_tokens: Option<usize>,
+    /// Whether a prompt may be computed over several steps.
+    pub chunked_prefill: bool,
+    /// The preemption victim.
+    pub preemption: Preemption,
+    /// The admission gate.
+    pub admission: Admission,
+    /// Whether an identical run of decode-only steps is planned at once.
+    pub decode_stretches: bool,
+}
+
+impl SchedulerConfig {
+    /// The settings of a vLLM engine built from `setup` with `rules`.
+    pub fn of(setup: &EngineSetup, rules: &VllmRules) -> Self {
+        SchedulerConfig {
+            block_size: setup.block_size,
+            kv_capacity: setup.kv_capacity,
+            max_num_seqs: rules.max_num_seqs,
+            max_num_batched_tokens: rules.max_num_batched_tokens,
+            chunked_prefill: rules.chunked_prefill,
+            preemption: rules.preemption,
+            admission: rules.admission,
+            prefill_only: setup.prefill_only,
+            attribute_misses: setup.attribute_misses,
+            decode_stretches: rules.decode_stretches,
+            timing: setup.timing.clone(),
+            max_model_len: setup.max_model_len,
+            record_features: setup.record_features,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -179,11 +214,6 @@ impl<T> StepScheduler<T> {
     /// The KV pool.
     pub fn pool(&self) -> std::cell::Ref<'_, KvPool> {
         self.pool.borrow()
-    }
-
-    /// The KV pool, shared (the ground truth of loss attribution reads it).
-    pub fn shared_pool(&self) -> SharedPool {
-        Rc::clone(&self.pool)
     }
 
     /// The counters.
@@ -527,6 +557,15 @@ impl<T> StepScheduler<T> {
         while i < self.running.len() && budget > 0 {
             let s = &self.running[i];
             let n = (s.target() - s.computed).min(budget);
+            if self.cfg.admission == Admission::ToCompletion
+                && self.need(s, n) > self.pool.borrow().available()
+            {
+                // The to-completion gate reserved this growth: never reached. As the crate
+                // does, a debug build stops here and a release build declines to preempt.
+                debug_assert!(false, "a reserved request lacks a block");
+                i += 1;
+                continue;
+            }
             let mut scheduled = true;
             while self.need(&self.running[i], n) > self.pool.borrow().available() {
                 preempted = true;
@@ -716,5 +755,83 @@ impl<T> StepScheduler<T> {
         work.iter().zip(&self.running).all(|(w, s)| {
             w.id == s.id() && w.tokens == 1 && s.generated >= 1 && s.computed + 1 == s.target()
         })
+    }
+}
+
+impl<T> Engine<T> for StepScheduler<T> {
+    fn block_size(&self) -> usize {
+        self.cfg.block_size
+    }
+
+    fn enqueue(&mut self, seq: Seq<T>) {
+        StepScheduler::enqueue(self, seq)
+    }
+
+    fn note_joined(&mut self, id: RequestId, now: Nanos) {
+        StepScheduler::note_joined(self, id, now)
+    }
+
+    fn plan(&mut self, now: Nanos) -> Option<Planned<T>> {
+        StepScheduler::plan(self, now)
+    }
+
+    fn planned_steps(&self) -> u32 {
+        StepScheduler::planned_steps(self)
+    }
+
+    fn truncate(&mut self, now: Nanos) -> Option<Nanos> {
+        StepScheduler::truncate(self, now)
+    }
+
+    fn apply(&mut self) -> Applied<T> {
+        StepScheduler::apply(self)
+    }
+
+    fn drain(&mut self, now: Nanos) -> Vec<Seq<T>> {
+        StepScheduler::drain(self, now)
+    }
+
+    fn in_step(&self) -> bool {
+        StepScheduler::in_step(self)
+    }
+
+    fn has_work(&self) -> bool {
+        StepScheduler::has_work(self)
+    }
+
+    fn running_mut(&mut self, id: RequestId) -> Option<&mut Seq<T>> {
+        StepScheduler::running_mut(self, id)
+    }
+
+    fn running_seq(&self, id: RequestId) -> Option<&Seq<T>> {
+        StepScheduler::running_seq(self, id)
+    }
+
+    fn signals(&self) -> WorkerSignals {
+        StepScheduler::signals(self)
+    }
+
+    fn stats(&self) -> SchedulerStats {
+        self.stats
+    }
+
+    fn itl(&self) -> &LogHistogram {
+        &self.itl
+    }
+
+    fn kv(&self) -> KvLevels {
+        KvLevels::of(&self.pool.borrow())
+    }
+
+    fn cache(&self) -> CacheView {
+        CacheView::of(Rc::clone(&self.pool))
+    }
+
+    fn snapshot(&self) -> Vec<BlockHash> {
+        self.pool.borrow().named_blocks()
+    }
+
+    fn feature_totals(&self) -> Option<&FeatureTotals> {
+        StepScheduler::feature_totals(self)
     }
 }

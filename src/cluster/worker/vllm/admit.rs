@@ -3,22 +3,45 @@
 
 use crate::engine::Nanos;
 
-use super::kv::Changes;
-use super::plan::{Admit, LogItem, Planned, Work};
-use super::scheduler::{Admission, StepScheduler};
-use super::seq::{FirstAdmission, SeqKind};
+use super::{Admission, StepScheduler};
+use crate::cluster::worker::kv::Changes;
+use crate::cluster::worker::plan::{Admit, LogItem, Planned, Work};
+use crate::cluster::worker::seq::{FirstAdmission, Seq, SeqKind};
+use crate::cluster::worker::trtllm;
 
 impl<T> StepScheduler<T> {
+    /// Blocks of the head's first `pin` (its cached prefix) that running requests hold.
+    fn pinned_prefix(&self, pin: usize) -> usize {
+        let head = self.waiting.front().expect("checked non-empty");
+        let pool = self.pool.borrow();
+        head.names()[..pin]
+            .iter()
+            .filter(|b| pool.is_pinned(**b))
+            .count()
+    }
+
+    /// Blocks `s` holds by its completion here: its prompt and every output token (on a
+    /// disaggregated prefill worker, its first only), as TensorRT-LLM reserves them.
+    fn to_completion_blocks(&self, s: &Seq<T>) -> usize {
+        let output = if self.cfg.prefill_only && !s.decode_side {
+            1
+        } else {
+            s.output
+        };
+        trtllm::to_completion_blocks(s.prompt + output, self.cfg.block_size)
+    }
+
     /// Tries to admit the head of the waiting queue with `budget` tokens left.
     pub(super) fn admit_head(&mut self, now: Nanos, budget: u64, out: &mut Planned<T>) -> Admit {
         let bs = self.cfg.block_size;
         let head = self.waiting.front().expect("checked non-empty");
         // Longer than the KV can ever hold, or than the server accepts (vLLM refuses a request
         // past max_model_len with an error).
-        let too_big = self
-            .cfg
-            .kv_capacity
-            .is_some_and(|cap| head.max_blocks(bs) > cap)
+        let footprint = match self.cfg.admission {
+            Admission::ToCompletion => self.to_completion_blocks(head),
+            Admission::Chunk | Admission::WholePrompt => head.max_blocks(bs),
+        };
+        let too_big = self.cfg.kv_capacity.is_some_and(|cap| footprint > cap)
             || self
                 .cfg
                 .max_model_len
@@ -83,11 +106,15 @@ impl<T> StepScheduler<T> {
                 }
                 Admission::WholePrompt => {
                     let whole = target.div_ceil(bs as u64) as usize;
-                    let shared = head.names()[..pin]
+                    whole - self.pinned_prefix(pin) <= self.pool.borrow().available()
+                }
+                Admission::ToCompletion => {
+                    let needed = self.to_completion_blocks(head) - self.pinned_prefix(pin);
+                    let running = self
+                        .running
                         .iter()
-                        .filter(|b| self.pool.borrow().is_pinned(**b))
-                        .count();
-                    whole - shared <= self.pool.borrow().available()
+                        .map(|s| (self.to_completion_blocks(s), s.held_named + s.private));
+                    needed <= trtllm::unreserved(self.pool.borrow().available(), running)
                 }
             };
         if !fits {

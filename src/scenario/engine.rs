@@ -1,0 +1,205 @@
+//! `[engine]`: the serving engine the workers run, and each engine's own settings in its own
+//! table (`[engine.vllm]`, ...).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Limit, Pool, Scenario};
+
+/// `[engine]`: the serving engine whose step scheduler the workers run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSettings {
+    /// The engine: `vllm` (vLLM v1's step scheduler) or `trtllm` (TensorRT-LLM's
+    /// `GUARANTEED_NO_EVICT` capacity scheduler: each admitted request's KV reserved through its
+    /// completion, never evicted).
+    pub kind: EngineKind,
+    /// `[engine.vllm]`: vLLM's own settings.
+    pub vllm: VllmSettings,
+    /// `[engine.trtllm]`: TensorRT-LLM's own settings.
+    pub trtllm: TrtllmSettings,
+}
+
+/// `engine.kind`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// vLLM (v1 scheduler).
+    #[default]
+    Vllm,
+    /// TensorRT-LLM (its default capacity scheduler).
+    Trtllm,
+}
+
+impl EngineKind {
+    /// Every engine's name.
+    pub const NAMES: &'static [&'static str] = &["vllm", "trtllm"];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Vllm => "vllm",
+            EngineKind::Trtllm => "trtllm",
+        }
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vllm" => Ok(EngineKind::Vllm),
+            "trtllm" => Ok(EngineKind::Trtllm),
+            _ => Err(format!("{s:?} is not an engine (vllm, trtllm)")),
+        }
+    }
+}
+
+/// `[engine.vllm]`: vLLM's memory setting and its v1 step scheduler's (the defaults are vLLM's
+/// and Dynamo's mocker's).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct VllmSettings {
+    /// The share of each GPU's memory vLLM may take, weights and KV (0.9, vLLM's
+    /// `gpu_memory_utilization`); sizes the KV cache of a `[deployment]`.
+    pub gpu_memory_utilization: f64,
+    /// Running requests at most, or "unbounded" (absent: the engine's default: with a
+    /// `[deployment]`, vLLM's for its GPU, 1,024 on GPUs of 70 GiB or more but the A100, else
+    /// 256; without, Dynamo's mocker's 256).
+    pub max_num_seqs: Option<Limit>,
+    /// Tokens scheduled in one step at most, decodes and prompt chunks together, or
+    /// "unbounded" (absent: the engine's default: 8,192, or with a `[deployment]` on a GPU under
+    /// 70 GiB or an A100, vLLM's 2,048).
+    pub max_num_batched_tokens: Option<Limit>,
+    /// Whether a prompt may be computed in chunks over several steps (true); false schedules a
+    /// prompt only whole.
+    pub chunked_prefill: bool,
+    /// Which running request a preemption evicts: "lifo" (the most recently admitted, vLLM's)
+    /// or "fifo".
+    pub preemption: PreemptionKind,
+    /// What a waiting request needs free to be admitted: "chunk" (the blocks of its first
+    /// chunk, vLLM's) or "whole-prompt" (its whole sequence's, Dynamo's mocker's).
+    pub admission: AdmissionKind,
+    /// Plan a run of identical decode-only steps at once (true): a speed setting, see
+    /// docs/FIDELITY.md for what it can change; false plans every step on its own.
+    pub decode_stretches: bool,
+}
+
+impl Default for VllmSettings {
+    fn default() -> Self {
+        VllmSettings {
+            gpu_memory_utilization: 0.9,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
+            chunked_prefill: true,
+            preemption: PreemptionKind::Lifo,
+            admission: AdmissionKind::Chunk,
+            decode_stretches: true,
+        }
+    }
+}
+
+/// `[engine.trtllm]`: TensorRT-LLM's scheduler settings, with its names and the defaults of its
+/// LLM API (`tensorrt_llm/llmapi/llm_args.py`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrtllmSettings {
+    /// The share of the memory weights and activations leave that KV may take (0.9,
+    /// `KvCacheConfig.free_gpu_memory_fraction`); sizes the KV cache of a `[deployment]`.
+    pub free_gpu_memory_fraction: f64,
+    /// Running requests at most, or "unbounded" (2,048).
+    pub max_batch_size: Limit,
+    /// Tokens scheduled in one step at most, or "unbounded" (8,192).
+    pub max_num_tokens: Limit,
+    /// Whether a prompt may be computed in chunks over several steps (false: a prompt is
+    /// scheduled whole, and one longer than `max_num_tokens` is refused).
+    pub enable_chunked_prefill: bool,
+}
+
+impl Default for TrtllmSettings {
+    fn default() -> Self {
+        TrtllmSettings {
+            free_gpu_memory_fraction: 0.9,
+            max_batch_size: Limit::Count(2048),
+            max_num_tokens: Limit::Count(8192),
+            enable_chunked_prefill: false,
+        }
+    }
+}
+
+/// `engine.vllm.preemption`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PreemptionKind {
+    /// The most recently admitted running request.
+    #[default]
+    Lifo,
+    /// The earliest admitted running request.
+    Fifo,
+}
+
+/// `engine.vllm.admission`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdmissionKind {
+    /// The first chunk's blocks.
+    #[default]
+    Chunk,
+    /// The whole sequence's blocks.
+    WholePrompt,
+}
+
+impl Scenario {
+    /// Whether vLLM takes its larger defaults on the deployment's GPU: 70 GiB or more of
+    /// memory, and not an A100 (vLLM 0.12 `EngineArgs.get_batch_defaults`). `None` without a
+    /// deployment (or with an unknown GPU).
+    fn vllm_large_gpu(&self) -> Option<bool> {
+        let gpu = crate::deployment::gpu::find(
+            &self
+                .deployment_of(Pool::Workers)
+                .or(self.deployment_of(Pool::Prefill))?
+                .gpu,
+        )?;
+        Some(gpu.memory_gb >= 70.0 && !gpu.name.contains("a100"))
+    }
+
+    /// Running requests at most per worker (`None`: unbounded): `engine.vllm.max_num_seqs`, or
+    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_batch_size`.
+    pub fn max_num_seqs(&self) -> Option<usize> {
+        if self.engine.kind == EngineKind::Trtllm {
+            return self.engine.trtllm.max_batch_size.count();
+        }
+        let default = match self.vllm_large_gpu() {
+            Some(true) => 1024,
+            _ => 256,
+        };
+        self.engine
+            .vllm
+            .max_num_seqs
+            .unwrap_or(Limit::Count(default))
+            .count()
+    }
+
+    /// Tokens per step at most (`None`: unbounded): `engine.vllm.max_num_batched_tokens`, or
+    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_num_tokens`.
+    pub fn max_num_batched_tokens(&self) -> Option<usize> {
+        if self.engine.kind == EngineKind::Trtllm {
+            return self.engine.trtllm.max_num_tokens.count();
+        }
+        let default = match self.vllm_large_gpu() {
+            Some(false) => 2048,
+            _ => 8192,
+        };
+        self.engine
+            .vllm
+            .max_num_batched_tokens
+            .unwrap_or(Limit::Count(default))
+            .count()
+    }
+}
