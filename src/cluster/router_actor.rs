@@ -171,7 +171,10 @@ impl RouterActor {
         self.expire_guesses(now);
         let spec = Arc::clone(&routed.spec);
         let req = self.request_of(&spec, now);
-        let d = self.policy.decide(&req, &self.loads, ctx.rng());
+        let Some(d) = self.policy.decide(&req, &self.loads, ctx.rng()) else {
+            self.pending.push_back(routed);
+            return;
+        };
         let w = d.worker.index();
         if let Some(r) = &mut self.recovery {
             r.streams.sent_request(w, now);
