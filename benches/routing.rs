@@ -6,6 +6,8 @@
 //! - `block_hashes/names/4096` vs `block_hashes/xxh3_floor/4096` (target 1);
 //! - `route/{kv,events}-hit/64w/4096` vs `route/hash-only/4096` (target 2);
 //! - `route/*/256w/*` vs `route/*/4w/*` (target 3);
+//! - `users/{kv,events}-{seen,new}/{4,64,256}w` vs `users/hash-only` (targets 2 and 3 as users
+//!   route: a different prompt every call, see [`bench_users`]);
 //! - `index/*` in blocks/s, and the bytes per (block, worker) entry that every warm index prints
 //!   (`memory: ...` on stderr) when it is built (target 4).
 //!
@@ -283,10 +285,149 @@ fn bench_index(c: &mut Criterion) {
     g.finish();
 }
 
+/// Shared prefixes ("system prompts") of the users' workload.
+const USER_PREFIXES: usize = 200;
+/// Tokens of each shared prefix (not a whole number of blocks: the block that straddles the
+/// prefix's end is the prompt's own, as with real prompts).
+const USER_PREFIX_TOKENS: usize = 3000;
+/// Tokens of each user prompt: a shared prefix and its own tail.
+const USER_PROMPT_TOKENS: usize = 4096;
+
+/// Prompt `i` of the users' workload: prefix `i % USER_PREFIXES`, then a random tail of its own.
+fn user_prompt(prefixes: &[Vec<u32>], i: usize) -> Vec<u32> {
+    let mut t = prefixes[i % USER_PREFIXES].clone();
+    t.extend(tokens(
+        20_000_000 + i as u64,
+        USER_PROMPT_TOKENS - USER_PREFIX_TOKENS,
+    ));
+    t
+}
+
+/// What users do with the lab's router (the workload of issue 22): 200 shared 3,000-token
+/// prefixes, 4,096-token prompts with tails of their own, 2,000 prompts routed first, then one
+/// `route(&tokens)` per prompt, a different prompt every call. `route/*-hit` routes one prompt
+/// over and over, so its 256 table probes stay in the processor's caches; here each call probes
+/// the table where the previous prompts did not, as in a real run.
+///
+/// - `users/hash-only`: `block_hashes` over the same sequence of seen prompts (the reference);
+/// - `users/{kv,events}-seen/{W}w`: the 2,000 warm prompts again, in turn (the self-tracking
+///   router holds each on one worker and stores nothing, so the index stays as it is);
+/// - `users/{kv,events}-new/{W}w`: prompts never routed before (a known prefix, a new tail); the
+///   self-tracking router stores each tail, so every 2,000 calls it starts again from a copy of
+///   the warm router, made outside the timing;
+/// - `users/events-everyone/{W}w`: the new prompts on an events router whose every worker holds
+///   all 200 prefixes (a system prompt shared cluster-wide), so each walk crosses 187 blocks
+///   held by everyone before the first it cannot match (target 3).
+fn bench_users(c: &mut Criterion) {
+    let mut g = c.benchmark_group("users");
+    let warm_count = if cfg!(debug_assertions) { 200 } else { 2000 };
+    let built = OnceCell::new();
+    let built = || {
+        built.get_or_init(|| {
+            let prefixes: Vec<Vec<u32>> = (0..USER_PREFIXES)
+                .map(|p| tokens(30_000_000 + p as u64, USER_PREFIX_TOKENS))
+                .collect();
+            let seen: Vec<Vec<u32>> = (0..warm_count).map(|i| user_prompt(&prefixes, i)).collect();
+            let new: Vec<Vec<u32>> = (warm_count..2 * warm_count)
+                .map(|i| user_prompt(&prefixes, i))
+                .collect();
+            (seen, new)
+        })
+    };
+    let warm = |workers: usize, events: bool| {
+        let mut r = if events {
+            KvRouter::with_events(workers, BLOCK)
+        } else {
+            KvRouter::new(workers, BLOCK)
+        };
+        for t in &built().0 {
+            let worker = r.route(t);
+            if events {
+                r.on_event(worker.index(), &block_hashes(t, BLOCK));
+            }
+        }
+        r
+    };
+    g.bench_function("hash-only", |b| {
+        let seen = &built().0;
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % seen.len();
+            block_hashes(black_box(&seen[i]), BLOCK)
+        })
+    });
+    for workers in WORKERS {
+        let everyone = OnceCell::new();
+        g.bench_function(
+            BenchmarkId::new("events-everyone", format!("{workers}w")),
+            |b| {
+                let new = &built().1;
+                let mut r = everyone
+                    .get_or_init(|| {
+                        let mut r = KvRouter::with_events(workers, BLOCK);
+                        for p in 0..USER_PREFIXES {
+                            let prefix = block_hashes(&built().0[p][..USER_PREFIX_TOKENS], BLOCK);
+                            for w in 0..workers {
+                                r.on_event(w, &prefix);
+                            }
+                        }
+                        r
+                    })
+                    .clone();
+                let mut i = 0;
+                b.iter(|| {
+                    i = (i + 1) % new.len();
+                    r.route(black_box(&new[i]))
+                })
+            },
+        );
+        for events in [false, true] {
+            let kind = if events { "events" } else { "kv" };
+            let router = OnceCell::new();
+            let router = || router.get_or_init(|| warm(workers, events));
+            g.bench_function(
+                BenchmarkId::new(format!("{kind}-seen"), format!("{workers}w")),
+                |b| {
+                    let seen = &built().0;
+                    let mut r = router().clone();
+                    let mut i = 0;
+                    b.iter(|| {
+                        i = (i + 1) % seen.len();
+                        r.route(black_box(&seen[i]))
+                    })
+                },
+            );
+            g.bench_function(
+                BenchmarkId::new(format!("{kind}-new"), format!("{workers}w")),
+                |b| {
+                    let new = &built().1;
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        let mut left = iters as usize;
+                        while left > 0 {
+                            let n = left.min(new.len());
+                            let mut r = router().clone();
+                            let start = std::time::Instant::now();
+                            for t in &new[..n] {
+                                black_box(r.route(black_box(t)));
+                            }
+                            total += start.elapsed();
+                            left -= n;
+                        }
+                        total
+                    })
+                },
+            );
+        }
+    }
+    g.finish();
+}
+
 fn bench_all(c: &mut Criterion) {
     bench_block_hashes(c);
     bench_overlap(c);
     bench_route(c);
+    bench_users(c);
     bench_index(c);
 }
 

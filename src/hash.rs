@@ -109,46 +109,6 @@ impl Iterator for BlockNames<'_> {
 
 impl ExactSizeIterator for BlockNames<'_> {}
 
-/// [`BlockNames`] for 16-token blocks only: the same names, with no other block size's code in
-/// the loop. (A call to the general hash in the loop body, even one never taken, makes the compiler
-/// keep the chain's seed on the stack across it, which adds a store and a load to every block's
-/// latency.)
-#[derive(Clone, Debug)]
-pub(crate) struct BlockNames16<'a> {
-    chunks: std::slice::ChunksExact<'a, u32>,
-    seed: u64,
-    base: LenTerm,
-}
-
-impl<'a> BlockNames16<'a> {
-    /// The names of `tokens`' full 16-token blocks.
-    pub(crate) fn new(tokens: &'a [u32]) -> Self {
-        BlockNames16 {
-            chunks: tokens.chunks_exact(FAST_BLOCK),
-            seed: ROOT_SEED,
-            base: LenTerm::new(),
-        }
-    }
-}
-
-impl Iterator for BlockNames16<'_> {
-    type Item = BlockHash;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<BlockHash> {
-        let chunk = self.chunks.next()?;
-        let block: &[u32; FAST_BLOCK] = chunk.try_into().expect("chunks_exact");
-        self.seed = hash_16_tokens(block, self.seed, self.base);
-        Some(BlockHash(self.seed))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.chunks.size_hint()
-    }
-}
-
-impl ExactSizeIterator for BlockNames16<'_> {}
-
 /// The block size with a specialised hash: 16 tokens, 64 bytes (the common block size).
 pub(crate) const FAST_BLOCK: usize = 16;
 
@@ -328,10 +288,6 @@ mod tests {
             let names: Vec<BlockHash> = block_names(&tokens, block).collect();
             assert_eq!(names, block_hashes(&tokens, block), "block {block}");
             assert_eq!(block_names(&tokens, block).len(), 200 / block);
-            if block == FAST_BLOCK {
-                let names16: Vec<BlockHash> = BlockNames16::new(&tokens).collect();
-                assert_eq!(names16, names);
-            }
         }
     }
 

@@ -312,11 +312,6 @@ impl Msg {
         }
     }
 
-    /// Whether the bus carries it (and may lose it).
-    pub fn travels_by_bus(&self) -> bool {
-        matches!(self, Msg::Kv { .. } | Msg::Via { .. })
-    }
-
     /// Its size on the bus, bytes, in a compact binary encoding like vLLM's msgpack batches:
     /// 24 bytes of framing (kind, worker, epoch, sequence number), 8 per block name or request
     /// id. Only messages the bus carries have one (0 for the rest).

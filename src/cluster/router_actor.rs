@@ -1,8 +1,9 @@
 //! The router actor (one per replica): a thin adapter around a [`RoutingPolicy`], the router's
 //! [`LoadBook`] and, for a policy that learns from KV events, the [`StreamTracker`] of every
 //! worker's event stream. It routes arrivals and hand-backs, feeds the events the bus delivers
-//! to the policy in stream order, recovers gaps per `router.on_gap` (replay and snapshot
-//! requests over the bus; in fallback, the worker's cache predicted from its own decisions),
+//! to the policy in stream order, recovers gaps per `router.on_gap` through the pure
+//! [`Recovery`] (it sends the replay and snapshot requests that asks for over the bus; in
+//! fallback, the worker's cache is predicted from its own decisions),
 //! keeps its load book from acks (and, with replica sync, from the other replicas' notes), and
 //! holds requests while every worker is down.
 
@@ -15,8 +16,8 @@ use crate::ids::{RequestId, WorkerId};
 use crate::kv_event::KvEvent;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
-use crate::router::stream::{Ask, OnGap, ReplayVerdict, StreamTracker, Verdict};
-use crate::router::ttl::TtlIndex;
+use crate::router::recovery::Recovery;
+use crate::router::stream::{Ask, StreamTracker};
 use crate::router::Decision;
 use crate::scenario::{ReplicaSync, Router as RouterConfig};
 use crate::workload::RequestSpec;
@@ -78,19 +79,6 @@ pub struct RouterSetup {
     pub own_tails_unread: bool,
 }
 
-/// Gap recovery state: the tracker, and in fallback the predictions.
-struct Recovery {
-    streams: StreamTracker,
-    check_every: Nanos,
-    checking: bool,
-    /// Workers routed from predictions until their snapshot comes.
-    fallback: Vec<bool>,
-    guesses: TtlIndex,
-    guess_ttl_ns: Nanos,
-    /// Requests to send once the message at hand is handled.
-    asks: Vec<(usize, Ask)>,
-}
-
 /// The router actor.
 pub struct RouterActor {
     policy: Box<dyn RoutingPolicy>,
@@ -122,19 +110,14 @@ impl RouterActor {
         cfg: &RouterConfig,
         place: Placement,
     ) -> Self {
-        let workers = loads.workers();
         let recovery = policy.learns_from_events().then(|| {
-            let silence = ms_to_ns(cfg.gap_silence_ms);
-            let timeout = ms_to_ns(cfg.recovery_timeout_ms);
-            Recovery {
-                streams: StreamTracker::new(workers, cfg.on_gap, silence, timeout),
-                check_every: (silence.min(timeout) / 2).max(1),
-                checking: false,
-                fallback: vec![false; workers],
-                guesses: TtlIndex::default(),
-                guess_ttl_ns: ms_to_ns(cfg.fallback_ttl_ms),
-                asks: Vec::new(),
-            }
+            Recovery::new(
+                loads.workers(),
+                cfg.on_gap,
+                ms_to_ns(cfg.gap_silence_ms),
+                ms_to_ns(cfg.recovery_timeout_ms),
+                ms_to_ns(cfg.fallback_ttl_ms),
+            )
         });
         RouterActor {
             policy,
@@ -158,7 +141,7 @@ impl RouterActor {
 
     /// Its stream tracker, for a policy that learns from events.
     pub fn streams(&self) -> Option<&StreamTracker> {
-        self.recovery.as_ref().map(|r| &r.streams)
+        self.recovery.as_ref().map(Recovery::streams)
     }
 
     fn route(&mut self, mut routed: Routed, ctx: &mut Context<'_, Msg>) {
@@ -171,10 +154,13 @@ impl RouterActor {
         self.expire_guesses(now);
         let spec = Arc::clone(&routed.spec);
         let req = self.request_of(&spec, now);
-        let d = self.policy.decide(&req, &self.loads, ctx.rng());
+        let Some(d) = self.policy.decide(&req, &self.loads, ctx.rng()) else {
+            self.pending.push_back(routed);
+            return;
+        };
         let w = d.worker.index();
         if let Some(r) = &mut self.recovery {
-            r.streams.sent_request(w, now);
+            r.sent_request(w, now);
         }
         self.loads.routed_to(spec.id, d.worker, spec.blocks.len());
         self.own_open += 1;
@@ -290,7 +276,7 @@ impl RouterActor {
             } => {
                 let now = ctx.now();
                 if let Some(r) = &mut self.recovery {
-                    r.streams.sent_request(worker.index(), now);
+                    r.sent_request(worker.index(), now);
                 }
                 self.loads.peer_routed(spec.id, worker, spec.blocks.len());
                 let d = Decision {
@@ -326,63 +312,52 @@ impl RouterActor {
         event
     }
 
-    /// What the router now believes, applied to its policy and reported to the audit.
-    fn believe(&mut self, event: &KvEvent, now: Nanos) {
-        self.policy.on_event(event);
-        if let Some(audit) = &self.setup.audit {
-            audit.borrow_mut().believe(self.place.replica, event, now);
+    /// What the router now believes, applied to its policy and reported to the audit: the
+    /// `believe` callback of [`Recovery`]'s methods (borrowing only those two fields, so that
+    /// the recovery state can be borrowed beside it).
+    fn believer<'a>(
+        policy: &'a mut Box<dyn RoutingPolicy>,
+        setup: &'a RouterSetup,
+        replica: usize,
+        now: Nanos,
+    ) -> impl FnMut(&KvEvent) + 'a {
+        move |event| {
+            policy.on_event(event);
+            if let Some(audit) = &setup.audit {
+                audit.borrow_mut().believe(replica, event, now);
+            }
         }
     }
 
     fn live_event(&mut self, stamp: crate::router::stream::Stamp, event: KvEvent, now: Nanos) {
+        let event = self.unread_tail_dropped(event);
         let Some(r) = &mut self.recovery else {
             return;
         };
-        let w = event.worker().index();
-        match r.streams.on_event(w, stamp, now) {
-            Verdict::Apply => {
-                self.stats.events_applied += 1;
-                let event = self.unread_tail_dropped(event);
-                self.believe(&event, now);
-            }
-            Verdict::Discard => {}
-            Verdict::Gap(ask) => self.gap(w, ask, now),
-        }
-    }
-
-    /// A gap on `w`'s stream: the request goes out (by the caller's context), and in fallback
-    /// the worker's picture is dropped for predictions.
-    fn gap(&mut self, w: usize, ask: Ask, now: Nanos) {
-        let r = self.recovery.as_mut().expect("gaps come from the tracker");
-        r.asks.push((w, ask));
-        if r.streams.on_gap() == OnGap::Fallback && !r.fallback[w] {
-            r.fallback[w] = true;
-            let worker = WorkerId::at(w);
-            self.believe(&KvEvent::Cleared { worker }, now);
+        let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
+        if r.live(stamp, event, now, believe) {
+            self.stats.events_applied += 1;
         }
     }
 
     fn replay(&mut self, answer: ReplayAnswer, now: Nanos) {
+        let ReplayAnswer {
+            worker,
+            epoch,
+            events,
+            next,
+        } = answer;
+        let events = events
+            .into_iter()
+            .map(|(seq, event)| (seq, self.unread_tail_dropped(event)))
+            .collect();
         let Some(r) = &mut self.recovery else {
             return;
         };
-        let w = answer.worker.index();
-        let first = answer.events.first().map(|(seq, _)| *seq);
-        match r
-            .streams
-            .on_replay(w, answer.epoch, first, answer.next, now)
-        {
-            ReplayVerdict::Apply(from) => {
-                for (_, event) in answer.events.into_iter().skip(from) {
-                    self.stats.events_applied += 1;
-                    self.stats.replayed += 1;
-                    let event = self.unread_tail_dropped(event);
-                    self.believe(&event, now);
-                }
-            }
-            ReplayVerdict::Escalate => r.asks.push((w, Ask::Snapshot)),
-            ReplayVerdict::Ignore => {}
-        }
+        let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
+        let applied = r.replay(worker, epoch, events, next, now, believe);
+        self.stats.events_applied += applied;
+        self.stats.replayed += applied;
     }
 
     fn snapshot(&mut self, answer: SnapshotAnswer, bytes: u64, now: Nanos) {
@@ -390,55 +365,30 @@ impl RouterActor {
         let Some(r) = &mut self.recovery else {
             return;
         };
-        let w = answer.worker.index();
-        if !r.streams.on_snapshot(w, answer.epoch, answer.next, now) {
-            return;
-        }
-        r.fallback[w] = false;
-        r.guesses.drop_worker(w);
-        let worker = answer.worker;
-        self.believe(&KvEvent::Cleared { worker }, now);
-        let stored = KvEvent::Stored {
-            worker,
-            parent: None,
-            blocks: answer.blocks,
-            own_tail: 0,
-        };
-        self.believe(&stored, now);
+        let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
+        r.snapshot(
+            answer.worker,
+            answer.epoch,
+            answer.next,
+            answer.blocks,
+            now,
+            believe,
+        );
     }
 
     /// In fallback, a decision for `w` counts as `w` holding the prompt for the TTL.
     fn guess(&mut self, spec: &RequestSpec, w: usize, now: Nanos) {
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        if !r.fallback[w] {
-            return;
+        if let Some(r) = &mut self.recovery {
+            let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
+            r.guess(&spec.blocks, w, now, believe);
         }
-        r.guesses.record(w, &spec.blocks, now + r.guess_ttl_ns);
-        let event = KvEvent::Stored {
-            worker: WorkerId::at(w),
-            parent: None,
-            blocks: spec.blocks.clone(),
-            own_tail: 0,
-        };
-        self.believe(&event, now);
     }
 
     /// Forgets predictions whose TTL is up.
     fn expire_guesses(&mut self, now: Nanos) {
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        let mut expired = Vec::new();
-        r.guesses
-            .expire_with(now, |w, blocks| expired.push((w, blocks.to_vec())));
-        for (w, blocks) in expired {
-            let event = KvEvent::Removed {
-                worker: WorkerId::at(w),
-                blocks,
-            };
-            self.believe(&event, now);
+        if let Some(r) = &mut self.recovery {
+            let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
+            r.expire_guesses(now, believe);
         }
     }
 
@@ -447,7 +397,7 @@ impl RouterActor {
         let Some(r) = &mut self.recovery else {
             return;
         };
-        for (w, ask) in std::mem::take(&mut r.asks) {
+        for (w, ask) in r.take_asks() {
             let worker = WorkerId::at(w);
             let reply_to = ctx.me();
             let msg = Box::new(match ask {
@@ -467,28 +417,17 @@ impl RouterActor {
     /// request open lets its checks rest, so that a run ends; the next request wakes them).
     fn keep_checking(&mut self, ctx: &mut Context<'_, Msg>) {
         let busy = self.busy();
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        if r.streams.on_gap() == OnGap::Ignore || r.checking {
-            return;
-        }
-        if busy {
-            r.checking = true;
-            ctx.send(ctx.me(), Msg::CheckStreams, r.check_every);
+        if let Some(delay) = self.recovery.as_mut().and_then(|r| r.start_check(busy)) {
+            ctx.send(ctx.me(), Msg::CheckStreams, delay);
         }
     }
 
     /// The stream check timer: retries and silences, and the next tick while needed.
     fn check_streams(&mut self, ctx: &mut Context<'_, Msg>) {
         let now = ctx.now();
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        r.checking = false;
-        let asks = r.streams.poll(now);
-        for (w, ask) in asks {
-            self.gap(w, ask, now);
+        if let Some(r) = &mut self.recovery {
+            let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
+            r.check(now, believe);
         }
         self.keep_checking(ctx);
     }
@@ -547,7 +486,9 @@ impl Actor for RouterActor {
             Msg::Deregister { worker } => {
                 // As a router's indexer removes a worker that left: what it held is gone.
                 self.loads.set_present(worker, false);
-                self.believe(&KvEvent::Cleared { worker }, now);
+                let mut believe =
+                    Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
+                believe(&KvEvent::Cleared { worker });
             }
             Msg::WorkerUp { worker } => {
                 self.loads.set_up(worker, true);

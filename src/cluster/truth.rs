@@ -44,12 +44,6 @@ impl Truth {
             .unwrap_or(0)
     }
 
-    /// Whether `worker` holds `block` or remembers having held it (evicted, or lost in a
-    /// restart, not too long ago).
-    pub fn ever_held_by(&self, worker: usize, block: BlockHash) -> bool {
-        self.pools[worker].remembers(block)
-    }
-
     /// The deepest prefix of `blocks` that some worker other than `chosen` holds now.
     pub fn others_best(&self, blocks: &[BlockHash], chosen: usize) -> usize {
         self.pools

@@ -6,13 +6,9 @@ use super::queue::EventQueue;
 use super::time::Nanos;
 use crate::rng::SimRng;
 
-struct Slot<A: Actor> {
-    actor: A,
-}
-
 /// A deterministic simulation of actors of type `A` (typically an enum of the concrete actors).
 pub struct Simulation<A: Actor> {
-    slots: Vec<Slot<A>>,
+    actors: Vec<A>,
     queue: EventQueue<A::Msg>,
     rng: SimRng,
     now: Nanos,
@@ -23,7 +19,7 @@ impl<A: Actor> Simulation<A> {
     /// An empty simulation drawing from `rng`.
     pub fn new(rng: SimRng) -> Self {
         Simulation {
-            slots: Vec::new(),
+            actors: Vec::new(),
             queue: EventQueue::new(),
             rng,
             now: 0,
@@ -33,8 +29,8 @@ impl<A: Actor> Simulation<A> {
 
     /// Adds an actor and returns its address (addresses count up from 0).
     pub fn add(&mut self, actor: A) -> ActorId {
-        self.slots.push(Slot { actor });
-        ActorId(u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 actors"))
+        self.actors.push(actor);
+        ActorId(u32::try_from(self.actors.len() - 1).expect("fewer than 2^32 actors"))
     }
 
     /// Schedules a message from outside the actors (the initial workload, injected faults).
@@ -104,14 +100,14 @@ impl<A: Actor> Simulation<A> {
         self.now = env.time;
         self.delivered += 1;
         observe(&env);
-        let slot = &mut self.slots[env.to.index()];
+        let actor = &mut self.actors[env.to.index()];
         let mut ctx = Context {
             now: self.now,
             me: env.to,
             queue: &mut self.queue,
             rng: &mut self.rng,
         };
-        slot.actor.handle(env, &mut ctx);
+        actor.handle(env, &mut ctx);
         true
     }
 
@@ -122,12 +118,12 @@ impl<A: Actor> Simulation<A> {
 
     /// The actors, in address order, once the run is over.
     pub fn into_actors(self) -> Vec<A> {
-        self.slots.into_iter().map(|s| s.actor).collect()
+        self.actors
     }
 
-    /// The actor at `id`.
+    /// The actor at `id` (what a stepped session reads of its workers).
     pub fn actor(&self, id: ActorId) -> &A {
-        &self.slots[id.index()].actor
+        &self.actors[id.index()]
     }
 }
 

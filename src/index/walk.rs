@@ -35,6 +35,29 @@ impl KvIndex {
         self.walk::<false>(hashes.iter().copied(), scratch, |_, _| {})
     }
 
+    /// [`KvIndex::find_matches`] for an index that is *prefix-closed*: every worker that holds a
+    /// block of `hashes` holds every block before it (a self-tracking router that records each
+    /// decision's whole prompt and never forgets, as the lab's does). Block names are chained, so
+    /// a block any worker holds then has every earlier one held too: the deepest overlap is a
+    /// binary search over `hashes` (O(log n) lookups instead of n), and the workers that reach
+    /// it are the holders of its last block. Same result as `find_matches` on such an index;
+    /// on another, it may differ.
+    pub fn find_matches_prefix_closed(
+        &self,
+        hashes: &[BlockHash],
+        scratch: &mut MatchScratch,
+    ) -> usize {
+        let depth = hashes.partition_point(|block| self.slots.contains_key(block));
+        if depth == 0 {
+            return self.find_matches(&[], scratch);
+        }
+        match self.find_matches(&hashes[depth - 1..depth], scratch) {
+            1 => depth,
+            // Held only by ids past the worker count (not prefix-closed after all): walk it all.
+            _ => self.find_matches(hashes, scratch),
+        }
+    }
+
     /// Like [`KvIndex::find_matches`], for block names produced one at a time: the walk takes
     /// names from `hashes` up to and including the first block no remaining worker holds, and no
     /// further, so a caller that hashes lazily ([`crate::hash::block_names`]) hashes nothing past

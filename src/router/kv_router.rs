@@ -9,12 +9,48 @@
 //! workers publish nothing (the lab's third classic mistake): the router would look healthy
 //! while real workers' caches are unknown to it.
 
-use crate::hash::{block_names, BlockHash, BlockNames16, FAST_BLOCK};
+use crate::hash::{extend_block_hashes, BlockHash};
 use crate::ids::WorkerId;
 use crate::index::KvIndex;
 use crate::router::lab_rule::{LabRule, LoadView};
 use crate::router::select::LeastLoaded;
 use crate::router::Decision;
+
+/// Blocks the events router names at a time: a tight run of lookups for the walk, and at most
+/// this many names hashed in vain past the first block no worker holds.
+pub const NAME_CHUNK: usize = 32;
+
+/// A prompt's block names, hashed [`NAME_CHUNK`] at a time into a reused buffer as the walk
+/// takes them (the buffer starts empty, `at` 0).
+struct ChunkedNames<'a> {
+    tokens: &'a [u32],
+    block: usize,
+    /// The current chunk's names (the last one is the next chunk's parent).
+    names: &'a mut Vec<BlockHash>,
+    at: usize,
+}
+
+impl Iterator for ChunkedNames<'_> {
+    type Item = BlockHash;
+
+    #[inline]
+    fn next(&mut self) -> Option<BlockHash> {
+        if self.at == self.names.len() {
+            let take = (self.tokens.len() / self.block).min(NAME_CHUNK) * self.block;
+            if take == 0 {
+                return None;
+            }
+            let parent = self.names.last().copied();
+            self.names.clear();
+            extend_block_hashes(&self.tokens[..take], self.block, parent, self.names);
+            self.tokens = &self.tokens[take..];
+            self.at = 0;
+        }
+        let name = self.names[self.at];
+        self.at += 1;
+        Some(name)
+    }
+}
 
 /// A KV-aware router over `n_workers` workers.
 #[derive(Clone)]
@@ -23,6 +59,11 @@ pub struct KvRouter {
     rule: LabRule,
     routed: Routed,
     events_only: bool,
+    /// Whether every worker's blocks in the index are prefix-closed (each worker holds every
+    /// block before any it holds): true for the self-tracking router until an event from
+    /// outside ([`KvRouter::on_event`], [`KvRouter::on_removed`]) changes the index, which could
+    /// leave gaps. Matching is then a binary search.
+    prefix_closed: bool,
     /// The block names of the request being routed (kept for its allocation).
     hashes: Vec<BlockHash>,
 }
@@ -78,66 +119,51 @@ impl KvRouter {
                 least: LeastLoaded::new(&vec![0; n_workers]),
             },
             events_only,
+            prefix_closed: !events_only,
             hashes: Vec::new(),
         }
     }
 
     /// Routes a prompt and returns the chosen worker.
     ///
-    /// The same choice as [`KvRouter::route_hashes`] on [`crate::block_hashes`] of the prompt, but
-    /// each block is looked up as soon as it is hashed, and the events router hashes nothing past
-    /// the first block no worker holds (it stores nothing, so it needs no further name).
+    /// The same choice as [`KvRouter::route_hashes`] on [`crate::block_hashes`] of the prompt.
+    /// The self-tracking router names every block first (it stores them all) into a buffer it
+    /// keeps, then walks the index over them; the events router names them [`NAME_CHUNK`] at a
+    /// time and hashes no chunk past the one with the first block no worker holds (it stores
+    /// nothing, so it needs no further name).
+    ///
+    /// Naming first matters on a warm index: the walk's lookups then run in a tight loop whose
+    /// cache misses the processor overlaps, where a lookup after each block's hash (a chain of
+    /// dependent multiplies) waited for memory once per block. A router that routes one prompt
+    /// over and over (`route/*-hit` in `benches/routing.rs`) keeps its lookups in cache and does
+    /// not see the difference; a router routing many prompts (`users/*`) does: docs/BENCHMARKS.md.
     pub fn route(&mut self, tokens: &[u32]) -> WorkerId {
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
-        // One loop per block size class, so the common one runs without the other's code.
-        let depth = if self.block == FAST_BLOCK {
-            self.match_names(BlockNames16::new(tokens), &mut hashes)
-        } else {
-            self.match_names(block_names(tokens, self.block), &mut hashes)
-        };
-        let worker = self.choose(depth);
-        if !self.events_only {
-            let d = Decision {
-                worker,
-                predicted_blocks: depth,
+        let worker = if self.events_only {
+            let names = ChunkedNames {
+                tokens,
+                block: self.block,
+                names: &mut hashes,
+                at: 0,
             };
-            self.rule.record_decision(&d, &hashes);
-        }
+            let depth = self.rule.matches_iter(names);
+            self.choose(depth)
+        } else {
+            extend_block_hashes(tokens, self.block, None, &mut hashes);
+            self.route_hashes(&hashes).worker
+        };
         self.hashes = hashes;
         worker
     }
 
-    /// Hashes and matches in one pass; the self-tracking router also collects every name into
-    /// `hashes` (it stores them), the events router stops hashing where the match stops.
-    #[inline]
-    fn match_names(
-        &mut self,
-        mut names: impl ExactSizeIterator<Item = BlockHash>,
-        hashes: &mut Vec<BlockHash>,
-    ) -> usize {
-        if self.events_only {
-            return self.rule.matches_iter(names);
-        }
-        // Written through a slice sized up front: no capacity check or length update per name.
-        let n = names.len();
-        hashes.resize(n, BlockHash(0));
-        let mut slots = hashes.iter_mut();
-        let depth = self
-            .rule
-            .matches_iter(names.by_ref().zip(slots.by_ref()).map(|(name, slot)| {
-                *slot = name;
-                name
-            }));
-        for (name, slot) in names.zip(slots) {
-            *slot = name;
-        }
-        depth
-    }
-
     /// Routes a prompt already cut into block names (hashing it once is the caller's job).
     pub fn route_hashes(&mut self, hashes: &[BlockHash]) -> Decision {
-        let depth = self.rule.matches(hashes);
+        let depth = if self.prefix_closed {
+            self.rule.matches_prefix_closed(hashes)
+        } else {
+            self.rule.matches(hashes)
+        };
         let d = Decision {
             worker: self.choose(depth),
             predicted_blocks: depth,
@@ -162,11 +188,13 @@ impl KvRouter {
 
     /// A KV-stored event: `worker` now holds `hashes`.
     pub fn on_event(&mut self, worker: usize, hashes: &[BlockHash]) {
+        self.prefix_closed = false;
         self.rule.index_mut().store(worker, hashes);
     }
 
     /// A KV-removed event: `worker` no longer holds `hashes`.
     pub fn on_removed(&mut self, worker: usize, hashes: &[BlockHash]) {
+        self.prefix_closed = false;
         self.rule.index_mut().remove(worker, hashes);
     }
 
@@ -247,6 +275,26 @@ mod tests {
         assert_eq!(r.route(&prompt(1, 1)).index(), 0);
     }
 
+    #[test]
+    fn chunked_names_are_the_prompts_names() {
+        for block in [3, 16] {
+            for blocks in [0, 1, 31, 32, 33, 64, 65, 100] {
+                let tokens: Vec<u32> = (0..(blocks * block + block / 2) as u32)
+                    .map(|t| t * 7919)
+                    .collect();
+                let mut buffer = Vec::new();
+                let names: Vec<BlockHash> = ChunkedNames {
+                    tokens: &tokens,
+                    block,
+                    names: &mut buffer,
+                    at: 0,
+                }
+                .collect();
+                assert_eq!(names, block_hashes(&tokens, block), "{block} x {blocks}");
+            }
+        }
+    }
+
     /// A slow copy of the original router: block names first, a scan of every candidate.
     struct Reference {
         index: KvIndex,
@@ -272,7 +320,12 @@ mod tests {
     fn fused_route_chooses_like_hashing_first() {
         // Prompts from a few shared prefixes, routed by route() and by the reference, with events
         // and removals in between; 1 to 300 workers (one word, several words, spilled sets).
-        for workers in [1, 2, 5, 64, 65, 130, 300] {
+        // Without removals the self-tracking router's index stays prefix-closed and it matches by
+        // binary search; a removal (or any event) makes it walk.
+        for (workers, removals) in [1, 2, 5, 64, 65, 130, 300]
+            .into_iter()
+            .flat_map(|w| [(w, false), (w, true)])
+        {
             for events_only in [false, true] {
                 let block = if workers % 2 == 0 { 16 } else { 3 };
                 let mut fast = if events_only {
@@ -291,7 +344,8 @@ mod tests {
                         .wrapping_mul(6_364_136_223_846_793_005)
                         .wrapping_add(1_442_695_040_888_963_407);
                     let family = (x >> 40) as u32 % 7;
-                    let shared = ((x >> 20) as usize % 6) * block;
+                    // Up to 65 blocks shared: the events router's names cross chunks.
+                    let shared = ((x >> 20) as usize % 6) * 13 * block;
                     let len = shared + (x >> 50) as usize % (4 * block);
                     let tokens: Vec<u32> = (0..len as u32)
                         .map(|t| {
@@ -312,13 +366,14 @@ mod tests {
                             slow.index.store(w, &hashes);
                         }
                     }
-                    if i % 11 == 0 {
+                    if removals && i % 11 == 5 {
                         let w = (x >> 8) as usize % workers;
                         fast.on_removed(w, &hashes[hashes.len() / 2..]);
                         slow.index.remove(w, &hashes[hashes.len() / 2..]);
                     }
                 }
                 assert_eq!(fast.routed(), &slow.routed[..]);
+                assert_eq!(fast.prefix_closed, !events_only && !removals);
                 assert_eq!(fast.index().entries(), slow.index.entries());
             }
         }

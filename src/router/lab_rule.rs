@@ -69,6 +69,13 @@ impl LabRule {
         self.index.find_matches(blocks, &mut self.scratch)
     }
 
+    /// Rule 1 on a prefix-closed index (see [`KvIndex::find_matches_prefix_closed`]): the same
+    /// deepest overlap and workers in O(log n) lookups.
+    pub fn matches_prefix_closed(&mut self, blocks: &[BlockHash]) -> usize {
+        self.index
+            .find_matches_prefix_closed(blocks, &mut self.scratch)
+    }
+
     /// Rule 1 over names produced one at a time (see [`KvIndex::find_matches_iter`]).
     pub fn matches_iter(&mut self, names: impl IntoIterator<Item = BlockHash>) -> usize {
         self.index.find_matches_iter(names, &mut self.scratch)

@@ -21,6 +21,7 @@ pub mod lab_rule;
 pub mod loads;
 pub mod policies;
 pub mod policy;
+pub mod recovery;
 pub mod registry;
 pub mod select;
 pub mod signals;

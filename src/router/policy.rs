@@ -44,9 +44,14 @@ pub struct RouteRequest<'a> {
 
 /// A routing policy. See the module documentation for when each method is called.
 pub trait RoutingPolicy {
-    /// Chooses a worker for `req` among the workers that are up (the router calls this only when
-    /// one is).
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision;
+    /// Chooses a worker for `req` among the workers that are up; `None` when none is (the router
+    /// then holds the request until one comes back).
+    fn decide(
+        &mut self,
+        req: &RouteRequest<'_>,
+        loads: &LoadBook,
+        rng: &mut SimRng,
+    ) -> Option<Decision>;
 
     /// The request was sent to `decision.worker` (the book already counts it).
     fn on_routed(&mut self, _req: &RouteRequest<'_>, _decision: &Decision) {}

@@ -106,6 +106,48 @@ mod tests {
     }
 
     #[test]
+    fn every_policy_decides_nothing_when_no_worker_is_up_and_only_among_those_up() {
+        use crate::hash::BlockHash;
+        use crate::ids::{RequestId, WorkerId};
+        use crate::rng::{RngKind, SimRng};
+        use crate::router::loads::{LoadBook, LoadKind};
+        use crate::router::policy::RouteRequest;
+
+        let blocks: Vec<BlockHash> = (1..=8).map(BlockHash).collect();
+        for session in [None, Some(7)] {
+            let req = RouteRequest {
+                id: RequestId(0),
+                blocks: &blocks,
+                input_tokens: 128,
+                own_tail: 0,
+                session,
+                now: 0,
+            };
+            for p in POLICIES {
+                let setup = PolicySetup {
+                    name: p.name,
+                    workers: 3,
+                    block_size: 16,
+                    kv_capacity_blocks: Some(64),
+                    settings: None,
+                };
+                let mut policy = (p.build)(&setup).unwrap();
+                let mut rng = SimRng::new(RngKind::Chacha, 1);
+                let mut loads = LoadBook::new(3, LoadKind::Routed);
+                for w in 0..3 {
+                    loads.set_up(WorkerId::at(w), false);
+                }
+                assert_eq!(policy.decide(&req, &loads, &mut rng), None, "{}", p.name);
+                loads.set_up(WorkerId::at(1), true);
+                for _ in 0..4 {
+                    let d = policy.decide(&req, &loads, &mut rng);
+                    assert_eq!(d.map(|d| d.worker), Some(WorkerId(1)), "{}", p.name);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn settings_of_another_policy_are_refused_by_name() {
         let table: toml::Value = toml::from_str("nonsense = 1").unwrap();
         let setup = PolicySetup {

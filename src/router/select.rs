@@ -19,6 +19,18 @@ pub fn least_loaded(
     best.map(|(_, worker)| worker)
 }
 
+/// How many of `values` (worker, value) equal `best`.
+pub fn count_equal(values: &[(usize, f64)], best: f64) -> usize {
+    values.iter().filter(|v| v.1 == best).count()
+}
+
+/// The worker of the `k`-th (from 0) of `values` (worker, value) equal to `best`, in their
+/// order: a uniform choice among equals is `nth_equal(values, best, rng.below(count))`, with
+/// no list of them made.
+pub fn nth_equal(values: &[(usize, f64)], best: f64, k: usize) -> Option<usize> {
+    values.iter().filter(|v| v.1 == best).nth(k).map(|v| v.0)
+}
+
 /// The least-loaded of *all* workers (the lowest index on ties), kept up to date as loads grow
 /// by one: what [`least_loaded`] over every worker returns, without a scan.
 ///

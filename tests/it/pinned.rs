@@ -60,3 +60,65 @@ fn mooncake_replay_summary_is_pinned() {
     let m = r.misses.expect("attributed by default");
     assert_eq!((m.cold, m.stale_index), (182_790, 44_524));
 }
+
+/// A replay through the real binary, with every output asked for: its report (`--json`), its
+/// trace and its timeline, each as (xxh3 of the bytes, lines). Dynamo's router on 3 workers,
+/// the first 1,500 rows of the conversation trace at 4x: KV events, the router's index, own
+/// tails left unread, evictions, decode stretches cut by arrivals.
+fn replay_outputs(extra: &[&str]) -> [(u64, usize); 3] {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("t.jsonl");
+    let timeline = dir.path().join("p.json");
+    let mut args = vec![
+        "replay",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--scenario",
+        "scenarios/dynamo-mocker.toml",
+        "--workers",
+        "3",
+        "--set",
+        "workload.speedup=4",
+        "--set",
+        "workload.limit=1500",
+        "--json",
+        "--trace",
+        trace.to_str().expect("utf-8"),
+        "--perfetto",
+        timeline.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    let report = crate::common::ok(&args);
+    let pin = |bytes: &[u8]| {
+        (
+            xxh3_64(bytes),
+            bytes.iter().filter(|&&b| b == b'\n').count(),
+        )
+    };
+    [
+        pin(report.as_bytes()),
+        pin(&std::fs::read(&trace).expect("trace written")),
+        pin(&std::fs::read(&timeline).expect("timeline written")),
+    ]
+}
+
+#[test]
+fn a_replays_report_trace_and_timeline_are_pinned() {
+    assert_eq!(
+        replay_outputs(&[]),
+        [
+            (11_589_391_295_456_836_350, 1),
+            (7_594_052_168_121_974_922, 32_456),
+            (18_104_164_659_496_033_882, 28_439)
+        ],
+        "dynamo"
+    );
+    assert_eq!(
+        replay_outputs(&["--policy", "rr", "--set", "router.attribute_misses=true"]),
+        [
+            (7_202_363_170_197_915_337, 1),
+            (1_439_130_090_283_719_266, 33_420),
+            (2_211_137_825_590_167_142, 29_370)
+        ],
+        "rr, misses attributed"
+    );
+}

@@ -58,11 +58,9 @@ impl RoutingPolicy for Approx {
         true
     }
 
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
         self.ttl.expire(req.now, self.rule.index_mut());
-        self.rule
-            .decide(req.blocks, loads)
-            .expect("the router decides only when a worker is up")
+        self.rule.decide(req.blocks, loads)
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {

@@ -65,7 +65,7 @@ struct Cost {
 }
 
 impl RoutingPolicy for Cost {
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Option<Decision> {
         self.index
             .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
         let n = req.blocks.len() as f64;
@@ -76,19 +76,18 @@ impl RoutingPolicy for Cost {
             (w, weight * prefill + loads.in_flight_blocks(w) as f64)
         }));
         let worker = if self.settings.temperature > 0.0 {
-            softmax_sample(&self.costs, self.settings.temperature, rng)
+            softmax_sample(&self.costs, self.settings.temperature, rng)?
         } else {
             self.costs
                 .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-                .expect("the router decides only when a worker is up")
+                .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))?
                 .0
         };
         tracing::debug!(costs = ?self.costs, worker, "cost decision");
-        Decision {
+        Some(Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: self.overlaps[worker],
-        }
+        })
     }
 
     fn on_event(&mut self, event: &KvEvent) {
@@ -101,7 +100,11 @@ impl RoutingPolicy for Cost {
 }
 
 /// Samples a worker with probability ∝ exp(−cost / max cost / temperature).
-pub fn softmax_sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> usize {
+pub fn softmax_sample(
+    costs: &[(usize, f64)],
+    temperature: f64,
+    rng: &mut SimRng,
+) -> Option<usize> {
     let max = costs.iter().map(|c| c.1).fold(0.0, f64::max);
     let scale = if max > 0.0 { max } else { 1.0 };
     let total: f64 = costs
@@ -112,9 +115,9 @@ pub fn softmax_sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng
     for c in costs {
         let w = (-(c.1 / scale) / temperature).exp();
         if x < w {
-            return c.0;
+            return Some(c.0);
         }
         x -= w;
     }
-    costs.last().expect("some worker is up").0
+    costs.last().map(|c| c.0)
 }

@@ -59,6 +59,7 @@ use crate::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
+use crate::router::select::{count_equal, nth_equal};
 use crate::router::ttl::TtlIndex;
 use crate::router::Decision;
 
@@ -275,7 +276,15 @@ impl Dynamo {
 }
 
 impl RoutingPolicy for Dynamo {
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+    fn decide(
+        &mut self,
+        req: &RouteRequest<'_>,
+        loads: &LoadBook,
+        rng: &mut SimRng,
+    ) -> Option<Decision> {
+        if !loads.any_up() {
+            return None;
+        }
         if !self.settings.use_kv_events && self.lru.is_empty() {
             self.ttl.expire(req.now, &mut self.index);
         }
@@ -313,10 +322,11 @@ impl RoutingPolicy for Dynamo {
         };
         tracing::debug!(?costs, worker, "dynamo decision");
         self.costs = costs;
-        Decision {
+        let worker = worker?;
+        Some(Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: self.overlaps[worker],
-        }
+        })
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
@@ -396,14 +406,14 @@ fn held_prefix(blocks: &[BlockHash], held: impl Fn(&BlockHash) -> bool) -> usize
     lo + blocks[lo..hi].partition_point(held)
 }
 
-/// The lowest cost, a uniformly random one (from the run's generator) among equal lowest costs.
-fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> usize {
+/// The lowest cost, a uniformly random one (from the run's generator) among equal lowest costs
+/// (no draw when one is lowest); `None` without costs.
+fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> Option<usize> {
     let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
-    let tied: Vec<usize> = costs.iter().filter(|c| c.1 == min).map(|c| c.0).collect();
-    match tied.len() {
-        0 => unreachable!("the router decides only when a worker is up"),
-        1 => tied[0],
-        n => tied[rng.below(n)],
+    match count_equal(costs, min) {
+        0 => None,
+        1 => nth_equal(costs, min, 0),
+        n => nth_equal(costs, min, rng.below(n)),
     }
 }
 
@@ -416,22 +426,20 @@ fn softmax_weight(costs: &[(usize, f64)], temperature: f64) -> impl Fn(f64) -> f
     move |cost| (-(cost - min) / (span * temperature)).exp()
 }
 
-/// Samples with probability ∝ exp(−(cost − min) / ((max − min) · temperature)).
-fn sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> usize {
+/// Samples with probability ∝ exp(−(cost − min) / ((max − min) · temperature)); `None` without
+/// costs.
+fn sample(costs: &[(usize, f64)], temperature: f64, rng: &mut SimRng) -> Option<usize> {
     let weight = softmax_weight(costs, temperature);
     let total: f64 = costs.iter().map(|c| weight(c.1)).sum();
     let mut x = rng.unit() * total;
     for c in costs {
         let w = weight(c.1);
         if x < w {
-            return c.0;
+            return Some(c.0);
         }
         x -= w;
     }
-    costs
-        .last()
-        .expect("the router decides only when a worker is up")
-        .0
+    costs.last().map(|c| c.0)
 }
 
 #[cfg(test)]

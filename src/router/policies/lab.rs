@@ -55,10 +55,8 @@ impl RoutingPolicy for LabPolicy {
         true
     }
 
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
-        self.rule
-            .decide(req.blocks, loads)
-            .expect("the router decides only when a worker is up")
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
+        self.rule.decide(req.blocks, loads)
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {

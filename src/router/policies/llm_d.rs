@@ -44,6 +44,7 @@ use crate::rng::SimRng;
 use crate::router::history::RoutedHistory;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
+use crate::router::select::{count_equal, nth_equal};
 use crate::router::ttl::TtlIndex;
 use crate::router::Decision;
 
@@ -125,7 +126,7 @@ struct LlmD {
 }
 
 impl RoutingPolicy for LlmD {
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Option<Decision> {
         let s = self.settings;
         let total = req.blocks.len().max(1) as f64;
         if self.ttl_ns > 0 {
@@ -190,18 +191,17 @@ impl RoutingPolicy for LlmD {
             .iter()
             .map(|c| c.1)
             .fold(f64::NEG_INFINITY, f64::max);
-        let tied: Vec<usize> = self
-            .scores
-            .iter()
-            .filter(|c| c.1 == best)
-            .map(|c| c.0)
-            .collect();
-        let worker = tied[rng.below(tied.len())];
+        // One draw among the best, even when one is best (upstream picks from the list).
+        let tied = count_equal(&self.scores, best);
+        if tied == 0 {
+            return None;
+        }
+        let worker = nth_equal(&self.scores, best, rng.below(tied))?;
         tracing::debug!(scores = ?self.scores, worker, "llm-d decision");
-        Decision {
+        Some(Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: self.precise_overlaps[worker],
-        }
+        })
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
@@ -284,14 +284,14 @@ mod tests {
             now: 0,
         };
         let mut rng = SimRng::new(RngKind::Chacha, 1);
-        let d = p.decide(&req, &loads, &mut rng);
+        let d = p.decide(&req, &loads, &mut rng).unwrap();
         assert_eq!((d.worker, d.predicted_blocks), (WorkerId(0), 3));
         // Worker 0's queue grows to 12 and its KV usage to 0.95:
         //   worker 0: 2 + 0 + 0.05 = 2.05; worker 1: 0 + 1 + 0.1 = 1.1;
         //   worker 2: 0 + (12 − 2)/12 + 1 = 1.83: the longest holder still wins (divided by
         //   the prompt's 4 blocks, its 1.5 + 0.05 would lose to worker 2's 1.83).
         loads.refresh_signals(&[signal(12, 0.95), signal(0, 0.9), signal(2, 0.0)]);
-        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(0));
         // Worker 1 loses its block and worker 0 all but its first: worker 0, the only holder,
         // scores 1 for 1 block of 4 (upstream's equal-scores rule): 2 + 0 + 0.05 against 1.83.
         p.on_event(&KvEvent::Removed {
@@ -302,12 +302,12 @@ mod tests {
             worker: WorkerId(0),
             blocks: blocks[1..3].to_vec(),
         });
-        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(0));
         // With no holder at all, the prefix scores 0 everywhere and load decides.
         p.on_event(&KvEvent::Removed {
             worker: WorkerId(0),
             blocks: blocks[..1].to_vec(),
         });
-        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(2));
+        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(2));
     }
 }

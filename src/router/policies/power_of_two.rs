@@ -40,9 +40,11 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
 struct PowerOfTwo;
 
 impl RoutingPolicy for PowerOfTwo {
-    fn decide(&mut self, _req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, _req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Option<Decision> {
         let n = loads.up_count();
-        let worker = if n == 1 {
+        let worker = if n == 0 {
+            return None;
+        } else if n == 1 {
             loads.nth_up(0)
         } else {
             let i = rng.below(n);
@@ -57,7 +59,7 @@ impl RoutingPolicy for PowerOfTwo {
                 a
             }
         };
-        Decision::blind(worker)
+        Some(Decision::blind(worker))
     }
 }
 
@@ -93,7 +95,7 @@ mod tests {
         };
         let pick = |seed, loads: &LoadBook| {
             let mut rng = SimRng::new(RngKind::Chacha, seed);
-            PowerOfTwo.decide(&req, loads, &mut rng).worker
+            PowerOfTwo.decide(&req, loads, &mut rng).unwrap().worker
         };
         assert_eq!(pick(2, &loads), WorkerId(2));
         assert_eq!(pick(7, &loads), WorkerId(1));
@@ -125,12 +127,12 @@ mod tests {
         let mut rng = SimRng::new(RngKind::Chacha, 3);
         let mut p = PowerOfTwo;
         let picks: Vec<usize> = (0..200)
-            .map(|_| p.decide(&req, &loads, &mut rng).worker.index())
+            .map(|_| p.decide(&req, &loads, &mut rng).unwrap().worker.index())
             .collect();
         assert!(!picks.contains(&0));
         assert!(picks.contains(&1) && picks.contains(&2));
         loads.set_up(WorkerId(1), false);
         loads.set_up(WorkerId(2), false);
-        assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(0));
     }
 }

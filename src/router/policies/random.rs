@@ -22,8 +22,11 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
 struct Random;
 
 impl RoutingPolicy for Random {
-    fn decide(&mut self, _req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, _req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Option<Decision> {
+        if !loads.any_up() {
+            return None;
+        }
         let worker = loads.nth_up(rng.below(loads.up_count()));
-        Decision::blind(worker)
+        Some(Decision::blind(worker))
     }
 }

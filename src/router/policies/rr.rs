@@ -25,15 +25,15 @@ struct RoundRobin {
 }
 
 impl RoutingPolicy for RoundRobin {
-    fn decide(&mut self, _req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, _req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
+        if !loads.any_up() {
+            return None;
+        }
         let n = loads.workers();
         let start = (self.decisions % n as u64) as usize;
         self.decisions += 1;
-        let worker = (0..n)
-            .map(|k| (start + k) % n)
-            .find(|&w| loads.up(w))
-            .expect("the router decides only when a worker is up");
-        Decision::blind(worker)
+        let worker = (0..n).map(|k| (start + k) % n).find(|&w| loads.up(w))?;
+        Some(Decision::blind(worker))
     }
 }
 
@@ -64,7 +64,7 @@ mod tests {
             session: None,
             now: 0,
         };
-        let mut pick = |loads: &LoadBook| p.decide(&req, loads, &mut rng).worker.index();
+        let mut pick = |loads: &LoadBook| p.decide(&req, loads, &mut rng).unwrap().worker.index();
         assert_eq!([pick(&loads), pick(&loads), pick(&loads)], [0, 1, 2]);
         loads.set_up(WorkerId(1), false);
         assert_eq!([pick(&loads), pick(&loads), pick(&loads)], [0, 2, 2]);

@@ -154,19 +154,21 @@ impl Sglang {
             && max as f64 > self.settings.balance_rel_threshold * min as f64
     }
 
-    /// The worker up with the smallest tree, the lowest number on ties.
-    fn smallest_tree(&self, loads: &LoadBook) -> usize {
+    /// The worker up with the smallest tree, the lowest number on ties (`None`: none is up).
+    fn smallest_tree(&self, loads: &LoadBook) -> Option<usize> {
         if loads.all_up() {
-            self.sizes.winner()
+            Some(self.sizes.winner())
         } else {
             least_loaded(loads.up_workers(), |w| self.history.size(w) as u64)
-                .expect("the router decides only when a worker is up")
         }
     }
 }
 
 impl RoutingPolicy for Sglang {
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
+        if !loads.any_up() {
+            return None;
+        }
         while req.now >= self.next_prune {
             for w in 0..loads.workers() {
                 self.history.shrink(w, self.max_blocks);
@@ -175,10 +177,7 @@ impl RoutingPolicy for Sglang {
             self.next_prune += self.interval_ns;
         }
         let (worker, known) = if self.imbalanced(loads) {
-            let least = loads
-                .least_in_flight()
-                .expect("the router decides only when a worker is up");
-            (least, None)
+            (loads.least_in_flight()?, None)
         } else {
             let depth = self.history.deepest(req.blocks);
             let rate = if req.blocks.is_empty() {
@@ -189,15 +188,15 @@ impl RoutingPolicy for Sglang {
             let tenant = self.history.best().find(|&w| loads.up(w));
             match tenant {
                 Some(w) if rate > self.settings.cache_threshold => (w, Some(depth)),
-                _ => (self.smallest_tree(loads), None),
+                _ => (self.smallest_tree(loads)?, None),
             }
         };
         // The tenant holds the deepest match; any other choice needs its own.
         let predicted = known.unwrap_or_else(|| self.history.overlap(worker, req.blocks));
-        Decision {
+        Some(Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: predicted,
-        }
+        })
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
@@ -248,7 +247,7 @@ mod tests {
             session: None,
             now: 0,
         };
-        let d = p.decide(&req, loads, &mut rng);
+        let d = p.decide(&req, loads, &mut rng).unwrap();
         loads.routed_to(RequestId(id), d.worker, blocks.len());
         p.on_routed(&req, &d);
         d.worker.index()
@@ -316,7 +315,7 @@ mod tests {
         };
         // After pruning worker 0 keeps the long prompt's first 2 blocks: 0.2, below the
         // threshold: the smallest tree wins, worker 1.
-        let d = p.decide(&later, &loads, &mut rng);
+        let d = p.decide(&later, &loads, &mut rng).unwrap();
         assert_eq!((d.worker.index(), d.predicted_blocks), (1, 0));
     }
 }

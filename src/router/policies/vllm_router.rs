@@ -202,8 +202,9 @@ impl Qps {
         }
     }
 
-    /// The first worker never sent a request, else the fewest sent in the window.
-    fn choose(&mut self, now: Nanos, loads: &LoadBook) -> usize {
+    /// The first worker up never sent a request, else the one up sent the fewest in the window
+    /// (`None`: none is up).
+    fn choose(&mut self, now: Nanos, loads: &LoadBook) -> Option<usize> {
         self.fit(loads.workers());
         while self
             .recent
@@ -216,13 +217,13 @@ impl Qps {
         let mut best: Option<usize> = None;
         for w in loads.up_workers() {
             if !self.ever[w] {
-                return w;
+                return Some(w);
             }
             if best.is_none_or(|b| self.counts[w] < self.counts[b]) {
                 best = Some(w);
             }
         }
-        best.expect("the router decides only when a worker is up")
+        best
     }
 
     fn record(&mut self, now: Nanos, worker: usize) {
@@ -246,19 +247,18 @@ struct Session {
 }
 
 impl RoutingPolicy for Session {
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
         let worker = match req.session {
             Some(session) => {
                 let h = point(&format!("session-{session}"));
                 let start = self.ring.partition_point(|p| p.0 < h);
                 (0..self.ring.len())
                     .map(|k| self.ring[(start + k) % self.ring.len()].1)
-                    .find(|&w| loads.up(w))
-                    .expect("the router decides only when a worker is up")
+                    .find(|&w| loads.up(w))?
             }
-            None => self.qps.choose(req.now, loads),
+            None => self.qps.choose(req.now, loads)?,
         };
-        Decision::blind(worker)
+        Some(Decision::blind(worker))
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
@@ -275,10 +275,13 @@ struct PrefixAware {
 }
 
 impl RoutingPolicy for PrefixAware {
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Option<Decision> {
         // The workers with the longest match that are up, in increasing order: from one walk
         // when one of the deepest holders is up (a draw among all of them costs nothing more),
         // else from every worker's own match.
+        if !loads.any_up() {
+            return None;
+        }
         let depth = self.history.deepest(req.blocks);
         self.tied.clear();
         let all = self.history.best_count() == loads.workers() && loads.all_up();
@@ -297,7 +300,7 @@ impl RoutingPolicy for PrefixAware {
         };
         let matched = (deepest as u64 * self.block_size).min(u64::from(req.input_tokens));
         let worker = if matched < self.min_tokens {
-            self.qps.choose(req.now, loads)
+            self.qps.choose(req.now, loads)?
         } else if all {
             rng.below(loads.workers())
         } else {
@@ -309,10 +312,10 @@ impl RoutingPolicy for PrefixAware {
         } else {
             self.history.overlaps(req.blocks)[worker]
         };
-        Decision {
+        Some(Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: predicted,
-        }
+        })
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
@@ -336,12 +339,12 @@ struct Loadaware {
 }
 
 impl RoutingPolicy for Loadaware {
-    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Decision {
+    fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
         let depth = self
             .index
             .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
         let worker = if depth == 0 {
-            self.qps.choose(req.now, loads)
+            self.qps.choose(req.now, loads)?
         } else {
             let prompt = u64::from(req.input_tokens);
             let up = loads.up_workers().count() as f64;
@@ -356,12 +359,12 @@ impl RoutingPolicy for Loadaware {
                     best = Some((score, w));
                 }
             }
-            best.expect("the router decides only when a worker is up").1
+            best?.1
         };
-        Decision {
+        Some(Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: self.overlaps[worker],
-        }
+        })
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {

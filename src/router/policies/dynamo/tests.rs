@@ -46,7 +46,7 @@ fn a_decision_computed_by_hand_from_the_published_rule() {
         worker: WorkerId(0),
         predicted_blocks: 0,
     };
-    p.decide(&busy, &loads, &mut rng);
+    p.decide(&busy, &loads, &mut rng).unwrap();
     loads.routed_to(RequestId(1), WorkerId(0), 2);
     p.on_routed(&busy, &d0);
     let req = RouteRequest {
@@ -59,16 +59,16 @@ fn a_decision_computed_by_hand_from_the_published_rule() {
     };
     // Worker 0: prefill (8 + 24) / 4 − 3 credit = 5; decode 2 active + 6 new = 8: cost 13.
     // Worker 1: prefill 24 / 4 = 6; decode 6 new: cost 12. Worker 1 wins.
-    let d = p.decide(&req, &loads, &mut rng);
+    let d = p.decide(&req, &loads, &mut rng).unwrap();
     assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 0));
     // Once worker 0's request produced its first token its prefill load is gone:
     // worker 0 costs (24 / 4 − 3) + 8 = 11 < 12.
     p.on_prefill_done(WorkerId(0), RequestId(1));
-    let d = p.decide(&req, &loads, &mut rng);
+    let d = p.decide(&req, &loads, &mut rng).unwrap();
     assert_eq!((d.worker, d.predicted_blocks), (WorkerId(0), 3));
     // And once it finished, worker 0 costs 3 + 6 = 9.
     p.on_finished(WorkerId(0), RequestId(1));
-    assert_eq!(p.decide(&req, &loads, &mut rng).worker, WorkerId(0));
+    assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(0));
 }
 
 /// A two-worker policy (block size 4) with these `[router.dynamo]` settings.
@@ -121,7 +121,7 @@ fn costs(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32)) -> (u32, Vec<(usi
     let loads = LoadBook::new(2, LoadKind::Routed);
     let mut rng = SimRng::new(RngKind::Chacha, 1);
     let req = route_req(r);
-    let d = p.decide(&req, &loads, &mut rng);
+    let d = p.decide(&req, &loads, &mut rng).unwrap();
     (d.worker.0, p.costs.clone())
 }
 
@@ -209,7 +209,7 @@ fn a_temperature_samples_the_softmax_of_the_normalised_costs() {
     let loads = LoadBook::new(2, LoadKind::Routed);
     let mut rng = SimRng::new(RngKind::Chacha, 9);
     let zeros = (0..4000)
-        .filter(|_| p.decide(&req, &loads, &mut rng).worker == WorkerId(0))
+        .filter(|_| p.decide(&req, &loads, &mut rng).unwrap().worker == WorkerId(0))
         .count();
     let share = zeros as f64 / 4000.0;
     assert!((share - 0.731).abs() < 0.03, "worker 0 drawn {share}");
@@ -254,7 +254,7 @@ fn equal_costs_are_broken_by_the_seeded_generator() {
         let mut rng = SimRng::new(RngKind::Chacha, seed);
         let mut p = policy(None);
         (0..32)
-            .map(|_| p.decide(&req, &loads, &mut rng).worker.index())
+            .map(|_| p.decide(&req, &loads, &mut rng).unwrap().worker.index())
             .collect::<Vec<_>>()
     };
     assert_eq!(picks(7), picks(7), "same seed, same ties");
@@ -279,10 +279,10 @@ fn approximate_mode_learns_from_its_own_decisions() {
         session: None,
         now: 0,
     };
-    let first = p.decide(&req(0), &loads, &mut rng);
+    let first = p.decide(&req(0), &loads, &mut rng).unwrap();
     p.on_routed(&req(0), &first);
     p.on_finished(first.worker, RequestId(0));
-    let again = p.decide(&req(1), &loads, &mut rng);
+    let again = p.decide(&req(1), &loads, &mut rng).unwrap();
     assert_eq!((again.worker, again.predicted_blocks), (first.worker, 4));
 }
 
@@ -342,7 +342,7 @@ fn lru_forgets_what_a_worker_s_capacity_pushed_out_and_ttl_does_not() {
         p.on_finished(WorkerId(0), b.0);
         let loads = LoadBook::new(2, LoadKind::Routed);
         let mut rng = SimRng::new(RngKind::Chacha, 1);
-        p.decide(&route_req(&request(3, 0..16)), &loads, &mut rng)
+        p.decide(&route_req(&request(3, 0..16)), &loads, &mut rng).unwrap()
             .predicted_blocks
     };
     assert_eq!(decide_a_again("ttl"), 4);

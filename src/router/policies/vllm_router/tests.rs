@@ -39,7 +39,7 @@ fn sessions_stick_to_their_worker_and_move_only_when_it_is_down() {
     let mut rng = SimRng::new(RngKind::Chacha, 1);
     let home: Vec<usize> = (0..50)
         .map(|s| {
-            p.decide(&req(0, &[], Some(s)), &loads, &mut rng)
+            p.decide(&req(0, &[], Some(s)), &loads, &mut rng).unwrap()
                 .worker
                 .index()
         })
@@ -51,7 +51,7 @@ fn sessions_stick_to_their_worker_and_move_only_when_it_is_down() {
     loads.set_up(WorkerId(1), false);
     for (s, &h) in home.iter().enumerate() {
         let w = p
-            .decide(&req(0, &[], Some(s as u64)), &loads, &mut rng)
+            .decide(&req(0, &[], Some(s as u64)), &loads, &mut rng).unwrap()
             .worker
             .index();
         if h != 1 {
@@ -66,7 +66,7 @@ fn sessions_stick_to_their_worker_and_move_only_when_it_is_down() {
     let mut picks = Vec::new();
     for id in 0..4 {
         let r = req(id, &[], None);
-        let d = q.decide(&r, &loads, &mut rng);
+        let d = q.decide(&r, &loads, &mut rng).unwrap();
         q.on_routed(&r, &d);
         picks.push(d.worker.index());
     }
@@ -107,7 +107,7 @@ fn a_session_lands_on_the_worker_computed_by_hand_from_the_ring() {
     let mut loads = LoadBook::new(3, LoadKind::Routed);
     let mut rng = SimRng::new(RngKind::Chacha, 1);
     let mut home = |s, loads: &LoadBook| {
-        p.decide(&req(0, &[], Some(s)), loads, &mut rng)
+        p.decide(&req(0, &[], Some(s)), loads, &mut rng).unwrap()
             .worker
             .index()
     };
@@ -148,11 +148,11 @@ fn prefix_aware_decisions_computed_by_hand() {
     let mut rng = SimRng::new(RngKind::Chacha, 5);
     let mut p = build_prefix_aware(&setup("vllm-prefix-aware")).unwrap();
     warm(&mut p);
-    let pick = p.decide(&req(2, &c, None), &loads, &mut rng);
+    let pick = p.decide(&req(2, &c, None), &loads, &mut rng).unwrap();
     assert_eq!((pick.worker, pick.predicted_blocks), (WorkerId(2), 3));
     let drawn: std::collections::BTreeSet<(usize, usize)> = (0..40)
         .map(|_| {
-            let pick = p.decide(&req(3, &d, None), &loads, &mut rng);
+            let pick = p.decide(&req(3, &d, None), &loads, &mut rng).unwrap();
             (pick.worker.index(), pick.predicted_blocks)
         })
         .collect();
@@ -164,7 +164,7 @@ fn prefix_aware_decisions_computed_by_hand() {
     })
     .unwrap();
     warm(&mut strict);
-    let pick = strict.decide(&req(2, &c, None), &loads, &mut rng);
+    let pick = strict.decide(&req(2, &c, None), &loads, &mut rng).unwrap();
     assert_eq!((pick.worker, pick.predicted_blocks), (WorkerId(0), 0));
 }
 
@@ -175,17 +175,17 @@ fn prefix_aware_follows_the_longest_routed_prefix_and_draws_among_equals() {
     let mut rng = SimRng::new(RngKind::Chacha, 5);
     let a = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
     let first = req(0, &a, None);
-    let d = p.decide(&first, &loads, &mut rng);
+    let d = p.decide(&first, &loads, &mut rng).unwrap();
     p.on_routed(&first, &d);
     for id in 1..10 {
-        let again = p.decide(&req(id, &a, None), &loads, &mut rng);
+        let again = p.decide(&req(id, &a, None), &loads, &mut rng).unwrap();
         assert_eq!((again.worker, again.predicted_blocks), (d.worker, 4));
     }
     // Nothing in common: every worker is a candidate, drawn at random.
     let b = block_hashes(&(100..116).collect::<Vec<u32>>(), 4);
     let drawn: std::collections::BTreeSet<usize> = (0..30)
         .map(|id| {
-            p.decide(&req(id, &b, None), &loads, &mut rng)
+            p.decide(&req(id, &b, None), &loads, &mut rng).unwrap()
                 .worker
                 .index()
         })
@@ -217,6 +217,6 @@ fn loadaware_trades_the_cached_share_against_relative_load_by_hand() {
         loads.routed_to(RequestId(100 + i as u64), WorkerId(w), 1);
     }
     let mut rng = SimRng::new(RngKind::Chacha, 1);
-    let d = p.decide(&req(0, &blocks, None), &loads, &mut rng);
+    let d = p.decide(&req(0, &blocks, None), &loads, &mut rng).unwrap();
     assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 2));
 }
