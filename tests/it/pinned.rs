@@ -106,7 +106,9 @@ fn a_replays_report_trace_and_timeline_are_pinned() {
     assert_eq!(
         replay_outputs(&[]),
         [
-            (11_589_391_295_456_836_350, 1),
+            // Re-pinned when issue 21 added the scaling keys (gpu_seconds, replicas,
+            // scale_events, sla_attainment, goodput_rps); every earlier key's value unchanged.
+            (200_737_187_650_022_657, 1),
             (7_594_052_168_121_974_922, 32_456),
             (18_104_164_659_496_033_882, 28_439)
         ],
@@ -115,7 +117,7 @@ fn a_replays_report_trace_and_timeline_are_pinned() {
     assert_eq!(
         replay_outputs(&["--policy", "rr", "--set", "router.attribute_misses=true"]),
         [
-            (7_202_363_170_197_915_337, 1),
+            (15_516_199_663_738_303_982, 1),
             (1_439_130_090_283_719_266, 33_420),
             (2_211_137_825_590_167_142, 29_370)
         ],
