@@ -6,7 +6,8 @@
 #   docs/regenerate.sh            rebuild everything (builds the release binary first)
 #   docs/regenerate.sh --check    fast (about 15 s), for .ci/run: re-render every sweep's
 #                                 files from its results.json (merge writes exactly what sweep
-#                                 writes), re-run the first point of the router-replicas sweep,
+#                                 writes), re-run the first point of the router-replicas sweep
+#                                 and the timeline plot of scenarios/burst-threshold.toml,
 #                                 with the debug binary, and fail if anything differs from the
 #                                 committed files
 set -euo pipefail
@@ -32,6 +33,11 @@ if [[ "${1:-}" == "--check" ]]; then
         echo "docs/regenerate.sh --check: the first point of sweeps/router-replicas.toml no longer gives docs/sweeps/router-replicas/results.csv's first row; run docs/regenerate.sh" >&2
         status=1
     fi
+    "$dynsim" run scenarios/burst-threshold.toml --timeline-plot "$tmp/burst-threshold.svg" > /dev/null
+    if ! cmp -s "$tmp/burst-threshold.svg" docs/timeline/burst-threshold.svg; then
+        echo "docs/regenerate.sh --check: scenarios/burst-threshold.toml no longer draws docs/timeline/burst-threshold.svg; run docs/regenerate.sh" >&2
+        status=1
+    fi
     exit "$status"
 fi
 
@@ -55,3 +61,5 @@ done
     --predictions docs/fidelity/predictions.csv --plots docs/fidelity --progress never > /dev/null
 "$dynsim" compare scenarios/dynamo-mocker.toml scenarios/event-gaps.toml --set workload.speedup=2.0 \
     --set 'router.on_gap="ignore"' --out docs/compare/lost-events --progress never
+mkdir -p docs/timeline
+"$dynsim" run scenarios/burst-threshold.toml --timeline-plot docs/timeline/burst-threshold.svg > /dev/null

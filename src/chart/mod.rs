@@ -1,13 +1,15 @@
 //! Charts as SVG, shared by the commands that draw them: line charts (one line per series over
 //! numeric x and y, an optional horizontal threshold (an SLA), a legend beside the plot) and
 //! grouped bar charts (a group of bars per category, y from 0). The sweep plots (grid, error
-//! bars) take their frame, axes, colours and legend from here too ([`axis`]).
+//! bars) take their frame, axes, colours and legend from here too ([`axis`]), as does a run's
+//! plot over time ([`timeline`]).
 //!
 //! Text is SVG `<text>` (plotters' SVG backend needs no font files); the output depends only on
 //! the data, so it is byte-for-byte deterministic.
 
 pub mod axis;
 pub mod scatter;
+pub mod timeline;
 
 use plotters::prelude::*;
 

@@ -8,10 +8,12 @@ use clap::Args;
 use super::parse::choice;
 use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
+use crate::chart::timeline::{timeline_series, timeline_svg};
 use crate::diff::diff_files;
 use crate::error::{Error, Result};
 use crate::output::{is_stdout, write_stdout, AtomicFile};
 use crate::router::registry;
+use crate::run::recorder::has_intervals;
 use crate::run::{run_scenario_with, RunHooks};
 use crate::scenario::load::{parse_scenario, Loaded};
 use crate::scenario::{load_scenario, Override, TraceFormat};
@@ -35,6 +37,11 @@ pub struct RunArgs {
     /// output, the report then goes to stderr).
     #[arg(long, value_name = "OUT.json")]
     perfetto: Option<PathBuf>,
+    /// Draws offered load, replicas per pool and TTFT p90 (with the [sla] target) per interval
+    /// against time, as SVG (`-`: standard output). Only a run that reports `intervals` has
+    /// them (one whose load or size changes, or with an [sla]); any other is refused.
+    #[arg(long, value_name = "OUT.svg")]
+    timeline_plot: Option<PathBuf>,
     /// Prints one JSON object instead of the summary table.
     #[arg(long)]
     json: bool,
@@ -53,6 +60,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let out = Outputs {
         trace: a.trace.as_deref(),
         perfetto: a.perfetto.as_deref(),
+        timeline_plot: a.timeline_plot.as_deref(),
         json: a.json,
         progress: a.progress,
     };
@@ -79,15 +87,16 @@ fn suggest_replay(input: &Path) -> Result<()> {
 struct Outputs<'a> {
     trace: Option<&'a Path>,
     perfetto: Option<&'a Path>,
+    timeline_plot: Option<&'a Path>,
     json: bool,
     progress: ProgressMode,
 }
 
-/// Runs a loaded scenario (with progress on stderr), writes the trace and timeline (see
+/// Runs a loaded scenario (with progress on stderr), writes the trace, timeline and plot (see
 /// [`crate::output`]) and prints the report: on stdout, or on stderr when a file goes to
 /// stdout.
 fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
-    let to_stdout = [out.trace, out.perfetto]
+    let to_stdout = [out.trace, out.perfetto, out.timeline_plot]
         .into_iter()
         .flatten()
         .filter(|p| is_stdout(p))
@@ -98,10 +107,19 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
             "only one output can go to standard output (-); give the other a file",
         ));
     }
+    if out.timeline_plot.is_some() && !has_intervals(&loaded.scenario) {
+        return Err(Error::arg(
+            "--timeline-plot",
+            "this run reports no intervals (its load and size never change and it has no [sla]): \
+             add [[scale]], a [planner], a rate or speedup schedule, or an [sla] \
+             (e.g. --set sla.ttft_p90_ms=500)",
+        ));
+    }
     let progress = Progress::new(out.progress, "run", 0, "requests");
     let mut tick = |done: u64, total: u64| progress.set(done, total);
     let mut file = out.trace.map(AtomicFile::create).transpose()?;
     let mut timeline = out.perfetto.map(AtomicFile::create).transpose()?;
+    let mut plot = out.timeline_plot.map(AtomicFile::create).transpose()?;
     let hooks = RunHooks {
         trace: file.as_mut().map(|f| f as &mut dyn Write),
         progress: Some(&mut tick),
@@ -110,7 +128,12 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
         profile: None,
     };
     let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
-    for f in [file, timeline].into_iter().flatten() {
+    if let (Some(f), Some(path)) = (plot.as_mut(), out.timeline_plot) {
+        let svg = timeline_plot(&report, &loaded.scenario);
+        f.write_all(svg.as_bytes())
+            .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
+    }
+    for f in [file, timeline, plot].into_iter().flatten() {
         f.commit()?;
     }
     progress.finish();
@@ -128,6 +151,20 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
     }
     write_stdout(text.as_bytes())?;
     Ok(0)
+}
+
+/// The `--timeline-plot` SVG of a run that reported intervals.
+fn timeline_plot(report: &crate::report::Report, s: &crate::scenario::Scenario) -> String {
+    let series = timeline_series(
+        report.intervals.as_deref().unwrap_or_default(),
+        &report.replicas,
+        report.duration_ms / 1e3,
+        s.sla.ttft_p90_ms,
+    );
+    timeline_svg(
+        &series,
+        &format!("{}: load, replicas and TTFT over time", s.name),
+    )
 }
 
 #[derive(Args, Debug)]
@@ -161,6 +198,11 @@ pub struct ReplayArgs {
     /// output, the report then goes to stderr).
     #[arg(long, value_name = "OUT.json")]
     perfetto: Option<PathBuf>,
+    /// Draws offered load, replicas per pool and TTFT p90 (with the [sla] target) per interval
+    /// against time, as SVG (`-`: standard output). Only a run that reports `intervals` has
+    /// them (one whose load or size changes, or with an [sla]); any other is refused.
+    #[arg(long, value_name = "OUT.svg")]
+    timeline_plot: Option<PathBuf>,
     /// Prints one JSON object instead of the summary table.
     #[arg(long)]
     json: bool,
@@ -197,6 +239,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     let out = Outputs {
         trace: a.trace_out.as_deref(),
         perfetto: a.perfetto.as_deref(),
+        timeline_plot: a.timeline_plot.as_deref(),
         json: a.json,
         progress: a.progress,
     };

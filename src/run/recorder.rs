@@ -90,6 +90,15 @@ fn mean_ms(v: &[u64]) -> Option<f64> {
 /// of what it decoded.
 pub type WorkerMeans = (Option<f64>, Option<f64>, Option<f64>);
 
+/// Whether a run of `s` reports `intervals`: its load or size changes (`[[scale]]`, a planner,
+/// a rate or speedup schedule, a trace's `duration_s`) or it has an `[sla]`.
+pub fn has_intervals(s: &crate::scenario::Scenario) -> bool {
+    s.scales()
+        || s.sla.is_set()
+        || matches!(&s.workload, crate::scenario::Workload::Trace(t) if t.speedup_schedule.is_some() || t.duration_s.is_some())
+        || matches!(&s.workload, crate::scenario::Workload::Synthetic(p) if p.rate_schedule.is_some())
+}
+
 /// The run's recorder.
 #[derive(Clone, Debug)]
 pub struct Recorder {

@@ -101,10 +101,7 @@ impl<'a> Session<'a> {
             })
             .collect();
         let membership = Membership::new(slots, ms_to_ns(s.cluster.startup_s * 1e3));
-        let timed = s.scales()
-            || s.sla.is_set()
-            || matches!(&s.workload, crate::scenario::Workload::Trace(t) if t.speedup_schedule.is_some() || t.duration_s.is_some())
-            || matches!(&s.workload, crate::scenario::Workload::Synthetic(p) if p.rate_schedule.is_some());
+        let timed = super::recorder::has_intervals(s);
         let bucket_s = s.planner.as_ref().map_or(60.0, crate::planner::interval_s);
         let recorder = Recorder::new(
             s.sla.clone(),

@@ -27,3 +27,4 @@ mod stretches;
 mod structure;
 mod sweep;
 mod timeline;
+mod timeline_plot;
