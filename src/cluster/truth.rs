@@ -37,21 +37,107 @@ impl Truth {
     /// The deepest prefix of `blocks` that some worker held or remembered having held: what
     /// had been computed (not too long ago) by now.
     pub fn ever_computed_depth(&self, blocks: &[BlockHash]) -> usize {
-        self.pools
-            .iter()
-            .map(|p| p.remembered_prefix(blocks))
-            .max()
-            .unwrap_or(0)
+        deepest(
+            self.pools.iter(),
+            blocks,
+            |v, b| v.remembers(b),
+            |v, blocks| v.remembered_prefix(blocks),
+        )
     }
 
     /// The deepest prefix of `blocks` that some worker other than `chosen` holds now.
     pub fn others_best(&self, blocks: &[BlockHash], chosen: usize) -> usize {
-        self.pools
+        let others = self
+            .pools
             .iter()
             .enumerate()
             .filter(|(w, _)| *w != chosen)
-            .map(|(_, p)| p.cached_prefix(blocks))
-            .max()
-            .unwrap_or(0)
+            .map(|(_, p)| p);
+        deepest(
+            others,
+            blocks,
+            |v, b| v.holds(b),
+            |v, blocks| v.cached_prefix(blocks),
+        )
+    }
+}
+
+/// The deepest of the `views`' prefixes of `blocks` (`prefix(view, blocks)` each, the blocks
+/// counted from the front for which `has(view, block)`), walking only the views that could beat
+/// the best so far: a prefix deeper than `best` has `blocks[best]`, so a view without it is
+/// skipped after one lookup. When every worker holds the same shared prefix, the first walks it
+/// and each other one costs one lookup, not one per block: O(blocks + workers) per request
+/// instead of O(blocks × workers).
+fn deepest<V>(
+    views: impl Iterator<Item = V>,
+    blocks: &[BlockHash],
+    has: impl Fn(&V, BlockHash) -> bool,
+    prefix: impl Fn(&V, &[BlockHash]) -> usize,
+) -> usize {
+    let mut best = 0;
+    for view in views {
+        let Some(&next) = blocks.get(best) else {
+            break; // every block: nobody goes deeper
+        };
+        if has(&view, next) {
+            best = best.max(prefix(&view, blocks));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::block_hashes;
+    use std::collections::HashSet;
+
+    /// The plain maximum of every view's prefix, against which the pruned walk is checked.
+    fn max_prefix(views: &[HashSet<BlockHash>], blocks: &[BlockHash]) -> usize {
+        let prefix = |v: &HashSet<BlockHash>| blocks.iter().take_while(|b| v.contains(b)).count();
+        views.iter().map(prefix).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn the_pruned_walk_finds_the_deepest_prefix_of_any_view() {
+        let blocks = block_hashes(&(0..64).collect::<Vec<u32>>(), 4); // 16 blocks
+        let set = |range: std::ops::Range<usize>| -> HashSet<BlockHash> {
+            blocks[range].iter().copied().collect()
+        };
+        // A shallow holder first, then a deeper one; a view holding blocks[best] without the
+        // blocks before it (not a prefix); one holding everything; nobody.
+        let cases: Vec<Vec<HashSet<BlockHash>>> = vec![
+            vec![set(0..3), set(0..9), set(0..5)],
+            vec![set(0..4), set(4..16), set(0..6)],
+            vec![set(0..2), set(0..16), set(0..12)],
+            vec![set(5..9), set(0..0)],
+            vec![],
+        ];
+        for views in cases {
+            let pruned = deepest(
+                views.iter(),
+                &blocks,
+                |v, b| v.contains(&b),
+                |v, blocks| blocks.iter().take_while(|b| v.contains(b)).count(),
+            );
+            assert_eq!(pruned, max_prefix(&views, &blocks));
+        }
+        let walked = std::cell::Cell::new(0);
+        let views = [set(0..8), set(0..3), set(0..5), set(0..8)];
+        let depth = deepest(
+            views.iter(),
+            &blocks,
+            |v, b| v.contains(&b),
+            |v, blocks| {
+                walked.set(walked.get() + 1);
+                blocks.iter().take_while(|b| v.contains(b)).count()
+            },
+        );
+        assert_eq!(depth, 8);
+        assert_eq!(
+            walked.get(),
+            1,
+            "views that cannot go deeper are not walked"
+        );
     }
 }

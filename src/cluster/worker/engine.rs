@@ -128,6 +128,8 @@ pub trait CachedBlocks {
     fn cached_prefix(&self, blocks: &[BlockHash]) -> usize;
     /// Blocks of `blocks` held or remembered (lost not long ago), counted from the front.
     fn remembered_prefix(&self, blocks: &[BlockHash]) -> usize;
+    /// Whether `block` is held.
+    fn holds(&self, block: BlockHash) -> bool;
     /// Whether `block` is held or remembered.
     fn remembers(&self, block: BlockHash) -> bool;
 }
@@ -151,6 +153,11 @@ impl CacheView {
     /// Blocks of `blocks` held or remembered, counted from the front.
     pub fn remembered_prefix(&self, blocks: &[BlockHash]) -> usize {
         self.0.borrow().remembered_prefix(blocks)
+    }
+
+    /// Whether `block` is held.
+    pub fn holds(&self, block: BlockHash) -> bool {
+        self.0.borrow().holds(block)
     }
 
     /// Whether `block` is held or remembered.

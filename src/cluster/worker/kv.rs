@@ -470,6 +470,10 @@ impl super::engine::CachedBlocks for KvPool {
         KvPool::remembered_prefix(self, blocks)
     }
 
+    fn holds(&self, block: BlockHash) -> bool {
+        KvPool::contains(self, block)
+    }
+
     fn remembers(&self, block: BlockHash) -> bool {
         KvPool::remembers(self, block)
     }
