@@ -417,15 +417,7 @@ impl<'a> Session<'a> {
                 (a, b) => a.or(b),
             };
             let Some(at) = next else {
-                self.advance_to(Nanos::MAX)?;
-                let empty = self
-                    .s
-                    .pools()
-                    .iter()
-                    .any(|&p| self.membership.target(p) == 0);
-                if !self.done() && empty {
-                    return Err(self.stranded());
-                }
+                self.run_out()?;
                 break;
             };
             self.advance_to(at)?;
@@ -455,6 +447,21 @@ impl<'a> Session<'a> {
                     next_tick = Some(tick + *every);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Delivers everything left, with no more scaling; a run whose waiting requests no
+    /// worker will serve (a pool scaled to 0) is an error.
+    pub fn run_out(&mut self) -> Result<()> {
+        self.advance_to(Nanos::MAX)?;
+        let empty = self
+            .s
+            .pools()
+            .iter()
+            .any(|&p| self.membership.target(p) == 0);
+        if !self.done() && empty {
+            return Err(self.stranded());
         }
         Ok(())
     }

@@ -1,0 +1,155 @@
+"""dynsim from Python: run a scenario, or step one with a planner written in Python.
+
+``run`` returns exactly the report ``dynsim run --json`` prints; ``Simulation`` is a run
+stepped from Python (``advance_to``, ``observe``, ``scale``), deterministic for a seed like
+every run. Bad input raises ``ScenarioError`` (a ``ValueError``) carrying the CLI's one-line
+message.
+
+A scenario is a path to a TOML file (its relative paths start from its folder), TOML text
+(anything with a newline or ``=``; relative paths start from the current folder) or a dict
+shaped like the TOML. ``set`` overrides keys as the CLI's ``--set`` does: a list of
+``"KEY=VALUE"`` strings (the value parsed as TOML) or a dict ``{"router.policy": "rr"}``.
+"""
+
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from dynsim._native import NativeSimulation, ScenarioError, bench_json, run_json
+
+__all__ = ["run", "bench", "Simulation", "ScenarioError"]
+
+Scenario = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+Sets = Union[None, Sequence[str], Mapping[str, Any]]
+
+
+def _source(scenario: Scenario) -> Tuple[str, str]:
+    """The native module's (kind, text) for a scenario."""
+    if isinstance(scenario, Mapping):
+        return "json", json.dumps(scenario)
+    if isinstance(scenario, os.PathLike):
+        return "path", os.fspath(scenario)
+    if isinstance(scenario, str):
+        if "\n" in scenario or "=" in scenario:
+            return "toml", scenario
+        return "path", scenario
+    raise TypeError(
+        "scenario must be a path, TOML text or a dict, not %s" % type(scenario).__name__
+    )
+
+
+def _sets(set: Sets) -> Tuple[List[str], List[Tuple[str, str]]]:
+    """The native module's overrides: `KEY=VALUE` strings and (key, JSON value) pairs."""
+    if set is None:
+        return [], []
+    if isinstance(set, Mapping):
+        return [], [(str(k), json.dumps(v)) for k, v in set.items()]
+    if isinstance(set, str):
+        return [set], []
+    return [str(s) for s in set], []
+
+
+def run(scenario: Scenario, set: Sets = None) -> Dict[str, Any]:
+    """Runs ``scenario`` to its end and returns its report: what ``dynsim run --json`` prints.
+
+    Its ``[[scale]]`` steps and ``[planner]`` act as in the CLI. Raises ``ScenarioError``
+    with the CLI's one-line message on bad input.
+    """
+    kind, text = _source(scenario)
+    sets, json_sets = _sets(set)
+    return json.loads(run_json(kind, text, sets, json_sets))
+
+
+def bench(
+    model: Optional[str] = None,
+    *,
+    gpu: str,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    tp: int = 1,
+    precision: str = "bf16",
+    kv_dtype: str = "auto",
+    engine: str = "vllm",
+    requests: Optional[int] = None,
+    profile: Union[None, str, "os.PathLike[str]"] = None,
+    set: Sets = None,
+    model_file: Union[None, str, "os.PathLike[str]"] = None,
+) -> Dict[str, Any]:
+    """One deployment under a closed-loop benchmark: what ``dynsim bench --json`` prints.
+
+    The arguments are the CLI's options (``kv_dtype`` is ``--kv-dtype``, ``model_file``
+    replaces ``model`` as ``--model-file`` does): ``model`` a bundled Hugging Face id or
+    alias, ``gpu`` one of a100_sxm, h100_sxm, h200_sxm, b200_sxm, gb200, b300_sxm, gb300,
+    l40s; ``requests`` defaults to 20 x ``concurrency``.
+    """
+    sets, json_sets = _sets(set)
+    return json.loads(
+        bench_json(
+            model,
+            gpu,
+            int(isl),
+            int(osl),
+            int(concurrency),
+            int(tp),
+            precision,
+            kv_dtype,
+            engine,
+            None if requests is None else int(requests),
+            None if profile is None else os.fspath(profile),
+            sets,
+            json_sets,
+            None if model_file is None else os.fspath(model_file),
+        )
+    )
+
+
+class Simulation:
+    """A run stepped from Python: the planner is your code.
+
+    ``advance_to(t_s)`` delivers everything up to ``t_s`` seconds of virtual time,
+    ``observe()`` returns what a planner sees, ``scale(pool, workers)`` sets a pool's target
+    (a joining worker serves after ``cluster.startup_s`` with an empty cache; leaving ones
+    drain), ``done()`` says whether every request is served and ``report()`` finishes the run
+    and returns its report. The scenario's own ``[[scale]]`` steps and ``[planner]`` do not
+    act here. Stepping never changes what is delivered: a simulation stepped at any times
+    without scaling reports exactly what ``run`` reports.
+    """
+
+    def __init__(self, scenario: Scenario, set: Sets = None) -> None:
+        kind, text = _source(scenario)
+        sets, json_sets = _sets(set)
+        self._native = NativeSimulation(kind, text, sets, json_sets)
+
+    @property
+    def now(self) -> float:
+        """The run's virtual time, s: where it was last advanced to."""
+        return self._native.now_s()
+
+    def advance_to(self, t_s: float) -> None:
+        """Delivers everything at or before ``t_s`` seconds of virtual time."""
+        self._native.advance_to(float(t_s))
+
+    def observe(self) -> Dict[str, Any]:
+        """What a planner sees now; observing starts the next interval.
+
+        ``t_s``, ``interval_s`` (since the previous observation), ``traffic`` (the interval's
+        requests, ``request_rate``, ``isl``, ``osl``, ``ttft_p90_ms``, ``itl_p90_ms``, ...)
+        and ``pools``: for each pool its ``pool`` name, ``serving``, ``starting``,
+        ``draining``, ``target``, ``gpus_per_worker`` and each serving worker's ``queue``,
+        ``running``, ``active_prefill_tokens``, ``active_kv_blocks``, ``kv_usage``,
+        ``ttft_ms``, ``isl`` and ``itl_ms``.
+        """
+        return json.loads(self._native.observe_json())
+
+    def scale(self, pool: str, workers: int) -> None:
+        """Sets ``pool``'s target (``workers``, or ``prefill``/``decode`` when disaggregated)."""
+        self._native.scale(pool, int(workers))
+
+    def done(self) -> bool:
+        """Whether every request is completed and nothing is pending."""
+        return self._native.done()
+
+    def report(self) -> Dict[str, Any]:
+        """Delivers what is left (no more scaling), ends the run and returns its report."""
+        return json.loads(self._native.report_json())

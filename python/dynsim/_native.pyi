@@ -1,0 +1,40 @@
+"""Type stubs of dynsim's native module (python/src/lib.rs); use the `dynsim` package."""
+
+from typing import List, Optional, Tuple
+
+class ScenarioError(ValueError):
+    """Bad input or a run that cannot go on: the message is the CLI's one line."""
+
+def run_json(kind: str, text: str, sets: List[str], json_sets: List[Tuple[str, str]]) -> str:
+    """Runs a scenario to its end and returns the report's JSON text."""
+
+def bench_json(
+    model: Optional[str],
+    gpu: str,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    tp: int,
+    precision: str,
+    kv_dtype: str,
+    engine: str,
+    requests: Optional[int],
+    profile: Optional[str],
+    sets: List[str],
+    json_sets: List[Tuple[str, str]],
+    model_file: Optional[str],
+) -> str:
+    """One deployment under a closed-loop benchmark; returns `bench --json`'s text."""
+
+class NativeSimulation:
+    """A run stepped from Python."""
+
+    def __init__(
+        self, kind: str, text: str, sets: List[str], json_sets: List[Tuple[str, str]]
+    ) -> None: ...
+    def advance_to(self, t_s: float) -> None: ...
+    def now_s(self) -> float: ...
+    def observe_json(self) -> str: ...
+    def scale(self, pool: str, workers: int) -> None: ...
+    def done(self) -> bool: ...
+    def report_json(self) -> str: ...

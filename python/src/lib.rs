@@ -1,0 +1,316 @@
+//! `dynsim._native`: the Python package's native module. It reads scenarios as the CLI does,
+//! runs them with the library's own [`dynsim::run`] code and hands reports back as the CLI's
+//! `--json` text, so `dynsim.run` returns exactly what `dynsim run --json` prints. Every
+//! error is a `dynsim.ScenarioError` carrying the CLI's one-line message. The Python layer
+//! (`python/dynsim/__init__.py`) turns that text into dicts.
+
+use std::path::{Path, PathBuf};
+
+use dynsim::bench::BenchSpec;
+use dynsim::deployment::{KvDtype, Precision};
+use dynsim::engine::ms_to_ns;
+use dynsim::error::Error;
+use dynsim::run::{build_workload, run_built, RunHooks, Session};
+use dynsim::scenario::load::{parse_scenario, Loaded};
+use dynsim::scenario::{load_scenario, EngineKind, Override, Pool};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    _native,
+    ScenarioError,
+    PyValueError,
+    "Bad input or a run that cannot go on: the message is the CLI's one line."
+);
+
+/// The library's error as a Python exception.
+fn py_err(e: Error) -> PyErr {
+    ScenarioError::new_err(e.to_string())
+}
+
+/// Reads a scenario: `kind` is `path` (a file, relative paths from its folder), `toml` (the
+/// text, relative paths from the current folder) or `json` (a dict, as JSON text). `sets` are
+/// `KEY=VALUE` overrides as `--set` takes them; `json_sets` are `(key, value as JSON)`.
+fn load(
+    kind: &str,
+    text: &str,
+    sets: Vec<String>,
+    json_sets: Vec<(String, String)>,
+) -> Result<Loaded, Error> {
+    let overrides = overrides(sets, json_sets)?;
+    match kind {
+        "path" => load_scenario(Path::new(text), &overrides),
+        "toml" => Ok(Loaded {
+            scenario: parse_scenario(Path::new("<string>"), text, &overrides)?,
+            base_dir: PathBuf::from("."),
+        }),
+        "json" => {
+            let toml_text = match json_to_toml("<dict>", text)? {
+                toml::Value::Table(t) => toml::to_string(&t)
+                    .map_err(|e| Error::file("<dict>", format!("is not a scenario: {e}")))?,
+                _ => return Err(Error::file("<dict>", "is not a table")),
+            };
+            Ok(Loaded {
+                scenario: parse_scenario(Path::new("<dict>"), &toml_text, &overrides)?,
+                base_dir: PathBuf::from("."),
+            })
+        }
+        other => Err(Error::arg(
+            "scenario",
+            format!("unknown scenario kind {other:?}"),
+        )),
+    }
+}
+
+/// `--set` overrides: `KEY=VALUE` strings and `(key, value as JSON)` pairs.
+fn overrides(sets: Vec<String>, json_sets: Vec<(String, String)>) -> Result<Vec<Override>, Error> {
+    let mut all = Vec::new();
+    for s in sets {
+        all.push(s.parse::<Override>().map_err(|m| Error::arg("--set", m))?);
+    }
+    for (key, json) in json_sets {
+        let value = json_to_toml(&format!("set {key}"), &json)?;
+        all.push(Override { key, value });
+    }
+    Ok(all)
+}
+
+/// A JSON value as TOML (no nulls in TOML: a `None` is refused with its place).
+fn json_to_toml(place: &str, json: &str) -> Result<toml::Value, Error> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| Error::file(place, format!("is not JSON: {e}")))?;
+    toml::Value::try_from(value).map_err(|e| {
+        Error::file(
+            place,
+            format!("has a value TOML cannot hold (None, say): {e}"),
+        )
+    })
+}
+
+/// The report as `dynsim run --json` prints it (without the newline).
+fn report_json(r: &dynsim::report::Report) -> String {
+    serde_json::to_string(r).expect("in-memory JSON")
+}
+
+/// Runs a scenario to its end (its `[[scale]]` steps and planner acting) and returns the
+/// report's JSON text.
+#[pyfunction]
+fn run_json(
+    py: Python<'_>,
+    kind: &str,
+    text: &str,
+    sets: Vec<String>,
+    json_sets: Vec<(String, String)>,
+) -> PyResult<String> {
+    let loaded = load(kind, text, sets, json_sets).map_err(py_err)?;
+    py.allow_threads(|| {
+        let built = build_workload(&loaded.scenario, &loaded.base_dir)?;
+        run_built(&loaded.scenario, built, RunHooks::default()).map(|r| report_json(&r))
+    })
+    .map_err(py_err)
+}
+
+/// A name `flag` takes, among `names`.
+fn named<T: std::str::FromStr>(flag: &str, value: &str, names: &[&str]) -> Result<T, Error> {
+    value.parse::<T>().map_err(|_| {
+        Error::arg(
+            flag,
+            format!("{value:?} is not one of {}", names.join(", ")),
+        )
+    })
+}
+
+/// `dynsim bench`: one deployment under a closed-loop benchmark; returns `bench --json`'s
+/// text. `model_file` replaces `model` as `--model-file` does.
+#[pyfunction]
+#[pyo3(signature = (model, gpu, isl, osl, concurrency, tp, precision, kv_dtype, engine, requests, profile, sets, json_sets, model_file))]
+#[allow(clippy::too_many_arguments)]
+fn bench_json(
+    py: Python<'_>,
+    model: Option<String>,
+    gpu: String,
+    isl: usize,
+    osl: usize,
+    concurrency: usize,
+    tp: u64,
+    precision: &str,
+    kv_dtype: &str,
+    engine: &str,
+    requests: Option<usize>,
+    profile: Option<PathBuf>,
+    sets: Vec<String>,
+    json_sets: Vec<(String, String)>,
+    model_file: Option<PathBuf>,
+) -> PyResult<String> {
+    let spec = (|| {
+        let model = match (model, model_file) {
+            (None, Some(path)) => {
+                if path.extension().is_none_or(|e| e != "toml") {
+                    return Err(Error::arg("--model-file", "must name a .toml model file"));
+                }
+                std::path::absolute(&path)
+                    .map_err(|e| Error::file(&path, format!("cannot resolve: {e}")))?
+                    .display()
+                    .to_string()
+            }
+            (Some(m), None) => m,
+            _ => {
+                return Err(Error::arg(
+                    "--model",
+                    "give a model or a model_file, not both",
+                ))
+            }
+        };
+        let positive = |flag: &str, n: usize| {
+            if n == 0 {
+                return Err(Error::arg(flag, "must be at least 1"));
+            }
+            Ok(n)
+        };
+        let tokens = |flag: &str, n: usize| {
+            u32::try_from(positive(flag, n)?)
+                .ok()
+                .filter(|&t| u64::from(t) <= dynsim::limits::MAX_CONTEXT_TOKENS)
+                .ok_or_else(|| {
+                    Error::arg(
+                        flag,
+                        format!("must be at most {}", dynsim::limits::MAX_CONTEXT_TOKENS),
+                    )
+                })
+        };
+        if tp == 0 {
+            return Err(Error::arg("--tp", "must be at least 1"));
+        }
+        let set = overrides(sets, json_sets)?;
+        Ok(BenchSpec {
+            model,
+            gpu,
+            tp,
+            precision: named("--precision", precision, Precision::NAMES)?,
+            kv_dtype: named("--kv-dtype", kv_dtype, KvDtype::NAMES)?,
+            engine: named("--engine", engine, EngineKind::NAMES)?,
+            isl: tokens("--isl", isl)?,
+            osl: tokens("--osl", osl)?,
+            concurrency: positive("--concurrency", concurrency)?,
+            requests: requests.map(|n| positive("--requests", n)).transpose()?,
+            profile,
+            set,
+        })
+    })()
+    .map_err(py_err)?;
+    py.allow_threads(|| dynsim::bench::run(&spec))
+        .map(|r| serde_json::to_string(&r).expect("in-memory JSON"))
+        .map_err(py_err)
+}
+
+/// A run stepped from Python (see `dynsim.Simulation`).
+#[pyclass(unsendable)]
+struct NativeSimulation {
+    /// The run, until it is reported.
+    session: Option<Session<'static>>,
+    /// The report's JSON text, once reported.
+    report: Option<String>,
+}
+
+impl NativeSimulation {
+    fn session(&mut self) -> PyResult<&mut Session<'static>> {
+        self.session
+            .as_mut()
+            .ok_or_else(|| ScenarioError::new_err("the simulation has ended (report() was called)"))
+    }
+}
+
+#[pymethods]
+impl NativeSimulation {
+    #[new]
+    fn new(
+        kind: &str,
+        text: &str,
+        sets: Vec<String>,
+        json_sets: Vec<(String, String)>,
+    ) -> PyResult<Self> {
+        let loaded = load(kind, text, sets, json_sets).map_err(py_err)?;
+        let built = build_workload(&loaded.scenario, &loaded.base_dir).map_err(py_err)?;
+        let session = Session::new(&loaded.scenario, built, RunHooks::default()).map_err(py_err)?;
+        Ok(NativeSimulation {
+            session: Some(session),
+            report: None,
+        })
+    }
+
+    /// Delivers everything up to `t_s` seconds of virtual time.
+    fn advance_to(&mut self, t_s: f64) -> PyResult<()> {
+        if !(t_s.is_finite() && t_s >= 0.0) {
+            return Err(ScenarioError::new_err(format!(
+                "advance_to: {t_s} is not a time (seconds, finite, at least 0)"
+            )));
+        }
+        self.session()?
+            .advance_to(ms_to_ns(t_s * 1e3))
+            .map_err(py_err)
+    }
+
+    /// The run's virtual time, s.
+    fn now_s(&mut self) -> PyResult<f64> {
+        Ok(self.session()?.now() as f64 / 1e9)
+    }
+
+    /// What a planner sees now, as JSON text.
+    fn observe_json(&mut self) -> PyResult<String> {
+        let obs = self.session()?.observe();
+        Ok(serde_json::to_string(&obs).expect("in-memory JSON"))
+    }
+
+    /// Sets `pool`'s target to `workers` now (leaving workers drain).
+    fn scale(&mut self, pool: &str, workers: usize) -> PyResult<()> {
+        let pool = match pool {
+            "workers" => Pool::Workers,
+            "prefill" => Pool::Prefill,
+            "decode" => Pool::Decode,
+            other => {
+                return Err(ScenarioError::new_err(format!(
+                    "scale: {other:?} is not a pool (workers, prefill or decode)"
+                )))
+            }
+        };
+        self.session()?.scale(pool, workers).map_err(py_err)
+    }
+
+    /// Whether every request is completed and nothing is pending.
+    fn done(&mut self) -> PyResult<bool> {
+        match self.session.as_mut() {
+            Some(s) => Ok(s.done()),
+            None => Ok(true),
+        }
+    }
+
+    /// Delivers what is left (no more scaling), ends the run and returns the report's JSON
+    /// text; later calls return the same text.
+    fn report_json(&mut self) -> PyResult<String> {
+        if let Some(r) = &self.report {
+            return Ok(r.clone());
+        }
+        let mut session = self
+            .session
+            .take()
+            .ok_or_else(|| ScenarioError::new_err("the simulation has ended: its run failed"))?;
+        let text = session
+            .run_out()
+            .and_then(|()| session.finish())
+            .map(|r| report_json(&r))
+            .map_err(py_err)?;
+        self.report = Some(text.clone());
+        Ok(text)
+    }
+}
+
+/// The module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run_json, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_json, m)?)?;
+    m.add_class::<NativeSimulation>()?;
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    Ok(())
+}

@@ -1,0 +1,144 @@
+"""dynsim.run returns exactly the CLI's `run --json` report; errors carry its one-line message."""
+
+import json
+import subprocess
+
+import pytest
+
+import dynsim
+from conftest import REPO, SCENARIO
+
+
+def cli_json(dynsim_bin, *args):
+    out = subprocess.run(
+        [dynsim_bin, *args, "--json"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
+
+@pytest.mark.parametrize("name", ["kv.toml", "rr.toml", "disagg-one-gpu.toml"])
+def test_run_of_a_path_equals_the_cli_json(dynsim_bin, name):
+    path = REPO / "scenarios" / name
+    assert dynsim.run(path) == cli_json(dynsim_bin, "run", str(path))
+    assert dynsim.run(str(path)) == cli_json(dynsim_bin, "run", str(path))
+
+
+def test_run_with_overrides_equals_the_cli_with_set(dynsim_bin):
+    path = REPO / "scenarios" / "kv.toml"
+    cli = cli_json(dynsim_bin, "run", str(path), "--set", "router.policy=rr", "--set", "seed=3")
+    assert dynsim.run(path, set=["router.policy=rr", "seed=3"]) == cli
+    assert dynsim.run(path, set={"router.policy": "rr", "seed": 3}) == cli
+    assert cli != cli_json(dynsim_bin, "run", str(path))
+
+
+def test_run_of_toml_text_and_of_a_dict_equal_the_file(dynsim_bin, small):
+    cli = cli_json(dynsim_bin, "run", str(small))
+    assert cli["gpu_seconds"] > 0 and cli["sla_attainment"] is not None
+    assert dynsim.run(small) == cli
+    assert dynsim.run(SCENARIO) == cli
+    as_dict = {
+        "name": "py-small",
+        "seed": 7,
+        "workload": {
+            "kind": "synthetic",
+            "requests": 300,
+            "rate_per_s": 20.0,
+            "input": {"dist": "uniform", "min": 100, "max": 900},
+            "output": {"dist": "uniform", "min": 5, "max": 60},
+        },
+        "cluster": {
+            "workers": 2,
+            "max_workers": 6,
+            "block_size": 16,
+            "kv_capacity_blocks": 4000,
+            "startup_s": 2.0,
+        },
+        "router": {"policy": "dynamo"},
+        "sla": {"ttft_p90_ms": 400.0},
+    }
+    assert dynsim.run(as_dict) == cli
+
+
+def test_a_run_is_deterministic_for_a_seed(small):
+    assert dynsim.run(small) == dynsim.run(small)
+    assert dynsim.run(small, set={"seed": 8}) != dynsim.run(small)
+
+
+def test_scheduled_scaling_acts_as_in_the_cli(dynsim_bin, small):
+    step = '\n[[scale]]\nat_s = 3.0\npool = "workers"\nworkers = 4\n'
+    path = small.with_name("stepped.toml")
+    path.write_text(small.read_text() + step)
+    report = dynsim.run(path)
+    assert report == cli_json(dynsim_bin, "run", str(path))
+    assert [e["started"] for e in report["scale_events"]] == [["worker2", "worker3"]]
+
+
+def cli_error(dynsim_bin, *args):
+    out = subprocess.run([dynsim_bin, *args], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 2
+    line = out.stderr.strip()
+    assert line.startswith("dynsim: ") and "\n" not in line
+    return line[len("dynsim: "):]
+
+
+def test_a_bad_setting_raises_the_clis_one_line_message(dynsim_bin, small):
+    bad = small.with_name("bad.toml")
+    bad.write_text(small.read_text().replace("workers = 2", "workers = 0"))
+    with pytest.raises(dynsim.ScenarioError) as err:
+        dynsim.run(bad)
+    assert str(err.value) == cli_error(dynsim_bin, "run", str(bad))
+    assert isinstance(err.value, ValueError)
+
+
+def test_a_bad_override_and_a_missing_file_raise_the_clis_message(dynsim_bin, small):
+    with pytest.raises(dynsim.ScenarioError) as err:
+        dynsim.run(small, set=["bus.drop_rate=2"])
+    assert str(err.value) == cli_error(dynsim_bin, "run", str(small), "--set", "bus.drop_rate=2")
+    missing = str(small.with_name("missing.toml"))
+    with pytest.raises(dynsim.ScenarioError) as err:
+        dynsim.run(missing)
+    assert str(err.value) == cli_error(dynsim_bin, "run", missing)
+
+
+def test_bad_toml_text_names_its_line():
+    with pytest.raises(dynsim.ScenarioError, match=r"^<string>:3: "):
+        dynsim.run('name = "x"\n[cluster]\nworkers = "two"\n')
+
+
+def test_a_dict_with_none_is_refused():
+    with pytest.raises(dynsim.ScenarioError, match=r"^<dict>: "):
+        dynsim.run({"name": None})
+
+
+def test_bench_equals_the_clis_bench_json(dynsim_bin):
+    args = ["--model", "Qwen/Qwen3-32B", "--gpu", "h100_sxm", "--precision", "fp8"]
+    args += ["--isl", "1000", "--osl", "50", "--concurrency", "4", "--requests", "24"]
+    cli = cli_json(dynsim_bin, "bench", *args)
+    py = dynsim.bench(
+        "Qwen/Qwen3-32B", gpu="h100_sxm", precision="fp8", isl=1000, osl=50,
+        concurrency=4, requests=24,
+    )
+    assert py == cli
+    with pytest.raises(dynsim.ScenarioError, match=r'^--precision: "fp6" is not one of'):
+        dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", precision="fp6", isl=1, osl=1,
+                     concurrency=1)
+    with pytest.raises(dynsim.ScenarioError) as err:
+        dynsim.bench("Qwen/Qwen3-32B", gpu="z100", isl=1000, osl=50, concurrency=4)
+    assert str(err.value) == cli_error(
+        dynsim_bin, "bench", "--model", "Qwen/Qwen3-32B", "--gpu", "z100",
+        "--isl", "1000", "--osl", "50", "--concurrency", "4",
+    )
+
+
+def test_run_of_a_replay_equals_the_clis_replay(dynsim_bin):
+    trace = REPO / "data" / "traces" / "mooncake_conversation_trace.jsonl"
+    cli = cli_json(
+        dynsim_bin, "replay", str(trace), "--scenario", "scenarios/dynamo-mocker.toml",
+        "--workers", "3", "--policy", "dynamo", "--set", "workload.speedup=4",
+        "--set", "workload.limit=1500",
+    )
+    sets = {"workload.path": str(trace), "cluster.workers": 3, "router.policy": "dynamo",
+            "workload.speedup": 4, "workload.limit": 1500}
+    assert dynsim.run(REPO / "scenarios" / "dynamo-mocker.toml", set=sets) == cli
+    assert cli["requests"] == 1500

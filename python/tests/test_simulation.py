@@ -1,0 +1,107 @@
+"""dynsim.Simulation: stepped without scaling it equals the one-shot run; scale() acts; a
+planner written in Python runs in the loop."""
+
+import pytest
+
+import dynsim
+from conftest import REPO
+
+
+def test_stepped_without_scaling_equals_the_one_shot_run(small):
+    once = dynsim.run(small)
+    sim = dynsim.Simulation(small)
+    t = 0.0
+    while not sim.done():
+        t += 0.37  # odd steps, observed at each
+        sim.advance_to(t)
+        sim.observe()
+    assert sim.now == pytest.approx(t)
+    assert sim.report() == once
+
+
+def test_a_bundled_scenario_stepped_equals_its_run():
+    path = REPO / "scenarios" / "kv.toml"
+    sim = dynsim.Simulation(path)
+    sim.advance_to(0.05)
+    assert sim.report() == dynsim.run(path)
+
+
+def test_scale_changes_the_replicas(small):
+    sim = dynsim.Simulation(small)
+    sim.advance_to(3.0)
+    first = sim.observe()
+    assert [p["serving"] for p in first["pools"]] == [2]
+    assert first["traffic"]["requests"] > 0
+    sim.scale("workers", 4)
+    after = sim.observe()
+    assert (after["pools"][0]["starting"], after["pools"][0]["target"]) == (2, 4)
+    sim.advance_to(5.5)  # past startup_s = 2
+    assert sim.observe()["pools"][0]["serving"] == 4
+    report = sim.report()
+    assert report != dynsim.run(small)
+    assert report["replicas"][-1] == {
+        "t_s": 5.0, "pool": "workers", "workers": 4, "starting": 0, "draining": 0
+    }
+    assert report["scale_events"][0]["started"] == ["worker2", "worker3"]
+    assert report["requests"] == 300
+
+
+def test_the_simulation_is_deterministic(small):
+    def stepped():
+        sim = dynsim.Simulation(small)
+        sim.advance_to(2.0)
+        sim.scale("workers", 3)
+        sim.advance_to(6.0)
+        sim.scale("workers", 1)
+        return sim.report()
+
+    assert stepped() == stepped()
+
+
+def test_bad_steps_raise_one_line_messages(small):
+    sim = dynsim.Simulation(small)
+    with pytest.raises(dynsim.ScenarioError, match="is not a pool"):
+        sim.scale("decode", 2)
+    with pytest.raises(dynsim.ScenarioError, match=r"^scale: 13 workers for pool \"workers\": it has 12 slots"):
+        sim.scale("workers", 13)
+    with pytest.raises(dynsim.ScenarioError, match="is not a time"):
+        sim.advance_to(float("nan"))
+    sim.report()
+    with pytest.raises(dynsim.ScenarioError, match="has ended"):
+        sim.advance_to(1.0)
+
+
+def test_a_pool_left_at_zero_raises_at_report(small):
+    sim = dynsim.Simulation(small)
+    sim.advance_to(1.0)
+    sim.scale("workers", 0)
+    with pytest.raises(dynsim.ScenarioError, match="none is coming"):
+        sim.report()
+
+
+def queue_planner(scenario, interval_s, lo=1, hi=6):
+    """A planner as a user writes one: one more worker when the queue per worker passes 4, one fewer
+    when the interval's requests fit in half the workers."""
+    sim = dynsim.Simulation(scenario)
+    t = 0.0
+    while not sim.done():
+        t += interval_s
+        sim.advance_to(t)
+        pool = sim.observe()["pools"][0]
+        workers = pool["workers"]
+        queued = sum(w["queue"] for w in workers) / max(len(workers), 1)
+        if queued > 4 and pool["target"] < hi:
+            sim.scale("workers", pool["target"] + 1)
+        elif queued == 0 and pool["starting"] == 0 and pool["target"] > lo:
+            sim.scale("workers", pool["target"] - 1)
+    return sim.report()
+
+
+def test_a_planner_in_python_runs_and_is_deterministic(small):
+    busy = small.with_name("busy.toml")
+    busy.write_text(small.read_text().replace("rate_per_s = 20.0", "rate_per_s = 60.0"))
+    report = queue_planner(busy, interval_s=0.25)
+    assert report == queue_planner(busy, interval_s=0.25)
+    assert report["requests"] == 300
+    assert len(report["scale_events"]) > 0
+    assert max(r["workers"] for r in report["replicas"]) > 2
