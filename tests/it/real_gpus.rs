@@ -13,6 +13,26 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("one JSON object")
 }
 
+/// `bench --json` of Llama-3.1-8B-Instruct on H100s, 4 clients of 1,024 + 64 tokens, then `extra`.
+fn llama8b_bench(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "bench",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "1024",
+        "--osl",
+        "64",
+        "--concurrency",
+        "4",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
 /// `bench` of Qwen3-32B on 2 x H100, 8 clients of 1,024 + 128 tokens, then `extra`.
 fn qwen_bench<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
@@ -36,20 +56,7 @@ fn qwen_bench<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn bench_reports_run_metrics_and_what_the_deployment_allows() {
-    let r = json(&[
-        "bench",
-        "--model",
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "--gpu",
-        "h100_sxm",
-        "--isl",
-        "1024",
-        "--osl",
-        "64",
-        "--concurrency",
-        "4",
-        "--json",
-    ]);
+    let r = llama8b_bench(&[]);
     // 20 requests per client, AIConfigurator's convention.
     assert_eq!(r["requests"], 80);
     for key in ["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"] {
@@ -72,22 +79,7 @@ fn bench_reports_run_metrics_and_what_the_deployment_allows() {
     let tps = r["output_tokens_per_s"].as_f64().unwrap();
     assert_eq!(b["output_tokens_per_s_per_gpu"].as_f64().unwrap(), tps);
     // The same on two GPUs: per GPU is half the total.
-    let r2 = json(&[
-        "bench",
-        "--model",
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "--gpu",
-        "h100_sxm",
-        "--tp",
-        "2",
-        "--isl",
-        "1024",
-        "--osl",
-        "64",
-        "--concurrency",
-        "4",
-        "--json",
-    ]);
+    let r2 = llama8b_bench(&["--tp", "2"]);
     let tps2 = r2["output_tokens_per_s"].as_f64().unwrap();
     let per_gpu = r2["bench"]["output_tokens_per_s_per_gpu"].as_f64().unwrap();
     assert!((per_gpu - tps2 / 2.0).abs() < 1e-3, "{per_gpu} vs {tps2}");
@@ -96,24 +88,7 @@ fn bench_reports_run_metrics_and_what_the_deployment_allows() {
 
 #[test]
 fn bench_runs_tensorrt_llm_with_its_memory_rule_limits_and_profile() {
-    let bench = |engine: &str| {
-        json(&[
-            "bench",
-            "--engine",
-            engine,
-            "--model",
-            "meta-llama/Llama-3.1-8B-Instruct",
-            "--gpu",
-            "h100_sxm",
-            "--isl",
-            "1024",
-            "--osl",
-            "64",
-            "--concurrency",
-            "4",
-            "--json",
-        ])
-    };
+    let bench = |engine: &str| llama8b_bench(&["--engine", engine]);
     let (vllm, trt) = (bench("vllm"), bench("trtllm"));
     let kv = |r: &serde_json::Value| r["bench"]["kv_capacity_tokens"].as_u64().unwrap();
     // 0.9 of what the weights leave holds more than 0.9 of the GPU less the weights.
