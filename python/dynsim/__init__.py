@@ -1,6 +1,7 @@
 """dynsim from Python: run a scenario, or step one with a planner written in Python.
 
-``run`` returns exactly the report ``dynsim run --json`` prints; ``Simulation`` is a run
+``run`` returns exactly the report ``dynsim run --json`` prints, ``plan`` the ``plan.json``
+``dynsim plan`` writes; ``Simulation`` is a run
 stepped from Python (``advance_to``, ``observe``, ``scale``), deterministic for a seed like
 every run. Bad input raises ``ScenarioError`` (a ``ValueError``) carrying the CLI's one-line
 message.
@@ -15,9 +16,9 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from dynsim._native import NativeSimulation, ScenarioError, bench_json, run_json
+from dynsim._native import NativeSimulation, ScenarioError, bench_json, plan_json, run_json
 
-__all__ = ["run", "bench", "Simulation", "ScenarioError"]
+__all__ = ["run", "bench", "plan", "Simulation", "ScenarioError"]
 
 Scenario = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 Sets = Union[None, Sequence[str], Mapping[str, Any]]
@@ -100,6 +101,70 @@ def bench(
             sets,
             json_sets,
             None if model_file is None else os.fspath(model_file),
+        )
+    )
+
+
+Range = Union[None, str, int, float, Tuple[Union[int, float], Union[int, float]]]
+
+
+def _strings(value: Union[None, str, Sequence[str]]) -> List[str]:
+    """One string or several, as a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def _range(value: Range) -> Optional[str]:
+    """``MIN..MAX`` or one value, as the CLI's ``--workers`` and ``--load`` take them."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, tuple):
+        low, high = value
+        return "%r..%r" % (low, high)
+    return repr(value)
+
+
+def plan(
+    input: Union[str, "os.PathLike[str]"],
+    *,
+    sla: Union[str, Sequence[str]],
+    policy: Union[None, str, Sequence[str]] = None,
+    workers: Range = None,
+    load: Range = None,
+    set: Sets = None,
+    scenario: Union[None, str, "os.PathLike[str]"] = None,
+    format: Optional[str] = None,
+    jobs: Optional[int] = None,
+    allow_fixed_timing: bool = False,
+) -> Dict[str, Any]:
+    """The fewest workers, or the highest load, that meets every SLA, per policy: the
+    ``plan.json`` that ``dynsim plan`` writes, as a dict (nothing is written).
+
+    ``input`` is a scenario file (.toml) or a trace (then ``scenario`` gives the other
+    settings and ``format`` the trace's, as ``--scenario`` and ``--format`` do). ``sla`` is one
+    objective or several, ``"ttft_p90_ms<=500"``; ``policy`` one routing policy or several
+    (default: the scenario's). Give one range: ``workers`` (``"2..8"`` or ``(2, 8)``: the
+    fewest workers) or ``load`` (``"0.5..4"`` or ``(0.5, 4.0)``: the highest multiple of the
+    arrival rate), the other one value or nothing. ``jobs`` runs at once (default: the CPUs).
+    Raises ``ScenarioError`` with the CLI's one-line message on bad input.
+    """
+    sets, json_sets = _sets(set)
+    return json.loads(
+        plan_json(
+            os.fspath(input),
+            _strings(sla),
+            _strings(policy),
+            _range(workers),
+            _range(load),
+            sets,
+            json_sets,
+            None if scenario is None else os.fspath(scenario),
+            format,
+            None if jobs is None else int(jobs),
+            bool(allow_fixed_timing),
         )
     )
 

@@ -26,6 +26,21 @@ def bench_json(
 ) -> str:
     """One deployment under a closed-loop benchmark; returns `bench --json`'s text."""
 
+def plan_json(
+    input: str,
+    sla: List[str],
+    policy: List[str],
+    workers: Optional[str],
+    load: Optional[str],
+    sets: List[str],
+    json_sets: List[Tuple[str, str]],
+    scenario: Optional[str],
+    format: Optional[str],
+    jobs: Optional[int],
+    allow_fixed_timing: bool,
+) -> str:
+    """`dynsim plan`: returns the text of the plan.json the CLI writes."""
+
 class NativeSimulation:
     """A run stepped from Python."""
 

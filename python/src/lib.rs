@@ -7,12 +7,14 @@
 use std::path::{Path, PathBuf};
 
 use dynsim::bench::BenchSpec;
+use dynsim::cli::{plan_quietly, PlanRequest};
 use dynsim::deployment::{KvDtype, Precision};
 use dynsim::engine::ms_to_ns;
 use dynsim::error::Error;
+use dynsim::plan::Sla;
 use dynsim::run::{build_workload, run_built, RunHooks, Session};
 use dynsim::scenario::load::{parse_scenario, Loaded};
-use dynsim::scenario::{load_scenario, EngineKind, Override, Pool};
+use dynsim::scenario::{load_scenario, EngineKind, Override, Pool, TraceFormat};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -204,6 +206,59 @@ fn bench_json(
         .map_err(py_err)
 }
 
+/// `dynsim plan`: the fewest workers (or the highest load) that meets every SLA, per policy;
+/// returns the text of the `plan.json` the CLI writes. `workers` and `load` are `MIN..MAX` or
+/// one value, as the CLI's options take them.
+#[pyfunction]
+#[pyo3(signature = (input, sla, policy, workers, load, sets, json_sets, scenario, format, jobs, allow_fixed_timing))]
+#[allow(clippy::too_many_arguments)]
+fn plan_json(
+    py: Python<'_>,
+    input: PathBuf,
+    sla: Vec<String>,
+    policy: Vec<String>,
+    workers: Option<String>,
+    load: Option<String>,
+    sets: Vec<String>,
+    json_sets: Vec<(String, String)>,
+    scenario: Option<PathBuf>,
+    format: Option<String>,
+    jobs: Option<usize>,
+    allow_fixed_timing: bool,
+) -> PyResult<String> {
+    let request = (|| {
+        Ok(PlanRequest {
+            input,
+            scenario,
+            format: format
+                .map(|f| named("--format", &f, TraceFormat::NAMES))
+                .transpose()?,
+            sla: sla
+                .iter()
+                .map(|s| s.parse::<Sla>().map_err(|m| Error::arg("--sla", m)))
+                .collect::<Result<_, Error>>()?,
+            policy,
+            workers,
+            load,
+            set: overrides(sets, json_sets)?,
+            jobs: jobs
+                .map(|j| {
+                    if j == 0 {
+                        Err(Error::arg("--jobs", "must be at least 1"))
+                    } else {
+                        Ok(j)
+                    }
+                })
+                .transpose()?,
+            allow_fixed_timing,
+        })
+    })()
+    .map_err(py_err)?;
+    py.allow_threads(|| plan_quietly(&request))
+        .map(|p| String::from_utf8(p.json()).expect("JSON is UTF-8"))
+        .map_err(py_err)
+}
+
 /// A run stepped from Python (see `dynsim.Simulation`).
 #[pyclass(unsendable)]
 struct NativeSimulation {
@@ -310,6 +365,7 @@ impl NativeSimulation {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(bench_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_json, m)?)?;
     m.add_class::<NativeSimulation>()?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     Ok(())

@@ -14,6 +14,8 @@ mod sweep_cmds;
 
 use clap::{Parser, Subcommand};
 
+pub use plan_cmds::{plan_quietly, PlanRequest, Planned};
+
 use crate::error::Result;
 
 /// dynsim: a deterministic discrete-event simulator of an LLM serving cluster.

@@ -1,6 +1,6 @@
 //! `plan`: the fewest workers, or the highest load, that meets every SLA, per policy.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -11,7 +11,9 @@ use super::run_cmds::ScenarioSource;
 use super::ExitCode;
 use crate::error::{Error, Result};
 use crate::output::{check_out_dir, write_dir, write_stdout};
-use crate::plan::{plan_json, plots, search, table, warning_summary, Axis, Sla, PROBES};
+use crate::plan::{
+    plan_json, plots, search, table, warning_summary, Axis, PolicyPlan, Sla, PROBES,
+};
 use crate::router::registry;
 use crate::scenario::validate::MAX_WORKERS;
 use crate::scenario::{Override, TimingKind, TraceFormat, Workload};
@@ -98,8 +100,112 @@ fn load_key(w: &Workload) -> Result<(&'static str, f64, bool)> {
     }
 }
 
+/// A plan as the library runs it: `dynsim plan`'s options without the output folder (the CLI
+/// and the Python package's `dynsim.plan` both build one).
+#[derive(Clone, Debug, Default)]
+pub struct PlanRequest {
+    /// A scenario (.toml) or a trace.
+    pub input: PathBuf,
+    /// With a trace: the scenario to take every other setting from.
+    pub scenario: Option<PathBuf>,
+    /// With a trace: its format.
+    pub format: Option<TraceFormat>,
+    /// The objectives (at least one).
+    pub sla: Vec<Sla>,
+    /// The routing policies (default: the scenario's).
+    pub policy: Vec<String>,
+    /// Workers, `MIN..MAX` or `N`.
+    pub workers: Option<String>,
+    /// Load, `MIN..MAX` or `X`.
+    pub load: Option<String>,
+    /// Overrides of the scenario's keys.
+    pub set: Vec<Override>,
+    /// Runs at once (default: the number of CPUs).
+    pub jobs: Option<usize>,
+    /// Plans a trace under fixed timing anyway.
+    pub allow_fixed_timing: bool,
+}
+
+/// A finished plan: its axis, objectives and each policy's points.
+pub struct Planned {
+    /// What was varied.
+    pub axis: Axis,
+    /// The objectives.
+    pub slas: Vec<Sla>,
+    /// Each policy's search.
+    pub plans: Vec<PolicyPlan>,
+}
+
+impl Planned {
+    /// `plan.json`'s bytes, as `dynsim plan` writes them.
+    pub fn json(&self) -> Vec<u8> {
+        plan_json(&self.axis, &self.slas, &self.plans)
+    }
+}
+
 /// Runs the planner and writes its folder.
 pub fn plan(a: PlanArgs) -> Result<ExitCode> {
+    let request = PlanRequest {
+        input: a.input,
+        scenario: a.scenario,
+        format: a.format,
+        sla: a.sla,
+        policy: a.policy,
+        workers: a.workers,
+        load: a.load,
+        set: a.set,
+        jobs: a.jobs,
+        allow_fixed_timing: a.allow_fixed_timing,
+    };
+    let progress = Progress::new(a.progress, "plan", 0, "runs");
+    let out = a.out;
+    let done = run_plan(&request, Some((&out, a.resume)), &progress)?;
+    progress.finish();
+    let (axis, slas, plans) = (&done.axis, &done.slas, &done.plans);
+    let mut files = vec![("plan.json".to_string(), done.json())];
+    files.extend(plots(axis, slas, plans));
+    write_dir(&out, &files)?;
+    Evaluator::remove_partial(&out)?;
+    // The runs' warnings, one line per kind (each point's are in plan.json).
+    for line in warning_summary(axis, plans) {
+        tracing::warn!("{line}");
+    }
+    write_stdout(table(axis, slas, plans).as_bytes())?;
+    Ok(0)
+}
+
+/// Runs a plan's searches with no output folder and no progress display (the Python
+/// package's `dynsim.plan`).
+pub fn plan_quietly(a: &PlanRequest) -> Result<Planned> {
+    run_plan(
+        a,
+        None,
+        &Progress::new(ProgressMode::Never, "plan", 0, "runs"),
+    )
+}
+
+/// Runs a plan's searches. With `out` (the output folder, and whether to resume), the folder
+/// is checked first and an interrupted plan keeps its runs there; without, nothing is
+/// written and an interrupt loses them.
+pub fn run_plan(
+    a: &PlanRequest,
+    out: Option<(&Path, bool)>,
+    progress: &Progress,
+) -> Result<Planned> {
+    if a.sla.is_empty() {
+        return Err(Error::arg(
+            "--sla",
+            "give at least one objective, KEY<=VALUE or KEY>=VALUE (ttft_p90_ms<=500)",
+        ));
+    }
+    for p in &a.policy {
+        if !registry::names().contains(&p.as_str()) {
+            return Err(Error::arg(
+                "--policy",
+                format!("{p:?} is not one of {}", registry::names().join(", ")),
+            ));
+        }
+    }
     let is_scenario = a.input.extension().is_some_and(|e| e == "toml");
     if is_scenario {
         // Both only describe a trace input: refused rather than ignored.
@@ -206,7 +312,9 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     } else {
         a.policy.clone()
     };
-    check_out_dir(&a.out)?;
+    if let Some((dir, _)) = out {
+        check_out_dir(dir)?;
+    }
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let point_overrides = |policy: &str, value: f64| {
         let (w, l) = match axis {
@@ -262,8 +370,7 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         "load": a.load,
     });
     let slas = &a.sla;
-    let progress = Progress::new(a.progress, "plan", 0, "runs");
-    let mut eval = Evaluator::new(key, &a.out, jobs, slas, &progress, a.resume)?;
+    let mut eval = Evaluator::new(key, out, jobs, slas, progress)?;
     let plans = search(&axis, &policies, PROBES, |probes| {
         let named: Vec<(String, f64)> = probes
             .iter()
@@ -271,15 +378,9 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
             .collect();
         eval.eval(&named, |p, v| source.load(&point_overrides(p, v)))
     })?;
-    progress.finish();
-    let mut files = vec![("plan.json".to_string(), plan_json(&axis, slas, &plans))];
-    files.extend(plots(&axis, slas, &plans));
-    write_dir(&a.out, &files)?;
-    eval.finish()?;
-    // The runs' warnings, one line per kind (each point's are in plan.json).
-    for line in warning_summary(&axis, &plans) {
-        tracing::warn!("{line}");
-    }
-    write_stdout(table(&axis, slas, &plans).as_bytes())?;
-    Ok(0)
+    Ok(Planned {
+        axis,
+        slas: a.sla.clone(),
+        plans,
+    })
 }

@@ -33,8 +33,8 @@ struct Partial {
 pub struct Evaluator<'a> {
     /// What identifies the plan (its input, SLAs, policies, range, overrides).
     pub key: Json,
-    /// The output folder.
-    pub out: PathBuf,
+    /// The output folder, where an interrupted plan keeps its runs (none: they are lost).
+    pub out: Option<PathBuf>,
     /// Runs at once.
     pub jobs: usize,
     /// The SLAs each point is measured against.
@@ -45,19 +45,21 @@ pub struct Evaluator<'a> {
 }
 
 impl<'a> Evaluator<'a> {
-    /// An evaluator; with `resume`, it starts from the points of `out/plan.partial.json` (none
-    /// when there is no such file; refused when the file belongs to another plan).
+    /// An evaluator keeping its runs in `out`'s folder when interrupted; with `out`'s resume
+    /// flag, it starts from the points of `out/plan.partial.json` (none when there is no such
+    /// file; refused when the file belongs to another plan).
     pub fn new(
         key: Json,
-        out: &Path,
+        out: Option<(&Path, bool)>,
         jobs: usize,
         slas: &'a [Sla],
         progress: &'a Progress,
-        resume: bool,
     ) -> Result<Self> {
         let mut done = BTreeMap::new();
-        let path = out.join(PARTIAL);
-        if resume && path.exists() {
+        let resume_from = out
+            .filter(|&(_, resume)| resume)
+            .map(|(dir, _)| dir.join(PARTIAL));
+        if let Some(path) = resume_from.filter(|p| p.exists()) {
             let text = read_text(&path)?;
             let partial: Partial = serde_json::from_str(&text).map_err(|e| {
                 Error::field(
@@ -80,7 +82,7 @@ impl<'a> Evaluator<'a> {
         }
         Ok(Evaluator {
             key,
-            out: out.to_path_buf(),
+            out: out.map(|(dir, _)| dir.to_path_buf()),
             jobs,
             slas,
             progress,
@@ -116,7 +118,7 @@ impl<'a> Evaluator<'a> {
                 Some(Err(e)) => return Err(e),
             }
         }
-        if interrupted {
+        if let (true, Some(out)) = (interrupted, &self.out) {
             let points: Vec<(String, Point)> = self
                 .done
                 .iter()
@@ -127,12 +129,17 @@ impl<'a> Evaluator<'a> {
                 plan: self.key.clone(),
                 points,
             };
-            write_dir(&self.out, &[(PARTIAL.to_string(), pretty_json(&partial))])?;
+            write_dir(out, &[(PARTIAL.to_string(), pretty_json(&partial))])?;
             return Err(Error::Interrupted {
                 kept: format!(
                     "{n} runs kept in {}; run the same command with --resume to finish",
-                    self.out.join(PARTIAL).display()
+                    out.join(PARTIAL).display()
                 ),
+            });
+        }
+        if interrupted {
+            return Err(Error::Interrupted {
+                kept: String::new(),
             });
         }
         Ok(probes
@@ -172,9 +179,9 @@ impl<'a> Evaluator<'a> {
         })
     }
 
-    /// Removes a partial file a finished plan no longer needs.
-    pub fn finish(&self) -> Result<()> {
-        let path = self.out.join(PARTIAL);
+    /// Removes the partial file from `out`, which a finished plan no longer needs.
+    pub fn remove_partial(out: &Path) -> Result<()> {
+        let path = out.join(PARTIAL);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
