@@ -16,9 +16,30 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from dynsim._native import NativeSimulation, ScenarioError, bench_json, plan_json, run_json
+from dynsim._native import (
+    NativeSimulation,
+    ScenarioError,
+    bench_json,
+    merge_files,
+    plan_json,
+    run_json,
+    sweep_files,
+    write_files,
+)
+from dynsim._native import sweep_points as _sweep_points
 
-__all__ = ["run", "bench", "plan", "Simulation", "ScenarioError"]
+__all__ = [
+    "run",
+    "bench",
+    "plan",
+    "sweep",
+    "sweep_points",
+    "merge",
+    "Simulation",
+    "ScenarioError",
+]
+
+Path = Union[str, "os.PathLike[str]"]
 
 Scenario = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 Sets = Union[None, Sequence[str], Mapping[str, Any]]
@@ -167,6 +188,68 @@ def plan(
             bool(allow_fixed_timing),
         )
     )
+
+
+def sweep_points(sweep: Path, set: Sets = None) -> int:
+    """The number of points of the sweep file ``sweep`` (the product of its axes' lengths)."""
+    sets, json_sets = _sets(set)
+    return _sweep_points(os.fspath(sweep), sets, json_sets)
+
+
+def sweep(
+    sweep: Path,
+    *,
+    shard: Optional[Tuple[int, int]] = None,
+    jobs: Optional[int] = None,
+    set: Sets = None,
+    out: Optional[Path] = None,
+) -> Dict[str, bytes]:
+    """Runs a sweep file's points: the files ``dynsim sweep`` writes into ``--out``, by name
+    (``results.json``, ``results.csv`` and, for the whole sweep, one SVG per metric).
+
+    ``shard=(i, n)`` runs only the points whose index is ``i`` modulo ``n``, as ``--shard
+    I/N`` does; give the shards' files to ``merge``. ``jobs`` points run at once (default: the
+    CPUs); ``set`` overrides the base scenario's keys before every point's axes; with ``out``
+    the files are also written there, as the CLI writes them. The relative paths of the sweep
+    file start from its folder.
+    """
+    sets, json_sets = _sets(set)
+    index, count = (0, 1) if shard is None else shard
+    files = dict(
+        sweep_files(
+            os.fspath(sweep),
+            sets,
+            json_sets,
+            "%d/%d" % (int(index), int(count)),
+            int(jobs) if jobs is not None else (os.cpu_count() or 1),
+        )
+    )
+    if out is not None:
+        write_files(os.fspath(out), list(files.items()))
+    return files
+
+
+def merge(
+    shards: Sequence[Union[Mapping[str, bytes], bytes, str]], out: Optional[Path] = None
+) -> Dict[str, bytes]:
+    """The files of the whole sweep from its shards, as ``dynsim merge`` writes them (equal
+    to an unsharded ``sweep``'s, byte for byte).
+
+    Each shard is what ``sweep(..., shard=(i, n))`` returned, or its ``results.json`` (bytes
+    or text); together they must hold every point once. With ``out`` the files are also
+    written there.
+    """
+    texts = []
+    for i, shard in enumerate(shards):
+        if isinstance(shard, Mapping):
+            shard = shard["results.json"]
+        if isinstance(shard, bytes):
+            shard = shard.decode("utf-8")
+        texts.append(("shard %d" % i, shard))
+    files = dict(merge_files(texts))
+    if out is not None:
+        write_files(os.fspath(out), list(files.items()))
+    return files
 
 
 class Simulation:

@@ -41,6 +41,20 @@ def plan_json(
 ) -> str:
     """`dynsim plan`: returns the text of the plan.json the CLI writes."""
 
+def sweep_points(path: str, sets: List[str], json_sets: List[Tuple[str, str]]) -> int:
+    """The number of points of a sweep file."""
+
+def sweep_files(
+    path: str, sets: List[str], json_sets: List[Tuple[str, str]], shard: str, jobs: int
+) -> List[Tuple[str, bytes]]:
+    """`dynsim sweep --shard I/N`: the files the CLI writes, by name."""
+
+def merge_files(shards: List[Tuple[str, str]]) -> List[Tuple[str, bytes]]:
+    """`dynsim merge`: the whole sweep's files from (label, results.json text) pairs."""
+
+def write_files(out: str, files: List[Tuple[str, bytes]]) -> None:
+    """Writes files into an output folder as the CLI does."""
+
 class NativeSimulation:
     """A run stepped from Python."""
 

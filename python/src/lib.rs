@@ -11,13 +11,18 @@ use dynsim::cli::{plan_quietly, PlanRequest};
 use dynsim::deployment::{KvDtype, Precision};
 use dynsim::engine::ms_to_ns;
 use dynsim::error::Error;
+use dynsim::output::{check_out_dir, write_dir};
 use dynsim::plan::Sla;
 use dynsim::run::{build_workload, run_built, RunHooks, Session};
 use dynsim::scenario::load::{parse_scenario, Loaded};
 use dynsim::scenario::{load_scenario, EngineKind, Override, Pool, TraceFormat};
+use dynsim::sweep::output::render;
+use dynsim::sweep::{merge, run_sweep, Shard, Sweep, SweepResults};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBytes;
 
 create_exception!(
     _native,
@@ -259,6 +264,109 @@ fn plan_json(
         .map_err(py_err)
 }
 
+/// Rendered files as Python `(name, bytes)` pairs.
+fn py_files(py: Python<'_>, files: Vec<(String, Vec<u8>)>) -> Vec<(String, Py<PyBytes>)> {
+    files
+        .into_iter()
+        .map(|(name, bytes)| (name, PyBytes::new(py, &bytes).unbind()))
+        .collect()
+}
+
+/// A sweep file with `--set` overrides for its base.
+fn load_sweep(
+    path: &Path,
+    sets: Vec<String>,
+    json_sets: Vec<(String, String)>,
+) -> Result<Sweep, Error> {
+    let mut sweep = dynsim::sweep::load_sweep(path)?;
+    sweep.set = overrides(sets, json_sets)?;
+    Ok(sweep)
+}
+
+/// The number of points of a sweep (the product of its axes' lengths).
+#[pyfunction]
+fn sweep_points(
+    path: PathBuf,
+    sets: Vec<String>,
+    json_sets: Vec<(String, String)>,
+) -> PyResult<usize> {
+    Ok(load_sweep(&path, sets, json_sets)
+        .map_err(py_err)?
+        .points_total())
+}
+
+/// `dynsim sweep [--shard I/N]`: runs the points `shard` (`I/N`) selects on `jobs` threads and
+/// returns the files the CLI writes into `--out`, by name, in its order.
+#[pyfunction]
+fn sweep_files(
+    py: Python<'_>,
+    path: PathBuf,
+    sets: Vec<String>,
+    json_sets: Vec<(String, String)>,
+    shard: String,
+    jobs: usize,
+) -> PyResult<Vec<(String, Py<PyBytes>)>> {
+    let sweep = load_sweep(&path, sets, json_sets).map_err(py_err)?;
+    let shard = shard
+        .parse::<Shard>()
+        .map_err(|m| py_err(Error::arg("--shard", m)))?;
+    if jobs == 0 {
+        return Err(py_err(Error::arg("--jobs", "must be at least 1")));
+    }
+    py.allow_threads(|| {
+        let outcome = run_sweep(&sweep, shard, jobs, &|| (), Vec::new())?;
+        if outcome.interrupted {
+            return Err(Error::Interrupted {
+                kept: String::new(),
+            });
+        }
+        render(&outcome.results)
+    })
+    .map(|files| py_files(py, files))
+    .map_err(py_err)
+}
+
+/// `dynsim merge`: the files of the unsharded sweep from its shards' `results.json` texts
+/// (`names` label each shard in errors, as the CLI's folders do).
+#[pyfunction]
+fn merge_files(
+    py: Python<'_>,
+    shards: Vec<(String, String)>,
+) -> PyResult<Vec<(String, Py<PyBytes>)>> {
+    (|| {
+        let shards = shards
+            .into_iter()
+            .map(|(name, text)| {
+                let results: SweepResults = serde_json::from_str(&text).map_err(|e| {
+                    Error::field(
+                        &name,
+                        e.line(),
+                        "results",
+                        format!("not a sweep's results: {e}"),
+                    )
+                })?;
+                Ok((PathBuf::from(name), results))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        render(&merge(shards)?)
+    })()
+    .map(|files| py_files(py, files))
+    .map_err(py_err)
+}
+
+/// Writes files into the output folder `out` as the CLI does (each atomically; the folder
+/// created if missing).
+#[pyfunction]
+fn write_files(out: PathBuf, files: Vec<(String, PyBackedBytes)>) -> PyResult<()> {
+    let files: Vec<(String, Vec<u8>)> = files
+        .into_iter()
+        .map(|(name, bytes)| (name, bytes.to_vec()))
+        .collect();
+    check_out_dir(&out)
+        .and_then(|()| write_dir(&out, &files))
+        .map_err(py_err)
+}
+
 /// A run stepped from Python (see `dynsim.Simulation`).
 #[pyclass(unsendable)]
 struct NativeSimulation {
@@ -366,6 +474,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(bench_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan_json, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_points, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_files, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_files, m)?)?;
+    m.add_function(wrap_pyfunction!(write_files, m)?)?;
     m.add_class::<NativeSimulation>()?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     Ok(())
