@@ -4,7 +4,8 @@
 ``dynsim plan`` writes; ``Simulation`` is a run
 stepped from Python (``advance_to``, ``observe``, ``scale``), deterministic for a seed like
 every run. Bad input raises ``ScenarioError`` (a ``ValueError``) carrying the CLI's one-line
-message.
+message. Ctrl-C stops a long call (``run``, ``plan``, ``sweep``, ``Simulation.advance_to``,
+...) and raises ``KeyboardInterrupt``; a ``Simulation`` stays where it stopped.
 
 A scenario is a path to a TOML file (its relative paths start from its folder), TOML text
 (anything with a newline or ``=``; relative paths start from the current folder) or a dict
@@ -275,7 +276,11 @@ class Simulation:
         return self._native.now_s()
 
     def advance_to(self, t_s: float) -> None:
-        """Delivers everything at or before ``t_s`` seconds of virtual time."""
+        """Delivers everything at or before ``t_s`` seconds of virtual time.
+
+        Ctrl-C stops it within a few thousand deliveries and raises ``KeyboardInterrupt``;
+        the simulation stays where it stopped (``now``) and may be advanced again.
+        """
         self._native.advance_to(float(t_s))
 
     def observe(self) -> Dict[str, Any]:

@@ -5,12 +5,15 @@
 //! (`python/dynsim/__init__.py`) turns that text into dicts.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use dynsim::bench::BenchSpec;
 use dynsim::cli::{plan_quietly, PlanRequest};
 use dynsim::deployment::{KvDtype, Precision};
 use dynsim::engine::ms_to_ns;
 use dynsim::error::Error;
+use dynsim::interrupt;
 use dynsim::output::{check_out_dir, write_dir};
 use dynsim::plan::Sla;
 use dynsim::run::{build_workload, run_built, RunHooks, Session};
@@ -19,7 +22,7 @@ use dynsim::scenario::{load_scenario, EngineKind, Override, Pool, TraceFormat};
 use dynsim::sweep::output::render;
 use dynsim::sweep::{merge, run_sweep, Shard, Sweep, SweepResults};
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
@@ -31,9 +34,81 @@ create_exception!(
     "Bad input or a run that cannot go on: the message is the CLI's one line."
 );
 
-/// The library's error as a Python exception.
+/// The library's error as a Python exception: an interrupt raised by a poll becomes the
+/// exception Python's signal handler raised (KeyboardInterrupt for Ctrl-C).
 fn py_err(e: Error) -> PyErr {
+    if let Error::Interrupted { .. } = e {
+        if let Some(raised) = RAISED.with(|r| r.borrow_mut().take()) {
+            return raised;
+        }
+        return PyKeyboardInterrupt::new_err("interrupted");
+    }
     ScenarioError::new_err(e.to_string())
+}
+
+thread_local! {
+    /// What Python's signal handlers raised during a poll, until it is re-raised.
+    static RAISED: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The poll lent to a stepped run's interrupt checks (every few thousand deliveries): runs
+/// Python's signal handlers (the GIL is held) and keeps what they raise.
+fn python_signal_came() -> bool {
+    Python::with_gil(|py| match py.check_signals() {
+        Ok(()) => false,
+        Err(e) => {
+            RAISED.with(|r| *r.borrow_mut() = Some(e));
+            true
+        }
+    })
+}
+
+/// Runs `work` on its own thread with the GIL released while this (the calling) thread runs
+/// Python's signal handlers every 50 ms: Ctrl-C stops the work (through the library's
+/// interrupt flag, cleared after) and raises KeyboardInterrupt once it has stopped.
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce() -> Result<T, Error> + Send,
+) -> PyResult<T> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = scope.spawn(move || {
+            let _ = tx.send(work());
+        });
+        let wait = Duration::from_millis(50);
+        let mut rx = Some(rx);
+        loop {
+            // The receiver is moved in and out: it may cross to a thread, not be shared.
+            let (back, got) = py.allow_threads(|| {
+                let rx = rx.take().expect("given back every time");
+                let got = rx.recv_timeout(wait);
+                (rx, got)
+            });
+            rx = Some(back);
+            match got {
+                Ok(result) => {
+                    let _ = worker.join();
+                    return result.map_err(py_err);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    // The work panicked: its panic goes on here.
+                    match worker.join() {
+                        Err(panic) => std::panic::resume_unwind(panic),
+                        Ok(()) => unreachable!("the work sends before it ends"),
+                    }
+                }
+            }
+            if let Err(raised) = py.check_signals() {
+                interrupt::request();
+                let rx = rx.take().expect("given back above");
+                let _ = py.allow_threads(move || rx.recv());
+                let _ = worker.join();
+                interrupt::clear();
+                return Err(raised);
+            }
+        }
+    })
 }
 
 /// Reads a scenario: `kind` is `path` (a file, relative paths from its folder), `toml` (the
@@ -111,11 +186,10 @@ fn run_json(
     json_sets: Vec<(String, String)>,
 ) -> PyResult<String> {
     let loaded = load(kind, text, sets, json_sets).map_err(py_err)?;
-    py.allow_threads(|| {
+    interruptible(py, || {
         let built = build_workload(&loaded.scenario, &loaded.base_dir)?;
         run_built(&loaded.scenario, built, RunHooks::default()).map(|r| report_json(&r))
     })
-    .map_err(py_err)
 }
 
 /// A name `flag` takes, among `names`.
@@ -206,9 +280,8 @@ fn bench_json(
         })
     })()
     .map_err(py_err)?;
-    py.allow_threads(|| dynsim::bench::run(&spec))
+    interruptible(py, || dynsim::bench::run(&spec))
         .map(|r| serde_json::to_string(&r).expect("in-memory JSON"))
-        .map_err(py_err)
 }
 
 /// `dynsim plan`: the fewest workers (or the highest load) that meets every SLA, per policy;
@@ -259,9 +332,8 @@ fn plan_json(
         })
     })()
     .map_err(py_err)?;
-    py.allow_threads(|| plan_quietly(&request))
+    interruptible(py, || plan_quietly(&request))
         .map(|p| String::from_utf8(p.json()).expect("JSON is UTF-8"))
-        .map_err(py_err)
 }
 
 /// Rendered files as Python `(name, bytes)` pairs.
@@ -313,7 +385,7 @@ fn sweep_files(
     if jobs == 0 {
         return Err(py_err(Error::arg("--jobs", "must be at least 1")));
     }
-    py.allow_threads(|| {
+    interruptible(py, || {
         let outcome = run_sweep(&sweep, shard, jobs, &|| (), Vec::new())?;
         if outcome.interrupted {
             return Err(Error::Interrupted {
@@ -323,7 +395,6 @@ fn sweep_files(
         render(&outcome.results)
     })
     .map(|files| py_files(py, files))
-    .map_err(py_err)
 }
 
 /// `dynsim merge`: the files of the unsharded sweep from its shards' `results.json` texts
@@ -409,9 +480,11 @@ impl NativeSimulation {
                 "advance_to: {t_s} is not a time (seconds, finite, at least 0)"
             )));
         }
-        self.session()?
-            .advance_to(ms_to_ns(t_s * 1e3))
-            .map_err(py_err)
+        let session = self.session()?;
+        interrupt::with_poll(python_signal_came, || {
+            session.advance_to(ms_to_ns(t_s * 1e3))
+        })
+        .map_err(py_err)
     }
 
     /// The run's virtual time, s.
@@ -454,15 +527,21 @@ impl NativeSimulation {
         if let Some(r) = &self.report {
             return Ok(r.clone());
         }
-        let mut session = self
+        let session = self
             .session
-            .take()
+            .as_mut()
             .ok_or_else(|| ScenarioError::new_err("the simulation has ended: its run failed"))?;
-        let text = session
-            .run_out()
-            .and_then(|()| session.finish())
-            .map(|r| report_json(&r))
-            .map_err(py_err)?;
+        match interrupt::with_poll(python_signal_came, || session.run_out()) {
+            Ok(()) => {}
+            // Interrupted, the simulation stays where it stopped.
+            Err(e @ Error::Interrupted { .. }) => return Err(py_err(e)),
+            Err(e) => {
+                self.session = None;
+                return Err(py_err(e));
+            }
+        }
+        let session = self.session.take().expect("checked above");
+        let text = session.finish().map(|r| report_json(&r)).map_err(py_err)?;
         self.report = Some(text.clone());
         Ok(text)
     }
