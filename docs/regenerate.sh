@@ -7,7 +7,8 @@
 #   docs/regenerate.sh --check    fast (about 15 s), for .ci/run: re-render every sweep's
 #                                 files from its results.json (merge writes exactly what sweep
 #                                 writes), re-run the first point of the router-replicas sweep
-#                                 and the timeline plot of scenarios/burst-threshold.toml,
+#                                 and the timeline plots of scenarios/burst-threshold.toml and
+#                                 scenarios/scale-up-reuse.toml,
 #                                 with the debug binary, and fail if anything differs from the
 #                                 committed files
 set -euo pipefail
@@ -33,11 +34,13 @@ if [[ "${1:-}" == "--check" ]]; then
         echo "docs/regenerate.sh --check: the first point of sweeps/router-replicas.toml no longer gives docs/sweeps/router-replicas/results.csv's first row; run docs/regenerate.sh" >&2
         status=1
     fi
-    "$dynsim" run scenarios/burst-threshold.toml --timeline-plot "$tmp/burst-threshold.svg" > /dev/null
-    if ! cmp -s "$tmp/burst-threshold.svg" docs/timeline/burst-threshold.svg; then
-        echo "docs/regenerate.sh --check: scenarios/burst-threshold.toml no longer draws docs/timeline/burst-threshold.svg; run docs/regenerate.sh" >&2
-        status=1
-    fi
+    for timeline in burst-threshold scale-up-reuse; do
+        "$dynsim" run "scenarios/$timeline.toml" --timeline-plot "$tmp/$timeline.svg" > /dev/null
+        if ! cmp -s "$tmp/$timeline.svg" "docs/timeline/$timeline.svg"; then
+            echo "docs/regenerate.sh --check: scenarios/$timeline.toml no longer draws docs/timeline/$timeline.svg; run docs/regenerate.sh" >&2
+            status=1
+        fi
+    done
     exit "$status"
 fi
 
@@ -62,4 +65,6 @@ done
 "$dynsim" compare scenarios/dynamo-mocker.toml scenarios/event-gaps.toml --set workload.speedup=2.0 \
     --set 'router.on_gap="ignore"' --out docs/compare/lost-events --progress never
 mkdir -p docs/timeline
-"$dynsim" run scenarios/burst-threshold.toml --timeline-plot docs/timeline/burst-threshold.svg > /dev/null
+for timeline in burst-threshold scale-up-reuse; do
+    "$dynsim" run "scenarios/$timeline.toml" --timeline-plot "docs/timeline/$timeline.svg" > /dev/null
+done

@@ -1,6 +1,8 @@
-//! A run over time (`run --timeline-plot`): three stacked panels against one time axis, the
+//! A run over time (`run --timeline-plot`): four stacked panels against one time axis, the
 //! offered load per interval, each pool's replicas (serving, and paid: serving + starting +
-//! draining) and the TTFT p90 per interval with the `[sla]` target.
+//! draining), the TTFT p90 per interval with the `[sla]` target, and the prefix reuse per
+//! interval (prompt tokens taken from caches over prompt tokens: it dips when workers join
+//! with empty caches).
 //!
 //! [`timeline_series`] turns the report's `intervals` and `replicas` into step lines (a pure
 //! function, tested by hand); [`timeline_svg`] draws them.
@@ -41,6 +43,8 @@ pub struct TimelineSeries {
     pub ttft_p90_ms: Vec<Steps>,
     /// The `[sla]` TTFT target, ms.
     pub ttft_target_ms: Option<f64>,
+    /// Prefix reuse (0..1), held over each interval, broken like `ttft_p90_ms`.
+    pub prefix_reuse: Vec<Steps>,
 }
 
 fn pool_name(p: Pool) -> &'static str {
@@ -71,21 +75,6 @@ pub fn timeline_series(
         .iter()
         .flat_map(|i| [(i.t_s, i.load_rps), (i.t_s + width, i.load_rps)])
         .collect();
-    let mut ttft_p90_ms: Vec<Steps> = Vec::new();
-    let mut open = false;
-    for i in intervals {
-        match i.ttft_p90_ms {
-            Some(v) => {
-                if !open {
-                    ttft_p90_ms.push(Vec::new());
-                    open = true;
-                }
-                let line = ttft_p90_ms.last_mut().expect("pushed above");
-                line.extend([(i.t_s, v), (i.t_s + width, v)]);
-            }
-            None => open = false,
-        }
-    }
     let mut pools: Vec<Pool> = Vec::new();
     for r in replicas {
         if !pools.contains(&r.pool) {
@@ -107,9 +96,34 @@ pub fn timeline_series(
         end_s,
         load_rps,
         replicas,
-        ttft_p90_ms,
+        ttft_p90_ms: broken(intervals, width, |i| i.ttft_p90_ms),
         ttft_target_ms,
+        prefix_reuse: broken(intervals, width, |i| i.prefix_reuse),
     }
+}
+
+/// `value` held over each interval, one line per run of intervals that have one.
+fn broken(
+    intervals: &[IntervalReport],
+    width: f64,
+    value: impl Fn(&IntervalReport) -> Option<f64>,
+) -> Vec<Steps> {
+    let mut lines: Vec<Steps> = Vec::new();
+    let mut open = false;
+    for i in intervals {
+        match value(i) {
+            Some(v) => {
+                if !open {
+                    lines.push(Vec::new());
+                    open = true;
+                }
+                let line = lines.last_mut().expect("pushed above");
+                line.extend([(i.t_s, v), (i.t_s + width, v)]);
+            }
+            None => open = false,
+        }
+    }
+    lines
 }
 
 /// `value` of each point held until the next point's time, the last held to `end_s`.
@@ -138,12 +152,12 @@ fn time_unit(end_s: f64) -> (&'static str, f64) {
 /// Height of one panel, px.
 const PANEL_HEIGHT: u32 = 300;
 
-/// The plot as an SVG document: the three panels stacked, each with its legend beside it.
+/// The plot as an SVG document: the four panels stacked, each with its legend beside it.
 pub fn timeline_svg(series: &TimelineSeries, title: &str) -> String {
     let mut text = String::new();
     {
         let root =
-            SVGBackend::with_string(&mut text, (WIDTH, 3 * PANEL_HEIGHT + 40)).into_drawing_area();
+            SVGBackend::with_string(&mut text, (WIDTH, 4 * PANEL_HEIGHT + 40)).into_drawing_area();
         root.fill(&WHITE)
             .expect("drawing into a string cannot fail");
         let (head, body) = root.split_vertically(40);
@@ -153,8 +167,8 @@ pub fn timeline_svg(series: &TimelineSeries, title: &str) -> String {
             .and_then(|()| {
                 draw(
                     series,
-                    &plots.split_evenly((3, 1)),
-                    &legends.split_evenly((3, 1)),
+                    &plots.split_evenly((4, 1)),
+                    &legends.split_evenly((4, 1)),
                 )
             })
             .expect("drawing into a string cannot fail");
@@ -259,7 +273,23 @@ fn draw(s: &TimelineSeries, plots: &[Area<'_>], legends: &[Area<'_>]) -> Drawn {
             dashed: true,
         });
     }
-    draw_legend(&legends[2], "latency", &entries)
+    draw_legend(&legends[2], "latency", &entries)?;
+
+    // Prefix reuse.
+    let mut ys: Vec<f64> = s.prefix_reuse.iter().flatten().map(|p| p.1).collect();
+    ys.push(0.0);
+    let y = Scale::fit(&ys, Kind::Other, false);
+    let mut c = frame(
+        &plots[3],
+        "Prefix reuse per interval",
+        (&x, x_desc),
+        (&y, "prompt tokens from caches (share)"),
+        &x_label,
+    )?;
+    for line in &s.prefix_reuse {
+        c.draw_series(LineSeries::new(scaled(line), color(4).stroke_width(2)))?;
+    }
+    draw_legend(&legends[3], "reuse", &[entry("prefix reuse", 4, false)])
 }
 
 #[cfg(test)]
@@ -273,7 +303,8 @@ mod tests {
             completed: u64::from(ttft.is_some()),
             ttft_p90_ms: ttft,
             itl_p90_ms: None,
-            prefix_reuse: None,
+            // A hand-made reuse: the TTFT in ms over 1,000.
+            prefix_reuse: ttft.map(|t| t / 1000.0),
             sla_attainment: None,
         }
     }
@@ -321,6 +352,13 @@ mod tests {
             vec![
                 vec![(0.0, 100.0), (10.0, 100.0)],
                 vec![(20.0, 300.0), (30.0, 300.0)]
+            ]
+        );
+        assert_eq!(
+            s.prefix_reuse,
+            vec![
+                vec![(0.0, 0.1), (10.0, 0.1)],
+                vec![(20.0, 0.3), (30.0, 0.3)]
             ]
         );
         assert_eq!(s.replicas.len(), 1);
@@ -384,6 +422,7 @@ mod tests {
             "Replicas per pool",
             "TTFT p90 per interval",
             "[sla] target 120 ms",
+            "Prefix reuse per interval",
             "time (s)",
         ] {
             assert!(svg.contains(text), "{text}");

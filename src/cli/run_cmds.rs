@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// output, the report then goes to stderr).
     #[arg(long, value_name = "OUT.json")]
     perfetto: Option<PathBuf>,
-    /// Draws offered load, replicas per pool and TTFT p90 (with the [sla] target) per interval
+    /// Draws offered load, replicas per pool, TTFT p90 (with the [sla] target) and prefix reuse per interval
     /// against time, as SVG (`-`: standard output). Only a run that reports `intervals` has
     /// them (one whose load or size changes, or with an [sla]); any other is refused.
     #[arg(long, value_name = "OUT.svg")]
@@ -163,7 +163,7 @@ fn timeline_plot(report: &crate::report::Report, s: &crate::scenario::Scenario) 
     );
     timeline_svg(
         &series,
-        &format!("{}: load, replicas and TTFT over time", s.name),
+        &format!("{}: load, replicas, TTFT and reuse over time", s.name),
     )
 }
 
@@ -198,7 +198,7 @@ pub struct ReplayArgs {
     /// output, the report then goes to stderr).
     #[arg(long, value_name = "OUT.json")]
     perfetto: Option<PathBuf>,
-    /// Draws offered load, replicas per pool and TTFT p90 (with the [sla] target) per interval
+    /// Draws offered load, replicas per pool, TTFT p90 (with the [sla] target) and prefix reuse per interval
     /// against time, as SVG (`-`: standard output). Only a run that reports `intervals` has
     /// them (one whose load or size changes, or with an [sla]); any other is refused.
     #[arg(long, value_name = "OUT.svg")]

@@ -276,3 +276,25 @@ fn the_readme_day_takes_each_planner_from_the_command_line() {
         assert_eq!(planned.scenario.max_workers(Pool::Workers), 16);
     }
 }
+
+#[test]
+fn prefix_reuse_dips_in_the_minute_after_a_scale_up_and_recovers() {
+    // scenarios/scale-up-reuse.toml cut to its first 8 minutes (its first scale-up: 4 workers
+    // join at 5 minutes and serve from 6, with empty caches).
+    let (mut s, base) = crate::common::scenario("scale-up-reuse.toml");
+    if let dynsim::scenario::Workload::Synthetic(p) = &mut s.workload {
+        p.requests = 8 * 480;
+    }
+    let r = dynsim::run::run_scenario(&s, &base, None).expect("runs");
+    let reuse: Vec<f64> = r
+        .intervals
+        .as_ref()
+        .expect("a scaled run has intervals")
+        .iter()
+        .map(|i| i.prefix_reuse.expect("requests completed every minute"))
+        .collect();
+    // Minutes 3-5 are warm on 4 workers; minute 6 has 4 empty caches; minute 7 is warm again.
+    let warm = reuse[3..6].iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(reuse[6] < warm - 0.03, "no dip: {reuse:?}");
+    assert!(reuse[7] > reuse[6] + 0.02, "no recovery: {reuse:?}");
+}

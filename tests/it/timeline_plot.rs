@@ -1,4 +1,4 @@
-//! `run --timeline-plot`: a scaling run's load, replicas and TTFT p90 over time as SVG, and the
+//! `run --timeline-plot`: a scaling run's load, replicas, TTFT p90 and prefix reuse over time as SVG, and the
 //! flag refused on a run that reports no intervals.
 
 use crate::common::{bad, ok, write};
@@ -53,10 +53,11 @@ fn a_scaling_run_draws_load_replicas_and_ttft_against_time() {
         .map(str::trim)
         .collect();
     for title in [
-        "scale-step: load, replicas and TTFT over time",
+        "scale-step: load, replicas, TTFT and reuse over time",
         "Offered load per interval",
         "Replicas per pool",
         "TTFT p90 per interval",
+        "Prefix reuse per interval",
         "[sla] target 250 ms",
         "workers serving",
         "time (s)",
