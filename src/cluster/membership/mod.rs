@@ -19,6 +19,8 @@ use crate::ids::WorkerId;
 use crate::round::round_py;
 use crate::scenario::Pool;
 
+mod accounts;
+
 /// One slot's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotState {
@@ -352,84 +354,6 @@ impl Membership {
             .collect()
     }
 
-    /// GPU-seconds paid up to `end` (startup included; 3 decimals).
-    pub fn gpu_seconds(&self, end: Nanos) -> f64 {
-        let open: u128 = (0..self.slots.len())
-            .filter(|&w| self.slots[w].state != SlotState::Absent)
-            .map(|w| {
-                u128::from(self.slots[w].gpus) * u128::from(end.saturating_sub(self.paid_from(w)))
-            })
-            .sum();
-        round_py((self.closed_gpu_ns + open) as f64 / 1e9, 3)
-    }
-
-    /// Each pool's size at every change, from the workers' phases (the first at 0 s).
-    pub fn replicas(&self) -> Vec<ReplicaPoint> {
-        // (time, pool, kind, +1 or -1), in time order; phases that begin and end at one
-        // instant cancel out.
-        let mut changes: Vec<(Nanos, Pool, &'static str, i64)> = Vec::new();
-        for p in &self.phases {
-            let pool = self.slots[p.worker.index()].pool;
-            changes.push((p.start, pool, p.kind, 1));
-            if let Some(end) = p.end {
-                changes.push((end, pool, p.kind, -1));
-            }
-        }
-        changes.sort_by_key(|c| c.0);
-        let mut pools: Vec<Pool> = self.slots.iter().map(|s| s.pool).collect();
-        pools.dedup();
-        let mut sizes: Vec<[i64; 3]> = vec![[0; 3]; pools.len()];
-        let mut out: Vec<ReplicaPoint> = Vec::new();
-        let mut k = 0;
-        while k < changes.len() || out.is_empty() {
-            let at = changes.get(k).map_or(0, |c| c.0);
-            while k < changes.len() && changes[k].0 == at {
-                let (_, pool, kind, d) = changes[k];
-                let i = pools.iter().position(|&p| p == pool).expect("a pool");
-                let j = match kind {
-                    "serving" => 0,
-                    "starting" => 1,
-                    _ => 2,
-                };
-                sizes[i][j] += d;
-                k += 1;
-            }
-            for (i, &pool) in pools.iter().enumerate() {
-                let [w, st, dr] = sizes[i].map(|x| x.max(0) as usize);
-                let last = out.iter().rev().find(|p| p.pool == pool);
-                if last.is_some_and(|l| (l.workers, l.starting, l.draining) == (w, st, dr)) {
-                    continue;
-                }
-                out.push(ReplicaPoint {
-                    t_s: secs(at),
-                    pool,
-                    workers: w,
-                    starting: st,
-                    draining: dr,
-                });
-            }
-            if changes.is_empty() {
-                break;
-            }
-        }
-        out
-    }
-
-    /// Every change of a target.
-    pub fn events(&self) -> &[ScaleEvent] {
-        &self.events
-    }
-
-    /// Every worker's phases (starting, serving, draining), in the order they began.
-    pub fn phases(&self) -> &[Phase] {
-        &self.phases
-    }
-
-    /// Whether worker `w` was ever in the cluster.
-    pub fn ever_used(&self, w: WorkerId) -> bool {
-        self.phases.iter().any(|p| p.worker == w)
-    }
-
     fn open_phase(&mut self, w: usize, kind: &'static str, at: Nanos) {
         self.phases.push(Phase {
             worker: WorkerId::at(w),
@@ -458,79 +382,4 @@ fn secs(ns: Nanos) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ledger(present: usize, slots: usize) -> Membership {
-        let slots = (0..slots)
-            .map(|w| (Pool::Workers, 2, format!("worker{w}"), w < present))
-            .collect();
-        Membership::new(slots, 60_000_000_000)
-    }
-
-    #[test]
-    fn gpu_seconds_count_startup_and_drains_by_hand() {
-        // Two workers of 2 GPUs from 0; a third starts at 100 s (serves at 160 s); at 200 s the
-        // pool goes back to 2, draining worker2 (the highest slot), whose drain ends at 230 s.
-        let mut m = ledger(2, 4);
-        let orders = m.scale(Pool::Workers, 3, true, 100_000_000_000, "schedule");
-        assert!(orders.retire.is_empty());
-        assert_eq!(m.next_ready(), Some(160_000_000_000));
-        assert_eq!(m.ready(160_000_000_000), vec![WorkerId(2)]);
-        let orders = m.scale(Pool::Workers, 2, true, 200_000_000_000, "schedule");
-        assert_eq!(orders.retire, vec![(WorkerId(2), true)]);
-        m.drained(WorkerId(2), 230_000_000_000, 240_000_000_000);
-        // 2 x 2 x 300 s + 2 x (230 - 100) s = 1,200 + 260.
-        assert_eq!(m.gpu_seconds(300_000_000_000), 1460.0);
-        assert_eq!(m.sizes(Pool::Workers), (2, 0, 0));
-        let kinds: Vec<_> = m
-            .phases()
-            .iter()
-            .filter(|p| p.worker == WorkerId(2))
-            .map(|p| {
-                (
-                    p.kind,
-                    p.start / 1_000_000_000,
-                    p.end.map(|e| e / 1_000_000_000),
-                )
-            })
-            .collect();
-        assert_eq!(
-            kinds,
-            vec![
-                ("starting", 100, Some(160)),
-                ("serving", 160, Some(200)),
-                ("draining", 200, Some(230))
-            ]
-        );
-    }
-
-    #[test]
-    fn shrinking_retires_starting_workers_first_and_full_slots_defer_starts() {
-        let mut m = ledger(1, 2);
-        m.scale(Pool::Workers, 2, true, 10, "api");
-        let orders = m.scale(Pool::Workers, 1, true, 20, "api");
-        assert!(orders.retire.is_empty(), "a starting worker just stops");
-        assert_eq!(m.state(WorkerId(1)), SlotState::Absent);
-        assert_eq!(
-            m.gpu_seconds(20),
-            round_py((2 * 20 + 2 * 10) as f64 / 1e9, 3)
-        );
-        // Both slots full (one draining): a start waits for the slot.
-        m.scale(Pool::Workers, 2, true, 30, "api");
-        m.ready(30 + 60_000_000_000);
-        m.scale(Pool::Workers, 1, true, 70_000_000_000, "api");
-        let e = m.scale(Pool::Workers, 2, true, 71_000_000_000, "api");
-        assert!(e.retire.is_empty());
-        assert_eq!(m.events().last().unwrap().deferred, 1);
-        assert_eq!(m.target(Pool::Workers), 2);
-        m.drained(WorkerId(1), 72_000_000_000, 73_000_000_000);
-        assert!(matches!(
-            m.state(WorkerId(1)),
-            SlotState::Starting {
-                since: 73_000_000_000,
-                ..
-            }
-        ));
-    }
-}
+mod tests;

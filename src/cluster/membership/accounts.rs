@@ -1,0 +1,88 @@
+//! What the ledger reports: GPU-seconds, each pool's size at every change, the scale events
+//! and the workers' phases.
+
+use super::{secs, Membership, Phase, ReplicaPoint, ScaleEvent, SlotState};
+use crate::engine::Nanos;
+use crate::ids::WorkerId;
+use crate::round::round_py;
+use crate::scenario::Pool;
+
+impl Membership {
+    /// GPU-seconds paid up to `end` (startup included; 3 decimals).
+    pub fn gpu_seconds(&self, end: Nanos) -> f64 {
+        let open: u128 = (0..self.slots.len())
+            .filter(|&w| self.slots[w].state != SlotState::Absent)
+            .map(|w| {
+                u128::from(self.slots[w].gpus) * u128::from(end.saturating_sub(self.paid_from(w)))
+            })
+            .sum();
+        round_py((self.closed_gpu_ns + open) as f64 / 1e9, 3)
+    }
+
+    /// Each pool's size at every change, from the workers' phases (the first at 0 s).
+    pub fn replicas(&self) -> Vec<ReplicaPoint> {
+        // (time, pool, kind, +1 or -1), in time order; phases that begin and end at one
+        // instant cancel out.
+        let mut changes: Vec<(Nanos, Pool, &'static str, i64)> = Vec::new();
+        for p in &self.phases {
+            let pool = self.slots[p.worker.index()].pool;
+            changes.push((p.start, pool, p.kind, 1));
+            if let Some(end) = p.end {
+                changes.push((end, pool, p.kind, -1));
+            }
+        }
+        changes.sort_by_key(|c| c.0);
+        let mut pools: Vec<Pool> = self.slots.iter().map(|s| s.pool).collect();
+        pools.dedup();
+        let mut sizes: Vec<[i64; 3]> = vec![[0; 3]; pools.len()];
+        let mut out: Vec<ReplicaPoint> = Vec::new();
+        let mut k = 0;
+        while k < changes.len() || out.is_empty() {
+            let at = changes.get(k).map_or(0, |c| c.0);
+            while k < changes.len() && changes[k].0 == at {
+                let (_, pool, kind, d) = changes[k];
+                let i = pools.iter().position(|&p| p == pool).expect("a pool");
+                let j = match kind {
+                    "serving" => 0,
+                    "starting" => 1,
+                    _ => 2,
+                };
+                sizes[i][j] += d;
+                k += 1;
+            }
+            for (i, &pool) in pools.iter().enumerate() {
+                let [w, st, dr] = sizes[i].map(|x| x.max(0) as usize);
+                let last = out.iter().rev().find(|p| p.pool == pool);
+                if last.is_some_and(|l| (l.workers, l.starting, l.draining) == (w, st, dr)) {
+                    continue;
+                }
+                out.push(ReplicaPoint {
+                    t_s: secs(at),
+                    pool,
+                    workers: w,
+                    starting: st,
+                    draining: dr,
+                });
+            }
+            if changes.is_empty() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Every change of a target.
+    pub fn events(&self) -> &[ScaleEvent] {
+        &self.events
+    }
+
+    /// Every worker's phases (starting, serving, draining), in the order they began.
+    pub fn phases(&self) -> &[Phase] {
+        &self.phases
+    }
+
+    /// Whether worker `w` was ever in the cluster.
+    pub fn ever_used(&self, w: WorkerId) -> bool {
+        self.phases.iter().any(|p| p.worker == w)
+    }
+}

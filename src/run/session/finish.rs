@@ -1,0 +1,170 @@
+//! Ending a session: the one-shot run (its `[[scale]]` steps and planner in the loop), what is
+//! left delivered, and the report.
+
+use super::{report, Session};
+use crate::engine::{ms_to_ns, Nanos};
+use crate::error::{Error, Result};
+use crate::report::Report;
+
+impl Session<'_> {
+    /// Runs to the end, applying the scenario's `[[scale]]` steps at their times and letting
+    /// its planner decide every interval.
+    pub fn run_to_end(&mut self) -> Result<()> {
+        let mut steps = self.s.scale.clone();
+        steps.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        let mut steps = steps.into_iter().peekable();
+        let mut planner = self.s.planner.clone().map(|p| {
+            let bounds = self
+                .s
+                .pools()
+                .iter()
+                .map(|&pool| (pool, p.min_workers, self.s.max_workers(pool)))
+                .collect();
+            let profiler = crate::run::profiler::BenchProfiler::new(&self.s, &self.base_dir);
+            (
+                crate::planner::build(&p, &self.s.sla, bounds, Box::new(profiler)),
+                ms_to_ns(crate::planner::interval_s(&p) * 1e3).max(1),
+                p.leave,
+            )
+        });
+        let mut next_tick = planner.as_ref().map(|p| p.1);
+        let mut stalled = 0;
+        loop {
+            let next_step = steps.peek().map(|st| ms_to_ns(st.at_s * 1e3));
+            let next = match (next_step, next_tick) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let Some(at) = next else {
+                self.run_out()?;
+                break;
+            };
+            self.advance_to(at)?;
+            if self.done() {
+                break;
+            }
+            // Requests wait and nothing is left to deliver: only a scaling can help.
+            if self.idle() {
+                stalled += 1;
+                if stalled > 3 && steps.peek().is_none() {
+                    return Err(self.stranded());
+                }
+            } else {
+                stalled = 0;
+            }
+            while steps.peek().is_some_and(|st| ms_to_ns(st.at_s * 1e3) <= at) {
+                let st = steps.next().expect("peeked");
+                self.scale_by(st.pool, st.workers, st.leave, "schedule")?;
+            }
+            if let (Some((p, every, leave)), Some(tick)) = (planner.as_mut(), next_tick) {
+                if tick <= at {
+                    let obs = self.observe();
+                    let leave = *leave;
+                    for (pool, n) in p.decide(&obs) {
+                        self.scale_by(pool, n, leave, "planner")?;
+                    }
+                    next_tick = Some(tick + *every);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers everything left, with no more scaling; a run whose waiting requests no
+    /// worker will serve (a pool scaled to 0) is an error.
+    pub fn run_out(&mut self) -> Result<()> {
+        self.advance_to(Nanos::MAX)?;
+        let empty = self
+            .s
+            .pools()
+            .iter()
+            .any(|&p| self.membership.target(p) == 0);
+        if !self.done() && empty {
+            return Err(self.stranded());
+        }
+        Ok(())
+    }
+
+    /// The error of a run whose waiting requests no worker will ever serve.
+    fn stranded(&self) -> Error {
+        Error::run(
+            &self.s.name,
+            format!(
+                "{} requests wait for a worker and none is coming (a pool that serves them \
+                 was scaled to 0 and nothing scales it back)",
+                self.total - self.done
+            ),
+        )
+    }
+
+    /// Ends the run and reports.
+    pub fn finish(mut self) -> Result<Report> {
+        self.poll_drains();
+        if let Some(p) = self.progress.as_mut() {
+            p(self.done, self.total);
+        }
+        if self.sim.overflowed() {
+            return Err(Error::run(
+                &self.s.name,
+                "virtual time passed its end (2^63 ns, about 292 years): the settings make the \
+                 run too long to time (look at timing.service_ms, the step-time coefficients \
+                 and the workload's lengths)",
+            ));
+        }
+        if let Some(w) = self.writer.take() {
+            w.finish()
+                .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
+        }
+        if let (Some(t), true) = (&self.timeline, self.s.scales()) {
+            let mut t = t.borrow_mut();
+            for p in self.membership.phases() {
+                t.note(crate::cluster::timeline::Mark::Phase {
+                    worker: p.worker,
+                    kind: p.kind,
+                    start: p.start,
+                    end: p.end.unwrap_or(self.sim.now()),
+                });
+            }
+        }
+        if let (Some(out), Some(t)) = (self.perfetto.take(), &self.timeline) {
+            let json = crate::perfetto::render(&t.borrow(), &self.topology);
+            out.write_all(json.as_bytes())
+                .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
+        }
+        let Session {
+            s,
+            hw,
+            sim,
+            topology,
+            audit,
+            learns,
+            trace_rows,
+            features,
+            membership,
+            mut recorder,
+            ..
+        } = self;
+        let (mut r, duration_ns) =
+            report(&s, &hw, &topology, sim, trace_rows, audit, learns, features);
+        r.gpu_seconds = membership.gpu_seconds(duration_ns);
+        r.replicas = membership.replicas();
+        r.scale_events = membership.events().to_vec();
+        r.sla_attainment = recorder.sla_attainment(r.requests);
+        r.goodput_rps = recorder.goodput_rps(duration_ns);
+        r.intervals = recorder.intervals();
+        if s.scales() {
+            // Slots that never held a worker are not workers of the run.
+            let used: Vec<bool> = topology
+                .workers()
+                .iter()
+                .map(|w| membership.ever_used(w.id))
+                .collect();
+            let mut k = 0;
+            r.per_worker.retain(|_| {
+                k += 1;
+                used[k - 1]
+            });
+        }
+        Ok(r)
+    }
+}

@@ -1,0 +1,250 @@
+//! A run that can be stepped: [`Session::advance_to`] delivers everything up to a time,
+//! [`Session::observe`] shows what a planner sees, [`Session::scale`] sets a pool's target, and
+//! [`Session::finish`] reports. A one-shot run ([`Session::run_to_end`]) is the same session
+//! stepped from one `[[scale]]` step or planner decision to the next: stepping never changes
+//! what is delivered, so a run stepped at any times without scaling equals the one-shot run.
+//!
+//! The session is the cluster's controller: it turns the membership ledger's decisions
+//! ([`crate::cluster::membership`]) into messages at exact times: a worker that starts at `t`
+//! gets `WorkerUp` and the routers its `Register` at `t + startup_s`, not before; a leaving
+//! worker's `Deregister` reaches the routers before its `Retire`, so that what it hands back
+//! is routed elsewhere. `scaling.rs` holds the scaling and the observation, `finish.rs` the
+//! one-shot run and the report.
+
+use std::io::Write;
+
+use crate::cluster::audit::SharedAudit;
+use crate::cluster::build::{populate, Built, Instruments};
+use crate::cluster::client::SharedFeed;
+use crate::cluster::hardware::Hardware;
+use crate::cluster::membership::Membership;
+use crate::cluster::messages::Msg;
+use crate::cluster::timeline::{SharedTimeline, Timeline};
+use crate::cluster::topology::Topology;
+use crate::cluster::worker::probe::FeatureTotals;
+use crate::cluster::Node;
+use crate::engine::{ms_to_ns, Envelope, Nanos, Simulation};
+use crate::error::{Error, Result};
+use crate::report::TraceRows;
+use crate::scenario::{Pool, Scenario};
+use crate::trace::TraceWriter;
+
+use super::recorder::Recorder;
+use super::{budget, check_memory, report, BuiltWorkload, RunHooks};
+
+mod finish;
+mod scaling;
+
+/// A run in progress.
+pub struct Session<'a> {
+    s: Scenario,
+    hw: Hardware,
+    sim: Simulation<Node>,
+    topology: Topology,
+    audit: Option<SharedAudit>,
+    learns: bool,
+    feed: SharedFeed,
+    trace_rows: Option<TraceRows>,
+    writer: Option<TraceWriter<'a>>,
+    progress: Option<&'a mut dyn FnMut(u64, u64)>,
+    perfetto: Option<&'a mut dyn Write>,
+    timeline: Option<SharedTimeline>,
+    features: Option<&'a mut FeatureTotals>,
+    total: u64,
+    done: u64,
+    steps: u64,
+    membership: Membership,
+    recorder: Recorder,
+    last_observed: Nanos,
+    /// The session's time: where the last `advance_to` stopped (at or after the last
+    /// delivery).
+    clock: Nanos,
+    /// Where the built scenario's relative paths start (for the planner's benchmarks).
+    base_dir: std::path::PathBuf,
+}
+
+impl<'a> Session<'a> {
+    /// A session of the validated scenario `s` on its built workload, with `hooks`.
+    pub fn new(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'a>) -> Result<Self> {
+        let mut hw = Hardware::resolve(s, &built.base_dir)?;
+        if let Some(p) = hooks.profile {
+            hw.set_profile(p);
+        }
+        let mut sim: Simulation<Node> = Simulation::new(built.rng);
+        let total = built.recipe.total() as u64;
+        let timeline = hooks.perfetto.is_some().then(Timeline::shared);
+        // Before anything of the cluster is allocated: a run that cannot fit is refused here.
+        check_memory(s, &hw, &built.recipe)?;
+        let Built {
+            topology,
+            audit,
+            learns,
+            feed,
+        } = populate(
+            s,
+            &hw,
+            &built.recipe,
+            built.pacing,
+            &mut sim,
+            Instruments {
+                timeline: timeline.clone(),
+                record_features: hooks.features.is_some(),
+            },
+        );
+        let writer = hooks
+            .trace
+            .map(|out| TraceWriter::new(out, topology.clone(), learns));
+        let slots = topology
+            .workers()
+            .iter()
+            .map(|w| {
+                let gpus = hw.of(w.role).map_or(1, |d| d.tp);
+                (w.pool(), gpus, w.name.clone(), w.present)
+            })
+            .collect();
+        let membership = Membership::new(slots, ms_to_ns(s.cluster.startup_s * 1e3));
+        let timed = super::recorder::has_intervals(s);
+        let bucket_s = s.planner.as_ref().map_or(60.0, crate::planner::interval_s);
+        let recorder = Recorder::new(
+            s.sla.clone(),
+            if timed { ms_to_ns(bucket_s * 1e3) } else { 0 },
+        );
+        Ok(Session {
+            s: s.clone(),
+            hw,
+            sim,
+            topology,
+            audit,
+            learns,
+            feed,
+            trace_rows: built.trace,
+            writer,
+            progress: hooks.progress,
+            perfetto: hooks.perfetto,
+            timeline,
+            features: hooks.features,
+            total,
+            done: 0,
+            steps: 0,
+            membership,
+            recorder,
+            last_observed: 0,
+            clock: 0,
+            base_dir: built.base_dir,
+        })
+    }
+
+    /// The run's virtual time, ns: where the session was last advanced to.
+    pub fn now(&self) -> Nanos {
+        self.clock.max(self.sim.now())
+    }
+
+    /// Requests completed so far.
+    pub fn completed(&self) -> u64 {
+        self.done
+    }
+
+    /// Requests in the workload.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Whether nothing is left to happen: no delivery pending and no worker starting.
+    pub fn idle(&mut self) -> bool {
+        self.sim.next_time().is_none() && self.membership.next_ready().is_none()
+    }
+
+    /// Whether the run is over: every request completed and nothing pending.
+    pub fn done(&mut self) -> bool {
+        self.done >= self.total && self.idle()
+    }
+
+    /// Delivers every delivery at or before `t` (ns), starting the workers whose startup ends
+    /// on the way at their exact time.
+    pub fn advance_to(&mut self, t: Nanos) -> Result<()> {
+        loop {
+            match self.membership.next_ready() {
+                Some(r) if r <= t => {
+                    self.deliver(r, false)?;
+                    self.bring_up(r);
+                }
+                _ => break,
+            }
+        }
+        self.deliver(t, true)?;
+        if t != Nanos::MAX {
+            self.clock = self.clock.max(t);
+        }
+        self.poll_drains();
+        Ok(())
+    }
+
+    /// Delivers what is due before `t` (and at `t` when `inclusive`).
+    fn deliver(&mut self, t: Nanos, inclusive: bool) -> Result<()> {
+        let limit = budget::budget();
+        let client = self.topology.client();
+        let Session {
+            sim,
+            writer,
+            progress,
+            recorder,
+            done,
+            total,
+            steps,
+            feed,
+            s,
+            ..
+        } = self;
+        let mut observe = |env: &Envelope<Msg>| {
+            if let Some(w) = writer.as_mut() {
+                w.write(env);
+            }
+            recorder.see(env, client);
+            if env.to == client {
+                *done += 1;
+                if *done % 1024 == 0 {
+                    if let Some(p) = progress.as_mut() {
+                        p(*done, *total);
+                    }
+                }
+            }
+        };
+        while let Some(next) = sim.next_time() {
+            if next > t || (next == t && !inclusive) {
+                break;
+            }
+            sim.step(&mut observe);
+            *steps += 1;
+            if *steps % 4096 == 0 {
+                crate::interrupt::check()?;
+                // Requests in flight are the memory no estimate can bound before the run: a
+                // cluster that falls behind an open-loop workload holds every request that
+                // has arrived.
+                if feed.borrow().in_flight_bytes() > limit {
+                    return Err(Error::run(
+                        &s.name,
+                        format!(
+                            "the requests in flight at {:.1} s of virtual time hold {}, more \
+                             than the memory budget of {} (DYNSIM_MEMORY_GIB): the cluster \
+                             falls behind the arrivals; slow them (workload.speedup, \
+                             rate_per_s) or add workers",
+                            sim.now() as f64 / 1e9,
+                            budget::size(feed.borrow().in_flight_bytes()),
+                            budget::size(limit)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A pool's name as scenarios spell it.
+pub fn pool_name(pool: Pool) -> &'static str {
+    match pool {
+        Pool::Workers => "workers",
+        Pool::Prefill => "prefill",
+        Pool::Decode => "decode",
+    }
+}
