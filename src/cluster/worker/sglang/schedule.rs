@@ -147,9 +147,10 @@ impl<T> StepScheduler<T> {
             let s = &self.running[i];
             let extend = s.target() - s.computed;
             let mut n = extend;
-            if let Some(c) = rules.chunked_prefill_size {
-                let limit = (c as f64).min(budget.total.floor());
-                let limit = if limit <= 0.0 { c as u64 } else { limit as u64 };
+            if let Some(c) = budget.chunk {
+                // `min(rem_chunk, rem_total)`, or the chunk budget when that leaves nothing.
+                let limit = c.min(budget.total.floor());
+                let limit = if limit <= 0.0 { c.max(0.0) } else { limit } as u64;
                 n = n.min((limit / bs as u64 * bs as u64).max(bs as u64));
             }
             // What the pool can give now, in whole pages (the budgets are estimates).
