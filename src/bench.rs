@@ -16,7 +16,9 @@
 //! engine.vllm.max_num_batched_tokens=8192 --set engine.vllm.max_num_seqs=1024` gives vLLM's own
 //! defaults instead. TensorRT-LLM (`--engine trtllm`) is configured by the same rule
 //! (`trtllm.rule`): `max_batch_size` = the concurrency, `max_num_tokens` = concurrency + `isl` +
-//! 1,500.
+//! 1,500. SGLang (`--engine sglang`) by its own (`benchmark/sglang.rule` at 043c66c5):
+//! `max_running_requests` = the concurrency, `max_prefill_tokens` = `isl` + 1,500 and
+//! `enable_mixed_chunk` = true, the rest SGLang's defaults (`chunked_prefill_size` 8,192).
 //!
 //! The run is a scenario like any other ([`scenario`] builds it): a `[deployment]`, the engine,
 //! a closed-loop synthetic workload of `concurrency` clients, the roofline step times. Its report
@@ -154,6 +156,11 @@ fn engine_limits(spec: &BenchSpec) -> String {
         EngineKind::Trtllm => {
             format!("[engine.trtllm]\nmax_batch_size = {c}\nmax_num_tokens = {budget}\n")
         }
+        EngineKind::Sglang => format!(
+            "[engine.sglang]\nmax_running_requests = {c}\nmax_prefill_tokens = {}\n\
+             enable_mixed_chunk = true\n",
+            u64::from(spec.isl) + AIC_TOKEN_MARGIN
+        ),
     }
 }
 

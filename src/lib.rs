@@ -44,7 +44,9 @@
 //!   polynomials. Requests share each step, so latency answers to load. The worker actor drives
 //!   its engine through one interface ([`cluster::worker::engine::Engine`]); `engine.kind =
 //!   "trtllm"` runs TensorRT-LLM's capacity rule instead ([`cluster::worker::trtllm`]: each
-//!   admitted request's KV reserved to completion, never preempted).
+//!   admitted request's KV reserved to completion, never preempted), `"sglang"` SGLang's
+//!   scheduler ([`cluster::worker::sglang`]: prefill passes apart from decode passes, `lpm` or
+//!   `fcfs`, admission against a reserve of running output by `new_token_ratio`, retraction).
 //! - **Routing policies.** The router runs a [`router::policy::RoutingPolicy`] chosen by name from
 //!   [`router::registry`]: round-robin, random, the lab rule fed by the router's own decisions or
 //!   by KV events, the older Dynamo-style cost, a TTL-forgetting approximation, Dynamo's current

@@ -88,6 +88,8 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
             }
             EngineKind::Trtllm => (!s.engine.trtllm.enable_chunked_prefill)
                 .then_some("engine.trtllm.enable_chunked_prefill"),
+            // SGLang has no step budget: a whole prompt is always scheduled.
+            EngineKind::Sglang => None,
         };
         let too_long = match (whole, s.max_num_batched_tokens()) {
             (Some(key), Some(budget)) => format!(

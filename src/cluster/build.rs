@@ -6,7 +6,9 @@ use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::router::stream::OnGap;
-use crate::scenario::{AdmissionKind, EngineKind, Fault, PreemptionKind, Scenario};
+use crate::scenario::{
+    AdmissionKind, EngineKind, Fault, PreemptionKind, Scenario, SchedulePolicyKind,
+};
 use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};
@@ -20,6 +22,7 @@ use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
 use super::worker::engine::{EngineRules, EngineSetup};
+use super::worker::sglang::{SchedulePolicy, SglangRules};
 use super::worker::trtllm::TrtllmRules;
 use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
@@ -224,7 +227,24 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
                     enable_chunked_prefill: t.enable_chunked_prefill,
                 })
             }
+            EngineKind::Sglang => EngineRules::Sglang(sglang_rules(s)),
         },
+    }
+}
+
+/// The SGLang engine's rules under `s`.
+fn sglang_rules(s: &Scenario) -> SglangRules {
+    let g = &s.engine.sglang;
+    SglangRules {
+        schedule_policy: match g.schedule_policy {
+            SchedulePolicyKind::Fcfs => SchedulePolicy::Fcfs,
+            SchedulePolicyKind::Lpm => SchedulePolicy::Lpm,
+        },
+        max_running_requests: s.max_num_seqs(),
+        chunked_prefill_size: usize::try_from(g.chunked_prefill_size).ok(),
+        max_prefill_tokens: g.max_prefill_tokens as usize,
+        schedule_conservativeness: g.schedule_conservativeness,
+        enable_mixed_chunk: g.enable_mixed_chunk,
     }
 }
 

@@ -178,6 +178,7 @@ impl Profile {
 const BUNDLED: &[(&str, &str)] = &[
     ("vllm", include_str!("../../data/profiles/vllm.toml")),
     ("trtllm", include_str!("../../data/profiles/trtllm.toml")),
+    ("sglang", include_str!("../../data/profiles/sglang.toml")),
 ];
 
 /// The engines with a bundled profile.

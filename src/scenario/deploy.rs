@@ -31,10 +31,10 @@ pub struct Resolved {
 pub fn engine_memory(s: &Scenario) -> EngineMemory {
     let trtllm = s.engine.kind == EngineKind::Trtllm;
     EngineMemory {
-        utilization: if trtllm {
-            s.engine.trtllm.free_gpu_memory_fraction
-        } else {
-            s.engine.vllm.gpu_memory_utilization
+        utilization: match s.engine.kind {
+            EngineKind::Trtllm => s.engine.trtllm.free_gpu_memory_fraction,
+            EngineKind::Sglang => s.engine.sglang.mem_fraction_static,
+            EngineKind::Vllm => s.engine.vllm.gpu_memory_utilization,
         },
         of_free: trtllm,
         // Unbounded running requests: the sampler is still profiled at vLLM's default.

@@ -9,14 +9,17 @@ use super::{Limit, Pool, Scenario};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineSettings {
-    /// The engine: `vllm` (vLLM v1's step scheduler) or `trtllm` (TensorRT-LLM's
+    /// The engine: `vllm` (vLLM v1's step scheduler), `trtllm` (TensorRT-LLM's
     /// `GUARANTEED_NO_EVICT` capacity scheduler: each admitted request's KV reserved through its
-    /// completion, never evicted).
+    /// completion, never evicted) or `sglang` (SGLang's scheduler: prefill batches first,
+    /// admission against a reserve of future output, retraction when decode runs out of KV).
     pub kind: EngineKind,
     /// `[engine.vllm]`: vLLM's own settings.
     pub vllm: VllmSettings,
     /// `[engine.trtllm]`: TensorRT-LLM's own settings.
     pub trtllm: TrtllmSettings,
+    /// `[engine.sglang]`: SGLang's own settings.
+    pub sglang: SglangSettings,
 }
 
 /// `engine.kind`.
@@ -30,17 +33,20 @@ pub enum EngineKind {
     Vllm,
     /// TensorRT-LLM (its default capacity scheduler).
     Trtllm,
+    /// SGLang.
+    Sglang,
 }
 
 impl EngineKind {
     /// Every engine's name.
-    pub const NAMES: &'static [&'static str] = &["vllm", "trtllm"];
+    pub const NAMES: &'static [&'static str] = &["vllm", "trtllm", "sglang"];
 
     /// Its name.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Vllm => "vllm",
             EngineKind::Trtllm => "trtllm",
+            EngineKind::Sglang => "sglang",
         }
     }
 }
@@ -52,7 +58,8 @@ impl std::str::FromStr for EngineKind {
         match s {
             "vllm" => Ok(EngineKind::Vllm),
             "trtllm" => Ok(EngineKind::Trtllm),
-            _ => Err(format!("{s:?} is not an engine (vllm, trtllm)")),
+            "sglang" => Ok(EngineKind::Sglang),
+            _ => Err(format!("{s:?} is not an engine (vllm, trtllm, sglang)")),
         }
     }
 }
@@ -129,6 +136,60 @@ impl Default for TrtllmSettings {
     }
 }
 
+/// `[engine.sglang]`: SGLang's scheduler settings, with its server argument names and defaults
+/// (`python/sglang/srt/server_args.py`; the request limit is Dynamo's mocker's).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SglangSettings {
+    /// The share of each GPU's memory for weights and KV (`--mem-fraction-static`); sizes the KV
+    /// cache of a `[deployment]` as vLLM's `gpu_memory_utilization` does. SGLang derives its
+    /// default from the GPU; 0.9 stands in for it here: set your server's.
+    pub mem_fraction_static: f64,
+    /// The order waiting requests are tried in: "fcfs" (arrival, SGLang's default) or "lpm"
+    /// (longest cached prefix first; past 128 waiting requests, fcfs).
+    pub schedule_policy: SchedulePolicyKind,
+    /// Running requests at most, or "unbounded" (256, Dynamo's mocker's; SGLang derives its
+    /// default from the KV).
+    pub max_running_requests: Limit,
+    /// Prompt tokens per prefill pass, a long prompt cut into chunks of it; a multiple of
+    /// `cluster.block_size`, or -1 for no chunking (8,192, SGLang's on 60-160 GB GPUs).
+    pub chunked_prefill_size: i64,
+    /// Prompt tokens per prefill pass at most; the pass's first request may exceed it (16,384).
+    pub max_prefill_tokens: u64,
+    /// Scales the share of running requests' remaining output that admission reserves (1.0:
+    /// `new_token_ratio` starts at 0.7).
+    pub schedule_conservativeness: f64,
+    /// Decoding requests join a prefill pass's forward (false).
+    pub enable_mixed_chunk: bool,
+}
+
+impl Default for SglangSettings {
+    fn default() -> Self {
+        SglangSettings {
+            mem_fraction_static: 0.9,
+            schedule_policy: SchedulePolicyKind::Fcfs,
+            max_running_requests: Limit::Count(256),
+            chunked_prefill_size: 8192,
+            max_prefill_tokens: 16384,
+            schedule_conservativeness: 1.0,
+            enable_mixed_chunk: false,
+        }
+    }
+}
+
+/// `engine.sglang.schedule_policy`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulePolicyKind {
+    /// First come, first served.
+    #[default]
+    Fcfs,
+    /// Longest cached prefix first.
+    Lpm,
+}
+
 /// `engine.vllm.preemption`.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
@@ -170,10 +231,13 @@ impl Scenario {
     }
 
     /// Running requests at most per worker (`None`: unbounded): `engine.vllm.max_num_seqs`, or
-    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_batch_size`.
+    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_batch_size`; under SGLang,
+    /// `engine.sglang.max_running_requests`.
     pub fn max_num_seqs(&self) -> Option<usize> {
-        if self.engine.kind == EngineKind::Trtllm {
-            return self.engine.trtllm.max_batch_size.count();
+        match self.engine.kind {
+            EngineKind::Trtllm => return self.engine.trtllm.max_batch_size.count(),
+            EngineKind::Sglang => return self.engine.sglang.max_running_requests.count(),
+            EngineKind::Vllm => {}
         }
         let default = match self.vllm_large_gpu() {
             Some(true) => 1024,
@@ -187,10 +251,13 @@ impl Scenario {
     }
 
     /// Tokens per step at most (`None`: unbounded): `engine.vllm.max_num_batched_tokens`, or
-    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_num_tokens`.
+    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_num_tokens`; under SGLang,
+    /// none (its prefill budgets bound a pass instead).
     pub fn max_num_batched_tokens(&self) -> Option<usize> {
-        if self.engine.kind == EngineKind::Trtllm {
-            return self.engine.trtllm.max_num_tokens.count();
+        match self.engine.kind {
+            EngineKind::Trtllm => return self.engine.trtllm.max_num_tokens.count(),
+            EngineKind::Sglang => return None,
+            EngineKind::Vllm => {}
         }
         let default = match self.vllm_large_gpu() {
             Some(false) => 2048,

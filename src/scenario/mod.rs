@@ -25,7 +25,8 @@ use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
 pub use engine::{
-    AdmissionKind, EngineKind, EngineSettings, PreemptionKind, TrtllmSettings, VllmSettings,
+    AdmissionKind, EngineKind, EngineSettings, PreemptionKind, SchedulePolicyKind, SglangSettings,
+    TrtllmSettings, VllmSettings,
 };
 pub use load::{load_scenario, Override};
 pub use scaling::{

@@ -9,7 +9,8 @@ pub use crate::limits::{
 use std::path::Path;
 
 use super::{
-    EngineKind, Fault, Limit, Scenario, Timing, TimingKind, TrtllmSettings, VllmSettings, Workload,
+    EngineKind, Fault, Limit, Scenario, SglangSettings, Timing, TimingKind, TrtllmSettings,
+    VllmSettings, Workload,
 };
 use crate::rng::SimRng;
 use crate::router::loads::LoadKind;
@@ -243,6 +244,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
     let t = &s.engine.trtllm;
     limit("engine.trtllm.max_batch_size", t.max_batch_size)?;
     limit("engine.trtllm.max_num_tokens", t.max_num_tokens)?;
+    sglang_settings(s)?;
     inactive_engine(s)?;
 
     let d = &s.disagg;
@@ -388,12 +390,47 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
     }
 }
 
+/// `[engine.sglang]`'s values (SGLang's own checks, and the crate's: a chunk of whole pages).
+fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
+    let g = &s.engine.sglang;
+    limit("engine.sglang.max_running_requests", g.max_running_requests)?;
+    let c = g.chunked_prefill_size;
+    let bs = s.block_size() as i64;
+    if c != -1 && (c <= 0 || c % bs != 0) {
+        return Err(bad(
+            "engine.sglang.chunked_prefill_size",
+            c,
+            &format!(
+                "must be a positive multiple of cluster.block_size ({bs}: whole pages), or -1 \
+                 for no chunking"
+            ),
+        ));
+    }
+    if g.max_prefill_tokens == 0 {
+        return Err(bad(
+            "engine.sglang.max_prefill_tokens",
+            0,
+            "must be at least 1",
+        ));
+    }
+    let k = g.schedule_conservativeness;
+    if !(k.is_finite() && k >= 0.0) {
+        return Err(bad(
+            "engine.sglang.schedule_conservativeness",
+            format!("{k:?}"),
+            "must be a finite number, 0 or more",
+        ));
+    }
+    Ok(())
+}
+
 /// A setting of an engine the scenario does not run must keep its default: refused rather than
 /// ignored.
 fn inactive_engine(s: &Scenario) -> Result<(), Invalid> {
     let kind = s.engine.kind;
     let (v, dv) = (&s.engine.vllm, VllmSettings::default());
     let (t, dt) = (&s.engine.trtllm, TrtllmSettings::default());
+    let (g, dg) = (&s.engine.sglang, SglangSettings::default());
     let settings = [
         (
             "engine.vllm.gpu_memory_utilization",
@@ -461,6 +498,48 @@ fn inactive_engine(s: &Scenario) -> Result<(), Invalid> {
             shown(&t.enable_chunked_prefill),
             EngineKind::Trtllm,
         ),
+        (
+            "engine.sglang.mem_fraction_static",
+            g.mem_fraction_static != dg.mem_fraction_static,
+            shown(&g.mem_fraction_static),
+            EngineKind::Sglang,
+        ),
+        (
+            "engine.sglang.schedule_policy",
+            g.schedule_policy != dg.schedule_policy,
+            shown(&g.schedule_policy),
+            EngineKind::Sglang,
+        ),
+        (
+            "engine.sglang.max_running_requests",
+            g.max_running_requests != dg.max_running_requests,
+            shown(&g.max_running_requests),
+            EngineKind::Sglang,
+        ),
+        (
+            "engine.sglang.chunked_prefill_size",
+            g.chunked_prefill_size != dg.chunked_prefill_size,
+            shown(&g.chunked_prefill_size),
+            EngineKind::Sglang,
+        ),
+        (
+            "engine.sglang.max_prefill_tokens",
+            g.max_prefill_tokens != dg.max_prefill_tokens,
+            shown(&g.max_prefill_tokens),
+            EngineKind::Sglang,
+        ),
+        (
+            "engine.sglang.schedule_conservativeness",
+            g.schedule_conservativeness != dg.schedule_conservativeness,
+            shown(&g.schedule_conservativeness),
+            EngineKind::Sglang,
+        ),
+        (
+            "engine.sglang.enable_mixed_chunk",
+            g.enable_mixed_chunk != dg.enable_mixed_chunk,
+            shown(&g.enable_mixed_chunk),
+            EngineKind::Sglang,
+        ),
     ];
     match settings
         .into_iter()
@@ -497,6 +576,10 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
             "engine.trtllm.free_gpu_memory_fraction",
             s.engine.trtllm.free_gpu_memory_fraction,
         ),
+        (
+            "engine.sglang.mem_fraction_static",
+            s.engine.sglang.mem_fraction_static,
+        ),
     ] {
         if !(u.is_finite() && u > 0.0 && u <= 1.0) {
             return Err(bad(key, format!("{u:?}"), "must be in (0, 1]"));
@@ -524,7 +607,8 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
                 n,
                 "is derived from the [deployment] (the KV its engine finds in memory): remove it, \
                  or tune the engine's memory share (engine.vllm.gpu_memory_utilization, \
-                 engine.trtllm.free_gpu_memory_fraction) or deployment.kv_dtype",
+                 engine.trtllm.free_gpu_memory_fraction, engine.sglang.mem_fraction_static) or \
+                 deployment.kv_dtype",
             ));
         }
         if d.model != crate::disagg::ModelShape::default() {

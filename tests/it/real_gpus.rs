@@ -100,6 +100,35 @@ fn bench_runs_tensorrt_llm_with_its_memory_rule_limits_and_profile() {
 }
 
 #[test]
+fn bench_runs_sglang_as_aiconfigurator_configures_it_with_its_profile() {
+    let (vllm, sglang) = (llama8b_bench(&[]), llama8b_bench(&["--engine", "sglang"]));
+    // max_running_requests = the concurrency (AIConfigurator's benchmark/sglang.rule).
+    assert_eq!(sglang["bench"]["max_num_seqs"].as_u64().unwrap(), 4);
+    assert_eq!(sglang["acks"].as_u64().unwrap(), 80);
+    assert_eq!(sglang["rejected"].as_u64().unwrap(), 0);
+    assert_ne!(
+        sglang["ttft_ms"], vllm["ttft_ms"],
+        "its own scheduler and fitted profile"
+    );
+    assert_ne!(sglang["tpot_ms"], vllm["tpot_ms"]);
+    // Mixed chunks off (SGLang's default): the prefills leave the decodes waiting, so a
+    // request's tokens come further apart.
+    let apart = llama8b_bench(&[
+        "--engine",
+        "sglang",
+        "--set",
+        "engine.sglang.enable_mixed_chunk=false",
+    ]);
+    let tpot = |r: &serde_json::Value| r["tpot_ms"]["mean"].as_f64().unwrap();
+    assert!(
+        tpot(&apart) > tpot(&sglang),
+        "{} {}",
+        tpot(&apart),
+        tpot(&sglang)
+    );
+}
+
+#[test]
 fn bench_refuses_what_cannot_be_served_naming_the_flag() {
     let base = ["--isl", "1024", "--osl", "128", "--concurrency", "8"];
     let run = |extra: &[&str]| {

@@ -1,5 +1,5 @@
 //! The serving engines behind the one worker interface (`engine.kind`): the same workload under
-//! vLLM and TensorRT-LLM, end to end.
+//! vLLM, TensorRT-LLM and SGLang, end to end.
 
 use std::path::Path;
 
@@ -91,4 +91,78 @@ fn prompts_longer_than_a_step_are_refused_when_scheduled_only_whole_and_the_warn
     );
     let chunked = run(&format!("{text}enable_chunked_prefill = true\n"), "trtllm");
     assert_eq!((chunked.rejected, chunked.acks), (0, 120));
+}
+
+#[test]
+fn sglang_serves_the_pressed_workload_retracting_less_than_vllm_preempts() {
+    // SGLang admits a request only when its prompt and whole output fit beside a share
+    // (new_token_ratio) of the running requests' remaining output; as the ratio decays it
+    // admits more and, once decode runs out of KV, retracts. vLLM admits on the first chunk
+    // alone and preempts far more. Both serve every request; SGLang the same way twice.
+    let sglang = run(PRESSED, "sglang");
+    let vllm = run(PRESSED, "vllm");
+    for r in [&sglang, &vllm] {
+        assert_eq!((r.acks, r.rejected), (120, 0));
+    }
+    assert!(
+        sglang.preemptions > 0 && sglang.preemptions < vllm.preemptions,
+        "{} retractions, {} preemptions",
+        sglang.preemptions,
+        vllm.preemptions
+    );
+    assert_ne!(sglang.ttft_ms, vllm.ttft_ms, "its own scheduler");
+    assert_eq!(run(PRESSED, "sglang"), sglang, "deterministic");
+}
+
+#[test]
+fn sglang_longest_prefix_first_reuses_at_least_as_much_as_arrival_order() {
+    // One worker, 4 groups sharing 256 tokens, requests arriving faster than they are served:
+    // lpm serves the waiting requests whose prefix is cached first.
+    let one = PRESSED.replace("workers = 2", "workers = 1");
+    let fcfs = run(&one, "sglang");
+    let lpm = run(
+        &format!("{one}[engine.sglang]\nschedule_policy = \"lpm\"\n"),
+        "sglang",
+    );
+    assert_eq!((lpm.acks, fcfs.acks), (120, 120));
+    assert!(
+        lpm.prefix_reuse >= fcfs.prefix_reuse,
+        "{} {}",
+        lpm.prefix_reuse,
+        fcfs.prefix_reuse
+    );
+    assert_ne!(lpm.ttft_ms, fcfs.ttft_ms, "a different order");
+}
+
+#[test]
+fn the_bundled_sglang_scenario_runs_in_the_crate_defaults() {
+    // The first 400 requests of the conversation trace on scenarios/dynamo-mocker-sglang.toml.
+    let out = crate::common::ok(&[
+        "run",
+        "scenarios/dynamo-mocker-sglang.toml",
+        "--set",
+        "workload.limit=400",
+        "--json",
+    ]);
+    let r: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["acks"].as_u64(), Some(400));
+    assert_eq!(r["rejected"].as_u64(), Some(0));
+    assert!(
+        r["prefix_reuse"].as_f64().unwrap() > 0.1,
+        "{}",
+        r["prefix_reuse"]
+    );
+    // The same scenario under vLLM's engine differs: the engine is SGLang's.
+    let vllm = crate::common::ok(&[
+        "run",
+        "scenarios/dynamo-mocker-sglang.toml",
+        "--set",
+        "workload.limit=400",
+        "--set",
+        "engine.kind=vllm",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&vllm).expect("json");
+    assert_eq!(v["acks"].as_u64(), Some(400));
+    assert_ne!(r["ttft_ms"], v["ttft_ms"]);
 }

@@ -11,7 +11,9 @@
 //! Each engine lives in its own folder with its own rules: [`vllm`], vLLM v1's
 //! step scheduler (running requests first, chunked prefill, preemption by recomputation), and
 //! [`trtllm`], TensorRT-LLM's default capacity scheduler on vLLM's step loop
-//! (each admitted request's KV reserved through its completion, never evicted).
+//! (each admitted request's KV reserved through its completion, never evicted), and [`sglang`],
+//! SGLang's scheduler on the same loop (prefill batches first, admission against a reserve of
+//! future output, retraction when decode runs out of KV).
 //!
 //! What engines share lives beside this file: a request's state ([`Seq`]), the block pool with
 //! its prefix lookup, pins and eviction ([`kv`](super::kv)), what a plan tells the actor
@@ -33,7 +35,7 @@ use super::plan::{Applied, Planned};
 use super::probe::FeatureTotals;
 use super::seq::Seq;
 use super::timing::TimingModel;
-use super::{trtllm, vllm};
+use super::{sglang, trtllm, vllm};
 
 /// A worker's engine: a step scheduler over its KV blocks, for requests carrying the actor's
 /// data `T`.
@@ -195,6 +197,8 @@ pub enum EngineRules {
     Vllm(vllm::VllmRules),
     /// TensorRT-LLM (`GUARANTEED_NO_EVICT`).
     Trtllm(trtllm::TrtllmRules),
+    /// SGLang.
+    Sglang(sglang::SglangRules),
 }
 
 /// Builds the engine `setup` describes.
@@ -204,5 +208,6 @@ pub fn build<T: 'static>(setup: &EngineSetup) -> Box<dyn Engine<T>> {
             setup, r,
         ))),
         EngineRules::Trtllm(r) => Box::new(vllm::StepScheduler::new(r.scheduler_config(setup))),
+        EngineRules::Sglang(r) => Box::new(vllm::StepScheduler::new(r.scheduler_config(setup))),
     }
 }

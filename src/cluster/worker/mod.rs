@@ -5,7 +5,9 @@
 //!   running requests first, then waiting ones FIFO, within a token budget and a sequence limit;
 //!   chunked prefill, prefix caching, KV growth and preemption; decode stretches planned at
 //!   once) and [`trtllm`] (TensorRT-LLM's `GUARANTEED_NO_EVICT` capacity scheduler on vLLM's
-//!   step loop: a request is admitted only when its KV to completion is reserved).
+//!   step loop: a request is admitted only when its KV to completion is reserved) and
+//!   [`sglang`] (SGLang's scheduler on the same loop: prefill batches first, `lpm` or `fcfs`,
+//!   admission against a reserve of future output by `new_token_ratio`, decode retraction).
 //! - What the engines share: [`seq`] (one request's state), [`kv`] (the KV blocks: named
 //!   (prefix-cacheable) and private, pins, eviction; its table from block name to slot is
 //!   `names.rs`, its eviction order `lru.rs`), [`evicted`] (a bounded memory of the blocks a
@@ -24,6 +26,7 @@ mod names;
 pub mod plan;
 pub mod probe;
 pub mod seq;
+pub mod sglang;
 pub mod timing;
 pub mod trtllm;
 pub mod vllm;

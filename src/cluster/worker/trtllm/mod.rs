@@ -78,6 +78,7 @@ impl TrtllmRules {
             timing: setup.timing.clone(),
             max_model_len: setup.max_model_len,
             record_features: setup.record_features,
+            sglang: None,
         }
     }
 }

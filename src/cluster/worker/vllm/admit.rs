@@ -31,8 +31,45 @@ impl<T> StepScheduler<T> {
         trtllm::to_completion_blocks(s.prompt + output, self.cfg.block_size)
     }
 
+    /// The computed count at which `head`'s next token comes out (a transferred request's
+    /// first token came with its KV: it computes that token's KV).
+    pub(in crate::cluster::worker) fn head_target(head: &Seq<T>) -> u64 {
+        match head.kind {
+            SeqKind::Transferred => head.prompt + head.generated.max(1),
+            SeqKind::Prompt => head.target(),
+        }
+    }
+
+    /// Where the head of the waiting queue would start computing: (cached blocks held,
+    /// cached or remembered blocks, start token), its cached prefix capped one token short of
+    /// its target, or a transferred prompt's end.
+    pub(in crate::cluster::worker) fn head_start(&self) -> (usize, usize, u64) {
+        let bs = self.cfg.block_size;
+        let head = self.waiting.front().expect("checked non-empty");
+        match head.kind {
+            SeqKind::Transferred => (0, 0, head.prompt),
+            SeqKind::Prompt => {
+                let pool = self.pool.borrow();
+                let held = pool.cached_prefix(head.names());
+                let remembered = if self.cfg.attribute_misses {
+                    held + pool.remembered_prefix(&head.names()[held..])
+                } else {
+                    held
+                };
+                let held_tokens = (held as u64 * bs as u64).min(head.prompt);
+                let cap = (Self::head_target(head) - 1) / bs as u64 * bs as u64;
+                (held, remembered, held_tokens.min(cap))
+            }
+        }
+    }
+
     /// Tries to admit the head of the waiting queue with `budget` tokens left.
-    pub(super) fn admit_head(&mut self, now: Nanos, budget: u64, out: &mut Planned<T>) -> Admit {
+    pub(in crate::cluster::worker) fn admit_head(
+        &mut self,
+        now: Nanos,
+        budget: u64,
+        out: &mut Planned<T>,
+    ) -> Admit {
         let bs = self.cfg.block_size;
         let head = self.waiting.front().expect("checked non-empty");
         // Longer than the KV can ever hold, or than the server accepts (vLLM refuses a request
@@ -46,11 +83,7 @@ impl<T> StepScheduler<T> {
                 .cfg
                 .max_model_len
                 .is_some_and(|m| head.prompt + head.output > m);
-        // A transferred request's first token came with its KV: it computes that token's KV.
-        let target = match head.kind {
-            SeqKind::Transferred => head.prompt + head.generated.max(1),
-            SeqKind::Prompt => head.target(),
-        };
+        let target = Self::head_target(head);
         let too_long = !self.cfg.chunked_prefill
             && head.kind == SeqKind::Prompt
             && self
@@ -63,22 +96,7 @@ impl<T> StepScheduler<T> {
             out.rejected.push(s);
             return Admit::Rejected;
         }
-        // Where its computation starts: the capped cached prefix, or the transferred prompt.
-        let (held, remembered, start) = match head.kind {
-            SeqKind::Transferred => (0, 0, head.prompt),
-            SeqKind::Prompt => {
-                let pool = self.pool.borrow();
-                let held = pool.cached_prefix(head.names());
-                let remembered = if self.cfg.attribute_misses {
-                    held + pool.remembered_prefix(&head.names()[held..])
-                } else {
-                    held
-                };
-                let held_tokens = (held as u64 * bs as u64).min(head.prompt);
-                let cap = (target - 1) / bs as u64 * bs as u64;
-                (held, remembered, held_tokens.min(cap))
-            }
-        };
+        let (held, remembered, start) = self.head_start();
         let pin = (start / bs as u64) as usize;
         let pin = if head.kind == SeqKind::Prompt { pin } else { 0 };
         let remaining = target - start;

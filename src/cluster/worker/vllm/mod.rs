@@ -53,6 +53,7 @@ use super::plan::{Admit, Work};
 pub use super::plan::{Applied, LogItem, Planned};
 use super::probe::{FeatureClock, FeatureTotals};
 use super::seq::{Seq, SeqKind};
+use super::sglang::SglangRules;
 use super::timing::{StepWork, TimingModel};
 
 mod admit;
@@ -118,6 +119,9 @@ pub struct SchedulerConfig {
     /// Keep a feature clock ([`FeatureClock`]) beside time, under a roofline (for
     /// `calibrate`).
     pub record_features: bool,
+    /// SGLang's scheduler in place of vLLM's step rules (see [`sglang`](super::sglang)): its
+    /// prefill and decode batches, admission and retraction on this step loop.
+    pub sglang: Option<SglangRules>,
 }
 
 /// The vLLM engine's own rules (`[engine.vllm]`).
@@ -154,6 +158,7 @@ impl SchedulerConfig {
             timing: setup.timing.clone(),
             max_model_len: setup.max_model_len,
             record_features: setup.record_features,
+            sglang: None,
         }
     }
 }
@@ -182,12 +187,18 @@ pub struct StepScheduler<T> {
     waiting_tokens: u64,
     /// The feature clock, when asked for under a roofline.
     probe: Option<Box<FeatureClock>>,
+    /// SGLang's `new_token_ratio` (under [`SchedulerConfig::sglang`]).
+    pub(super) new_token_ratio: f64,
 }
 
 impl<T> StepScheduler<T> {
     /// An idle scheduler with an empty KV pool.
     pub fn new(cfg: SchedulerConfig) -> Self {
         let probe = (cfg.record_features && cfg.timing.roofline().is_some()).then(Box::default);
+        let new_token_ratio = cfg
+            .sglang
+            .as_ref()
+            .map_or(0.0, SglangRules::init_new_token_ratio);
         StepScheduler {
             pool: Rc::new(RefCell::new(KvPool::new(
                 cfg.kv_capacity,
@@ -203,6 +214,7 @@ impl<T> StepScheduler<T> {
             crossings: Vec::new(),
             waiting_tokens: 0,
             probe,
+            new_token_ratio,
         }
     }
 
@@ -346,7 +358,10 @@ impl<T> StepScheduler<T> {
             && out.rejected.is_empty()
             && work.len() == self.running.len()
             && prefill_tokens == 0
-            && self.all_decode_one(&work);
+            && self.all_decode_one(&work)
+            // SGLang's admission budget moves with every decode step: stretch only when
+            // nothing waits.
+            && (self.cfg.sglang.is_none() || self.waiting.is_empty());
         if stretch {
             self.extend_stretch(&mut ends, step.decode_kv_tokens, &mut out.log);
         }
@@ -438,6 +453,7 @@ impl<T> StepScheduler<T> {
                 self.itl.add(w[1] - w[0], n);
             }
             self.retire(&mut out);
+            self.sglang_applied(steps - 1);
             self.probe_applied(&out);
             self.spare = Some(plan);
             return out;
@@ -464,6 +480,7 @@ impl<T> StepScheduler<T> {
         }
         debug_assert!(work.next().is_none(), "work follows the running order");
         self.retire(&mut out);
+        self.sglang_applied(0);
         self.probe_applied(&out);
         self.spare = Some(plan);
         out
@@ -503,6 +520,9 @@ impl<T> StepScheduler<T> {
             self.stats.busy_ns -= end.saturating_sub(now);
         }
         self.pool.borrow_mut().clear();
+        if let Some(rules) = &self.cfg.sglang {
+            self.new_token_ratio = rules.init_new_token_ratio();
+        }
         let mut all: Vec<Seq<T>> = self.running.drain(..).collect();
         all.extend(self.waiting.drain(..));
         self.waiting_tokens = 0;
@@ -551,6 +571,9 @@ impl<T> StepScheduler<T> {
     /// Schedules the running requests, then the waiting ones. Returns the work, whether a
     /// preemption happened and whether any request was admitted.
     fn schedule(&mut self, now: Nanos, out: &mut Planned<T>, work: &mut Vec<Work>) -> (bool, bool) {
+        if let Some(rules) = self.cfg.sglang {
+            return self.schedule_sglang(&rules, now, out, work);
+        }
         let mut budget = self.cfg.max_num_batched_tokens.unwrap_or(usize::MAX) as u64;
         let mut preempted = false;
         let mut i = 0;
@@ -680,7 +703,7 @@ impl<T> StepScheduler<T> {
 
     /// Preempts running request `i`: frees its blocks, forgets its computed tokens, and puts it
     /// at the front of the waiting queue.
-    fn preempt(&mut self, i: usize) {
+    pub(super) fn preempt(&mut self, i: usize) {
         let mut s = self.running.remove(i).expect("a running request");
         // It comes back to look its blocks up.
         self.free_blocks(&mut s, true);

@@ -34,6 +34,7 @@ pub(in crate::cluster::worker) fn config(
         timing: TimingModel::polynomial(&Timing::default()),
         record_features: false,
         max_model_len: None,
+        sglang: None,
     }
 }
 

@@ -1,0 +1,193 @@
+//! The SGLang engine: SGLang's scheduler (prefill batches first, admission against a reserve of
+//! future output tokens, decode retraction) on the shared step loop and block pool, as
+//! `aisimulate-core` 0.13 models it and SGLang's source describes it.
+//!
+//! Sources: `aisimulate-core` 0.13.0, `engine/scheduler/sglang/` (`prefill.rs`
+//! `get_new_batch_prefill`, `policy.rs` `apply_schedule_policy`, `decode.rs`
+//! `check_decode_mem_for_burst` and `retraction_ratio_estimate`, `core.rs` the pass and the
+//! ratio's decay and reset, `config.rs` the defaults), a model of sgl-project/sglang v0.5.6.post2
+//! (`5c8bd8b5`); SGLang's own `python/sglang/srt/managers/schedule_policy.py`
+//! (`SchedulePolicy.calc_priority`, `_compute_prefix_matches`, `_sort_by_longest_prefix`,
+//! `PrefillAdder`: `add_chunked_req`, `add_one_req`, `_update_prefill_budget`, `budget_state`,
+//! `CLIP_MAX_NEW_TOKENS`, the in-batch prefix thresholds; read at commit 00550cd),
+//! `managers/scheduler.py` (`get_next_batch_to_run`, `get_new_batch_prefill`,
+//! `update_running_batch`, the idle reset) and `managers/schedule_batch.py`
+//! (`ScheduleBatch.retract_decode`), and `mem_cache/radix_cache.py` (LRU leaf eviction).
+//!
+//! **A pass** is a prefill batch when one can be formed, else a decode batch of every running
+//! request (`get_next_batch_to_run`: "run prefill first"; prefill and decode share a forward
+//! only with `--enable-mixed-chunk`). Requests already decoding wait out a prefill pass; with
+//! `enable_mixed_chunk` they decode one token each in it (`mix_with_running`: no retraction
+//! check, no ratio decay), and the prefill budgets leave them a token each.
+//!
+//! **A prefill batch** (`PrefillAdder`) starts from three budgets:
+//!
+//! ```text
+//! rem_total = free + evictable tokens
+//!             - sum over decoding r of min(max_new(r) - generated(r), 4096) * new_token_ratio
+//! rem_input = max_prefill_tokens         rem_chunk = chunked_prefill_size
+//! ```
+//!
+//! The request being prefilled in chunks goes first (`add_chunked_req`: up to
+//! `min(rem_chunk, rem_total)` tokens). Then waiting requests, in the policy's order: `fcfs`
+//! keeps arrival order; `lpm` sorts by longest cached prefix, a request with a short cached
+//! prefix (at most 32 tokens) whose first 32 tokens an earlier waiting request shares last
+//! (in-batch prefix caching: let one of them fill the cache first), and falls back to `fcfs`
+//! past 128 waiting requests. A request (its prefix matched once, capped one token short of its
+//! prompt) is admitted while `extend + min(max_new, 4096) < rem_total` (`extend`: its prompt
+//! less its cached prefix) and, unless it is the pass's first, `extend < rem_input`; if
+//! `extend` exceeds `rem_chunk` it is cut to a chunk of `rem_chunk` rounded down to whole pages
+//! and continues in the next passes. Each admission charges its page-rounded chunk to all three
+//! budgets and, when its prompt completes in this pass, `min(max_new, 4096)` to `rem_total`;
+//! the batch closes when any budget is spent or the running-request limit is reached.
+//!
+//! **A decode batch** (`update_running_batch`) first checks that the free and evictable blocks
+//! cover the next token of every running request; if not it retracts, one at a time, the
+//! request with the fewest generated tokens (ties: the longest prompt, then the latest
+//! admitted) until they do, never the last one (`retract_decode`). A retracted request frees
+//! its KV, goes to the back of the waiting queue and is recomputed when admitted again.
+//!
+//! **`new_token_ratio`**, the share of each running request's remaining output reserved:
+//! starts at `0.7 x schedule_conservativeness` (at most 1), decays by `(init - min) / 600` per
+//! decode pass to `min = 0.14 x init`; a retraction resets it to `min(1, (generated + 20 x n) /
+//! (max_new + 1))` over the `n` requests left; a worker with nothing to do resets it to `init`.
+//!
+//! **The radix cache** at page granularity with LRU leaf eviction is the shared block pool
+//! ([`kv`](super::kv)) with page = block: a block's name chains its whole prefix, so a lookup
+//! by names finds the longest cached prefix as a radix-tree match does; blocks are released
+//! last-first and evicted longest-released first, so a prefix's leaf goes before its parent,
+//! as SGLang's eviction takes least recently used leaves.
+//!
+//! **Where dynsim differs.** SGLang's default `page_size` is 1 (token granularity); here a page
+//! is `cluster.block_size` tokens (the crate does the same), so a prefix matches in whole
+//! blocks and the in-batch prefix check compares whole blocks. Generated tokens' KV is never
+//! cached (SGLang inserts a finished request's output into the tree too). A retracted request's
+//! computed blocks stay cached until evicted (SGLang frees the tokens past the prefix it
+//! matched). A request whose `ceil(prompt) + min(max_new, 4096)` tokens, or whose whole sequence,
+//! cannot fit the worker's KV is refused. `max_running_requests` defaults to the crate's 256
+//! (SGLang derives it from the memory); priority scheduling and
+//! the other policies (`lof`, `dfs-weight`, `random`) are not modelled. The crate charges
+//! `rem_total` with the chunk alone; SGLang (and dynsim) with the whole `extend`.
+
+use super::engine::EngineSetup;
+use super::vllm::{Admission, Preemption, SchedulerConfig};
+
+mod schedule;
+#[cfg(test)]
+mod tests;
+
+/// SGLang's clip of each request's remaining output in its estimates (`CLIP_MAX_NEW_TOKENS`).
+pub const CLIP_MAX_NEW_TOKENS: u64 = 4096;
+/// `SGLANG_INIT_NEW_TOKEN_RATIO`: the reserved share of output before conservativeness.
+pub const INIT_NEW_TOKEN_RATIO: f64 = 0.7;
+/// `SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`: the floor of the ratio, as a share of its start.
+pub const MIN_NEW_TOKEN_RATIO_FACTOR: f64 = 0.14;
+/// `SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`: decode passes from the start to the floor.
+pub const NEW_TOKEN_RATIO_DECAY_STEPS: f64 = 600.0;
+/// `SGLANG_RETRACT_DECODE_STEPS`: decode steps of KV a retraction's new ratio keeps per request.
+pub const RETRACT_DECODE_STEPS: u64 = 20;
+/// Past this many waiting requests `lpm` falls back to `fcfs`.
+pub const LPM_FALLBACK_THRESHOLD: usize = 128;
+/// `IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD` and `..._DEPRIORITIZE_THRESHOLD`, tokens.
+pub const IN_BATCH_PREFIX_TOKENS: u64 = 32;
+
+/// `schedule_policy`: the order in which waiting requests are tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulePolicy {
+    /// First come, first served (SGLang's default).
+    Fcfs,
+    /// Longest cached prefix first.
+    Lpm,
+}
+
+/// The SGLang engine's own rules (`[engine.sglang]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SglangRules {
+    /// The waiting queue's order.
+    pub schedule_policy: SchedulePolicy,
+    /// Running requests at most (`None`: unbounded).
+    pub max_running_requests: Option<usize>,
+    /// Prompt tokens per prefill pass across requests (`None`: chunked prefill off).
+    pub chunked_prefill_size: Option<usize>,
+    /// Prompt tokens per prefill pass at most (the first request may exceed it).
+    pub max_prefill_tokens: usize,
+    /// Scales the reserved share of running requests' output (1.0).
+    pub schedule_conservativeness: f64,
+    /// Decoding requests join a prefill batch's forward (`--enable-mixed-chunk`; off).
+    pub enable_mixed_chunk: bool,
+}
+
+impl SglangRules {
+    /// The ratio's start: `0.7 x schedule_conservativeness`, at most 1.
+    pub fn init_new_token_ratio(&self) -> f64 {
+        (INIT_NEW_TOKEN_RATIO * self.schedule_conservativeness).min(1.0)
+    }
+
+    /// The ratio's floor.
+    pub fn min_new_token_ratio(&self) -> f64 {
+        (self.init_new_token_ratio() * MIN_NEW_TOKEN_RATIO_FACTOR).min(1.0)
+    }
+
+    /// The ratio after one more decode pass without retraction, from `ratio`.
+    pub fn decayed(&self, ratio: f64) -> f64 {
+        let step = (self.init_new_token_ratio() - self.min_new_token_ratio())
+            / NEW_TOKEN_RATIO_DECAY_STEPS;
+        (ratio - step).max(self.min_new_token_ratio())
+    }
+
+    /// The step loop's settings for an engine built from `setup` under these rules.
+    pub fn scheduler_config(&self, setup: &EngineSetup) -> SchedulerConfig {
+        SchedulerConfig {
+            block_size: setup.block_size,
+            kv_capacity: setup.kv_capacity,
+            max_num_seqs: self.max_running_requests,
+            // SGLang's budgets replace the step's token budget.
+            max_num_batched_tokens: None,
+            chunked_prefill: self.chunked_prefill_size.is_some(),
+            // Never used: retraction picks its own victims.
+            preemption: Preemption::Lifo,
+            // The physical check behind SGLang's budgets: the chunk's blocks must be free or
+            // evictable.
+            admission: Admission::Chunk,
+            prefill_only: setup.prefill_only,
+            attribute_misses: setup.attribute_misses,
+            decode_stretches: true,
+            timing: setup.timing.clone(),
+            max_model_len: setup.max_model_len,
+            record_features: setup.record_features,
+            sglang: Some(*self),
+        }
+    }
+}
+
+/// Rounds `tokens` up to whole pages of `page` tokens.
+pub fn ceil_page(tokens: u64, page: usize) -> u64 {
+    tokens.div_ceil(page as u64) * page as u64
+}
+
+/// The tokens a prefill batch reserves for the future output of running requests, given each
+/// one's remaining output: `sum of min(remaining, 4096) x ratio`.
+pub fn reserved_output(remaining: impl Iterator<Item = u64>, ratio: f64) -> f64 {
+    remaining
+        .map(|r| r.min(CLIP_MAX_NEW_TOKENS) as f64 * ratio)
+        .sum()
+}
+
+/// Which of the running requests, given as (generated tokens, prompt tokens) in admission
+/// order, a retraction takes: the fewest generated, then the longest prompt, then the latest.
+pub fn retraction_victim(running: &[(u64, u64)]) -> Option<usize> {
+    running
+        .iter()
+        .enumerate()
+        .min_by(|(i, a), (j, b)| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(j.cmp(i)))
+        .map(|(i, _)| i)
+}
+
+/// The ratio after a retraction, over the requests left, given as (generated, max new tokens):
+/// `min(1, (sum generated + 20 x n) / (sum max new + 1))`.
+pub fn ratio_after_retraction(left: &[(u64, u64)]) -> f64 {
+    let generated: u64 = left.iter().map(|r| r.0).sum();
+    let max_new: u64 = left.iter().map(|r| r.1).sum();
+    ((generated + RETRACT_DECODE_STEPS * left.len() as u64) as f64 / (max_new as f64 + 1.0))
+        .min(1.0)
+}

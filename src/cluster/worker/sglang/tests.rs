@@ -1,0 +1,235 @@
+//! SGLang's scheduler on hand-computed cases: `lpm`'s order with in-batch deprioritization,
+//! admission against the output reserve and `schedule_conservativeness`, prefill batches that
+//! leave decoding requests waiting, chunks, and the retraction victim and ratio.
+
+use super::{
+    ratio_after_retraction, reserved_output, retraction_victim, SchedulePolicy, SglangRules,
+};
+use crate::cluster::worker::engine::{EngineRules, EngineSetup};
+use crate::cluster::worker::timing::TimingModel;
+use crate::cluster::worker::vllm::tests::{request, run, run_from, BLOCK};
+use crate::cluster::worker::vllm::StepScheduler;
+use crate::scenario::Timing;
+
+fn rules() -> SglangRules {
+    SglangRules {
+        schedule_policy: SchedulePolicy::Fcfs,
+        max_running_requests: Some(256),
+        chunked_prefill_size: Some(8192),
+        max_prefill_tokens: 16384,
+        schedule_conservativeness: 1.0,
+        enable_mixed_chunk: false,
+    }
+}
+
+/// An SGLang engine over `capacity` blocks of [`BLOCK`] tokens, built as a worker builds it.
+fn engine(r: SglangRules, capacity: Option<usize>) -> StepScheduler<()> {
+    let setup = EngineSetup {
+        block_size: BLOCK,
+        kv_capacity: capacity,
+        prefill_only: false,
+        attribute_misses: false,
+        timing: TimingModel::polynomial(&Timing::default()),
+        max_model_len: None,
+        record_features: false,
+        rules: EngineRules::Sglang(r),
+    };
+    StepScheduler::new(r.scheduler_config(&setup))
+}
+
+fn waiting_ids(s: &StepScheduler<()>) -> Vec<u64> {
+    s.waiting.iter().map(|q| q.id().0).collect()
+}
+
+#[test]
+fn the_arithmetic() {
+    // Running requests with 10 and 5,000 output tokens left, ratio 0.5: 5 + 4,096 x 0.5.
+    assert_eq!(reserved_output([10, 5000].into_iter(), 0.5), 2053.0);
+    // (generated, prompt): the fewest generated, then the longest prompt, then the latest.
+    assert_eq!(retraction_victim(&[(3, 8), (2, 4), (5, 1)]), Some(1));
+    assert_eq!(retraction_victim(&[(2, 4), (2, 8), (2, 8)]), Some(2));
+    // (generated, max new): (10 + 30 + 2 x 20) / (100 + 50 + 1).
+    assert_eq!(ratio_after_retraction(&[(10, 100), (30, 50)]), 80.0 / 151.0);
+    assert_eq!(ratio_after_retraction(&[(90, 100)]), 1.0);
+    let r = rules();
+    assert_eq!(r.init_new_token_ratio(), 0.7);
+    assert!((r.min_new_token_ratio() - 0.098).abs() < 1e-12);
+    assert!((r.decayed(0.7) - (0.7 - 0.602 / 600.0)).abs() < 1e-12);
+    let c2 = SglangRules {
+        schedule_conservativeness: 2.0,
+        ..r
+    };
+    assert_eq!(c2.init_new_token_ratio(), 1.0, "at most 1");
+}
+
+#[test]
+fn lpm_takes_the_longest_cached_prefix_first_and_defers_in_batch_duplicates() {
+    // A (family 1, 16 tokens) runs first and leaves its 4 blocks cached. Then the queue is
+    // B (family 2, 16 tokens), D and E (family 3, 40 tokens each), C (family 1, 20 tokens).
+    // Cached prefixes: C 16 tokens (A's blocks), the others 0. In-batch: D's 40 tokens go into
+    // the waiting tree; E matches all 40 (>= 32) there and is deprioritized; B matches nothing.
+    // lpm: C, B, D, E (stable among equals); fcfs: B, D, E, C. One running request at a time,
+    // so the first admitted shows the order.
+    for (policy, order) in [
+        (SchedulePolicy::Lpm, vec![1, 3, 4]),
+        (SchedulePolicy::Fcfs, vec![3, 4, 2]),
+    ] {
+        let mut s = engine(
+            SglangRules {
+                schedule_policy: policy,
+                max_running_requests: Some(1),
+                ..rules()
+            },
+            Some(100),
+        );
+        s.enqueue(request(0, 1, 16, 2));
+        run(&mut s);
+        assert_eq!(s.pool().named(), 4, "A's prompt stays cached");
+        s.enqueue(request(1, 2, 16, 2));
+        s.enqueue(request(3, 3, 40, 2));
+        s.enqueue(request(4, 3, 40, 2));
+        s.enqueue(request(2, 1, 20, 2));
+        let p = s.plan(0).unwrap();
+        let admitted = if policy == SchedulePolicy::Lpm { 2 } else { 1 };
+        assert_eq!(
+            s.running_seq(crate::ids::RequestId(admitted))
+                .unwrap()
+                .id()
+                .0,
+            admitted
+        );
+        assert_eq!(waiting_ids(&s), order, "{policy:?}");
+        if policy == SchedulePolicy::Lpm {
+            // C computes only its last 4 tokens: its cached 16 (capped one token short: 16).
+            assert_eq!(p.prefill_tokens, 4);
+        }
+        s.apply();
+    }
+}
+
+#[test]
+fn admission_reserves_running_output_by_the_ratio_and_conservativeness() {
+    // 10 blocks of 4: 40 tokens. A: prompt 8, output 20; B: prompt 8, output 8.
+    // Pass 1: rem_total = 40; A needs 8 + 20 = 28 < 40 and is admitted (rem_total 12); B needs
+    // 16 >= 12: only A is prefilled.
+    // Pass 2: A decodes with 19 tokens left; A holds 2 blocks, 8 are free: 32 tokens.
+    // - conservativeness 1: ratio 0.7, rem_total = 32 - 19 x 0.7 = 18.7 > 16: B is admitted,
+    //   and the pass is a prefill of B alone (A waits it out: no decode token);
+    // - conservativeness 2: ratio 1, rem_total = 32 - 19 = 13 <= 16: B waits, and the pass
+    //   decodes A, decaying the ratio by (1 - 0.14) / 600.
+    for (conservativeness, admitted) in [(1.0, true), (2.0, false)] {
+        let mut s = engine(
+            SglangRules {
+                schedule_conservativeness: conservativeness,
+                ..rules()
+            },
+            Some(10),
+        );
+        s.enqueue(request(0, 1, 8, 20));
+        s.enqueue(request(1, 2, 8, 8));
+        let p1 = s.plan(0).unwrap();
+        assert_eq!((p1.prefill_tokens, s.running(), s.waiting()), (8, 1, 1));
+        s.apply();
+        let p2 = s.plan(p1.end).unwrap();
+        if admitted {
+            assert_eq!((p2.prefill_tokens, p2.decode_tokens), (8, 0));
+            assert_eq!((s.running(), s.waiting()), (2, 0));
+            assert_eq!(s.new_token_ratio(), 0.7, "a prefill pass leaves the ratio");
+        } else {
+            assert_eq!((p2.prefill_tokens, p2.decode_tokens), (0, 1));
+            assert_eq!((s.running(), s.waiting()), (1, 1));
+            assert!((s.new_token_ratio() - (1.0 - 0.86 / 600.0)).abs() < 1e-12);
+        }
+        s.apply();
+    }
+}
+
+#[test]
+fn a_long_prompt_is_prefilled_in_pages_of_the_chunk_size_and_others_join_its_last_chunk() {
+    // chunked_prefill_size 8: A's 20 tokens go in chunks of 8, 8 and 4. B (4 tokens) waits
+    // while A's chunks spend the budget, then joins A's last chunk (8 - 4 = 4 tokens left).
+    let mut s = engine(
+        SglangRules {
+            chunked_prefill_size: Some(8),
+            ..rules()
+        },
+        Some(100),
+    );
+    s.enqueue(request(0, 1, 20, 2));
+    s.enqueue(request(1, 2, 4, 2));
+    let mut now = 0;
+    let mut chunks = Vec::new();
+    for _ in 0..3 {
+        let p = s.plan(now).unwrap();
+        chunks.push((p.prefill_tokens, p.batch));
+        now = p.end;
+        s.apply();
+    }
+    assert_eq!(chunks, vec![(8, 1), (8, 1), (8, 2)]);
+}
+
+#[test]
+fn decode_retracts_the_fewest_generated_then_the_longest_prompt() {
+    // 17 blocks of 4 (68 tokens), conservativeness 0.1 (ratio 0.07). A: prompt 4, output 60
+    // (4 + 60 = 64 < 68: admitted alone); B: prompt 8, output 40, admitted in pass 2 (68 - 4
+    // held = 64 free, less 59 x 0.07 = 4.13 reserved for A: 48 < 59.87) while A waits. Both
+    // have one token then, and decode together: before decode pass j they hold
+    // ceil((3 + j) / 4) + ceil((7 + j) / 4) blocks and both cross into a new block when
+    // j = 1 mod 4. At j = 29 they hold 8 + 9 = 17: no block is free for the 2 they need.
+    // Both have generated 29 tokens: the tie goes to the longer prompt, B, which goes back to
+    // the waiting queue. The ratio becomes (29 + 20) / (60 + 1) over A alone.
+    let mut s = engine(
+        SglangRules {
+            schedule_conservativeness: 0.1,
+            ..rules()
+        },
+        Some(17),
+    );
+    s.enqueue(request(0, 1, 4, 60));
+    s.enqueue(request(1, 2, 8, 40));
+    let mut now = 0;
+    while s.stats().preemptions == 0 {
+        let p = s.plan(now).expect("work left");
+        now = p.end;
+        if s.stats().preemptions == 1 {
+            assert_eq!(waiting_ids(&s), vec![1]);
+            assert_eq!(
+                s.running_seq(crate::ids::RequestId(0)).unwrap().generated(),
+                29
+            );
+            assert_eq!(s.new_token_ratio(), 49.0 / 61.0);
+            assert_eq!((p.decode_tokens, p.prefill_tokens), (1, 0));
+        }
+        s.apply();
+    }
+    // B is recomputed later and both finish.
+    let (done, _) = run_from(&mut s, now);
+    assert_eq!(done.len(), 2);
+    assert_eq!(s.pool().active(), 0);
+}
+
+#[test]
+fn mixed_chunks_decode_running_requests_in_the_prefill_pass() {
+    // As in the conservativeness case at 1.0: pass 2 prefills B (8 tokens). Mixed, A decodes
+    // its token in the same forward; the chunk budget (8192) leaves it one token.
+    let mut s = engine(
+        SglangRules {
+            enable_mixed_chunk: true,
+            ..rules()
+        },
+        Some(10),
+    );
+    s.enqueue(request(0, 1, 8, 20));
+    s.enqueue(request(1, 2, 8, 8));
+    let p1 = s.plan(0).unwrap();
+    s.apply();
+    let p2 = s.plan(p1.end).unwrap();
+    assert_eq!((p2.prefill_tokens, p2.decode_tokens, p2.batch), (8, 1, 2));
+    assert_eq!(s.new_token_ratio(), 0.7, "no decay in a mixed pass");
+    let out = s.apply();
+    assert_eq!(out.first_tokens, vec![crate::ids::RequestId(1)]);
+    assert_eq!(
+        s.running_seq(crate::ids::RequestId(0)).unwrap().generated(),
+        2
+    );
+}
