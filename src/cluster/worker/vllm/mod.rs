@@ -53,12 +53,15 @@ use super::plan::{Admit, Work};
 pub use super::plan::{Applied, LogItem, Planned};
 use super::probe::{FeatureClock, FeatureTotals};
 use super::seq::{Seq, SeqKind};
+use super::tiers::TiersSetup;
 use super::timing::{StepWork, TimingModel};
 
 mod admit;
 mod stretch;
 #[cfg(test)]
 pub(super) mod tests;
+#[cfg(test)]
+mod tier_tests;
 
 /// Which running request a preemption evicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,6 +185,10 @@ pub struct StepScheduler<T> {
     waiting_tokens: u64,
     /// The feature clock, when asked for under a roofline.
     probe: Option<Box<FeatureClock>>,
+    /// Whether the pool has lower tiers (admission then loads from them).
+    pub(super) tiered: bool,
+    /// When the loads of the step being planned end (its start, at the earliest).
+    pub(super) loads_done: Nanos,
 }
 
 impl<T> StepScheduler<T> {
@@ -203,7 +210,23 @@ impl<T> StepScheduler<T> {
             crossings: Vec::new(),
             waiting_tokens: 0,
             probe,
+            tiered: false,
+            loads_done: 0,
         }
+    }
+
+    /// The scheduler with lower tiers below its pool, as `setup` describes them (`None`:
+    /// none). Call before anything is queued.
+    pub fn with_tiers(mut self, setup: Option<&TiersSetup>) -> Self {
+        if let Some(setup) = setup {
+            debug_assert!(!self.has_work() && self.pool.borrow().named() == 0);
+            self.pool = Rc::new(RefCell::new(
+                KvPool::new(self.cfg.kv_capacity, self.cfg.attribute_misses)
+                    .with_tiers(Some(setup)),
+            ));
+            self.tiered = true;
+        }
+        self
     }
 
     /// The settings.
@@ -306,6 +329,10 @@ impl<T> StepScheduler<T> {
             done: Vec::new(),
             rejected: Vec::new(),
         };
+        if self.tiered {
+            self.pool.borrow_mut().set_now(now);
+            self.loads_done = now;
+        }
         let (mut work, mut ends) = match self.spare.take() {
             Some(p) => (p.work, p.ends),
             None => (Vec::new(), Vec::new()),
@@ -339,7 +366,14 @@ impl<T> StepScheduler<T> {
         let prefill_tokens = step.prefill_tokens;
         let first = self.cfg.timing.step_ns(&step);
         ends.clear();
-        ends.push(now.saturating_add(first));
+        // A step that admitted a request loading blocks from a lower tier starts when they
+        // have arrived (`loads_done` is `now` otherwise).
+        let start = if self.tiered {
+            self.loads_done.max(now)
+        } else {
+            now
+        };
+        ends.push(start.saturating_add(first));
         let stretch = self.cfg.decode_stretches
             && !admitted
             && !preempted
