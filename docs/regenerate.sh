@@ -46,7 +46,7 @@ fi
 
 cargo build --release --quiet
 dynsim="$target/release/dynsim"
-for sweep in routers event-gaps router-replicas routing-vs-workers; do
+for sweep in routers event-gaps router-replicas routing-vs-workers kv-tiers; do
     "$dynsim" sweep "sweeps/$sweep.toml" --out "docs/sweeps/$sweep" --progress never
 done
 "$dynsim" plan data/traces/mooncake_synthetic_trace.jsonl --scenario scenarios/dynamo-mocker.toml \

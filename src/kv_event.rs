@@ -7,6 +7,29 @@
 use crate::hash::BlockHash;
 use crate::ids::WorkerId;
 
+/// Where a KV block lives: the GPU (device), host memory, or disk (vLLM's KV events call it the
+/// `medium`; Dynamo's router its `StorageTier`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// GPU memory: what a step reads (vLLM's `GPU`).
+    Device,
+    /// Host memory (vLLM's `CPU`, Dynamo's `HostPinned`).
+    Host,
+    /// Local disk or shared storage (Dynamo's `Disk`).
+    Disk,
+}
+
+impl Tier {
+    /// Its name in configuration and reports: `device`, `host`, `disk`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Device => "device",
+            Tier::Host => "host",
+            Tier::Disk => "disk",
+        }
+    }
+}
+
 /// One KV event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvEvent {
@@ -35,6 +58,26 @@ pub enum KvEvent {
         /// The evicted blocks.
         blocks: Vec<BlockHash>,
     },
+    /// Blocks now also held on a lower tier (host memory or disk): offloaded there, as vLLM's
+    /// publisher reports a `BlockStored` whose `medium` is not the GPU. Only workers with
+    /// `[kv.host]` or `[kv.disk]` publish them; a policy that ignores tiers ignores them.
+    TierStored {
+        /// The worker whose tier stored them.
+        worker: WorkerId,
+        /// The tier (never [`Tier::Device`]).
+        tier: Tier,
+        /// The blocks, in the order they were stored.
+        blocks: Vec<BlockHash>,
+    },
+    /// Blocks dropped from a lower tier (vLLM's `BlockRemoved` with a `medium`).
+    TierRemoved {
+        /// The worker whose tier dropped them.
+        worker: WorkerId,
+        /// The tier (never [`Tier::Device`]).
+        tier: Tier,
+        /// The blocks.
+        blocks: Vec<BlockHash>,
+    },
     /// A worker lost its whole cache, e.g. on restart.
     Cleared {
         /// The worker whose cache is empty.
@@ -48,6 +91,8 @@ impl KvEvent {
         match self {
             KvEvent::Stored { worker, .. }
             | KvEvent::Removed { worker, .. }
+            | KvEvent::TierStored { worker, .. }
+            | KvEvent::TierRemoved { worker, .. }
             | KvEvent::Cleared { worker } => *worker,
         }
     }
@@ -57,6 +102,8 @@ impl KvEvent {
         match self {
             KvEvent::Stored { .. } => "KvStored",
             KvEvent::Removed { .. } => "KvRemoved",
+            KvEvent::TierStored { .. } => "KvTierStored",
+            KvEvent::TierRemoved { .. } => "KvTierRemoved",
             KvEvent::Cleared { .. } => "KvCleared",
         }
     }

@@ -47,6 +47,12 @@
 //!   admitted request's KV reserved to completion, never preempted), `"sglang"` SGLang's
 //!   scheduler ([`cluster::worker::sglang`]: prefill passes apart from decode passes, `lpm` or
 //!   `fcfs`, admission against a reserve of running output by `new_token_ratio`, retraction).
+//! - **KV tiers.** With `[kv.host]` (and `[kv.disk]` below it) the blocks a worker's device
+//!   evicts are offloaded to host memory, host's evictions to disk, and a request whose prefix
+//!   continues there loads it back over the tier's link instead of recomputing it
+//!   ([`cluster::worker::tiers`], owned by the shared KV pool, so every engine has it). KV events
+//!   say which tier a block is on; Dynamo's router credits lower-tier blocks
+//!   (`host_cache_hit_weight`, `disk_cache_hit_weight`), and the report splits reuse by tier.
 //! - **Routing policies.** The router runs a [`router::policy::RoutingPolicy`] chosen by name from
 //!   [`router::registry`]: round-robin, random, the lab rule fed by the router's own decisions or
 //!   by KV events, the older Dynamo-style cost, a TTL-forgetting approximation, Dynamo's current

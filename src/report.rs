@@ -107,6 +107,18 @@ impl Percentiles {
     }
 }
 
+/// A quantity per KV tier (`device` is absent for bytes moved: only lower tiers move them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ByTier<T> {
+    /// On the GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<T>,
+    /// In host memory.
+    pub host: T,
+    /// On disk.
+    pub disk: T,
+}
+
 /// One worker's share of the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WorkerReport {
@@ -160,6 +172,17 @@ pub struct Report {
     /// Prompt tokens taken from the cache instead of computed at first admission / prompt
     /// tokens (4 places): Dynamo's prefix reuse (the hit capped one token short of the prompt).
     pub prefix_reuse: f64,
+    /// `prefix_reuse` split by where the reused tokens came from: the device's cache, or loaded
+    /// back from the host or disk tier (4 places each; absent without `[kv.host]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reuse_by_tier: Option<ByTier<f64>>,
+    /// KV bytes offloaded into each lower tier (device → host, host → disk); absent without
+    /// `[kv.host]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_offload_bytes: Option<ByTier<u64>>,
+    /// KV bytes loaded back from each lower tier to the device; absent without `[kv.host]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_onload_bytes: Option<ByTier<u64>>,
     /// Prompt blocks over all requests.
     pub prompt_blocks: u64,
     /// Prompt blocks the serving workers really held.
@@ -296,6 +319,26 @@ impl Report {
                 self.predicted_blocks
             ),
         );
+        if let (Some(r), Some(off), Some(on)) = (
+            &self.reuse_by_tier,
+            &self.kv_offload_bytes,
+            &self.kv_onload_bytes,
+        ) {
+            row(
+                "kv tiers",
+                format!(
+                    "reuse device {} host {} disk {}  offloaded {:.3} GB host {:.3} GB disk  \
+                     loaded back {:.3} GB host {:.3} GB disk",
+                    r.device.unwrap_or(0.0),
+                    r.host,
+                    r.disk,
+                    off.host as f64 / 1e9,
+                    off.disk as f64 / 1e9,
+                    on.host as f64 / 1e9,
+                    on.disk as f64 / 1e9
+                ),
+            );
+        }
         row(
             "misses",
             match &self.misses {

@@ -156,6 +156,23 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
                     let _ = write!(s, r#","worker":{worker},"blocks":"#);
                     blocks_json(s, blocks);
                 }
+                KvEvent::TierStored {
+                    worker,
+                    tier,
+                    blocks,
+                }
+                | KvEvent::TierRemoved {
+                    worker,
+                    tier,
+                    blocks,
+                } => {
+                    let _ = write!(
+                        s,
+                        r#","worker":{worker},"tier":"{}","blocks":"#,
+                        tier.name()
+                    );
+                    blocks_json(s, blocks);
+                }
                 KvEvent::Cleared { worker } => {
                     let _ = write!(s, r#","worker":{worker}"#);
                 }

@@ -200,6 +200,8 @@ impl IndexAudit {
                     }
                 }
             }
+            // The audit measures the device index: lower tiers are not what it checks.
+            KvEvent::TierStored { .. } | KvEvent::TierRemoved { .. } => {}
             KvEvent::Cleared { worker } => {
                 self.pairs[worker.index()].retain(|_, state| {
                     if *state & bit != 0 {

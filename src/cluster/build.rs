@@ -23,10 +23,12 @@ use super::topology::{Role, Topology};
 use super::truth::Truth;
 use super::worker::engine::{EngineRules, EngineSetup};
 use super::worker::sglang::{SchedulePolicy, SglangRules};
+use super::worker::tiers::{TierSpec, TiersSetup};
 use super::worker::trtllm::TrtllmRules;
 use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
+use crate::kv_event::Tier;
 
 /// Builds the simulation: actors, the workload's first deliveries and injected faults, and
 /// returns the topology it laid out (and the index audit). `sim` must be new (its generator may already have drawn the
@@ -217,6 +219,7 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
         timing: hw.timing(s, role),
         max_model_len: hw.of(role).map(|d| d.max_model_len),
         record_features: false,
+        tiers: tiers_setup(s, hw, role),
         rules: match s.engine.kind {
             EngineKind::Vllm => EngineRules::Vllm(vllm_rules(s)),
             EngineKind::Trtllm => {
@@ -246,6 +249,29 @@ fn sglang_rules(s: &Scenario) -> SglangRules {
         schedule_conservativeness: g.schedule_conservativeness,
         enable_mixed_chunk: g.enable_mixed_chunk,
     }
+}
+
+/// A worker's lower KV tiers (`None` without `[kv.host]`): blocks of the model's KV bytes per
+/// token (the deployment's, or `disagg.model`'s without one, as the KV link's) times the block
+/// size.
+fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
+    let bytes_per_token = hw.of(role).map_or_else(
+        || s.disagg.model.bytes_per_token(),
+        |d| d.kv_bytes_per_token,
+    );
+    let block_bytes = bytes_per_token.saturating_mul(s.block_size() as u64);
+    let tiers: Vec<TierSpec> =
+        s.kv.resolved(block_bytes)
+            .into_iter()
+            .map(|t| TierSpec {
+                tier: if t.disk { Tier::Disk } else { Tier::Host },
+                capacity_blocks: t.capacity_blocks,
+                d2h_gbps: t.d2h_gbps,
+                h2d_gbps: t.h2d_gbps,
+                first_byte_ms: t.first_byte_ms,
+            })
+            .collect();
+    (!tiers.is_empty()).then_some(TiersSetup { block_bytes, tiers })
 }
 
 /// The vLLM engine's rules under `s`.

@@ -203,8 +203,13 @@ pub struct PrefillOutcome {
     pub prefix_hit: bool,
     /// Missed blocks by cause (`None`: not attributed).
     pub misses: Option<Misses>,
-    /// Prompt tokens taken from its cache instead of computed (the hit capped one token short).
+    /// Prompt tokens taken from its cache instead of computed (the hit capped one token short),
+    /// the lower tiers' included.
     pub cached_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from its host tier.
+    pub host_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from its disk tier.
+    pub disk_tokens: u64,
     /// When the request was first admitted (its prefill started), ns.
     pub started_ns: Nanos,
 }
@@ -269,8 +274,13 @@ pub struct Ack {
     pub done_ns: Nanos,
     /// Prompt tokens.
     pub input_tokens: u32,
-    /// Prompt tokens the prefill worker took from its cache instead of computing them.
+    /// Prompt tokens the prefill worker took from its cache instead of computing them (its
+    /// lower tiers' included).
     pub cached_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from the host tier.
+    pub host_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from the disk tier.
+    pub disk_tokens: u64,
     /// When its KV reached the decode worker (disaggregated serving), ns.
     pub transferred_ns: Option<Nanos>,
     /// Tokens generated.
@@ -341,7 +351,9 @@ impl Msg {
 fn event_bytes(event: &KvEvent) -> u64 {
     match event {
         KvEvent::Stored { blocks, .. } => 8 + 8 * blocks.len() as u64,
-        KvEvent::Removed { blocks, .. } => 8 * blocks.len() as u64,
+        KvEvent::Removed { blocks, .. }
+        | KvEvent::TierStored { blocks, .. }
+        | KvEvent::TierRemoved { blocks, .. } => 8 * blocks.len() as u64,
         KvEvent::Cleared { .. } => 0,
     }
 }

@@ -36,8 +36,13 @@ pub struct Tally {
     pub rejected: u64,
     /// Prompt tokens of completed requests.
     pub input_tokens: u64,
-    /// Prompt tokens taken from a cache instead of computed, at first admission.
+    /// Prompt tokens taken from a cache instead of computed, at first admission (lower tiers
+    /// included).
     pub cached_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from a host tier.
+    pub host_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from a disk tier.
+    pub disk_tokens: u64,
     /// Tokens generated.
     pub output_tokens: u64,
     /// Preemptions the completed requests went through.
@@ -63,6 +68,8 @@ impl Tally {
         }
         self.input_tokens += u64::from(a.input_tokens);
         self.cached_tokens += a.cached_tokens;
+        self.host_tokens += a.host_tokens;
+        self.disk_tokens += a.disk_tokens;
         self.output_tokens += a.output_tokens;
         self.preemptions += u64::from(a.preemptions);
         if a.output_tokens >= 2 {

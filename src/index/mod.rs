@@ -248,6 +248,8 @@ impl KvIndex {
             KvEvent::Stored { worker, blocks, .. } => self.store(worker.index(), blocks),
             KvEvent::Removed { worker, blocks } => self.remove(worker.index(), blocks),
             KvEvent::Cleared { worker } => self.clear_worker(worker.index()),
+            // A device index: blocks on a lower tier are not on the device.
+            KvEvent::TierStored { .. } | KvEvent::TierRemoved { .. } => {}
         }
     }
 

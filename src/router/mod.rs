@@ -14,11 +14,14 @@
 //!   and recovery (`router.on_gap`).
 //! - [`history`]: what a router remembers of its own decisions (the approximate trees).
 //! - [`ttl`]: expiring beliefs (approximate modes, speculative indexing).
+//! - [`lower_tiers`]: the workers' host and disk tiers as their events tell, for the policies
+//!   whose upstream reads them.
 
 pub mod history;
 pub mod kv_router;
 pub mod lab_rule;
 pub mod loads;
+pub mod lower_tiers;
 pub mod policies;
 pub mod policy;
 pub mod recovery;

@@ -28,7 +28,7 @@ use crate::cluster::Node;
 use crate::deployment::profile::Profile;
 use crate::engine::{ms_to_ns, Simulation};
 use crate::error::{Error, Result};
-use crate::report::{cdf_ms, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
+use crate::report::{cdf_ms, ByTier, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
 use crate::rng::SimRng;
 use crate::round::{rate, round_py};
 use crate::router::stream::StreamStats;
@@ -259,6 +259,14 @@ fn report(
         }
     }
     let routed_total: u64 = routed.iter().sum();
+    let tiered = !s.kv.is_empty();
+    let mut tier_bytes = crate::cluster::worker::tiers::TierBytes::default();
+    for b in workers.iter().filter_map(|w| w.tier_bytes()) {
+        for k in 0..2 {
+            tier_bytes.written[k] += b.written[k];
+            tier_bytes.read[k] += b.read[k];
+        }
+    }
     let mut itl = LogHistogram::default();
     let mut preempted = 0;
     let per_worker = workers
@@ -326,6 +334,24 @@ fn report(
         hit_rate: rate(tally.hits, tally.repeat_requests),
         block_hit_rate: tally.block_hit_rate(),
         prefix_reuse: tally.prefix_reuse(),
+        reuse_by_tier: tiered.then(|| ByTier {
+            device: Some(rate(
+                (tally.cached_tokens - tally.host_tokens - tally.disk_tokens) as usize,
+                tally.input_tokens as usize,
+            )),
+            host: rate(tally.host_tokens as usize, tally.input_tokens as usize),
+            disk: rate(tally.disk_tokens as usize, tally.input_tokens as usize),
+        }),
+        kv_offload_bytes: tiered.then(|| ByTier {
+            device: None,
+            host: tier_bytes.written[0],
+            disk: tier_bytes.written[1],
+        }),
+        kv_onload_bytes: tiered.then(|| ByTier {
+            device: None,
+            host: tier_bytes.read[0],
+            disk: tier_bytes.read[1],
+        }),
         prompt_blocks: tally.prompt_blocks,
         cached_blocks: tally.cached_blocks,
         predicted_blocks: tally.predicted_blocks,

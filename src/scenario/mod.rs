@@ -9,6 +9,7 @@
 
 pub mod deploy;
 mod engine;
+pub mod kv;
 pub mod load;
 pub mod scaling;
 pub mod validate;
@@ -58,6 +59,9 @@ pub struct Scenario {
     pub deployment: Option<DeploymentSettings>,
     /// The serving engine and its settings.
     pub engine: EngineSettings,
+    /// The KV tiers below each worker's device cache (`[kv.host]`, `[kv.disk]`).
+    #[serde(skip_serializing_if = "kv::KvSettings::is_empty")]
+    pub kv: kv::KvSettings,
     /// How long a step takes.
     pub timing: Timing,
     /// Disaggregated prefill/decode.
@@ -85,6 +89,7 @@ impl Default for Scenario {
             bus: Bus::default(),
             deployment: None,
             engine: EngineSettings::default(),
+            kv: kv::KvSettings::default(),
             timing: Timing::default(),
             disagg: Disagg::default(),
             faults: Vec::new(),

@@ -286,6 +286,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
 
     validate_router(s)?;
     validate_deployment(s, base_dir)?;
+    super::kv::validate(s)?;
     super::scaling::validate(s)?;
 
     let workers = worker_count(s);

@@ -137,7 +137,7 @@ pub fn report_shape() -> Result<Json> {
     let mut shape = serde_json::to_value(&report).expect("a report serialises to JSON");
     if let Json::Object(m) = &mut shape {
         // Fields only some runs have: trace rows (trace workloads), index quality (policies
-        // that learn from events).
+        // that learn from events), KV tiers.
         m.entry("trace").or_insert_with(|| {
             serde_json::to_value(crate::report::TraceRows::default()).expect("serialises")
         });
@@ -145,6 +145,20 @@ pub fn report_shape() -> Result<Json> {
             serde_json::to_value(crate::cluster::audit::IndexQuality::default())
                 .expect("serialises")
         });
+        // And KV tiers (runs with `[kv.host]`).
+        let tiers = crate::report::ByTier {
+            device: Some(0.0),
+            host: 0.0,
+            disk: 0.0,
+        };
+        let bytes = crate::report::ByTier::<u64>::default();
+        for (key, value) in [
+            ("reuse_by_tier", serde_json::to_value(tiers)),
+            ("kv_offload_bytes", serde_json::to_value(bytes)),
+            ("kv_onload_bytes", serde_json::to_value(bytes)),
+        ] {
+            m.entry(key).or_insert_with(|| value.expect("serialises"));
+        }
     }
     Ok(shape)
 }

@@ -9,6 +9,7 @@ mod engine;
 mod fidelity;
 mod fuzz;
 mod invariants;
+mod kv_tiers;
 mod lab_parity;
 mod outputs;
 mod own_tails;

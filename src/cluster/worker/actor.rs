@@ -222,6 +222,11 @@ impl Worker {
         self.sched.kv().peak_active
     }
 
+    /// Bytes its lower KV tiers moved (`None`: it has none).
+    pub fn tier_bytes(&self) -> Option<super::tiers::TierBytes> {
+        self.sched.kv().tier_bytes
+    }
+
     /// KV blocks its running requests hold now (0 once every request has left: a block kept
     /// or released twice would show here).
     pub fn kv_blocks_in_use(&self) -> usize {
@@ -387,6 +392,8 @@ impl Worker {
             prefix_hit,
             misses,
             cached_tokens: first.cached_tokens,
+            host_tokens: first.host_tokens,
+            disk_tokens: first.disk_tokens,
             started_ns: now,
         });
         self.stats.prefills += 1;
@@ -438,6 +445,8 @@ impl Worker {
             prefix_hit: false,
             misses: self.setup.truth.as_ref().map(|_| Misses::default()),
             cached_tokens: 0,
+            host_tokens: 0,
+            disk_tokens: 0,
             started_ns: now,
         });
         let spec = &routed.spec;
@@ -457,6 +466,8 @@ impl Worker {
             done_ns: done,
             input_tokens: spec.input_tokens,
             cached_tokens: o.cached_tokens,
+            host_tokens: o.host_tokens,
+            disk_tokens: o.disk_tokens,
             transferred_ns,
             output_tokens: generated,
             preemptions,

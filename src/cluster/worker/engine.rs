@@ -34,6 +34,7 @@ use super::kv::KvPool;
 use super::plan::{Applied, Planned};
 use super::probe::FeatureTotals;
 use super::seq::Seq;
+use super::tiers::{TierBytes, TiersSetup};
 use super::timing::TimingModel;
 use super::{sglang, trtllm, vllm};
 
@@ -109,6 +110,8 @@ pub struct KvLevels {
     pub peak_active: usize,
     /// Blocks resident (held or cached).
     pub resident: usize,
+    /// Bytes the lower tiers moved (`None`: no tiers).
+    pub tier_bytes: Option<TierBytes>,
 }
 
 impl KvLevels {
@@ -119,6 +122,7 @@ impl KvLevels {
             active: pool.active(),
             peak_active: pool.peak_active(),
             resident: pool.named() + pool.private(),
+            tier_bytes: pool.tiers().map(|t| t.bytes()),
         }
     }
 }
@@ -186,6 +190,8 @@ pub struct EngineSetup {
     pub max_model_len: Option<u64>,
     /// Keep a feature clock beside time, under a roofline (for `calibrate`).
     pub record_features: bool,
+    /// The host and disk tiers below the device (`None`: none; [`tiers`](super::tiers)).
+    pub tiers: Option<TiersSetup>,
     /// The engine and its own rules.
     pub rules: EngineRules,
 }
@@ -204,10 +210,15 @@ pub enum EngineRules {
 /// Builds the engine `setup` describes.
 pub fn build<T: 'static>(setup: &EngineSetup) -> Box<dyn Engine<T>> {
     match &setup.rules {
-        EngineRules::Vllm(r) => Box::new(vllm::StepScheduler::new(vllm::SchedulerConfig::of(
-            setup, r,
-        ))),
-        EngineRules::Trtllm(r) => Box::new(vllm::StepScheduler::new(r.scheduler_config(setup))),
-        EngineRules::Sglang(r) => Box::new(vllm::StepScheduler::new(r.scheduler_config(setup))),
+        EngineRules::Vllm(r) => Box::new(
+            vllm::StepScheduler::new(vllm::SchedulerConfig::of(setup, r))
+                .with_tiers(setup.tiers.as_ref()),
+        ),
+        EngineRules::Trtllm(r) => Box::new(
+            vllm::StepScheduler::new(r.scheduler_config(setup)).with_tiers(setup.tiers.as_ref()),
+        ),
+        EngineRules::Sglang(r) => Box::new(
+            vllm::StepScheduler::new(r.scheduler_config(setup)).with_tiers(setup.tiers.as_ref()),
+        ),
     }
 }

@@ -1,4 +1,5 @@
-//! A worker's KV event stream: the events a step's stored and evicted blocks cause, stamped
+//! A worker's KV event stream: the events a step's stored and evicted blocks cause (and, with
+//! lower tiers, the blocks offloaded to them and dropped from them), stamped
 //! with the worker's epoch and a sequence number and kept in a replay buffer; and the worker's
 //! answers to routers recovering from a gap (a replay of the events kept, or a snapshot of its
 //! cache). See [`crate::router::stream`] for the router's side.
@@ -52,6 +53,35 @@ impl Worker {
                 blocks: changes.evicted,
             };
             self.publish(ev, delay, ctx);
+        }
+        // The evicted blocks' offload to the lower tiers, tier by tier, as vLLM's publisher
+        // reports a store on another medium.
+        for m in changes.lower {
+            let worker = me;
+            if !m.stored.is_empty() {
+                let (tier, blocks) = (m.tier, m.stored);
+                self.publish(
+                    KvEvent::TierStored {
+                        worker,
+                        tier,
+                        blocks,
+                    },
+                    delay,
+                    ctx,
+                );
+            }
+            if !m.removed.is_empty() {
+                let (tier, blocks) = (m.tier, m.removed);
+                self.publish(
+                    KvEvent::TierRemoved {
+                        worker,
+                        tier,
+                        blocks,
+                    },
+                    delay,
+                    ctx,
+                );
+            }
         }
         let runs = changes.stored.len();
         for (k, (parent, blocks)) in changes.stored.into_iter().enumerate() {

@@ -44,9 +44,12 @@ use std::rc::Rc;
 
 use crate::hash::BlockHash;
 
+use crate::engine::Nanos;
+
 use super::evicted::EvictionMemory;
 use super::lru::{ReleaseQueue, Released};
 use super::names::{NameTable, Probe};
+use super::tiers::{TierHits, TierMove, Tiers, TiersSetup};
 
 /// A pool shared by its worker's engine and the run's ground truth (one simulation runs on one
 /// thread; the truth only reads, through [`CacheView`](super::engine::CacheView)).
@@ -69,6 +72,10 @@ pub struct KvPool {
     pinned: usize,
     private: usize,
     peak_active: usize,
+    /// The lower tiers its evictions go to (`None`: none, evicted blocks are gone).
+    tiers: Option<Box<Tiers>>,
+    /// The time of the step being planned (when its evictions are offloaded).
+    now: Nanos,
     /// Tests keep what they acquired here.
     #[cfg(test)]
     scratch_held: Vec<(Vec<BlockHash>, Vec<u32>)>,
@@ -107,12 +114,14 @@ pub struct Changes {
     pub own_tail: usize,
     /// Evicted blocks, in eviction order.
     pub evicted: Vec<BlockHash>,
+    /// What offloading the evicted blocks changed on the lower tiers (empty without tiers).
+    pub lower: Vec<TierMove>,
 }
 
 impl Changes {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.stored.is_empty() && self.evicted.is_empty()
+        self.stored.is_empty() && self.evicted.is_empty() && self.lower.is_empty()
     }
 }
 
@@ -133,8 +142,42 @@ impl KvPool {
             pinned: 0,
             private: 0,
             peak_active: 0,
+            tiers: None,
+            now: 0,
             #[cfg(test)]
             scratch_held: Vec::new(),
+        }
+    }
+
+    /// The pool with lower tiers as `setup` describes them (`None`: none).
+    pub fn with_tiers(mut self, setup: Option<&TiersSetup>) -> Self {
+        self.tiers = setup.map(|s| Box::new(Tiers::new(s)));
+        self
+    }
+
+    /// The lower tiers, if any.
+    pub fn tiers(&self) -> Option<&Tiers> {
+        self.tiers.as_deref()
+    }
+
+    /// Steps planned from now on start at `now` (their evictions are offloaded then).
+    pub fn set_now(&mut self, now: Nanos) {
+        self.now = now;
+    }
+
+    /// From the front of `blocks` (the blocks after a prefix held here), the blocks each lower
+    /// tier would give back ([`Tiers::lookup`]); none without tiers.
+    pub fn lower_prefix(&self, blocks: &[BlockHash]) -> TierHits {
+        self.tiers.as_ref().map_or([0; 2], |t| t.lookup(blocks))
+    }
+
+    /// Loads `blocks` (a [`KvPool::lower_prefix`] prefix) back from the lower tiers, queued at
+    /// `now`: when the last arrives, and the blocks read from each tier ([`Tiers::load`]). The
+    /// caller then acquires them like any block it stores.
+    pub fn load(&mut self, blocks: &[BlockHash], now: Nanos) -> (Nanos, TierHits) {
+        match &mut self.tiers {
+            Some(t) if !blocks.is_empty() => t.load(blocks, now),
+            _ => (now, [0; 2]),
         }
     }
 
@@ -422,6 +465,9 @@ impl KvPool {
                 memory.insert(b);
             }
         }
+        if let Some(t) = &mut self.tiers {
+            t.clear();
+        }
         self.index.clear();
         self.named = 0;
         self.slots.clear();
@@ -443,6 +489,7 @@ impl KvPool {
             return;
         }
         changes.evicted.reserve(excess);
+        let first = changes.evicted.len();
         for _ in 0..excess {
             let r = self
                 .lru
@@ -457,6 +504,9 @@ impl KvPool {
             if let Some(memory) = &mut self.memory {
                 memory.insert(r.block);
             }
+        }
+        if let Some(t) = &mut self.tiers {
+            t.offload(&changes.evicted[first..], self.now, &mut changes.lower);
         }
     }
 }

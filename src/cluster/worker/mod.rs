@@ -11,7 +11,8 @@
 //! - What the engines share: [`seq`] (one request's state), [`kv`] (the KV blocks: named
 //!   (prefix-cacheable) and private, pins, eviction; its table from block name to slot is
 //!   `names.rs`, its eviction order `lru.rs`), [`evicted`] (a bounded memory of the blocks a
-//!   worker lost, for loss attribution), [`plan`] (what a planned step tells the actor),
+//!   worker lost, for loss attribution), [`tiers`] (host and disk tiers below the device: blocks
+//!   the pool evicts are offloaded there and loaded back), [`plan`] (what a planned step tells the actor),
 //!   [`timing`] (how long a step takes) and [`probe`] (the feature clock of calibration).
 //! - [`actor`]: the [`Worker`] actor: messages in, timers, acks, hand-offs, faults; its KV
 //!   event stream and its answers to replay and snapshot requests are `events.rs`.
@@ -27,6 +28,7 @@ pub mod plan;
 pub mod probe;
 pub mod seq;
 pub mod sglang;
+pub mod tiers;
 pub mod timing;
 pub mod trtllm;
 pub mod vllm;

@@ -33,8 +33,12 @@ pub struct FirstAdmission {
     /// counted from the front.
     pub remembered_blocks: usize,
     /// Prompt tokens taken from the cache instead of computed (the hit capped one token short
-    /// of the sequence, as vLLM caps it).
+    /// of the sequence, as vLLM caps it), the lower tiers' included.
     pub cached_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from the host tier.
+    pub host_tokens: u64,
+    /// Of `cached_tokens`, those loaded back from the disk tier.
+    pub disk_tokens: u64,
 }
 
 /// A request in a worker's scheduler, carrying the actor's own data `payload`.

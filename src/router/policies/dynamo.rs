@@ -8,6 +8,7 @@
 //! cost = prefill_load_scale · max(0, (active_prefill_tokens + prompt_tokens) / block − credit)
 //!      + decode_blocks + decode_active_request_weight · active_requests
 //! credit = overlap_score_credit · decay · cached_blocks
+//!        + host_cache_hit_weight · host_blocks + disk_cache_hit_weight · disk_blocks
 //! decay  = 1 / (1 + overlap_score_credit_decay · excess / request_blocks)
 //! ```
 //!
@@ -17,7 +18,14 @@
 //!   requests this router sent the worker that have not produced their first token;
 //! - `decode_blocks`: distinct prompt blocks of the worker's active requests, plus the blocks of
 //!   this request beyond the prefix already among them (plus its partial last block);
-//! - `excess`: the worker's active prefill blocks above the least loaded worker's.
+//! - `excess`: the worker's active prefill blocks above the least loaded worker's;
+//! - `host_blocks`, `disk_blocks`: the blocks that continue the worker's device overlap on its
+//!   host tier, then those that continue that on its disk tier, as the router's lower-tier
+//!   indexes (fed by the workers' `TierStored`/`TierRemoved` events) know them: 1.6.1's
+//!   `indexer/lower_tier.rs` (a continuation walk from each worker's device match),
+//!   `scheduling/overlap.rs` (`tier_overlap_blocks_from_tiered_matches`) and
+//!   `scheduling/selector/reference.rs` (the weights multiply the lower-tier blocks alone: no
+//!   credit decay, no `overlap_score_credit`). Both are 0 for workers without tiers.
 //!
 //! With `router_temperature` > 0 a worker is sampled with probability ∝
 //! exp(−(cost − min) / ((max − min) · T)) instead.
@@ -42,8 +50,12 @@
 //! 0.8 of it), gone by 1.3.0 (`indexer/pruning.rs`: a TTL only), and are refused here with that
 //! reason; `router_approximate_cache_policy` came in 1.5.1.
 //!
+//! `host_cache_hit_weight` (0.75) and `disk_cache_hit_weight` (0.25) are 1.6.1's too
+//! (`scheduling/config.rs`).
+//!
 //! Where dynsim differs: ties use the run's seeded generator (Dynamo's offline replay draws from
-//! an unseeded one, so its KV runs vary); host and disk cache tiers do not exist here.
+//! an unseeded one, so its KV runs vary); the decision's predicted blocks (the prefill load it
+//! adds) count the device overlap only, where 1.6.1 counts the weighted lower-tier blocks too.
 
 use std::collections::HashMap;
 
@@ -58,6 +70,7 @@ use crate::index::{KvIndex, MatchScratch};
 use crate::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::loads::LoadBook;
+use crate::router::lower_tiers::LowerTiers;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
 use crate::router::select::{count_equal, nth_equal};
 use crate::router::ttl::TtlIndex;
@@ -97,6 +110,11 @@ pub struct Settings {
     /// worker's cache of its capacity, evicting released blocks least recently released first)
     /// (ttl).
     pub router_approximate_cache_policy: CachePolicy,
+    /// Blocks of credit per block that continues the device overlap on the worker's host tier
+    /// (0.75).
+    pub host_cache_hit_weight: f64,
+    /// Blocks of credit per block that continues it further on the worker's disk tier (0.25).
+    pub disk_cache_hit_weight: f64,
 }
 
 /// `router_approximate_cache_policy` (dynamo-kv-router 1.6.1's `ApproximateCachePolicyKind`).
@@ -122,6 +140,8 @@ impl Default for Settings {
             use_kv_events: true,
             router_ttl_secs: 120.0,
             router_approximate_cache_policy: CachePolicy::Ttl,
+            host_cache_hit_weight: 0.75,
+            disk_cache_hit_weight: 0.25,
         }
     }
 }
@@ -167,6 +187,9 @@ struct Dynamo {
     block_size: usize,
     /// Approximate mode under `lru`, each worker's modelled cache (empty: the TTL applies).
     lru: Vec<RankLru>,
+    /// The workers' host and disk tiers as their events tell (`None` until a tier event
+    /// arrives: workers without tiers cost nothing).
+    lower: Option<Box<LowerTiers>>,
 }
 
 impl Dynamo {
@@ -198,6 +221,8 @@ impl Dynamo {
                 s.decode_active_request_weight,
             ),
             ("router_temperature", s.router_temperature),
+            ("host_cache_hit_weight", s.host_cache_hit_weight),
+            ("disk_cache_hit_weight", s.disk_cache_hit_weight),
         ] {
             setup.check_number(key, x, 0.0, f64::INFINITY)?;
         }
@@ -229,6 +254,7 @@ impl Dynamo {
             costs: Vec::new(),
             block_size: setup.block_size.max(1),
             lru,
+            lower: None,
         })
     }
 
@@ -308,7 +334,11 @@ impl RoutingPolicy for Dynamo {
             } else {
                 1.0
             };
-            let credit = s.overlap_score_credit * decay * self.overlaps[w] as f64;
+            let mut credit = s.overlap_score_credit * decay * self.overlaps[w] as f64;
+            if let Some(lower) = &self.lower {
+                let [host, disk] = lower.continuation(w, &req.blocks[self.overlaps[w]..]);
+                credit += s.host_cache_hit_weight * host as f64 + s.disk_cache_hit_weight * disk as f64;
+            }
             let prefill = (load.prefill_tokens + u64::from(req.input_tokens)) as f64 / bs;
             let cost = s.prefill_load_scale * (prefill - credit).max(0.0)
                 + self.decode_blocks(w, req.blocks, req.input_tokens)
@@ -381,7 +411,9 @@ impl RoutingPolicy for Dynamo {
     }
 
     fn on_event(&mut self, event: &KvEvent) {
-        self.index.apply(event);
+        if !LowerTiers::apply(&mut self.lower, self.workers.len(), event) {
+            self.index.apply(event);
+        }
     }
 
     fn learns_from_events(&self) -> bool {

@@ -2,6 +2,9 @@
 //! number) over an index fed by the router's own decisions (`kv`) or only by KV events
 //! (`kv-events`). The load is `router.load` (requests routed, or in flight).
 //!
+//! Both see the device only: KV events about host and disk tiers (`[kv.host]`) are ignored, as
+//! the lab's rule has one cache tier.
+//!
 //! `kv-events` never records its own decisions: doing so would hide the failure where workers
 //! publish nothing (the router would look healthy while it routes blind).
 

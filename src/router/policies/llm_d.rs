@@ -29,9 +29,14 @@
 //! `approx_prefix_weight` (0.0; llm-d's configuration without a file uses 3 with queue 2 and
 //! KV utilisation 2), `lru_capacity_per_server` (31,250), `speculative_ttl_ms` (0: off).
 //!
+//! Lower KV tiers (`[kv.host]`, `[kv.disk]`): the precise scorer counts a block a worker holds
+//! on any medium as held, as llm-d-kv-cache-manager does (`pkg/kvcache/kvevents/pool.go` at
+//! 0e9fb472 indexes a `BlockStored` per pod and `Medium`; `pkg/kvcache/kvblock/in_memory.go` at
+//! 00bb4ca4, `Lookup`, returns the pods of every medium, and `LongestPrefixScorer`,
+//! `pkg/kvcache/kvblock_scorer.go` at 760bfeab, weighs them alike).
+//!
 //! Where dynsim differs: blocks are the engine's (llm-d's approximate scorer hashes 64-byte
-//! chunks of the request body, its precise scorer the engine's blocks, as here); the precise
-//! scorer has one cache tier (llm-d weighs CPU-held blocks 0.8).
+//! chunks of the request body, its precise scorer the engine's blocks, as here).
 
 use serde::Deserialize;
 
@@ -43,6 +48,7 @@ use crate::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::history::RoutedHistory;
 use crate::router::loads::LoadBook;
+use crate::router::lower_tiers::LowerTiers;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
 use crate::router::select::{count_equal, nth_equal};
 use crate::router::ttl::TtlIndex;
@@ -109,6 +115,7 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
         precise_overlaps: Vec::new(),
         speculative_overlaps: Vec::new(),
         scores: Vec::new(),
+        lower: None,
     }))
 }
 
@@ -123,6 +130,8 @@ struct LlmD {
     precise_overlaps: Vec<usize>,
     speculative_overlaps: Vec<usize>,
     scores: Vec<(usize, f64)>,
+    /// The workers' host and disk tiers (`None` until a tier event arrives).
+    lower: Option<Box<LowerTiers>>,
 }
 
 impl RoutingPolicy for LlmD {
@@ -134,6 +143,16 @@ impl RoutingPolicy for LlmD {
         }
         self.precise
             .overlaps(req.blocks, &mut self.scratch, &mut self.precise_overlaps);
+        if let Some(lower) = &self.lower {
+            // A block on any medium counts as held (upstream indexes one entry per pod and
+            // medium, and its lookup returns the pods of every medium).
+            for (w, o) in self.precise_overlaps.iter_mut().enumerate() {
+                *o += req.blocks[*o..]
+                    .iter()
+                    .take_while(|b| lower.holds(w, **b) || self.precise.holds(w, **b))
+                    .count();
+            }
+        }
         if self.ttl_ns > 0 {
             self.speculative.overlaps(
                 req.blocks,
@@ -218,7 +237,9 @@ impl RoutingPolicy for LlmD {
     }
 
     fn on_event(&mut self, event: &KvEvent) {
-        self.precise.apply(event);
+        if !LowerTiers::apply(&mut self.lower, self.precise.n_workers(), event) {
+            self.precise.apply(event);
+        }
     }
 
     fn learns_from_events(&self) -> bool {

@@ -32,6 +32,7 @@ fn engine(r: SglangRules, capacity: Option<usize>) -> StepScheduler<()> {
         timing: TimingModel::polynomial(&Timing::default()),
         max_model_len: None,
         record_features: false,
+        tiers: None,
         rules: EngineRules::Sglang(r),
     };
     StepScheduler::new(r.scheduler_config(&setup))

@@ -56,7 +56,13 @@ impl<T> StepScheduler<T> {
                 } else {
                     held
                 };
-                let held_tokens = (held as u64 * bs as u64).min(head.prompt);
+                // The device's prefix continues on the lower tiers, which load it back.
+                let lower: usize = if self.tiered {
+                    pool.lower_prefix(&head.names()[held..]).iter().sum()
+                } else {
+                    0
+                };
+                let held_tokens = ((held + lower) as u64 * bs as u64).min(head.prompt);
                 let cap = (Self::head_target(head) - 1) / bs as u64 * bs as u64;
                 (held, remembered, held_tokens.min(cap))
             }
@@ -139,12 +145,26 @@ impl<T> StepScheduler<T> {
             return Admit::Blocked;
         }
         let mut s = self.pop_waiting();
+        // Blocks of its prefix past the device's come back from the lower tiers: the step
+        // waits for them.
+        let loaded = if pin > held {
+            let (done, hits) = self.pool.borrow_mut().load(&s.spec.blocks[held..pin], now);
+            self.loads_done = self.loads_done.max(done);
+            hits
+        } else {
+            [0; 2]
+        };
         if s.first.is_none() {
+            let cached_tokens = if s.kind == SeqKind::Prompt { start } else { 0 };
+            let upto = |blocks: usize| (blocks as u64 * bs as u64).min(cached_tokens);
+            let host_tokens = upto(held + loaded[0]) - upto(held);
             s.first = Some(FirstAdmission {
                 at_ns: now,
                 held_blocks: held,
                 remembered_blocks: remembered,
-                cached_tokens: if s.kind == SeqKind::Prompt { start } else { 0 },
+                cached_tokens,
+                host_tokens,
+                disk_tokens: cached_tokens - upto(held + loaded[0]),
             });
             out.log.push(LogItem::Admitted(s.id()));
         }
@@ -161,8 +181,15 @@ impl<T> StepScheduler<T> {
                 &mut s.slots,
                 usize::MAX,
             );
-            debug_assert!(changes.is_empty(), "a cached prefix is only pinned");
+            debug_assert!(
+                pin > held || changes.is_empty(),
+                "a cached prefix is only pinned"
+            );
             s.held_named = pin;
+            if !changes.is_empty() {
+                // Blocks loaded back from a lower tier are stored on the device.
+                out.log.push(LogItem::Kv(changes));
+            }
         }
         if s.kind == SeqKind::Transferred && s.generated == 0 {
             // The prefill worker produced the first token; it arrives with the KV.

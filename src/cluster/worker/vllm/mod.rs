@@ -54,12 +54,15 @@ pub use super::plan::{Applied, LogItem, Planned};
 use super::probe::{FeatureClock, FeatureTotals};
 use super::seq::{Seq, SeqKind};
 use super::sglang::SglangRules;
+use super::tiers::TiersSetup;
 use super::timing::{StepWork, TimingModel};
 
 mod admit;
 mod stretch;
 #[cfg(test)]
 pub(super) mod tests;
+#[cfg(test)]
+mod tier_tests;
 
 /// Which running request a preemption evicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +192,10 @@ pub struct StepScheduler<T> {
     probe: Option<Box<FeatureClock>>,
     /// SGLang's `new_token_ratio` (under [`SchedulerConfig::sglang`]).
     pub(super) new_token_ratio: f64,
+    /// Whether the pool has lower tiers (admission then loads from them).
+    pub(super) tiered: bool,
+    /// When the loads of the step being planned end (its start, at the earliest).
+    pub(super) loads_done: Nanos,
 }
 
 impl<T> StepScheduler<T> {
@@ -215,7 +222,23 @@ impl<T> StepScheduler<T> {
             waiting_tokens: 0,
             probe,
             new_token_ratio,
+            tiered: false,
+            loads_done: 0,
         }
+    }
+
+    /// The scheduler with lower tiers below its pool, as `setup` describes them (`None`:
+    /// none). Call before anything is queued.
+    pub fn with_tiers(mut self, setup: Option<&TiersSetup>) -> Self {
+        if let Some(setup) = setup {
+            debug_assert!(!self.has_work() && self.pool.borrow().named() == 0);
+            self.pool = Rc::new(RefCell::new(
+                KvPool::new(self.cfg.kv_capacity, self.cfg.attribute_misses)
+                    .with_tiers(Some(setup)),
+            ));
+            self.tiered = true;
+        }
+        self
     }
 
     /// The settings.
@@ -318,6 +341,10 @@ impl<T> StepScheduler<T> {
             done: Vec::new(),
             rejected: Vec::new(),
         };
+        if self.tiered {
+            self.pool.borrow_mut().set_now(now);
+            self.loads_done = now;
+        }
         let (mut work, mut ends) = match self.spare.take() {
             Some(p) => (p.work, p.ends),
             None => (Vec::new(), Vec::new()),
@@ -351,7 +378,14 @@ impl<T> StepScheduler<T> {
         let prefill_tokens = step.prefill_tokens;
         let first = self.cfg.timing.step_ns(&step);
         ends.clear();
-        ends.push(now.saturating_add(first));
+        // A step that admitted a request loading blocks from a lower tier starts when they
+        // have arrived (`loads_done` is `now` otherwise).
+        let start = if self.tiered {
+            self.loads_done.max(now)
+        } else {
+            now
+        };
+        ends.push(start.saturating_add(first));
         let stretch = self.cfg.decode_stretches
             && !admitted
             && !preempted

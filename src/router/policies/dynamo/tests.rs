@@ -348,3 +348,61 @@ fn lru_forgets_what_a_worker_s_capacity_pushed_out_and_ttl_does_not() {
     assert_eq!(decide_a_again("ttl"), 4);
     assert_eq!(decide_a_again("lru"), 0);
 }
+
+#[test]
+fn lower_tier_blocks_earn_dynamo_s_host_and_disk_weights() {
+    // A 6-block (24-token) prompt. Worker 0 holds its first 2 blocks on the device; worker 1
+    // holds block 0 on the device, blocks 1-2 on host and 3-4 on disk. Both idle.
+    //   worker 0: prefill 24 / 4 − 2 = 4, decode 6: cost 10.
+    //   worker 1: credit 1 + 0.75 x 2 + 0.25 x 2 = 3: prefill 24 / 4 − 3 = 3, decode 6: 9.
+    // With both weights 0 worker 1's credit is 1: cost 11, and worker 0 wins.
+    let blocks = block_hashes(&(0..24).collect::<Vec<u32>>(), 4);
+    let events = [
+        KvEvent::Stored {
+            worker: WorkerId(0),
+            parent: None,
+            blocks: blocks[..2].to_vec(),
+            own_tail: 0,
+        },
+        KvEvent::Stored {
+            worker: WorkerId(1),
+            parent: None,
+            blocks: blocks[..1].to_vec(),
+            own_tail: 0,
+        },
+        KvEvent::TierStored {
+            worker: WorkerId(1),
+            tier: crate::kv_event::Tier::Host,
+            blocks: blocks[1..3].to_vec(),
+        },
+        KvEvent::TierStored {
+            worker: WorkerId(1),
+            tier: crate::kv_event::Tier::Disk,
+            blocks: blocks[3..5].to_vec(),
+        },
+    ];
+    let req = RouteRequest {
+        id: RequestId(1),
+        blocks: &blocks,
+        input_tokens: 24,
+        own_tail: 0,
+        session: None,
+        now: 0,
+    };
+    let loads = LoadBook::new(2, LoadKind::Routed);
+    let mut rng = SimRng::new(RngKind::Chacha, 1);
+    for (settings, winner) in [
+        ("", WorkerId(1)),
+        (
+            "host_cache_hit_weight = 0.0\ndisk_cache_hit_weight = 0.0",
+            WorkerId(0),
+        ),
+    ] {
+        let mut p = dynamo(settings);
+        for e in &events {
+            p.on_event(e);
+        }
+        let d = p.decide(&req, &loads, &mut rng).unwrap();
+        assert_eq!(d.worker, winner, "{settings:?}: {:?}", p.costs);
+    }
+}

@@ -1,0 +1,102 @@
+//! The vLLM engine over a pool with a host tier: evicted blocks go to host, a prefix found there
+//! is loaded back (its step waits for the transfer) instead of recomputed. Hand-computed.
+
+use super::tests::{config, prefill_ns, request, run, run_from, BLOCK};
+use super::{LogItem, StepScheduler};
+use crate::cluster::worker::tiers::{TierSpec, TiersSetup};
+use crate::ids::RequestId;
+use crate::kv_event::Tier;
+
+/// Qwen3-0.6B's KV bytes per token.
+const QWEN3_0_6B: u64 = 114_688;
+
+/// Four device blocks, a host tier of eight at 25 GB/s each way with 0.05 ms to the first byte.
+fn tiered() -> StepScheduler<()> {
+    StepScheduler::new(config(8192, Some(4))).with_tiers(Some(&TiersSetup {
+        block_bytes: BLOCK as u64 * QWEN3_0_6B,
+        tiers: vec![TierSpec {
+            tier: Tier::Host,
+            capacity_blocks: 8,
+            d2h_gbps: 25.0,
+            h2d_gbps: 25.0,
+            first_byte_ms: 0.05,
+        }],
+    }))
+}
+
+#[test]
+fn a_prefix_evicted_to_host_is_loaded_back_and_its_step_waits_for_it() {
+    let mut s = tiered();
+    // A (family 1, 4 blocks) runs; B (family 2, 4 blocks) evicts all of A to host.
+    s.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(&mut s);
+    s.enqueue(request(1, 2, 16, 1));
+    let b_start = *ends.last().unwrap();
+    let (_, ends) = run_from(&mut s, b_start);
+    // A's 4 blocks (4 x 4 x 114,688 = 1,835,008 bytes) reach host at b_start + 0.05 ms +
+    // 73,400 ns: long before C arrives.
+    let now = *ends.last().unwrap();
+    assert!(now > b_start + 123_400);
+    // C repeats A: none of it on the device, all 4 blocks on host. The hit is capped one token
+    // short (12 tokens, 3 blocks), so 3 blocks load: 1,376,256 bytes at 25 GB/s = 55,050 ns,
+    // after 50,000 ns to the first byte. The step starts then and computes 4 tokens.
+    s.enqueue(request(2, 1, 16, 1));
+    let p = s.plan(now).unwrap();
+    assert_eq!(p.end, now + 105_050 + prefill_ns(4));
+    let first = s
+        .running_mut(RequestId(2))
+        .unwrap()
+        .first_admission()
+        .unwrap();
+    assert_eq!(
+        (
+            first.held_blocks,
+            first.cached_tokens,
+            first.host_tokens,
+            first.disk_tokens
+        ),
+        (0, 12, 12, 0)
+    );
+    // The loaded blocks are stored on the device again (a device event); making room for C
+    // evicts B's blocks, which go to host (a host event).
+    let kv: Vec<_> = p
+        .log
+        .iter()
+        .filter_map(|i| match i {
+            LogItem::Kv(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let stored: usize = kv.iter().flat_map(|c| &c.stored).map(|r| r.1.len()).sum();
+    assert_eq!(stored, 4, "3 loaded + 1 computed");
+    let to_host: usize = kv
+        .iter()
+        .flat_map(|c| &c.lower)
+        .filter(|m| m.tier == Tier::Host)
+        .map(|m| m.stored.len())
+        .sum();
+    assert_eq!(to_host, 4, "B's blocks offloaded");
+    let bytes = s.pool().tiers().unwrap().bytes();
+    assert_eq!(bytes.read, [3 * 1_835_008 / 4, 0]);
+    assert_eq!(bytes.written, [2 * 1_835_008, 0]);
+}
+
+#[test]
+fn without_tiers_the_same_requests_recompute() {
+    let mut s = StepScheduler::new(config(8192, Some(4)));
+    s.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(&mut s);
+    s.enqueue(request(1, 2, 16, 1));
+    let (_, ends) = run_from(&mut s, *ends.last().unwrap());
+    let now = *ends.last().unwrap();
+    s.enqueue(request(2, 1, 16, 1));
+    let p = s.plan(now).unwrap();
+    assert_eq!(p.end, now + prefill_ns(16));
+    let first = s
+        .running_mut(RequestId(2))
+        .unwrap()
+        .first_admission()
+        .unwrap();
+    assert_eq!((first.cached_tokens, first.host_tokens), (0, 0));
+    assert!(s.pool().tiers().is_none());
+}

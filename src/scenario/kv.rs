@@ -1,0 +1,193 @@
+//! `[kv]`: the KV tiers below each worker's device cache, `[kv.host]` (host memory) and
+//! `[kv.disk]` (disk, below host). Blocks the device evicts go to host, blocks host drops go
+//! to disk; a request whose prefix continues on a lower tier loads it back instead of
+//! recomputing it (see [`crate::cluster::worker::tiers`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::validate::Invalid;
+use super::Scenario;
+
+/// The most blocks a tier may hold (2^32).
+const MAX_TIER_BLOCKS: usize = 1 << 32;
+
+/// `[kv]`: the lower KV tiers of every worker (absent tables: none).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct KvSettings {
+    /// `[kv.host]`: host memory below the device (absent: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<TierSettings>,
+    /// `[kv.disk]`: disk below host memory (absent: none; needs `[kv.host]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<TierSettings>,
+}
+
+/// Who shares a tier.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum TierScope {
+    /// Each worker has its own (aisimulate-core's `DpRankLocal`).
+    #[default]
+    Worker,
+    /// One pool for the whole cluster (aisimulate-core's `ClusterShared`): not modelled yet,
+    /// refused.
+    Cluster,
+}
+
+/// `[kv.host]` or `[kv.disk]`: one lower tier of each worker.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TierSettings {
+    /// Blocks it holds per worker (give this or `capacity_gb`).
+    pub capacity_blocks: Option<usize>,
+    /// GB (1e9 bytes) it holds per worker, in blocks of the `[deployment]` model's KV (needs a
+    /// `[deployment]`; give this or `capacity_blocks`).
+    pub capacity_gb: Option<f64>,
+    /// Bandwidth into the tier, GB/s; 0 = no limit (absent: aisimulate-core 0.13's defaults,
+    /// 32 for host, 10 for disk).
+    pub d2h_gbps: Option<f64>,
+    /// Bandwidth out of the tier back to the device, GB/s; 0 = no limit (absent: 32 for host,
+    /// 10 for disk).
+    pub h2d_gbps: Option<f64>,
+    /// Time to a transfer's first byte, ms (absent: 0 for host, 0.1 for disk).
+    pub first_byte_ms: Option<f64>,
+    /// `worker` (each worker its own); `cluster` (one shared pool) is refused: not modelled.
+    pub scope: TierScope,
+}
+
+impl KvSettings {
+    /// Whether no tier is configured.
+    pub fn is_empty(&self) -> bool {
+        self.host.is_none() && self.disk.is_none()
+    }
+
+    /// Each configured tier, highest first, with its defaults, its capacity in blocks of
+    /// `block_bytes`. Call on a validated scenario.
+    pub fn resolved(&self, block_bytes: u64) -> Vec<ResolvedTier> {
+        let one = |disk: bool, t: &TierSettings| {
+            // aisimulate-core 0.13's defaults (`engine/config.rs`): host 32 GB/s and no
+            // first-byte time (`NativeHostOffloadConfig`), disk 10 GB/s and 0.1 ms
+            // (`G3OffloadConfig`).
+            let (gbps, first_byte_ms) = if disk { (10.0, 0.1) } else { (32.0, 0.0) };
+            let capacity = t.capacity_blocks.unwrap_or_else(|| {
+                let gb = t.capacity_gb.unwrap_or(0.0);
+                (gb * 1e9 / block_bytes.max(1) as f64).floor() as usize
+            });
+            ResolvedTier {
+                disk,
+                capacity_blocks: capacity,
+                d2h_gbps: t.d2h_gbps.unwrap_or(gbps),
+                h2d_gbps: t.h2d_gbps.unwrap_or(gbps),
+                first_byte_ms: t.first_byte_ms.unwrap_or(first_byte_ms),
+            }
+        };
+        let mut out = Vec::new();
+        out.extend(self.host.as_ref().map(|t| one(false, t)));
+        out.extend(self.disk.as_ref().map(|t| one(true, t)));
+        out
+    }
+}
+
+/// One tier with its defaults filled in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ResolvedTier {
+    /// The disk tier (else host).
+    pub disk: bool,
+    /// Blocks it holds.
+    pub capacity_blocks: usize,
+    /// GB/s into it.
+    pub d2h_gbps: f64,
+    /// GB/s out of it to the device.
+    pub h2d_gbps: f64,
+    /// Ms to a transfer's first byte.
+    pub first_byte_ms: f64,
+}
+
+/// Checks `[kv.host]` and `[kv.disk]`.
+pub fn validate(s: &Scenario) -> Result<(), Invalid> {
+    let bad = |key: String, value: String, problem: &str| Invalid {
+        key,
+        value,
+        problem: problem.to_string(),
+    };
+    if s.kv.disk.is_some() && s.kv.host.is_none() {
+        return Err(bad(
+            "kv.disk".into(),
+            "a table".into(),
+            "needs [kv.host]: the disk tier takes the blocks host memory drops",
+        ));
+    }
+    for (name, t) in [("host", &s.kv.host), ("disk", &s.kv.disk)] {
+        let Some(t) = t else { continue };
+        let key = |k: &str| format!("kv.{name}.{k}");
+        if t.scope == TierScope::Cluster {
+            return Err(bad(
+                key("scope"),
+                "\"cluster\"".into(),
+                "is not modelled yet (one pool shared by every worker, with its own bandwidth \
+                 caps); use \"worker\"",
+            ));
+        }
+        match (t.capacity_blocks, t.capacity_gb) {
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    key("capacity_gb"),
+                    "set".into(),
+                    "and capacity_blocks are both set: give one",
+                ))
+            }
+            (None, None) => {
+                return Err(bad(
+                    key("capacity_blocks"),
+                    "absent".into(),
+                    "is needed (or capacity_gb)",
+                ))
+            }
+            (None, Some(gb)) => {
+                if !gb.is_finite() || !(0.0..=1e9).contains(&gb) {
+                    return Err(bad(
+                        key("capacity_gb"),
+                        format!("{gb:?}"),
+                        "must be a number from 0 to 1e9",
+                    ));
+                }
+                if !s.has_deployment() {
+                    return Err(bad(
+                        key("capacity_gb"),
+                        format!("{gb:?}"),
+                        "needs a [deployment] (the model's KV bytes per block); without one, give \
+                         capacity_blocks",
+                    ));
+                }
+            }
+            (Some(n), None) => {
+                if n > MAX_TIER_BLOCKS {
+                    return Err(bad(
+                        key("capacity_blocks"),
+                        n.to_string(),
+                        &format!("must be at most {MAX_TIER_BLOCKS}"),
+                    ));
+                }
+            }
+        }
+        for (k, x) in [
+            ("d2h_gbps", t.d2h_gbps),
+            ("h2d_gbps", t.h2d_gbps),
+            ("first_byte_ms", t.first_byte_ms),
+        ] {
+            if let Some(x) = x {
+                if !x.is_finite() || !(0.0..=1e9).contains(&x) {
+                    return Err(bad(
+                        key(k),
+                        format!("{x:?}"),
+                        "must be a number from 0 to 1e9",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

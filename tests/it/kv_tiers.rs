@@ -1,0 +1,130 @@
+//! Host and disk KV tiers (`[kv.host]`, `[kv.disk]`) end to end: what they add to the report,
+//! that tier credit steers the `dynamo` router, and the one-line refusals.
+
+use std::path::Path;
+
+use dynsim::report::Report;
+use dynsim::run::run_scenario;
+use dynsim::scenario::load::parse_scenario;
+
+use crate::common::{bad, ok, write};
+
+/// 600 requests in 40 groups sharing 512-token prefixes on 4 workers of 96 blocks: the device
+/// cannot keep the groups' prefixes, a host tier of 4x that can.
+const SMALL_DEVICE: &str = r#"
+seed = 5
+[workload]
+kind = "synthetic"
+requests = 600
+groups = 40
+shared_prefix_tokens = 512
+rate_per_s = 40.0
+input = { dist = "uniform", min = 600, max = 900 }
+output = { dist = "uniform", min = 5, max = 20 }
+[cluster]
+workers = 4
+block_size = 16
+kv_capacity_blocks = 96
+[router]
+policy = "dynamo"
+"#;
+
+fn run(extra: &str, set: &[&str]) -> Report {
+    let set: Vec<_> = set.iter().map(|s| s.parse().unwrap()).collect();
+    let text = format!("{SMALL_DEVICE}{extra}");
+    let s = parse_scenario(Path::new("tiers.toml"), &text, &set).expect("valid");
+    run_scenario(&s, Path::new("."), None).expect("runs")
+}
+
+const HOST: &str = "[kv.host]\ncapacity_blocks = 384\nd2h_gbps = 25.0\nh2d_gbps = 25.0\n";
+
+#[test]
+fn a_host_tier_turns_recomputation_into_loads_and_tier_credit_changes_decisions() {
+    let none = run("", &[]);
+    assert!(none.reuse_by_tier.is_none() && none.kv_onload_bytes.is_none());
+    let blind = run(HOST, &["router.dynamo.host_cache_hit_weight=0.0"]);
+    let credit = run(HOST, &[]);
+    for r in [&blind, &credit] {
+        let t = r.reuse_by_tier.expect("tiers configured");
+        let sum = t.device.unwrap() + t.host + t.disk;
+        assert!(
+            (sum - r.prefix_reuse).abs() < 2e-4,
+            "{t:?} vs {}",
+            r.prefix_reuse
+        );
+        assert!(t.host > 0.0, "{t:?}");
+        assert_eq!(t.disk, 0.0);
+        let (off, on) = (r.kv_offload_bytes.unwrap(), r.kv_onload_bytes.unwrap());
+        // Every block is 16 tokens of Qwen3-0.6B (the default disagg.model): 1,835,008 bytes.
+        assert_eq!(off.host % 1_835_008, 0);
+        assert!(on.host > 0 && on.host % 1_835_008 == 0);
+        assert!(r.prefix_reuse > none.prefix_reuse);
+    }
+    // Tier credit changes decisions (the hand-computed decision is a unit test of the policy).
+    assert_ne!(blind.per_worker, credit.per_worker);
+}
+
+#[test]
+fn every_engine_loads_its_prefixes_back_from_the_host_tier() {
+    // The tiers belong to the shared pool: vLLM, TensorRT-LLM and SGLang all load from them.
+    for engine in ["vllm", "trtllm", "sglang"] {
+        let set = format!("engine.kind={engine}");
+        let none = run("", &[&set]);
+        let r = run(HOST, &[&set]);
+        let t = r.reuse_by_tier.expect("tiers configured");
+        assert!(t.host > 0.0, "{engine}: {t:?}");
+        assert!(r.kv_onload_bytes.unwrap().host > 0, "{engine}");
+        assert!(r.prefix_reuse > none.prefix_reuse, "{engine}");
+    }
+}
+
+#[test]
+fn disk_takes_what_host_drops() {
+    let r = run(
+        &format!("{HOST}[kv.disk]\ncapacity_blocks = 2000\n")
+            .replace("capacity_blocks = 384", "capacity_blocks = 64"),
+        &[],
+    );
+    let off = r.kv_offload_bytes.unwrap();
+    assert!(off.disk > 0, "{off:?}");
+    assert!(r.reuse_by_tier.unwrap().disk > 0.0);
+}
+
+#[test]
+fn tier_events_reach_a_trace_with_their_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "t.toml", &format!("{SMALL_DEVICE}{HOST}"));
+    let trace = dir.path().join("t.jsonl");
+    ok(&["run", &path, "--trace", trace.to_str().unwrap()]);
+    let text = std::fs::read_to_string(trace).unwrap();
+    assert!(
+        text.contains(r#""tier":"host""#),
+        "a host event in the trace"
+    );
+}
+
+#[test]
+fn bad_tier_settings_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, says) in [
+        ("[kv.host]\ncapacity_gb = 10.0\n", "kv.host.capacity_gb"),
+        (
+            "[kv.host]\ncapacity_blocks = 10\nscope = \"cluster\"\n",
+            "not modelled yet",
+        ),
+        ("[kv.disk]\ncapacity_blocks = 10\n", "needs [kv.host]"),
+        (
+            "[kv.host]\ncapacity_blocks = 10\ncapacity_gb = 1.0\n",
+            "give one",
+        ),
+        ("[kv.host]\nd2h_gbps = 5.0\n", "kv.host.capacity_blocks"),
+        (
+            "[kv.host]\ncapacity_blocks = 10\nh2d_gbps = -1.0\n",
+            "kv.host.h2d_gbps",
+        ),
+    ] {
+        let path = write(dir.path(), "bad.toml", &format!("{SMALL_DEVICE}{extra}"));
+        let line = bad(&["run", &path]);
+        assert!(line.contains(says), "{extra:?}: {line}");
+    }
+}
