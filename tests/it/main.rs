@@ -14,6 +14,7 @@ mod outputs;
 mod own_tails;
 mod physics;
 mod pinned;
+mod pipelined_io;
 mod plan;
 mod properties;
 mod readme;
