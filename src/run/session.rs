@@ -28,9 +28,9 @@ use crate::planner::{Observation, PoolObservation, WorkerObservation};
 use crate::report::{Report, TraceRows};
 use crate::round::round_py;
 use crate::scenario::{Leave, Pool, Scenario};
-use crate::trace::TraceWriter;
 
 use super::recorder::Recorder;
+use super::writers::{write_timeline, write_trace, TraceSink, BATCHES_AHEAD, MARKS_BATCH};
 use super::{budget, check_memory, report, BuiltWorkload, RunHooks};
 
 /// A run in progress.
@@ -43,10 +43,16 @@ pub struct Session<'a> {
     learns: bool,
     feed: SharedFeed,
     trace_rows: Option<TraceRows>,
-    writer: Option<TraceWriter<'a>>,
+    /// Where the trace goes: handed to its thread by [`Session::run_and_report`].
+    trace_out: Option<&'a mut (dyn Write + Send)>,
+    /// The trace thread's end, while it runs.
+    writer: Option<TraceSink>,
     progress: Option<&'a mut dyn FnMut(u64, u64)>,
-    perfetto: Option<&'a mut dyn Write>,
+    /// Where the timeline goes: handed to its thread by [`Session::run_and_report`].
+    perfetto: Option<&'a mut (dyn Write + Send)>,
     timeline: Option<SharedTimeline>,
+    /// The timeline thread's end, while it runs.
+    marks_out: Option<crossbeam_channel::Sender<Vec<crate::cluster::timeline::Mark>>>,
     features: Option<&'a mut FeatureTotals>,
     total: u64,
     done: u64,
@@ -89,9 +95,6 @@ impl<'a> Session<'a> {
                 record_features: hooks.features.is_some(),
             },
         );
-        let writer = hooks
-            .trace
-            .map(|out| TraceWriter::new(out, topology.clone(), learns));
         let slots = topology
             .workers()
             .iter()
@@ -116,10 +119,12 @@ impl<'a> Session<'a> {
             learns,
             feed,
             trace_rows: built.trace,
-            writer,
+            trace_out: hooks.trace,
+            writer: None,
             progress: hooks.progress,
             perfetto: hooks.perfetto,
             timeline,
+            marks_out: None,
             features: hooks.features,
             total,
             done: 0,
@@ -191,11 +196,13 @@ impl<'a> Session<'a> {
             steps,
             feed,
             s,
+            timeline,
+            marks_out,
             ..
         } = self;
         let mut observe = |env: &Envelope<Msg>| {
             if let Some(w) = writer.as_mut() {
-                w.write(env);
+                w.push(env);
             }
             recorder.see(env, client);
             if env.to == client {
@@ -215,6 +222,17 @@ impl<'a> Session<'a> {
             *steps += 1;
             if *steps % 4096 == 0 {
                 crate::interrupt::check()?;
+                if let (Some(tx), Some(t)) = (marks_out.as_ref(), timeline.as_ref()) {
+                    let mut t = t.borrow_mut();
+                    if t.marks.len() >= MARKS_BATCH {
+                        let marks = std::mem::replace(
+                            &mut t.marks,
+                            Vec::with_capacity(MARKS_BATCH + MARKS_BATCH / 4),
+                        );
+                        // A closed channel: the thread ended early (re-raised when joined).
+                        let _ = tx.send(marks);
+                    }
+                }
                 // Requests in flight are the memory no estimate can bound before the run: a
                 // cluster that falls behind an open-loop workload holds every request that
                 // has arrived.
@@ -478,6 +496,47 @@ impl<'a> Session<'a> {
         )
     }
 
+    /// Runs to the end ([`Session::run_to_end`]) and reports ([`Session::finish`]), the trace
+    /// and the timeline asked for by the hooks formatted and written on threads of their own
+    /// ([`super::writers`]). An error of the run comes first, then one of writing the trace,
+    /// then one of writing the timeline.
+    pub fn run_and_report(mut self) -> Result<Report> {
+        let trace_out = self.trace_out.take();
+        let timeline_out = self.perfetto.take();
+        let topology = self.topology.clone();
+        let learns = self.learns;
+        std::thread::scope(|scope| {
+            let trace = trace_out.map(|out| {
+                let (tx, rx) = crossbeam_channel::bounded(BATCHES_AHEAD);
+                self.writer = Some(TraceSink::new(tx));
+                let topology = topology.clone();
+                scope.spawn(move || write_trace(out, topology, learns, rx))
+            });
+            let timeline = timeline_out.filter(|_| self.timeline.is_some()).map(|out| {
+                let (tx, rx) = crossbeam_channel::bounded(BATCHES_AHEAD);
+                self.marks_out = Some(tx);
+                let topology = topology.clone();
+                scope.spawn(move || write_timeline(out, topology, rx))
+            });
+            // The session (and with it both senders) is gone before the threads are joined.
+            let report = (move || {
+                self.run_to_end()?;
+                self.finish()
+            })();
+            let joined = |h: std::thread::ScopedJoinHandle<'_, std::io::Result<()>>, what: &str| {
+                h.join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                    .map_err(|e| Error::file(what, format!("cannot write: {e}")))
+            };
+            let trace = trace.map(|h| joined(h, "<trace>"));
+            let timeline = timeline.map(|h| joined(h, "<perfetto>"));
+            let report = report?;
+            trace.transpose()?;
+            timeline.transpose()?;
+            Ok(report)
+        })
+    }
+
     /// Ends the run and reports.
     pub fn finish(mut self) -> Result<Report> {
         self.poll_drains();
@@ -493,8 +552,7 @@ impl<'a> Session<'a> {
             ));
         }
         if let Some(w) = self.writer.take() {
-            w.finish()
-                .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
+            w.close();
         }
         if let (Some(t), true) = (&self.timeline, self.s.scales()) {
             let mut t = t.borrow_mut();
@@ -507,10 +565,8 @@ impl<'a> Session<'a> {
                 });
             }
         }
-        if let (Some(out), Some(t)) = (self.perfetto.take(), &self.timeline) {
-            let json = crate::perfetto::render(&t.borrow(), &self.topology);
-            out.write_all(json.as_bytes())
-                .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
+        if let (Some(tx), Some(t)) = (self.marks_out.take(), &self.timeline) {
+            let _ = tx.send(std::mem::take(&mut t.borrow_mut().marks));
         }
         let Session {
             s,

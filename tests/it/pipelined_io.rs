@@ -78,3 +78,56 @@ fn a_bad_row_late_in_the_trace_is_one_line_and_leaves_no_output() {
     );
     assert_eq!(std::fs::read_to_string(&old).unwrap(), "kept\n");
 }
+
+/// The pinned replay's command (tests/it/pinned.rs) with `outputs` added.
+fn replay(outputs: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "replay",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--scenario",
+        "scenarios/dynamo-mocker.toml",
+        "--workers",
+        "3",
+        "--set",
+        "workload.speedup=4",
+        "--set",
+        "workload.limit=1500",
+        "--json",
+    ];
+    args.extend_from_slice(outputs);
+    let out = crate::common::dynsim().args(&args).output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn the_writer_threads_write_the_same_bytes_to_a_file_and_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let timeline = dir.path().join("p.json");
+    let files = replay(&[
+        "--trace",
+        trace.to_str().unwrap(),
+        "--perfetto",
+        timeline.to_str().unwrap(),
+    ]);
+    let trace = std::fs::read(&trace).unwrap();
+    let timeline = std::fs::read(&timeline).unwrap();
+    // The bytes pinned in tests/it/pinned.rs (written in place before the threads came).
+    assert_eq!(
+        (
+            xxhash_rust::xxh3::xxh3_64(&trace),
+            xxhash_rust::xxh3::xxh3_64(&timeline)
+        ),
+        (7_594_052_168_121_974_922, 18_104_164_659_496_033_882)
+    );
+    let on_stdout = replay(&["--trace", "-"]);
+    assert_eq!(on_stdout.stdout, trace, "--trace -");
+    assert_eq!(on_stdout.stderr, files.stdout, "the report moves to stderr");
+    let on_stdout = replay(&["--perfetto", "-"]);
+    assert_eq!(on_stdout.stdout, timeline, "--perfetto -");
+}
