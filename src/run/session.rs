@@ -498,7 +498,7 @@ impl<'a> Session<'a> {
 
     /// Runs to the end ([`Session::run_to_end`]) and reports ([`Session::finish`]), the trace
     /// and the timeline asked for by the hooks formatted and written on threads of their own
-    /// ([`super::writers`]). An error of the run comes first, then one of writing the trace,
+    /// (`run/writers.rs`). An error of the run comes first, then one of writing the trace,
     /// then one of writing the timeline.
     pub fn run_and_report(mut self) -> Result<Report> {
         let trace_out = self.trace_out.take();

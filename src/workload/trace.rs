@@ -2,7 +2,7 @@
 //! the row loop they share: the file read line by line as a stream, blank lines skipped, 1-based
 //! line numbers, `limit` and `skip_bad`.
 //!
-//! The file is read and cut into lines on a thread of its own ([`with_lines_read_ahead`]),
+//! The file is read and cut into lines on a thread of its own (`with_lines_read_ahead`),
 //! which hands them in batches through a bounded channel to the parser on the caller's thread:
 //! reading and parsing overlap, lines arrive in file order, and a parser that stops (an error,
 //! `limit`) drops the channel, which stops the reader after at most one more batch.
