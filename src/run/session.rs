@@ -68,7 +68,8 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// A session of the validated scenario `s` on its built workload, with `hooks`.
+    /// A session of the validated scenario `s` on its built workload, with `hooks` (its trace
+    /// and timeline writers are written only by [`Session::run_and_report`]).
     pub fn new(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'a>) -> Result<Self> {
         let mut hw = Hardware::resolve(s, &built.base_dir)?;
         if let Some(p) = hooks.profile {
