@@ -139,9 +139,11 @@
 //!
 //! Pure logic (no channels, threads, clocks or files): [`hash`], [`ids`], [`kv_event`], [`index`],
 //! [`worker_set`], [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`],
-//! [`sketch`], [`workload`], [`lab`], and the pure parts of the cluster (the worker's step
+//! [`sketch`], [`workload`] (all but its trace reader, which reads ahead on a thread), [`lab`], and
+//! the pure parts of the cluster (the worker's step
 //! scheduler and KV pool in [`cluster::worker`], [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
-//! ([`cluster`]), wired from a [`scenario`] by [`run`]; results in [`report`], [`trace`], [`diff`].
+//! ([`cluster`]), wired from a [`scenario`] by [`run`] (which writes `--trace` and `--perfetto`
+//! on threads beside the simulation's); results in [`report`], [`trace`], [`diff`].
 //! At the edge: [`output`] (the one file writer: atomic for regular files, in place for devices
 //! and FIFOs, `-` for stdout), [`interrupt`] (SIGINT/SIGTERM stop work cleanly), [`schema`]
 //! (every scenario key, from the types), [`error`] (one-line errors), [`cli`]; [`metrics`] names

@@ -1,9 +1,10 @@
 //! Running independent deterministic jobs on all cores: each job is a whole simulation run inside
-//! one thread (the engine is `Rc`-based and never crosses threads); threads take the next job
-//! from an atomic counter and results come back in job order, so they do not depend on the
-//! number of threads.
+//! one thread (the engine is `Rc`-based and never crosses threads). The jobs (a sweep's or a
+//! plan's points) are handed out over a crossbeam channel holding their indices in order: each
+//! thread takes the next one when it is free. Outcomes come back over a second channel and are
+//! put in job order, so they do not depend on the number of threads or on which finished first.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -43,36 +44,43 @@ pub fn parallel_partial<T: Sync, R: Send>(
     f: impl Fn(&T) -> Result<R> + Sync,
     done: &(dyn Fn() + Sync),
 ) -> Vec<Option<Result<R>>> {
-    let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let jobs = jobs.clamp(1, items.len().max(1));
-    let ran: Vec<(usize, Result<R>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..jobs)
+    // Every index queued up front, in order, and the sender dropped: a thread's receive ends
+    // when the points run out.
+    let (to_do, points) = crossbeam_channel::unbounded();
+    for i in 0..items.len() {
+        to_do.send(i).expect("the receiver is alive");
+    }
+    drop(to_do);
+    let (outcome, outcomes) = crossbeam_channel::unbounded::<(usize, Result<R>)>();
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..jobs)
             .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
+                let (points, outcome) = (points.clone(), outcome.clone());
+                let (f, failed) = (&f, &failed);
+                scope.spawn(move || {
                     while !failed.load(Ordering::Relaxed) && !crate::interrupt::requested() {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        let r = f(item);
+                        let Ok(i) = points.recv() else { break };
+                        let r = f(&items[i]);
                         match &r {
                             Err(Error::Interrupted { .. }) => {}
                             Err(_) => failed.store(true, Ordering::Relaxed),
                             Ok(_) => done(),
                         }
-                        mine.push((i, r));
+                        // The receiver outlives the scope.
+                        let _ = outcome.send((i, r));
                     }
-                    mine
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        for t in threads {
+            t.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        }
     });
+    drop(outcome);
     let mut out: Vec<Option<Result<R>>> = (0..items.len()).map(|_| None).collect();
-    for (i, r) in ran {
+    for (i, r) in outcomes {
         out[i] = Some(r);
     }
     out
@@ -94,6 +102,21 @@ mod tests {
         assert!(parallel_map(&[] as &[u64], 3, square, &|| ())
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn every_point_is_handed_out_once() {
+        use std::sync::atomic::AtomicU32;
+        let items: Vec<usize> = (0..97).collect();
+        let calls: Vec<AtomicU32> = items.iter().map(|_| AtomicU32::new(0)).collect();
+        let out = parallel_partial(
+            &items,
+            5,
+            |&i| Ok(calls[i].fetch_add(1, Ordering::Relaxed)),
+            &|| (),
+        );
+        assert!(out.iter().all(|r| matches!(r, Some(Ok(0)))));
+        assert!(calls.iter().all(|c| c.load(Ordering::Relaxed) == 1));
     }
 
     #[test]

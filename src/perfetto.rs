@@ -12,8 +12,6 @@
 //! queue, prefill, transfer (disaggregated) and decode phases; process 3 "bus", instant events
 //! for every KV event it lost. Metadata events (`M`) name the processes and threads.
 
-use std::fmt::Write as _;
-
 use crate::cluster::timeline::{Mark, Timeline};
 use crate::cluster::topology::Topology;
 use crate::engine::Nanos;
@@ -29,170 +27,223 @@ fn us(ns: Nanos) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
-/// The trace-event JSON of `timeline`, with worker names from `topology`.
+/// The trace-event JSON of `timeline`, with worker names from `topology` (what a
+/// [`TimelineRenderer`] writes given every mark at once).
 pub fn render(timeline: &Timeline, topology: &Topology) -> String {
-    let mut events: Vec<String> = Vec::new();
-    let meta = |pid: u32, tid: u32, what: &str, name: &str| {
-        format!(
-            r#"{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"args":{{"name":"{name}"}}}}"#
-        )
-    };
-    events.push(meta(WORKERS, 0, "process_name", "workers"));
-    events.push(meta(REQUESTS, 0, "process_name", "requests"));
-    events.push(meta(BUS, 0, "process_name", "bus"));
-    for w in topology.workers() {
-        events.push(meta(WORKERS, w.id.0, "thread_name", &w.name));
+    let mut r = TimelineRenderer::new(topology.clone());
+    let mut out = String::new();
+    r.start(&mut out);
+    r.marks(&timeline.marks, &mut out);
+    r.end(&mut out);
+    out
+}
+
+/// Renders a timeline as its marks come, in batches: [`TimelineRenderer::start`], then
+/// [`TimelineRenderer::marks`] for each batch in the order the marks were noted, then
+/// [`TimelineRenderer::end`]. However the marks are cut into batches, the text is the same.
+pub struct TimelineRenderer {
+    topology: Topology,
+    /// Whether the lifecycle process was named (at the first phase mark).
+    lifecycle: bool,
+    /// Whether an event was written (the next one is preceded by a separator).
+    any: bool,
+    events: Vec<String>,
+}
+
+impl TimelineRenderer {
+    /// A renderer naming workers as `topology` does.
+    pub fn new(topology: Topology) -> Self {
+        TimelineRenderer {
+            topology,
+            lifecycle: false,
+            any: false,
+            events: Vec::new(),
+        }
     }
-    let name = |w: crate::ids::WorkerId| topology.worker(w).name.as_str();
-    // Workers' phases (scaling runs only) get their own process, noted once.
-    let mut lifecycle = false;
-    for mark in &timeline.marks {
-        match *mark {
-            Mark::Step {
-                worker,
-                start,
-                end,
-                steps,
-                batch,
-                prefill_tokens,
-                decode_tokens,
-            } => {
-                // A stretch (steps > 1) is decode only; its length is in the args.
-                let label = match (prefill_tokens > 0, decode_tokens > 0) {
-                    (true, true) => "mixed",
-                    (true, false) => "prefill",
-                    (false, _) => "decode",
-                };
-                events.push(format!(
-                    r#"{{"ph":"X","name":"{label}","cat":"step","pid":{WORKERS},"tid":{},"ts":{},"dur":{},"args":{{"steps":{steps},"batch":{batch},"prefill_tokens":{prefill_tokens},"decode_tokens":{decode_tokens}}}}}"#,
-                    worker.0,
-                    us(start),
-                    us(end - start)
-                ));
-            }
-            Mark::Levels {
-                worker,
-                at,
-                kv_blocks,
-                resident_blocks,
-                waiting,
-                running,
-            } => {
-                // Two counters, not one stacked counter: the blocks in use are among the
-                // resident ones.
-                for (what, n) in [("used", kv_blocks), ("resident", resident_blocks)] {
+
+    /// Appends the document's opening and the metadata events naming processes and workers.
+    pub fn start(&mut self, out: &mut String) {
+        out.push_str("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+        let events = &mut self.events;
+        events.push(meta(WORKERS, 0, "process_name", "workers"));
+        events.push(meta(REQUESTS, 0, "process_name", "requests"));
+        events.push(meta(BUS, 0, "process_name", "bus"));
+        for w in self.topology.workers() {
+            events.push(meta(WORKERS, w.id.0, "thread_name", &w.name));
+        }
+        self.flush(out);
+    }
+
+    /// Appends the events of `marks`, the next marks of the timeline.
+    pub fn marks(&mut self, marks: &[Mark], out: &mut String) {
+        let topology = &self.topology;
+        let events = &mut self.events;
+        let name = |w: crate::ids::WorkerId| topology.worker(w).name.as_str();
+        // Workers' phases (scaling runs only) get their own process, noted once.
+        let lifecycle = &mut self.lifecycle;
+        for mark in marks {
+            match *mark {
+                Mark::Step {
+                    worker,
+                    start,
+                    end,
+                    steps,
+                    batch,
+                    prefill_tokens,
+                    decode_tokens,
+                } => {
+                    // A stretch (steps > 1) is decode only; its length is in the args.
+                    let label = match (prefill_tokens > 0, decode_tokens > 0) {
+                        (true, true) => "mixed",
+                        (true, false) => "prefill",
+                        (false, _) => "decode",
+                    };
                     events.push(format!(
-                        r#"{{"ph":"C","name":"{} kv blocks {what}","pid":{WORKERS},"tid":{},"ts":{},"args":{{"{what}":{n}}}}}"#,
+                        r#"{{"ph":"X","name":"{label}","cat":"step","pid":{WORKERS},"tid":{},"ts":{},"dur":{},"args":{{"steps":{steps},"batch":{batch},"prefill_tokens":{prefill_tokens},"decode_tokens":{decode_tokens}}}}}"#,
+                        worker.0,
+                        us(start),
+                        us(end - start)
+                    ));
+                }
+                Mark::Levels {
+                    worker,
+                    at,
+                    kv_blocks,
+                    resident_blocks,
+                    waiting,
+                    running,
+                } => {
+                    // Two counters, not one stacked counter: the blocks in use are among the
+                    // resident ones.
+                    for (what, n) in [("used", kv_blocks), ("resident", resident_blocks)] {
+                        events.push(format!(
+                            r#"{{"ph":"C","name":"{} kv blocks {what}","pid":{WORKERS},"tid":{},"ts":{},"args":{{"{what}":{n}}}}}"#,
+                            name(worker),
+                            worker.0,
+                            us(at)
+                        ));
+                    }
+                    events.push(format!(
+                        r#"{{"ph":"C","name":"{} queue","pid":{WORKERS},"tid":{},"ts":{},"args":{{"waiting":{waiting},"running":{running}}}}}"#,
                         name(worker),
                         worker.0,
                         us(at)
                     ));
                 }
-                events.push(format!(
-                    r#"{{"ph":"C","name":"{} queue","pid":{WORKERS},"tid":{},"ts":{},"args":{{"waiting":{waiting},"running":{running}}}}}"#,
-                    name(worker),
+                Mark::Evicted { worker, at, blocks } => events.push(instant(
+                    "evicted",
+                    WORKERS,
                     worker.0,
-                    us(at)
-                ));
-            }
-            Mark::Evicted { worker, at, blocks } => events.push(instant(
-                "evicted",
-                WORKERS,
-                worker.0,
-                at,
-                &format!(r#""blocks":{blocks}"#),
-            )),
-            Mark::Preempted {
-                worker,
-                at,
-                requests,
-            } => events.push(instant(
-                "preempted",
-                WORKERS,
-                worker.0,
-                at,
-                &format!(r#""requests":{requests}"#),
-            )),
-            Mark::Phase {
-                worker,
-                kind,
-                start,
-                end,
-            } => {
-                if !lifecycle {
-                    lifecycle = true;
-                    events.push(meta(LIFECYCLE, 0, "process_name", "lifecycle"));
-                    for w in topology.workers() {
-                        events.push(meta(LIFECYCLE, w.id.0, "thread_name", &w.name));
+                    at,
+                    &format!(r#""blocks":{blocks}"#),
+                )),
+                Mark::Preempted {
+                    worker,
+                    at,
+                    requests,
+                } => events.push(instant(
+                    "preempted",
+                    WORKERS,
+                    worker.0,
+                    at,
+                    &format!(r#""requests":{requests}"#),
+                )),
+                Mark::Phase {
+                    worker,
+                    kind,
+                    start,
+                    end,
+                } => {
+                    if !*lifecycle {
+                        *lifecycle = true;
+                        events.push(meta(LIFECYCLE, 0, "process_name", "lifecycle"));
+                        for w in topology.workers() {
+                            events.push(meta(LIFECYCLE, w.id.0, "thread_name", &w.name));
+                        }
                     }
-                }
-                events.push(format!(
-                    r#"{{"ph":"X","name":"{kind}","cat":"lifecycle","pid":{LIFECYCLE},"tid":{},"ts":{},"dur":{}}}"#,
-                    worker.0,
-                    us(start),
-                    us(end - start)
-                ));
-            }
-            Mark::Restart { worker, at } => {
-                events.push(instant("restart", WORKERS, worker.0, at, ""))
-            }
-            Mark::Dropped { worker, at, kind } => events.push(instant(
-                &format!("dropped {kind}"),
-                BUS,
-                0,
-                at,
-                &format!(r#""worker":"{}""#, name(worker)),
-            )),
-            Mark::Request {
-                id,
-                prefill_worker,
-                worker,
-                arrived,
-                started,
-                first_token,
-                transferred,
-                done,
-                rejected,
-            } => {
-                if rejected {
-                    events.push(instant(
-                        &format!("rejected r{id}"),
-                        REQUESTS,
-                        0,
-                        done,
-                        &format!(r#""worker":"{}""#, name(worker)),
+                    events.push(format!(
+                        r#"{{"ph":"X","name":"{kind}","cat":"lifecycle","pid":{LIFECYCLE},"tid":{},"ts":{},"dur":{}}}"#,
+                        worker.0,
+                        us(start),
+                        us(end - start)
                     ));
-                    continue;
                 }
-                let mut phases = vec![
-                    ("queue", arrived, started, prefill_worker),
-                    ("prefill", started, first_token, prefill_worker),
-                ];
-                match transferred {
-                    Some(t) => {
-                        phases.push(("transfer", first_token, t, worker));
-                        phases.push(("decode", t, done, worker));
-                    }
-                    None => phases.push(("decode", first_token, done, worker)),
+                Mark::Restart { worker, at } => {
+                    events.push(instant("restart", WORKERS, worker.0, at, ""))
                 }
-                for (phase, from, to, on) in phases {
-                    let args = format!(r#""request":{id},"worker":"{}""#, name(on));
-                    for (ph, at) in [("b", from), ("e", to.max(from))] {
-                        events.push(format!(
-                            r#"{{"ph":"{ph}","name":"{phase}","cat":"request","id":{id},"pid":{REQUESTS},"tid":0,"ts":{},"args":{{{args}}}}}"#,
-                            us(at)
+                Mark::Dropped { worker, at, kind } => events.push(instant(
+                    &format!("dropped {kind}"),
+                    BUS,
+                    0,
+                    at,
+                    &format!(r#""worker":"{}""#, name(worker)),
+                )),
+                Mark::Request {
+                    id,
+                    prefill_worker,
+                    worker,
+                    arrived,
+                    started,
+                    first_token,
+                    transferred,
+                    done,
+                    rejected,
+                } => {
+                    if rejected {
+                        events.push(instant(
+                            &format!("rejected r{id}"),
+                            REQUESTS,
+                            0,
+                            done,
+                            &format!(r#""worker":"{}""#, name(worker)),
                         ));
+                        continue;
+                    }
+                    let mut phases = vec![
+                        ("queue", arrived, started, prefill_worker),
+                        ("prefill", started, first_token, prefill_worker),
+                    ];
+                    match transferred {
+                        Some(t) => {
+                            phases.push(("transfer", first_token, t, worker));
+                            phases.push(("decode", t, done, worker));
+                        }
+                        None => phases.push(("decode", first_token, done, worker)),
+                    }
+                    for (phase, from, to, on) in phases {
+                        let args = format!(r#""request":{id},"worker":"{}""#, name(on));
+                        for (ph, at) in [("b", from), ("e", to.max(from))] {
+                            events.push(format!(
+                                r#"{{"ph":"{ph}","name":"{phase}","cat":"request","id":{id},"pid":{REQUESTS},"tid":0,"ts":{},"args":{{{args}}}}}"#,
+                                us(at)
+                            ));
+                        }
                     }
                 }
             }
         }
+        self.flush(out);
     }
-    let mut out = String::from("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    for (i, e) in events.iter().enumerate() {
-        let _ = write!(out, "{}{e}", if i == 0 { "" } else { ",\n" });
+
+    /// Appends the document's end.
+    pub fn end(&mut self, out: &mut String) {
+        self.flush(out);
+        out.push_str("\n]}\n");
     }
-    out.push_str("\n]}\n");
-    out
+
+    /// Appends the events made so far, one per line, comma-separated.
+    fn flush(&mut self, out: &mut String) {
+        for e in self.events.drain(..) {
+            out.push_str(if self.any { ",\n" } else { "" });
+            out.push_str(&e);
+            self.any = true;
+        }
+    }
+}
+
+/// A metadata event naming a process or a thread.
+fn meta(pid: u32, tid: u32, what: &str, name: &str) -> String {
+    format!(r#"{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"args":{{"name":"{name}"}}}}"#)
 }
 
 fn instant(name: &str, pid: u32, tid: u32, at: Nanos, args: &str) -> String {
@@ -251,5 +302,42 @@ mod tests {
         assert!(events
             .iter()
             .any(|e| e["ph"] == "M" && e["args"]["name"] == "worker1"));
+    }
+
+    #[test]
+    fn marks_rendered_in_batches_give_the_text_of_one_render() {
+        let topo = Topology::of(&Scenario::default());
+        let mut t = Timeline::default();
+        for i in 0..7u64 {
+            t.note(Mark::Step {
+                worker: WorkerId((i % 2) as u32),
+                start: i * 1_000,
+                end: i * 1_000 + 700,
+                steps: 1,
+                batch: 1,
+                prefill_tokens: 0,
+                decode_tokens: 1,
+            });
+            // Phases (a scaling run's): the lifecycle process is named once, at the first.
+            t.note(Mark::Phase {
+                worker: WorkerId(0),
+                kind: "serving",
+                start: i,
+                end: i + 1,
+            });
+        }
+        let whole = render(&t, &topo);
+        assert_eq!(whole.matches(r#""name":"lifecycle""#).count(), 1);
+        for size in [1, 2, 3, 14] {
+            let mut r = TimelineRenderer::new(topo.clone());
+            let mut text = String::new();
+            r.start(&mut text);
+            for batch in t.marks.chunks(size) {
+                r.marks(batch, &mut text);
+            }
+            r.marks(&[], &mut text);
+            r.end(&mut text);
+            assert_eq!(text, whole, "batches of {size}");
+        }
     }
 }

@@ -121,9 +121,9 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
     let mut timeline = out.perfetto.map(AtomicFile::create).transpose()?;
     let mut plot = out.timeline_plot.map(AtomicFile::create).transpose()?;
     let hooks = RunHooks {
-        trace: file.as_mut().map(|f| f as &mut dyn Write),
+        trace: file.as_mut().map(|f| f as &mut (dyn Write + Send)),
         progress: Some(&mut tick),
-        perfetto: timeline.as_mut().map(|f| f as &mut dyn Write),
+        perfetto: timeline.as_mut().map(|f| f as &mut (dyn Write + Send)),
         features: None,
         profile: None,
     };

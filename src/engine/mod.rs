@@ -25,6 +25,15 @@
 //! about a microsecond of work to another thread costs several microseconds, so a run stays
 //! single-threaded and parallelism comes from running many simulations at once (`dynsim
 //! sweep`, one run per core).
+//!
+//! Measured again at 512 workers (issue 22; `scenarios/scale.toml` scaled to 153,600 requests,
+//! 2,300,336 deliveries; docs/BENCHMARKS.md, "Pipelined I/O"): 6.68 % of deliveries could run
+//! beside another at the same instant. Between two arrivals, when the router decides nothing,
+//! there are 15.0 deliveries, 9.0 of them to workers, on 5.3 distinct workers on average (58.6 %
+//! of all deliveries go to a worker while another worker also has some): too little work per
+//! window (131 µs of CPU in all, most of it the router's) to pay for a hand-out and a merge per
+//! window, so actors still run on one thread. What does run beside the simulation is its I/O: the
+//! trace reader, and the `--trace` and `--perfetto` writers ([`crate::run`]).
 
 pub mod actor;
 pub mod envelope;

@@ -10,6 +10,7 @@
 mod profiler;
 pub mod recorder;
 pub mod session;
+mod writers;
 
 pub use profiler::REQUESTS_PER_CLIENT;
 pub use session::Session;
@@ -135,7 +136,7 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
 pub fn run_scenario(
     s: &Scenario,
     base_dir: &Path,
-    trace: Option<&mut dyn Write>,
+    trace: Option<&mut (dyn Write + Send)>,
 ) -> Result<Report> {
     run_scenario_with(
         s,
@@ -153,13 +154,14 @@ pub fn run_scenario(
 /// What a caller can attach to a run.
 #[derive(Default)]
 pub struct RunHooks<'a> {
-    /// Receives one JSONL line per delivered message.
-    pub trace: Option<&'a mut dyn Write>,
+    /// Receives one JSONL line per delivered message (written on a thread of its own).
+    pub trace: Option<&'a mut (dyn Write + Send)>,
     /// Called with (requests completed, requests in the workload) every 1,024 completions and
     /// once at the end.
     pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
-    /// Receives the run's timeline as Chrome trace-event JSON ([`crate::perfetto`]).
-    pub perfetto: Option<&'a mut dyn Write>,
+    /// Receives the run's timeline as Chrome trace-event JSON ([`crate::perfetto`]; written
+    /// on a thread of its own).
+    pub perfetto: Option<&'a mut (dyn Write + Send)>,
     /// Receives what the workers' feature clocks found, summed (under a roofline; for
     /// `calibrate`).
     pub features: Option<&'a mut FeatureTotals>,
@@ -176,9 +178,7 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 /// one workload many times builds it once): its `[[scale]]` steps and `[planner]` act as the
 /// run goes ([`Session::run_to_end`]).
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
-    let mut session = Session::new(s, built, hooks)?;
-    session.run_to_end()?;
-    session.finish()
+    Session::new(s, built, hooks)?.run_and_report()
 }
 
 /// The run's report; `learns`: whether the routers' policy learns from KV events.

@@ -18,7 +18,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use super::table::{Naming, RawRow, RowTime, TraceTable};
-use super::trace::{collect_rows, numbered_lines, TraceOptions};
+use super::trace::{collect_rows, with_lines_read_ahead, Line, TraceOptions, TraceStats};
 use crate::error::{Error, Result};
 use crate::limits::MAX_CONTEXT_TOKENS;
 
@@ -33,9 +33,25 @@ const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];
 /// `file:line: column: what` for a bad header or the first malformed row (`line` for a wrong
 /// number of columns) unless `skip_bad`; `file: ...` for bad options, a failed read or a file
 /// without requests.
-pub fn read_azure(path: &Path, reader: impl BufRead, opts: &TraceOptions) -> Result<TraceTable> {
+pub fn read_azure(
+    path: &Path,
+    reader: impl BufRead + Send,
+    opts: &TraceOptions,
+) -> Result<TraceTable> {
     opts.check(path)?;
-    let mut lines = numbered_lines(path, reader);
+    let (rows, stats) = with_lines_read_ahead(path, reader, |lines| read_rows(path, lines, opts))?;
+    let naming = Naming::Unique {
+        block_size: opts.block_size,
+    };
+    TraceTable::build(path, rows, Vec::new(), naming, opts, stats, COLUMNS[0])
+}
+
+/// The header, then the rows.
+fn read_rows(
+    path: &Path,
+    lines: &mut dyn Iterator<Item = Result<Line>>,
+    opts: &TraceOptions,
+) -> Result<(Vec<RawRow>, TraceStats)> {
     let (header_no, header) = loop {
         match lines.next() {
             None => return Err(Error::file(path, "no requests")),
@@ -59,11 +75,7 @@ pub fn read_azure(path: &Path, reader: impl BufRead, opts: &TraceOptions) -> Res
             format!("expected `{}`, got `{}`", COLUMNS.join(","), header.trim()),
         ));
     }
-    let (rows, stats) = collect_rows(path, lines, opts, |n, line| parse_row(path, n, line))?;
-    let naming = Naming::Unique {
-        block_size: opts.block_size,
-    };
-    TraceTable::build(path, rows, Vec::new(), naming, opts, stats, COLUMNS[0])
+    collect_rows(path, lines, opts, |n, line| parse_row(path, n, line))
 }
 
 fn parse_row(path: &Path, n: usize, line: &str) -> Result<RawRow> {

@@ -33,18 +33,22 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::table::{Naming, RawRow, RowTime, SessionKey, TraceTable};
-use super::trace::{collect_rows, numbered_lines, TraceOptions};
+use super::trace::{collect_rows, with_lines_read_ahead, TraceOptions};
 use crate::error::{Error, Result};
 use crate::limits::{MAX_CONTEXT_TOKENS, MAX_MS};
 
 /// Reads a Mooncake trace from `reader` (the file `path`, which names errors), one line at a
-/// time, into a [`TraceTable`] in arrival order. See the module doc for the conversion rules.
+/// time (read ahead on a thread of its own: `with_lines_read_ahead`), into a [`TraceTable`] in arrival order. See the module doc for the conversion rules.
 ///
 /// # Errors
 /// `file:line: field: what` for the first malformed row (`line` for invalid JSON) unless
 /// `skip_bad`; `file: ...` for bad options, a `block_size` that does not divide
 /// `trace_block_size`, a failed read, or a file without requests.
-pub fn read_mooncake(path: &Path, reader: impl BufRead, opts: &TraceOptions) -> Result<TraceTable> {
+pub fn read_mooncake(
+    path: &Path,
+    reader: impl BufRead + Send,
+    opts: &TraceOptions,
+) -> Result<TraceTable> {
     opts.check(path)?;
     if opts.trace_block_size == 0 || opts.trace_block_size % opts.block_size != 0 {
         return Err(Error::file(
@@ -57,8 +61,10 @@ pub fn read_mooncake(path: &Path, reader: impl BufRead, opts: &TraceOptions) -> 
     }
     let ratio = opts.trace_block_size / opts.block_size;
     let mut ids = Vec::new();
-    let (rows, stats) = collect_rows(path, numbered_lines(path, reader), opts, |n, line| {
-        parse_row(path, n, line, opts.trace_block_size, &mut ids)
+    let (rows, stats) = with_lines_read_ahead(path, reader, |lines| {
+        collect_rows(path, lines, opts, |n, line| {
+            parse_row(path, n, line, opts.trace_block_size, &mut ids)
+        })
     })?;
     let naming = if ratio == 1 {
         Naming::Chain

@@ -1,6 +1,11 @@
 //! Options and counters shared by the trace parsers ([`super::mooncake`], [`super::azure`]), and
 //! the row loop they share: the file read line by line as a stream, blank lines skipped, 1-based
 //! line numbers, `limit` and `skip_bad`.
+//!
+//! The file is read and cut into lines on a thread of its own (`with_lines_read_ahead`),
+//! which hands them in batches through a bounded channel to the parser on the caller's thread:
+//! reading and parsing overlap, lines arrive in file order, and a parser that stops (an error,
+//! `limit`) drops the channel, which stops the reader after at most one more batch.
 
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -168,6 +173,51 @@ pub(crate) fn numbered_lines<'a>(
     })
 }
 
+/// Lines the reader thread hands over at a time (fewer when they reach [`BATCH_BYTES`]).
+const BATCH_LINES: usize = 512;
+
+/// Bytes of text after which the reader thread hands a batch over early.
+const BATCH_BYTES: usize = 1 << 20;
+
+/// Batches read ahead of the parser: the bound that keeps a fast reader from holding the file
+/// in memory.
+const BATCHES_AHEAD: usize = 4;
+
+/// Runs `parse` over the numbered lines of `reader` (as [`numbered_lines`] cuts them), read on a
+/// scoped thread of their own and handed over in batches through a bounded channel: the same
+/// lines, in the same order, with the same errors, as reading them on the caller's thread. The
+/// reader thread ends once `parse` returns (it finds the channel closed) and is joined before
+/// this returns.
+pub(crate) fn with_lines_read_ahead<R>(
+    path: &Path,
+    reader: impl BufRead + Send,
+    parse: impl FnOnce(&mut dyn Iterator<Item = Result<Line>>) -> R,
+) -> R {
+    std::thread::scope(|scope| {
+        let (tx, rx) = crossbeam_channel::bounded::<Vec<Result<Line>>>(BATCHES_AHEAD);
+        scope.spawn(move || {
+            let mut batch = Vec::with_capacity(BATCH_LINES);
+            let mut bytes = 0;
+            for item in numbered_lines(path, reader) {
+                if let Ok((_, Some(text))) = &item {
+                    bytes += text.len();
+                }
+                batch.push(item);
+                if batch.len() == BATCH_LINES || bytes >= BATCH_BYTES {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_LINES));
+                    bytes = 0;
+                    if tx.send(full).is_err() {
+                        return; // The parser stopped.
+                    }
+                }
+            }
+            let _ = tx.send(batch);
+        });
+        let mut lines = rx.into_iter().flatten();
+        parse(&mut lines)
+    })
+}
+
 /// Opens a trace file for reading as a stream, naming it in the error.
 pub fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>> {
     let file =
@@ -208,9 +258,10 @@ mod tests {
         };
         let text = "\u{feff}1\n\n  \r\n2\r\n3";
         let path = Path::new("t");
-        let lines = numbered_lines(path, text.as_bytes());
-        let (rows, stats) =
-            collect_rows(path, lines, &opts, |n, l| Ok((n, l.to_string()))).unwrap();
+        let (rows, stats) = with_lines_read_ahead(path, text.as_bytes(), |lines| {
+            collect_rows(path, lines, &opts, |n, l| Ok((n, l.to_string())))
+        })
+        .unwrap();
         assert_eq!(rows, vec![(1, "1".to_string()), (4, "2".to_string())]);
         assert_eq!(
             stats,
@@ -219,5 +270,28 @@ mod tests {
                 skipped: 0
             }
         );
+    }
+
+    #[test]
+    fn lines_read_ahead_are_the_lines_read_in_place() {
+        // Enough lines for several batches, blank ones and a bad byte among them.
+        let mut text: Vec<u8> = Vec::new();
+        for i in 0..(3 * BATCH_LINES + 17) {
+            match i % 97 {
+                5 => text.extend_from_slice(b"\n"),
+                11 => text.extend_from_slice(b"bad \xff byte\n"),
+                _ => text.extend_from_slice(format!("row {i}\r\n").as_bytes()),
+            }
+        }
+        let path = Path::new("t");
+        let in_place: Vec<Line> = numbered_lines(path, &text[..])
+            .map(|l| l.unwrap())
+            .collect();
+        let ahead: Vec<Line> =
+            with_lines_read_ahead(path, &text[..], |lines| lines.map(|l| l.unwrap()).collect());
+        assert_eq!(ahead, in_place);
+        // A parser that stops early stops the reader too (the call returns).
+        let first = with_lines_read_ahead(path, &text[..], |lines| lines.next().unwrap().unwrap());
+        assert_eq!(first, (1, Some("row 0".to_string())));
     }
 }

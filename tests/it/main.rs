@@ -15,6 +15,7 @@ mod outputs;
 mod own_tails;
 mod physics;
 mod pinned;
+mod pipelined_io;
 mod plan;
 mod properties;
 mod readme;

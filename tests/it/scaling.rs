@@ -27,7 +27,7 @@ fn scenario(workers: usize, extra: &str) -> Scenario {
 
 fn run(s: &Scenario, trace: Option<&mut Vec<u8>>) -> dynsim::report::Report {
     let hooks = RunHooks {
-        trace: trace.map(|t| t as &mut dyn std::io::Write),
+        trace: trace.map(|t| t as &mut (dyn std::io::Write + Send)),
         ..RunHooks::default()
     };
     dynsim::run::run_scenario_with(s, Path::new("."), hooks).expect("runs")

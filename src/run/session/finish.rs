@@ -1,6 +1,7 @@
 //! Ending a session: the one-shot run (its `[[scale]]` steps and planner in the loop), what is
 //! left delivered, and the report.
 
+use super::super::writers::{write_timeline, write_trace, TraceSink, BATCHES_AHEAD};
 use super::{report, Session};
 use crate::engine::{ms_to_ns, Nanos};
 use crate::error::{Error, Result};
@@ -97,6 +98,47 @@ impl Session<'_> {
         )
     }
 
+    /// Runs to the end ([`Session::run_to_end`]) and reports ([`Session::finish`]), the trace
+    /// and the timeline asked for by the hooks formatted and written on threads of their own
+    /// (`run/writers.rs`). An error of the run comes first, then one of writing the trace,
+    /// then one of writing the timeline.
+    pub fn run_and_report(mut self) -> Result<Report> {
+        let trace_out = self.trace_out.take();
+        let timeline_out = self.perfetto.take();
+        let topology = self.topology.clone();
+        let learns = self.learns;
+        std::thread::scope(|scope| {
+            let trace = trace_out.map(|out| {
+                let (tx, rx) = crossbeam_channel::bounded(BATCHES_AHEAD);
+                self.writer = Some(TraceSink::new(tx));
+                let topology = topology.clone();
+                scope.spawn(move || write_trace(out, topology, learns, rx))
+            });
+            let timeline = timeline_out.filter(|_| self.timeline.is_some()).map(|out| {
+                let (tx, rx) = crossbeam_channel::bounded(BATCHES_AHEAD);
+                self.marks_out = Some(tx);
+                let topology = topology.clone();
+                scope.spawn(move || write_timeline(out, topology, rx))
+            });
+            // The session (and with it both senders) is gone before the threads are joined.
+            let report = (move || {
+                self.run_to_end()?;
+                self.finish()
+            })();
+            let joined = |h: std::thread::ScopedJoinHandle<'_, std::io::Result<()>>, what: &str| {
+                h.join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                    .map_err(|e| Error::file(what, format!("cannot write: {e}")))
+            };
+            let trace = trace.map(|h| joined(h, "<trace>"));
+            let timeline = timeline.map(|h| joined(h, "<perfetto>"));
+            let report = report?;
+            trace.transpose()?;
+            timeline.transpose()?;
+            Ok(report)
+        })
+    }
+
     /// Ends the run and reports.
     pub fn finish(mut self) -> Result<Report> {
         self.poll_drains();
@@ -112,8 +154,7 @@ impl Session<'_> {
             ));
         }
         if let Some(w) = self.writer.take() {
-            w.finish()
-                .map_err(|e| Error::file("<trace>", format!("cannot write: {e}")))?;
+            w.close();
         }
         if let (Some(t), true) = (&self.timeline, self.s.scales()) {
             let mut t = t.borrow_mut();
@@ -126,10 +167,8 @@ impl Session<'_> {
                 });
             }
         }
-        if let (Some(out), Some(t)) = (self.perfetto.take(), &self.timeline) {
-            let json = crate::perfetto::render(&t.borrow(), &self.topology);
-            out.write_all(json.as_bytes())
-                .map_err(|e| Error::file("<perfetto>", format!("cannot write: {e}")))?;
+        if let (Some(tx), Some(t)) = (self.marks_out.take(), &self.timeline) {
+            let _ = tx.send(std::mem::take(&mut t.borrow_mut().marks));
         }
         let Session {
             s,

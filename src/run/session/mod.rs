@@ -27,9 +27,9 @@ use crate::engine::{ms_to_ns, Envelope, Nanos, Simulation};
 use crate::error::{Error, Result};
 use crate::report::TraceRows;
 use crate::scenario::{Pool, Scenario};
-use crate::trace::TraceWriter;
 
 use super::recorder::Recorder;
+use super::writers::{TraceSink, MARKS_BATCH};
 use super::{budget, check_memory, report, BuiltWorkload, RunHooks};
 
 mod finish;
@@ -45,10 +45,16 @@ pub struct Session<'a> {
     learns: bool,
     feed: SharedFeed,
     trace_rows: Option<TraceRows>,
-    writer: Option<TraceWriter<'a>>,
+    /// Where the trace goes: handed to its thread by [`Session::run_and_report`].
+    trace_out: Option<&'a mut (dyn Write + Send)>,
+    /// The trace thread's end, while it runs.
+    writer: Option<TraceSink>,
     progress: Option<&'a mut dyn FnMut(u64, u64)>,
-    perfetto: Option<&'a mut dyn Write>,
+    /// Where the timeline goes: handed to its thread by [`Session::run_and_report`].
+    perfetto: Option<&'a mut (dyn Write + Send)>,
     timeline: Option<SharedTimeline>,
+    /// The timeline thread's end, while it runs.
+    marks_out: Option<crossbeam_channel::Sender<Vec<crate::cluster::timeline::Mark>>>,
     features: Option<&'a mut FeatureTotals>,
     total: u64,
     done: u64,
@@ -64,7 +70,8 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// A session of the validated scenario `s` on its built workload, with `hooks`.
+    /// A session of the validated scenario `s` on its built workload, with `hooks` (its trace
+    /// and timeline writers are written only by [`Session::run_and_report`]).
     pub fn new(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'a>) -> Result<Self> {
         let mut hw = Hardware::resolve(s, &built.base_dir)?;
         if let Some(p) = hooks.profile {
@@ -91,9 +98,6 @@ impl<'a> Session<'a> {
                 record_features: hooks.features.is_some(),
             },
         );
-        let writer = hooks
-            .trace
-            .map(|out| TraceWriter::new(out, topology.clone(), learns));
         let slots = topology
             .workers()
             .iter()
@@ -118,10 +122,12 @@ impl<'a> Session<'a> {
             learns,
             feed,
             trace_rows: built.trace,
-            writer,
+            trace_out: hooks.trace,
+            writer: None,
             progress: hooks.progress,
             perfetto: hooks.perfetto,
             timeline,
+            marks_out: None,
             features: hooks.features,
             total,
             done: 0,
@@ -193,11 +199,13 @@ impl<'a> Session<'a> {
             steps,
             feed,
             s,
+            timeline,
+            marks_out,
             ..
         } = self;
         let mut observe = |env: &Envelope<Msg>| {
             if let Some(w) = writer.as_mut() {
-                w.write(env);
+                w.push(env);
             }
             recorder.see(env, client);
             if env.to == client {
@@ -217,6 +225,17 @@ impl<'a> Session<'a> {
             *steps += 1;
             if *steps % 4096 == 0 {
                 crate::interrupt::check()?;
+                if let (Some(tx), Some(t)) = (marks_out.as_ref(), timeline.as_ref()) {
+                    let mut t = t.borrow_mut();
+                    if t.marks.len() >= MARKS_BATCH {
+                        let marks = std::mem::replace(
+                            &mut t.marks,
+                            Vec::with_capacity(MARKS_BATCH + MARKS_BATCH / 4),
+                        );
+                        // A closed channel: the thread ended early (re-raised when joined).
+                        let _ = tx.send(marks);
+                    }
+                }
                 // Requests in flight are the memory no estimate can bound before the run: a
                 // cluster that falls behind an open-loop workload holds every request that
                 // has arrived.
