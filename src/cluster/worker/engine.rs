@@ -207,18 +207,13 @@ pub enum EngineRules {
     Sglang(sglang::SglangRules),
 }
 
-/// Builds the engine `setup` describes.
+/// Builds the engine `setup` describes: every engine runs on vLLM's step loop, over a pool
+/// with the same lower tiers.
 pub fn build<T: 'static>(setup: &EngineSetup) -> Box<dyn Engine<T>> {
-    match &setup.rules {
-        EngineRules::Vllm(r) => Box::new(
-            vllm::StepScheduler::new(vllm::SchedulerConfig::of(setup, r))
-                .with_tiers(setup.tiers.as_ref()),
-        ),
-        EngineRules::Trtllm(r) => Box::new(
-            vllm::StepScheduler::new(r.scheduler_config(setup)).with_tiers(setup.tiers.as_ref()),
-        ),
-        EngineRules::Sglang(r) => Box::new(
-            vllm::StepScheduler::new(r.scheduler_config(setup)).with_tiers(setup.tiers.as_ref()),
-        ),
-    }
+    let cfg = match &setup.rules {
+        EngineRules::Vllm(r) => vllm::SchedulerConfig::of(setup, r),
+        EngineRules::Trtllm(r) => r.scheduler_config(setup),
+        EngineRules::Sglang(r) => r.scheduler_config(setup),
+    };
+    Box::new(vllm::StepScheduler::new(cfg).with_tiers(setup.tiers.as_ref()))
 }
