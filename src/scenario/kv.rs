@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::Invalid;
+use super::validate::{bad, Invalid};
 use super::Scenario;
 
 /// The most blocks a tier may hold (2^32).
@@ -108,15 +108,10 @@ pub struct ResolvedTier {
 
 /// Checks `[kv.host]` and `[kv.disk]`.
 pub fn validate(s: &Scenario) -> Result<(), Invalid> {
-    let bad = |key: String, value: String, problem: &str| Invalid {
-        key,
-        value,
-        problem: problem.to_string(),
-    };
     if s.kv.disk.is_some() && s.kv.host.is_none() {
         return Err(bad(
-            "kv.disk".into(),
-            "a table".into(),
+            "kv.disk",
+            "a table",
             "needs [kv.host]: the disk tier takes the blocks host memory drops",
         ));
     }
@@ -125,8 +120,8 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         let key = |k: &str| format!("kv.{name}.{k}");
         if t.scope == TierScope::Cluster {
             return Err(bad(
-                key("scope"),
-                "\"cluster\"".into(),
+                &key("scope"),
+                "\"cluster\"",
                 "is not modelled yet (one pool shared by every worker, with its own bandwidth \
                  caps); use \"worker\"",
             ));
@@ -134,29 +129,23 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         match (t.capacity_blocks, t.capacity_gb) {
             (Some(_), Some(_)) => {
                 return Err(bad(
-                    key("capacity_gb"),
-                    "set".into(),
+                    &key("capacity_gb"),
+                    "set",
                     "and capacity_blocks are both set: give one",
                 ))
             }
             (None, None) => {
                 return Err(bad(
-                    key("capacity_blocks"),
-                    "absent".into(),
+                    &key("capacity_blocks"),
+                    "absent",
                     "is needed (or capacity_gb)",
                 ))
             }
             (None, Some(gb)) => {
-                if !gb.is_finite() || !(0.0..=1e9).contains(&gb) {
-                    return Err(bad(
-                        key("capacity_gb"),
-                        format!("{gb:?}"),
-                        "must be a number from 0 to 1e9",
-                    ));
-                }
+                up_to_1e9(&key("capacity_gb"), gb)?;
                 if !s.has_deployment() {
                     return Err(bad(
-                        key("capacity_gb"),
+                        &key("capacity_gb"),
                         format!("{gb:?}"),
                         "needs a [deployment] (the model's KV bytes per block); without one, give \
                          capacity_blocks",
@@ -166,8 +155,8 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             (Some(n), None) => {
                 if n > MAX_TIER_BLOCKS {
                     return Err(bad(
-                        key("capacity_blocks"),
-                        n.to_string(),
+                        &key("capacity_blocks"),
+                        n,
                         &format!("must be at most {MAX_TIER_BLOCKS}"),
                     ));
                 }
@@ -179,15 +168,17 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             ("first_byte_ms", t.first_byte_ms),
         ] {
             if let Some(x) = x {
-                if !x.is_finite() || !(0.0..=1e9).contains(&x) {
-                    return Err(bad(
-                        key(k),
-                        format!("{x:?}"),
-                        "must be a number from 0 to 1e9",
-                    ));
-                }
+                up_to_1e9(&key(k), x)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// A finite number from 0 to 1e9.
+fn up_to_1e9(key: &str, x: f64) -> Result<(), Invalid> {
+    if !x.is_finite() || !(0.0..=1e9).contains(&x) {
+        return Err(bad(key, format!("{x:?}"), "must be a number from 0 to 1e9"));
     }
     Ok(())
 }

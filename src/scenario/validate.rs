@@ -18,7 +18,8 @@ use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::workload::synthetic::SyntheticStream;
 
-fn bad(key: &str, value: impl ToString, problem: &str) -> Invalid {
+/// The error for `key` set to `value`, which `problem` says is wrong.
+pub(super) fn bad(key: &str, value: impl ToString, problem: &str) -> Invalid {
     Invalid {
         key: key.to_string(),
         value: value.to_string(),
