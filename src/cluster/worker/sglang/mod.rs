@@ -70,7 +70,7 @@
 //! `rem_total` with the chunk alone; SGLang (and dynsim) with the whole `extend`.
 
 use super::engine::EngineSetup;
-use super::vllm::{Admission, Preemption, SchedulerConfig};
+use super::vllm::{Admission, Preemption, SchedulerConfig, VllmRules};
 
 mod schedule;
 #[cfg(test)]
@@ -137,9 +137,7 @@ impl SglangRules {
 
     /// The step loop's settings for an engine built from `setup` under these rules.
     pub fn scheduler_config(&self, setup: &EngineSetup) -> SchedulerConfig {
-        SchedulerConfig {
-            block_size: setup.block_size,
-            kv_capacity: setup.kv_capacity,
+        let loop_rules = VllmRules {
             max_num_seqs: self.max_running_requests,
             // SGLang's budgets replace the step's token budget.
             max_num_batched_tokens: None,
@@ -149,13 +147,11 @@ impl SglangRules {
             // The physical check behind SGLang's budgets: the chunk's blocks must be free or
             // evictable.
             admission: Admission::Chunk,
-            prefill_only: setup.prefill_only,
-            attribute_misses: setup.attribute_misses,
             decode_stretches: true,
-            timing: setup.timing.clone(),
-            max_model_len: setup.max_model_len,
-            record_features: setup.record_features,
+        };
+        SchedulerConfig {
             sglang: Some(*self),
+            ..SchedulerConfig::of(setup, &loop_rules)
         }
     }
 }

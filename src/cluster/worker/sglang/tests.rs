@@ -92,12 +92,9 @@ fn lpm_takes_the_longest_cached_prefix_first_and_defers_in_batch_duplicates() {
         s.enqueue(request(2, 1, 20, 2));
         let p = s.plan(0).unwrap();
         let admitted = if policy == SchedulePolicy::Lpm { 2 } else { 1 };
-        assert_eq!(
-            s.running_seq(crate::ids::RequestId(admitted))
-                .unwrap()
-                .id()
-                .0,
-            admitted
+        assert!(
+            s.running_seq(crate::ids::RequestId(admitted)).is_some(),
+            "{policy:?} admits {admitted} first"
         );
         assert_eq!(waiting_ids(&s), order, "{policy:?}");
         if policy == SchedulePolicy::Lpm {

@@ -43,7 +43,7 @@
 //! scenario's `cluster.block_size` for every engine (TensorRT-LLM's `tokens_per_block` is 32).
 
 use super::engine::EngineSetup;
-use super::vllm::{Admission, Preemption, SchedulerConfig};
+use super::vllm::{Admission, Preemption, SchedulerConfig, VllmRules};
 
 #[cfg(test)]
 mod tests;
@@ -63,23 +63,18 @@ impl TrtllmRules {
     /// The step loop's settings for an engine built from `setup` under these rules: vLLM's
     /// loop with the to-completion gate ([`Admission::ToCompletion`]).
     pub fn scheduler_config(&self, setup: &EngineSetup) -> SchedulerConfig {
-        SchedulerConfig {
-            block_size: setup.block_size,
-            kv_capacity: setup.kv_capacity,
-            max_num_seqs: self.max_batch_size,
-            max_num_batched_tokens: self.max_num_tokens,
-            chunked_prefill: self.enable_chunked_prefill,
-            // Never used: the gate leaves nothing to preempt.
-            preemption: Preemption::Lifo,
-            admission: Admission::ToCompletion,
-            prefill_only: setup.prefill_only,
-            attribute_misses: setup.attribute_misses,
-            decode_stretches: true,
-            timing: setup.timing.clone(),
-            max_model_len: setup.max_model_len,
-            record_features: setup.record_features,
-            sglang: None,
-        }
+        SchedulerConfig::of(
+            setup,
+            &VllmRules {
+                max_num_seqs: self.max_batch_size,
+                max_num_batched_tokens: self.max_num_tokens,
+                chunked_prefill: self.enable_chunked_prefill,
+                // Never used: the gate leaves nothing to preempt.
+                preemption: Preemption::Lifo,
+                admission: Admission::ToCompletion,
+                decode_stretches: true,
+            },
+        )
     }
 }
 

@@ -145,7 +145,8 @@ pub struct VllmRules {
 }
 
 impl SchedulerConfig {
-    /// The settings of a vLLM engine built from `setup` with `rules`.
+    /// The step loop's settings for an engine built from `setup` with `rules` (vLLM's own;
+    /// TensorRT-LLM and SGLang map theirs onto them).
     pub fn of(setup: &EngineSetup, rules: &VllmRules) -> Self {
         SchedulerConfig {
             block_size: setup.block_size,
