@@ -3,7 +3,7 @@
 use dynsim::engine::ms_to_ns;
 use dynsim::error::Error;
 use dynsim::interrupt;
-use dynsim::run::{build_workload, RunHooks, Session};
+use dynsim::run::{build_workload, Session, SessionHooks};
 use dynsim::scenario::Pool;
 use pyo3::prelude::*;
 
@@ -38,7 +38,8 @@ impl NativeSimulation {
     ) -> PyResult<Self> {
         let loaded = load(kind, text, sets, json_sets).map_err(py_err)?;
         let built = build_workload(&loaded.scenario, &loaded.base_dir).map_err(py_err)?;
-        let session = Session::new(&loaded.scenario, built, RunHooks::default()).map_err(py_err)?;
+        let session =
+            Session::new(&loaded.scenario, built, SessionHooks::default()).map_err(py_err)?;
         Ok(NativeSimulation {
             session: Some(session),
             report: None,

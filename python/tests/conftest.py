@@ -51,3 +51,12 @@ def small(tmp_path):
     path = tmp_path / "py-small.toml"
     path.write_text(SCENARIO)
     return path
+
+
+def cli_error(dynsim_bin, *args):
+    """The one line (after `dynsim: `) the CLI prints for `dynsim ARGS`, checked to exit with 2."""
+    out = subprocess.run([dynsim_bin, *args], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 2
+    line = out.stderr.strip()
+    assert line.startswith("dynsim: ") and "\n" not in line
+    return line[len("dynsim: "):]

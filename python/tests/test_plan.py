@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 import dynsim
-from conftest import REPO
+from conftest import REPO, cli_error
 
 # Small enough for a plan of a few dozen runs in seconds.
 PLANNED = """
@@ -39,14 +39,6 @@ def cli_plan(dynsim_bin, tmp_path, *args):
         cwd=REPO, capture_output=True, text=True, check=True,
     )
     return json.loads((out / "plan.json").read_text())
-
-
-def cli_error(dynsim_bin, *args):
-    out = subprocess.run([dynsim_bin, *args], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 2
-    line = out.stderr.strip()
-    assert line.startswith("dynsim: ") and "\n" not in line
-    return line[len("dynsim: "):]
 
 
 def test_plan_of_workers_equals_the_clis_plan_json(dynsim_bin, tmp_path, planned):

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import dynsim
-from conftest import REPO, SCENARIO
+from conftest import REPO, SCENARIO, cli_error
 
 
 def cli_json(dynsim_bin, *args):
@@ -72,14 +72,6 @@ def test_scheduled_scaling_acts_as_in_the_cli(dynsim_bin, small):
     report = dynsim.run(path)
     assert report == cli_json(dynsim_bin, "run", str(path))
     assert [e["started"] for e in report["scale_events"]] == [["worker2", "worker3"]]
-
-
-def cli_error(dynsim_bin, *args):
-    out = subprocess.run([dynsim_bin, *args], cwd=REPO, capture_output=True, text=True)
-    assert out.returncode == 2
-    line = out.stderr.strip()
-    assert line.startswith("dynsim: ") and "\n" not in line
-    return line[len("dynsim: "):]
 
 
 def test_a_bad_setting_raises_the_clis_one_line_message(dynsim_bin, small):

@@ -79,8 +79,10 @@ pub struct Entry {
     pub label: String,
     /// Its colour.
     pub color: RGBColor,
-    /// Drawn as a dashed line (a threshold), not a line with a marker.
+    /// Drawn as a dashed line (a threshold), not a solid one.
     pub dashed: bool,
+    /// A solid line drawn with a marker on it (its series' points are marked).
+    pub marker: bool,
 }
 
 /// The legend, outside the data: a title and one row per entry in the legend area.
@@ -102,7 +104,9 @@ pub fn draw_legend(area: &Area<'_>, title: &str, entries: &[Entry]) -> Drawn {
                 vec![(8, y), (32, y)],
                 e.color.stroke_width(2),
             ))?;
-            area.draw(&Circle::new((20, y), 3, e.color.filled()))?;
+            if e.marker {
+                area.draw(&Circle::new((20, y), 3, e.color.filled()))?;
+            }
         }
         let mut label = e.label.clone();
         if label.chars().count() > 30 {
@@ -216,6 +220,7 @@ fn draw_lines(
             label: s.label.clone(),
             color,
             dashed: false,
+            marker: true,
         });
     }
     if let Some((bound, label)) = &chart.threshold {
@@ -230,6 +235,7 @@ fn draw_lines(
             label: label.clone(),
             color: BLACK,
             dashed: true,
+            marker: false,
         });
     }
     if chart.runs {
@@ -320,6 +326,7 @@ fn draw_bars(plot: &Area<'_>, legend: &Area<'_>, chart: &BarChart<'_>) -> Drawn 
             label: name.clone(),
             color,
             dashed: false,
+            marker: true,
         });
     }
     draw_legend(legend, chart.legend, &entries)

@@ -73,17 +73,20 @@ fn draw(plot: &Area<'_>, legend: &Area<'_>, chart: &ScatterChart<'_>, s: &Scale)
             label: format!("{} ({})", series.label, series.points.len()),
             color: col,
             dashed: false,
+            marker: true,
         });
     }
     entries.push(Entry {
         label: "predicted = measured".into(),
         color: BLACK,
         dashed: false,
+        marker: true,
     });
     entries.push(Entry {
         label: format!("within ±{:.0} %", 100.0 * chart.band),
         color: RGBColor(140, 140, 140),
         dashed: true,
+        marker: false,
     });
     draw_legend(legend, chart.legend, &entries)
 }

@@ -169,6 +169,19 @@ pub struct RunHooks<'a> {
     pub profile: Option<Profile>,
 }
 
+/// What a stepped [`Session`] can be given: the [`RunHooks`] but its trace and timeline, which
+/// only a run to the end ([`run_built`]) writes (on threads of its own, alive while it runs):
+/// a session cannot be handed a writer it would never write to.
+#[derive(Default)]
+pub struct SessionHooks<'a> {
+    /// As [`RunHooks::progress`].
+    pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
+    /// As [`RunHooks::features`].
+    pub features: Option<&'a mut FeatureTotals>,
+    /// As [`RunHooks::profile`].
+    pub profile: Option<Profile>,
+}
+
 /// Runs a validated scenario with hooks.
 pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> Result<Report> {
     run_built(s, build_workload(s, base_dir)?, hooks)
@@ -178,7 +191,19 @@ pub fn run_scenario_with(s: &Scenario, base_dir: &Path, hooks: RunHooks<'_>) -> 
 /// one workload many times builds it once): its `[[scale]]` steps and `[planner]` act as the
 /// run goes ([`Session::run_to_end`]).
 pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Result<Report> {
-    Session::new(s, built, hooks)?.run_and_report()
+    let RunHooks {
+        trace,
+        progress,
+        perfetto,
+        features,
+        profile,
+    } = hooks;
+    let hooks = SessionHooks {
+        progress,
+        features,
+        profile,
+    };
+    Session::open(s, built, hooks, perfetto.is_some())?.run_and_report(trace, perfetto)
 }
 
 /// The run's report; `learns`: whether the routers' policy learns from KV events.

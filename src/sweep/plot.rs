@@ -290,6 +290,7 @@ fn draw(
             label,
             color,
             dashed: false,
+            marker: true,
         });
     }
     draw_values(plot, values)?;

@@ -38,7 +38,8 @@ use crate::error::{Error, Result};
 use crate::limits::{MAX_CONTEXT_TOKENS, MAX_MS};
 
 /// Reads a Mooncake trace from `reader` (the file `path`, which names errors), one line at a
-/// time (read ahead on a thread of its own: `with_lines_read_ahead`), into a [`TraceTable`] in arrival order. See the module doc for the conversion rules.
+/// time (read ahead on a thread of its own: `with_lines_read_ahead`), into a [`TraceTable`] in
+/// arrival order. See the module doc for the conversion rules.
 ///
 /// # Errors
 /// `file:line: field: what` for the first malformed row (`line` for invalid JSON) unless

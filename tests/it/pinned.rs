@@ -61,7 +61,22 @@ fn mooncake_replay_summary_is_pinned() {
     assert_eq!((m.cold, m.stale_index), (182_790, 44_524));
 }
 
-/// A replay through the real binary, with every output asked for: its report (`--json`), its
+/// The pinned replay's command, its outputs not yet asked for.
+pub(crate) const REPLAY: [&str; 11] = [
+    "replay",
+    "data/traces/mooncake_conversation_trace.jsonl",
+    "--scenario",
+    "scenarios/dynamo-mocker.toml",
+    "--workers",
+    "3",
+    "--set",
+    "workload.speedup=4",
+    "--set",
+    "workload.limit=1500",
+    "--json",
+];
+
+/// A replay through the real binary ([`REPLAY`]), with every output asked for: its report (`--json`), its
 /// trace and its timeline, each as (xxh3 of the bytes, lines). Dynamo's router on 3 workers,
 /// the first 1,500 rows of the conversation trace at 4x: KV events, the router's index, own
 /// tails left unread, evictions, decode stretches cut by arrivals.
@@ -69,23 +84,13 @@ fn replay_outputs(extra: &[&str]) -> [(u64, usize); 3] {
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("t.jsonl");
     let timeline = dir.path().join("p.json");
-    let mut args = vec![
-        "replay",
-        "data/traces/mooncake_conversation_trace.jsonl",
-        "--scenario",
-        "scenarios/dynamo-mocker.toml",
-        "--workers",
-        "3",
-        "--set",
-        "workload.speedup=4",
-        "--set",
-        "workload.limit=1500",
-        "--json",
+    let mut args = REPLAY.to_vec();
+    args.extend_from_slice(&[
         "--trace",
         trace.to_str().expect("utf-8"),
         "--perfetto",
         timeline.to_str().expect("utf-8"),
-    ];
+    ]);
     args.extend_from_slice(extra);
     let report = crate::common::ok(&args);
     let pin = |bytes: &[u8]| {

@@ -81,19 +81,7 @@ fn a_bad_row_late_in_the_trace_is_one_line_and_leaves_no_output() {
 
 /// The pinned replay's command (tests/it/pinned.rs) with `outputs` added.
 fn replay(outputs: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "replay",
-        "data/traces/mooncake_conversation_trace.jsonl",
-        "--scenario",
-        "scenarios/dynamo-mocker.toml",
-        "--workers",
-        "3",
-        "--set",
-        "workload.speedup=4",
-        "--set",
-        "workload.limit=1500",
-        "--json",
-    ];
+    let mut args = crate::pinned::REPLAY.to_vec();
     args.extend_from_slice(outputs);
     let out = crate::common::dynsim().args(&args).output().expect("runs");
     assert!(

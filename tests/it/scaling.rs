@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use dynsim::engine::Nanos;
-use dynsim::run::{build_workload, RunHooks, Session};
+use dynsim::run::{build_workload, RunHooks, Session, SessionHooks};
 use dynsim::scenario::load::parse_scenario;
 use dynsim::scenario::{Pool, Scenario};
 use proptest::prelude::*;
@@ -44,7 +44,7 @@ fn a_run_stepped_without_scaling_equals_the_one_shot_run() {
     let mut session = Session::new(
         &s,
         build_workload(&s, Path::new(".")).unwrap(),
-        RunHooks::default(),
+        SessionHooks::default(),
     )
     .unwrap();
     let mut t: Nanos = 0;
@@ -237,7 +237,7 @@ fn the_stepping_api_scales_like_a_schedule() {
     let mut session = Session::new(
         &fixed,
         build_workload(&fixed, Path::new(".")).unwrap(),
-        RunHooks::default(),
+        SessionHooks::default(),
     )
     .unwrap();
     assert!(
@@ -247,7 +247,7 @@ fn the_stepping_api_scales_like_a_schedule() {
     let mut session = Session::new(
         &base,
         build_workload(&base, Path::new(".")).unwrap(),
-        RunHooks::default(),
+        SessionHooks::default(),
     )
     .unwrap();
     session.advance_to(3_000_000_000).unwrap();

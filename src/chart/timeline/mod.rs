@@ -197,10 +197,12 @@ fn draw(s: &TimelineSeries, plots: &[Area<'_>], legends: &[Area<'_>]) -> Drawn {
         scaled(&s.load_rps),
         color(0).stroke_width(2),
     ))?;
+    // The lines are steps without markers, and so are their legend entries.
     let entry = |label: &str, i: usize, dashed: bool| Entry {
         label: label.to_string(),
         color: color(i),
         dashed,
+        marker: false,
     };
     draw_legend(&legends[0], "load", &[entry("requests/s", 0, false)])?;
 
@@ -271,6 +273,7 @@ fn draw(s: &TimelineSeries, plots: &[Area<'_>], legends: &[Area<'_>]) -> Drawn {
             label: format!("[sla] target {} ms", super::tidy(target)),
             color: BLACK,
             dashed: true,
+            marker: false,
         });
     }
     draw_legend(&legends[2], "latency", &entries)?;

@@ -1,6 +1,8 @@
 //! Ending a session: the one-shot run (its `[[scale]]` steps and planner in the loop), what is
 //! left delivered, and the report.
 
+use std::io::Write;
+
 use super::super::writers::{write_timeline, write_trace, TraceSink, BATCHES_AHEAD};
 use super::{report, Session};
 use crate::engine::{ms_to_ns, Nanos};
@@ -99,12 +101,14 @@ impl Session<'_> {
     }
 
     /// Runs to the end ([`Session::run_to_end`]) and reports ([`Session::finish`]), the trace
-    /// and the timeline asked for by the hooks formatted and written on threads of their own
-    /// (`run/writers.rs`). An error of the run comes first, then one of writing the trace,
-    /// then one of writing the timeline.
-    pub fn run_and_report(mut self) -> Result<Report> {
-        let trace_out = self.trace_out.take();
-        let timeline_out = self.perfetto.take();
+    /// (`trace_out`) and the timeline (`timeline_out`, the session opened with its marks)
+    /// formatted and written on threads of their own (`run/writers.rs`). An error of the run
+    /// comes first, then one of writing the trace, then one of writing the timeline.
+    pub(in crate::run) fn run_and_report(
+        mut self,
+        trace_out: Option<&mut (dyn Write + Send)>,
+        timeline_out: Option<&mut (dyn Write + Send)>,
+    ) -> Result<Report> {
         let topology = self.topology.clone();
         let learns = self.learns;
         std::thread::scope(|scope| {

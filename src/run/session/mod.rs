@@ -11,8 +11,6 @@
 //! is routed elsewhere. `scaling.rs` holds the scaling and the observation, `finish.rs` the
 //! one-shot run and the report.
 
-use std::io::Write;
-
 use crate::cluster::audit::SharedAudit;
 use crate::cluster::build::{populate, Built, Instruments};
 use crate::cluster::client::SharedFeed;
@@ -30,7 +28,7 @@ use crate::scenario::{Pool, Scenario};
 
 use super::recorder::Recorder;
 use super::writers::{TraceSink, MARKS_BATCH};
-use super::{budget, check_memory, report, BuiltWorkload, RunHooks};
+use super::{budget, check_memory, report, BuiltWorkload, SessionHooks};
 
 mod finish;
 mod scaling;
@@ -45,13 +43,9 @@ pub struct Session<'a> {
     learns: bool,
     feed: SharedFeed,
     trace_rows: Option<TraceRows>,
-    /// Where the trace goes: handed to its thread by [`Session::run_and_report`].
-    trace_out: Option<&'a mut (dyn Write + Send)>,
-    /// The trace thread's end, while it runs.
+    /// The trace thread's end, while it runs (a run to the end: [`super::run_built`]).
     writer: Option<TraceSink>,
     progress: Option<&'a mut dyn FnMut(u64, u64)>,
-    /// Where the timeline goes: handed to its thread by [`Session::run_and_report`].
-    perfetto: Option<&'a mut (dyn Write + Send)>,
     timeline: Option<SharedTimeline>,
     /// The timeline thread's end, while it runs.
     marks_out: Option<crossbeam_channel::Sender<Vec<crate::cluster::timeline::Mark>>>,
@@ -70,16 +64,27 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// A session of the validated scenario `s` on its built workload, with `hooks` (its trace
-    /// and timeline writers are written only by [`Session::run_and_report`]).
-    pub fn new(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'a>) -> Result<Self> {
+    /// A session of the validated scenario `s` on its built workload, with `hooks` (a stepped
+    /// session writes no trace or timeline: [`super::run_built`] does).
+    pub fn new(s: &Scenario, built: BuiltWorkload, hooks: SessionHooks<'a>) -> Result<Self> {
+        Self::open(s, built, hooks, false)
+    }
+
+    /// [`Session::new`], keeping the actors' timeline marks when `timeline` (for the run's
+    /// timeline writer).
+    pub(in crate::run) fn open(
+        s: &Scenario,
+        built: BuiltWorkload,
+        hooks: SessionHooks<'a>,
+        timeline: bool,
+    ) -> Result<Self> {
         let mut hw = Hardware::resolve(s, &built.base_dir)?;
         if let Some(p) = hooks.profile {
             hw.set_profile(p);
         }
         let mut sim: Simulation<Node> = Simulation::new(built.rng);
         let total = built.recipe.total() as u64;
-        let timeline = hooks.perfetto.is_some().then(Timeline::shared);
+        let timeline = timeline.then(Timeline::shared);
         // Before anything of the cluster is allocated: a run that cannot fit is refused here.
         check_memory(s, &hw, &built.recipe)?;
         let Built {
@@ -122,10 +127,8 @@ impl<'a> Session<'a> {
             learns,
             feed,
             trace_rows: built.trace,
-            trace_out: hooks.trace,
             writer: None,
             progress: hooks.progress,
-            perfetto: hooks.perfetto,
             timeline,
             marks_out: None,
             features: hooks.features,
