@@ -49,7 +49,8 @@ pub struct Scale {
 }
 
 impl Scale {
-    /// The axis for `values` of `kind`: a share on [0, 1]; a log axis when `log_ok` and every
+    /// The axis for `values` of `kind`: a share on [0, 1] (from 0 to a little above the largest
+    /// when no share passes 0.5); a log axis when `log_ok` and every
     /// value is positive and they span more than a decade; else linear, from 0 when the values
     /// are not far from it.
     pub fn fit(values: &[f64], kind: Kind, log_ok: bool) -> Scale {
@@ -58,6 +59,11 @@ impl Scale {
         let hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         if finite.is_empty() {
             return Scale::linear(0.0, 1.0, kind);
+        }
+        if kind == Kind::Share && lo >= 0.0 && hi <= 0.5 {
+            // Small shares on [0, 1] would sit in the axis' bottom half, their labels on each
+            // other: from 0 to a little above the largest.
+            return Scale::linear(0.0, (hi * 1.1).max(0.01), kind);
         }
         if kind == Kind::Share && lo >= 0.0 && hi <= 1.0 {
             // A little room above 1, so that points at 1 stay clear of the frame.
@@ -266,6 +272,14 @@ mod tests {
             .map(|&t| two_decades.label(t))
             .collect();
         assert_eq!(labels, ["500", "1k", "2k", "5k", "10k", "20k", "50k"]);
+    }
+
+    #[test]
+    fn small_shares_fill_the_axis_from_zero() {
+        let s = Scale::fit(&[0.0715, 0.17], Kind::Share, true);
+        assert_eq!(s.lo, 0.0);
+        assert!((s.hi - 0.187).abs() < 1e-9, "{}", s.hi);
+        assert!(s.ticks.iter().all(|&t| (0.0..=0.187).contains(&t)));
     }
 
     #[test]

@@ -174,8 +174,8 @@ impl XAxis {
 
 /// The SVG plot of `metric` (complete results), at the facet value index `facet` if any: the
 /// metric's name and unit from [`crate::metrics`], its axis fitted to its values (a share on
-/// [0, 1], a log axis over more than a decade), the legend beside the plot, and each point's
-/// value written by it when there are few.
+/// [0, 1], or from 0 when all are small; a log axis over more than a decade), the legend beside
+/// the plot, and each point's value written by it when there are few.
 pub fn svg(results: &SweepResults, metric: &str, facet: Option<usize>) -> String {
     let stats: Vec<Vec<Option<Stat>>> = groups(results, metric, facet)
         .iter()
