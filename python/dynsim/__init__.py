@@ -98,13 +98,15 @@ def bench(
     profile: Union[None, str, "os.PathLike[str]"] = None,
     set: Sets = None,
     model_file: Union[None, str, "os.PathLike[str]"] = None,
+    protocol: str = "aiconfigurator",
 ) -> Dict[str, Any]:
     """One deployment under a closed-loop benchmark: what ``dynsim bench --json`` prints.
 
     The arguments are the CLI's options (``kv_dtype`` is ``--kv-dtype``, ``model_file``
     replaces ``model`` as ``--model-file`` does): ``model`` a bundled Hugging Face id or
     alias, ``gpu`` one of a100_sxm, h100_sxm, h200_sxm, b200_sxm, gb200, b300_sxm, gb300,
-    l40s; ``requests`` defaults to 20 x ``concurrency``.
+    l40s; ``protocol`` aiconfigurator or inferencemax; ``requests`` defaults to the
+    protocol's (20 or 10) x ``concurrency``.
     """
     sets, json_sets = _sets(set)
     return json.loads(
@@ -123,6 +125,7 @@ def bench(
             sets,
             json_sets,
             None if model_file is None else os.fspath(model_file),
+            protocol,
         )
     )
 

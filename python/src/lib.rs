@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dynsim::bench::BenchSpec;
+use dynsim::bench::{BenchSpec, Protocol};
 use dynsim::deployment::{KvDtype, Precision};
 use dynsim::error::Error;
 use dynsim::run::{build_workload, run_built, RunHooks};
@@ -127,7 +127,7 @@ fn named<T: std::str::FromStr>(flag: &str, value: &str, names: &[&str]) -> Resul
 /// `dynsim bench`: one deployment under a closed-loop benchmark; returns `bench --json`'s
 /// text. `model_file` replaces `model` as `--model-file` does.
 #[pyfunction]
-#[pyo3(signature = (model, gpu, isl, osl, concurrency, tp, precision, kv_dtype, engine, requests, profile, sets, json_sets, model_file))]
+#[pyo3(signature = (model, gpu, isl, osl, concurrency, tp, precision, kv_dtype, engine, requests, profile, sets, json_sets, model_file, protocol))]
 #[allow(clippy::too_many_arguments)]
 fn bench_json(
     py: Python<'_>,
@@ -145,6 +145,7 @@ fn bench_json(
     sets: Vec<String>,
     json_sets: Vec<(String, String)>,
     model_file: Option<PathBuf>,
+    protocol: &str,
 ) -> PyResult<String> {
     let spec = (|| {
         let model = match (model, model_file) {
@@ -197,6 +198,7 @@ fn bench_json(
             osl: tokens("--osl", osl)?,
             concurrency: positive("--concurrency", concurrency)?,
             requests: requests.map(|n| positive("--requests", n)).transpose()?,
+            protocol: named("--protocol", protocol, &Protocol::NAMES)?,
             profile,
             set,
         })

@@ -112,6 +112,15 @@ def test_bench_equals_the_clis_bench_json(dynsim_bin):
         concurrency=4, requests=24,
     )
     assert py == cli
+    cli = cli_json(dynsim_bin, "bench", *args, "--protocol", "inferencemax")
+    py = dynsim.bench(
+        "Qwen/Qwen3-32B", gpu="h100_sxm", precision="fp8", isl=1000, osl=50,
+        concurrency=4, requests=24, protocol="inferencemax",
+    )
+    assert py == cli
+    with pytest.raises(dynsim.ScenarioError, match=r'^--protocol: "aic" is not one of'):
+        dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", isl=1, osl=1, concurrency=1,
+                     protocol="aic")
     with pytest.raises(dynsim.ScenarioError, match=r'^--precision: "fp6" is not one of'):
         dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", precision="fp6", isl=1, osl=1,
                      concurrency=1)

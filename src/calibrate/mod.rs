@@ -15,20 +15,22 @@
 //! benchmark's clients from moving in one wave) is not linear in anything: it is held at the
 //! caller's value.
 
+pub mod fit;
 pub mod measured;
 pub mod nnls;
 
 use std::collections::BTreeMap;
 
-use crate::bench::{self, BenchSpec};
+use crate::bench::{self, BenchSpec, Protocol};
 use crate::cluster::worker::probe::FeatureTotals;
 use crate::deployment::model;
 use crate::deployment::profile::{
-    FitError, Profile, ProfileFile, RequestCoefficients, StepCoefficients,
+    FitError, GpuCoefficients, Profile, ProfileFile, RequestCoefficients, StepCoefficients,
 };
 use crate::deployment::roofline::{dot, Features, FEATURES};
 use crate::error::{Error, Result};
 use crate::scenario::{EngineKind, Override};
+pub use fit::fit;
 use measured::MeasuredRow;
 
 /// Rounds of simulate-then-fit.
@@ -50,8 +52,9 @@ pub fn group_name(g: &Group) -> String {
     format!("{} {} {}", g.0, g.1, g.2)
 }
 
-/// The benchmark a measured row ran (`set`: scenario overrides for every row, such as the
-/// engine's settings as the measured servers ran).
+/// The benchmark a measured row ran, under the protocol the row shows
+/// ([`Protocol::of_row`]; `set`: scenario overrides for every row, such as the engine's settings
+/// as the measured servers ran).
 pub fn spec_of(row: &MeasuredRow, engine: EngineKind, set: &[Override]) -> BenchSpec {
     BenchSpec {
         model: row.model.clone(),
@@ -64,6 +67,7 @@ pub fn spec_of(row: &MeasuredRow, engine: EngineKind, set: &[Override]) -> Bench
         osl: row.osl,
         concurrency: row.concurrency,
         requests: None,
+        protocol: Protocol::of_row(&row.version, row.isl, row.osl),
         profile: None,
         set: set.to_vec(),
     }
@@ -136,83 +140,15 @@ fn at_row(row: &MeasuredRow, e: Error) -> Error {
     )
 }
 
-/// Fits the step coefficients and the request overhead to `rows` from their `predictions` under
-/// the schedule those runs took, the per-request jitter held at `jitter_ms`.
-pub fn fit(rows: &[MeasuredRow], predictions: &[Prediction], jitter_ms: f64) -> Profile {
-    let mut a = Vec::with_capacity(2 * rows.len());
-    let mut b = Vec::with_capacity(2 * rows.len());
-    for (row, p) in rows.iter().zip(predictions) {
-        let f = &p.features;
-        let n = f.ttft_requests.max(1) as f64;
-        // TTFT = overhead + features · coefficients.
-        let mut ttft: Vec<f64> = f.ttft.iter().map(|x| x / n / row.ttft_ms).collect();
-        ttft.push(1.0 / row.ttft_ms);
-        a.push(ttft);
-        b.push(1.0);
-        let n = f.tpot_requests.max(1) as f64;
-        let w = TPOT_WEIGHT / row.tpot_ms;
-        let mut tpot: Vec<f64> = f.tpot.iter().map(|x| x / n * w).collect();
-        tpot.push(0.0);
-        a.push(tpot);
-        b.push(row.tpot_ms * w);
-    }
-    // Rates cannot beat the datasheet: each rate coefficient is 1 plus a non-negative part.
-    for (row, y) in a.iter().zip(b.iter_mut()) {
-        *y -= RATE_FEATURES.iter().map(|&k| row[k]).sum::<f64>();
-    }
-    let mut x = least_absolute(&a, &b);
-    for &k in &RATE_FEATURES {
-        x[k] += 1.0;
-    }
-    let mut step = [0.0; FEATURES];
-    step.copy_from_slice(&x[..FEATURES]);
-    Profile {
-        step,
-        request_overhead_ms: x[FEATURES],
-        request_jitter_ms: jitter_ms,
-    }
-}
-
-/// The features that are times at a datasheet rate (FLOP/s, bytes/s): their coefficients are
-/// 1 / the share of the rate reached, at least 1.
-pub const RATE_FEATURES: [usize; 5] = [0, 1, 2, 3, 4];
-
-/// Rounds of iteratively reweighted least squares in [`least_absolute`].
-const IRLS_ROUNDS: usize = 30;
-
-/// The `x >= 0` minimising Σ |A x − b| (the rows are relative errors, so this is the mean absolute
-/// percentage error the targets count): iteratively reweighted non-negative least squares, each
-/// row weighted by 1 / its last residual (floored at 0.5 %).
-fn least_absolute(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
-    let mut x = nnls::nnls(a, b);
-    for _ in 0..IRLS_ROUNDS {
-        let weights: Vec<f64> = a
-            .iter()
-            .zip(b)
-            .map(|(row, &y)| {
-                let r = (row.iter().zip(&x).map(|(p, q)| p * q).sum::<f64>() - y).abs();
-                1.0 / r.max(0.005).sqrt()
-            })
-            .collect();
-        let wa: Vec<Vec<f64>> = a
-            .iter()
-            .zip(&weights)
-            .map(|(row, w)| row.iter().map(|v| v * w).collect())
-            .collect();
-        let wb: Vec<f64> = b.iter().zip(&weights).map(|(y, w)| y * w).collect();
-        x = nnls::nnls(&wa, &wb);
-    }
-    x
-}
-
 /// The mean TTFT and TPOT the linear model of `p`'s features gives under `profile` (equal to the
 /// run's own means, but for rounding, when `profile` is the one it ran with).
-pub fn linear_means(p: &Prediction, profile: &Profile) -> (f64, f64) {
+pub fn linear_means(p: &Prediction, profile: &Profile, gpu: &str) -> (f64, f64) {
     let f = &p.features;
+    let step = crate::deployment::gpu::find(gpu).map_or(profile.step, |g| profile.step_on(g));
     let mean = |sum: &[f64; FEATURES], n: u64| {
         let mut m = *sum;
         m.iter_mut().for_each(|x| *x /= n.max(1) as f64);
-        dot(&profile.step, &m)
+        dot(&step, &m)
     };
     (
         profile.request_overhead_ms + mean(&f.ttft, f.ttft_requests),
@@ -319,6 +255,11 @@ pub fn profile_file(
         engine: engine.name().to_string(),
         fitted_on,
         step: StepCoefficients::of_array(step),
+        gpu: profile
+            .gpu_rates
+            .iter()
+            .map(|(g, r)| (g.clone(), GpuCoefficients::of_array(r.map(round))))
+            .collect(),
         request: RequestCoefficients {
             overhead_ms: round(profile.request_overhead_ms),
             jitter_ms: round(profile.request_jitter_ms),

@@ -7,7 +7,7 @@ use clap::Args;
 use super::parse::{at_least_one, at_least_one_u64, choice};
 use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
-use crate::bench::{self, BenchSpec};
+use crate::bench::{self, BenchSpec, Protocol};
 use crate::deployment::{KvDtype, Precision};
 use crate::error::{Error, Result};
 use crate::output::write_stdout;
@@ -51,10 +51,16 @@ pub struct BenchArgs {
     /// Clients, each sending its next request when its last completes.
     #[arg(long, value_parser = at_least_one)]
     concurrency: usize,
-    /// Requests in all (default: 20 x concurrency, AIConfigurator's aiperf convention; warm-up
-    /// requests are not counted, and random prompts leave nothing for them to warm).
+    /// Requests in all (default: the protocol's, 20 x concurrency for AIConfigurator's aiperf
+    /// convention, 10 x for InferenceMAX's; warm-up requests are not counted, and random prompts
+    /// leave nothing for them to warm).
     #[arg(long, value_parser = at_least_one)]
     requests: Option<usize>,
+    /// The benchmark's convention: aiconfigurator (every prompt isl and answer osl tokens, the
+    /// server's token budget concurrency + isl + 1,500) or inferencemax (lengths uniform over
+    /// 0.8 x to 1 x isl and osl, vLLM's budget 8,192).
+    #[arg(long, default_value = "aiconfigurator", value_parser = choice::<Protocol>(&Protocol::NAMES))]
+    protocol: Protocol,
     /// A profile `dynsim calibrate` wrote (default: the engine's bundled one).
     #[arg(long, value_name = "PROFILE.toml")]
     profile: Option<PathBuf>,
@@ -104,6 +110,7 @@ impl BenchArgs {
             osl: tokens("--osl", self.osl)?,
             concurrency: self.concurrency,
             requests: self.requests,
+            protocol: self.protocol,
             profile: self.profile.clone(),
             set: self.set.clone(),
         })

@@ -22,6 +22,10 @@ pub struct GpuSpec {
     pub name: String,
     /// The product, as NVIDIA names it.
     pub product: String,
+    /// Its architecture (`hopper`, `blackwell`, ...): GPUs of one architecture run the same
+    /// kernels, so a profile's coefficients measured on one serve the others it has no rows of
+    /// ([`super::profile::Profile::step_on`]).
+    pub architecture: String,
     /// Where the numbers come from: the datasheet's address.
     pub source: String,
     /// Memory per GPU, GiB (see the module doc).

@@ -5,12 +5,14 @@
 //! bundled measurements, and says so in its header with the command that reproduces it. A
 //! scenario names another with `[timing] profile = "PATH"`; `bench` with `--profile PATH`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::roofline::{Features, FEATURES, FEATURE_NAMES};
+use super::gpu::GpuSpec;
+use super::roofline::{Features, FEATURES, FEATURE_NAMES, GPU_FEATURES};
 use crate::error::{Error, Result};
 
 /// The coefficients of a step's features, by name (see [`FEATURE_NAMES`]).
@@ -83,6 +85,46 @@ pub struct RequestCoefficients {
     pub jitter_ms: f64,
 }
 
+/// The coefficients measured on one GPU (`[gpu.h100_sxm]` in a profile), in place of
+/// `[step]`'s on that GPU: 1 / the share of that GPU's datasheet rate its kernels reached. Kernels
+/// reach different shares of different GPUs' datasheets (a newer part's kernels are less tuned,
+/// its peak further from what a serving batch's GEMM sustains), so `calibrate` fits these per GPU
+/// it has rows of; `[step]`'s are their row-weighted mean, for every other GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuCoefficients {
+    /// As [`StepCoefficients::gemm_compute`].
+    pub gemm_compute: f64,
+    /// As [`StepCoefficients::weight_read`].
+    pub weight_read: f64,
+    /// As [`StepCoefficients::kv_read`].
+    pub kv_read: f64,
+    /// As [`StepCoefficients::allreduce`].
+    pub allreduce: f64,
+}
+
+impl GpuCoefficients {
+    /// In [`GPU_FEATURES`] order.
+    pub fn to_array(self) -> [f64; GPU_FEATURES.len()] {
+        [
+            self.gemm_compute,
+            self.weight_read,
+            self.kv_read,
+            self.allreduce,
+        ]
+    }
+
+    /// From [`GPU_FEATURES`] order.
+    pub fn of_array(a: [f64; GPU_FEATURES.len()]) -> Self {
+        GpuCoefficients {
+            gemm_compute: a[0],
+            weight_read: a[1],
+            kv_read: a[2],
+            allreduce: a[3],
+        }
+    }
+}
+
 /// How well a profile fits the rows it was fitted on (mean absolute percentage errors).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +145,9 @@ pub struct ProfileFile {
     pub fitted_on: String,
     /// The step coefficients.
     pub step: StepCoefficients,
+    /// Coefficients measured on particular GPUs, by GPU name ([`GpuCoefficients`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu: BTreeMap<String, GpuCoefficients>,
     /// The per-request coefficients.
     pub request: RequestCoefficients,
     /// The fit's error on the rows it was fitted on.
@@ -115,6 +160,9 @@ pub struct ProfileFile {
 pub struct Profile {
     /// Step coefficients, in [`FEATURE_NAMES`] order.
     pub step: Features,
+    /// Coefficients of particular GPUs, in [`GPU_FEATURES`] order, in place of `step`'s on
+    /// those GPUs.
+    pub gpu_rates: BTreeMap<String, [f64; GPU_FEATURES.len()]>,
     /// ms added to each request's time to first token (see [`RequestCoefficients`]).
     pub request_overhead_ms: f64,
     /// A client's reply delay, at most, ms (see [`RequestCoefficients`]).
@@ -126,6 +174,7 @@ impl Profile {
     pub fn ones() -> Self {
         Profile {
             step: [1.0; FEATURES],
+            gpu_rates: BTreeMap::new(),
             request_overhead_ms: 0.0,
             request_jitter_ms: 0.0,
         }
@@ -138,15 +187,47 @@ impl Profile {
     pub fn start() -> Self {
         Profile {
             step: [1.25, 1.15, 2.0, 1.5, 1.2, 5.0, 60.0, 500.0, 10.0],
+            gpu_rates: BTreeMap::new(),
             request_overhead_ms: 50.0,
             request_jitter_ms: 0.0,
         }
+    }
+
+    /// The step coefficients on `gpu`: `step`, with the GPU's own where the profile has them,
+    /// else the mean of those of the profile's GPUs of the same architecture (the same kernels),
+    /// if any.
+    pub fn step_on(&self, gpu: &GpuSpec) -> Features {
+        let mut step = self.step;
+        let own = self.gpu_rates.get(&gpu.name).copied().or_else(|| {
+            let kin: Vec<&[f64; GPU_FEATURES.len()]> = self
+                .gpu_rates
+                .iter()
+                .filter(|(name, _)| {
+                    super::gpu::find(name).is_some_and(|g| g.architecture == gpu.architecture)
+                })
+                .map(|(_, c)| c)
+                .collect();
+            (!kin.is_empty()).then(|| {
+                std::array::from_fn(|i| kin.iter().map(|c| c[i]).sum::<f64>() / kin.len() as f64)
+            })
+        });
+        if let Some(own) = own {
+            for (&k, c) in GPU_FEATURES.iter().zip(own) {
+                step[k] = c;
+            }
+        }
+        step
     }
 
     /// The profile of a file.
     pub fn of_file(f: &ProfileFile) -> Self {
         Profile {
             step: f.step.to_array(),
+            gpu_rates: f
+                .gpu
+                .iter()
+                .map(|(g, r)| (g.clone(), r.to_array()))
+                .collect(),
             request_overhead_ms: f.request.overhead_ms,
             request_jitter_ms: f.request.jitter_ms,
         }
@@ -160,6 +241,17 @@ impl Profile {
                     format!("step.{name}"),
                     format!("= {c} must be >= 0 and finite"),
                 ));
+            }
+        }
+        for (gpu, own) in &self.gpu_rates {
+            for (&k, &c) in GPU_FEATURES.iter().zip(own) {
+                let name = FEATURE_NAMES[k];
+                if !(c.is_finite() && (0.0..=1e9).contains(&c)) {
+                    return Err((
+                        format!("gpu.{gpu}.{name}"),
+                        format!("= {c} must be >= 0 and finite"),
+                    ));
+                }
             }
         }
         for (key, x) in [
@@ -246,5 +338,27 @@ mod tests {
         let mut p = Profile::ones();
         p.step[3] = -1.0;
         assert_eq!(p.check().unwrap_err().0, "step.kv_read");
+    }
+
+    /// A GPU's own coefficients where the profile has them; else those of its architecture's
+    /// GPUs (H200 is a Hopper like the H100); else `[step]`'s.
+    #[test]
+    fn a_gpu_without_coefficients_borrows_its_architectures() {
+        let mut p = Profile::ones();
+        p.step[0] = 1.5;
+        p.gpu_rates.insert("h100_sxm".into(), [1.2, 1.1, 1.3, 1.4]);
+        let gpu = |name| super::super::gpu::find(name).unwrap();
+        let h100 = p.step_on(gpu("h100_sxm"));
+        assert_eq!(
+            (h100[0], h100[1], h100[2], h100[3], h100[4]),
+            (1.2, 1.1, 1.0, 1.3, 1.4)
+        );
+        assert_eq!(p.step_on(gpu("h200_sxm")), h100);
+        let b200 = p.step_on(gpu("b200_sxm"));
+        assert_eq!(b200, p.step);
+        // Two of one architecture: their mean.
+        p.gpu_rates.insert("b200_sxm".into(), [2.0, 1.0, 1.0, 2.0]);
+        p.gpu_rates.insert("gb300".into(), [3.0, 1.0, 1.0, 3.0]);
+        assert_eq!(p.step_on(gpu("gb200"))[0], 2.5);
     }
 }

@@ -68,6 +68,15 @@ impl StepWork {
 /// The number of features (and of step coefficients in a profile).
 pub const FEATURES: usize = 9;
 
+/// The first `RATE_FEATURES` features are times at a datasheet rate (FLOP/s, bytes/s): their
+/// coefficients are 1 / the share of the rate reached, at least 1, and can differ by GPU.
+pub const RATE_FEATURES: usize = 5;
+
+/// The features whose coefficients a profile may hold per GPU (`[gpu.NAME]`): the GEMMs, the
+/// weight and KV reads and the all-reduces, whose kernels reach different shares of different
+/// GPUs' datasheets. Attention's coefficient and the fixed costs are one for all GPUs.
+pub const GPU_FEATURES: [usize; 4] = [0, 1, 3, 4];
+
 /// The features' names, as profiles and `calibrate` spell them (the coefficients' names).
 pub const FEATURE_NAMES: [&str; FEATURES] = [
     "gemm_compute",
@@ -114,6 +123,8 @@ pub struct Roofline {
     layers: f64,
     /// The coefficients.
     profile: Profile,
+    /// The step coefficients on this deployment's GPU.
+    step: Features,
 }
 
 impl Roofline {
@@ -143,6 +154,7 @@ impl Roofline {
             link_bytes_per_ms: d.gpu.link_bytes_per_s() / 1e3,
             allreduces: if d.tp > 1 { 2.0 * m.layers as f64 } else { 0.0 },
             layers: m.layers as f64,
+            step: profile.step_on(&d.gpu),
             profile,
         }
     }
@@ -180,7 +192,7 @@ impl Roofline {
 
     /// The step's duration, ms.
     pub fn step_ms(&self, w: &StepWork) -> f64 {
-        dot(&self.profile.step, &self.features(w))
+        dot(&self.step, &self.features(w))
     }
 }
 

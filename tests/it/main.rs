@@ -2,6 +2,7 @@
 
 mod common;
 
+mod bench_protocol;
 mod bounds;
 mod cli_lab;
 mod cli_run;

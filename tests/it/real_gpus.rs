@@ -307,7 +307,7 @@ fn the_feature_clock_reproduces_the_runs_own_means() {
     let predictions =
         calibrate::predict(&rows, EngineKind::Vllm, &[], &profile, 2, &|| ()).unwrap();
     for (row, p) in rows.iter().zip(&predictions) {
-        let (ttft, tpot) = calibrate::linear_means(p, &profile);
+        let (ttft, tpot) = calibrate::linear_means(p, &profile, &row.gpu);
         assert!(
             (ttft - p.ttft_ms).abs() < 2e-3,
             "{}: {ttft} vs {}",
@@ -339,9 +339,12 @@ fn calibration_on_a_subset_beats_its_start() {
         after.ttft_mape + after.tpot_mape < 0.5 * (before.ttft_mape + before.tpot_mape),
         "before {before:?}, after {after:?}"
     );
-    // Rates never beat the datasheet.
-    for k in calibrate::RATE_FEATURES {
+    // Rates never beat the datasheet, on any GPU.
+    for k in 0..dynsim::deployment::roofline::RATE_FEATURES {
         assert!(fitted.profile.step[k] >= 1.0, "{:?}", fitted.profile.step);
+    }
+    for own in fitted.profile.gpu_rates.values() {
+        assert!(own.iter().all(|&c| c >= 1.0), "{own:?}");
     }
 }
 

@@ -6,9 +6,11 @@
 //! worker of the deployment, behind nothing. The default request count is AIConfigurator's
 //! benchmark convention, [`REQUESTS_PER_CLIENT`] per client (`aiperf --num-requests`
 //! = 20 x concurrency in `bench_run.sh.j2`; its warm-up requests are not measured, and a
-//! warm-up changes nothing here: random prompts leave no reusable cache).
+//! warm-up changes nothing here: random prompts leave no reusable cache). `--protocol
+//! inferencemax` runs InferenceMAX's convention instead ([`protocol`]: lengths drawn from the top
+//! fifth of `isl` and `osl`, 10 requests per client, vLLM's token budget 8,192).
 //!
-//! The server is configured as AIConfigurator configures the deployments it benchmarks (its
+//! By default the server is configured as AIConfigurator configures the deployments it benchmarks (its
 //! generator, `generator/rule_plugin/benchmark/vllm.rule`, at 095f58a5): `max_num_seqs` = the
 //! concurrency, `max_num_batched_tokens` = concurrency + `isl` + 1,500, and `max_model_len` =
 //! `isl + osl` (a benchmark's server need not hold the model's whole context). These are the
@@ -38,7 +40,10 @@ use crate::run::{run_scenario_with, RunHooks};
 use crate::scenario::load::{parse_scenario, Override};
 use crate::scenario::{EngineKind, Scenario};
 
+pub mod protocol;
+
 pub use crate::run::REQUESTS_PER_CLIENT;
+pub use protocol::Protocol;
 
 /// One benchmark point.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,8 +66,10 @@ pub struct BenchSpec {
     pub osl: u32,
     /// Clients (requests in flight).
     pub concurrency: usize,
-    /// Requests in all (`None`: [`REQUESTS_PER_CLIENT`] x concurrency).
+    /// Requests in all (`None`: the protocol's requests per client x concurrency).
     pub requests: Option<usize>,
+    /// The benchmark's convention: request lengths and count, the server's limits.
+    pub protocol: Protocol,
     /// A profile file `calibrate` wrote (`None`: the engine's bundled one).
     pub profile: Option<PathBuf>,
     /// Further scenario overrides (`--set`).
@@ -104,17 +111,18 @@ pub struct BenchReport {
 /// The scenario of `spec`: its deployment, one worker, a closed loop of `concurrency` clients.
 /// Errors name the bench flag at fault.
 pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
-    let requests = spec
-        .requests
-        .unwrap_or(REQUESTS_PER_CLIENT.saturating_mul(spec.concurrency));
+    let requests = spec.requests.unwrap_or(
+        spec.protocol
+            .requests_per_client()
+            .saturating_mul(spec.concurrency),
+    );
     let text = format!(
         "name = \"bench\"\n\
          [deployment]\nmodel = {model:?}\ngpu = {gpu:?}\ntp = {tp}\nprecision = {precision:?}\n\
          kv_dtype = {kv:?}\nmax_model_len = {len}\n\
          [engine]\nkind = {engine:?}\n\
          [workload]\nkind = \"synthetic\"\nrequests = {requests}\ngroups = 1\n\
-         shared_prefix_tokens = 0\ninput = {{ dist = \"fixed\", tokens = {isl} }}\n\
-         output = {{ dist = \"fixed\", tokens = {osl} }}\nconcurrency = {c}\n\
+         shared_prefix_tokens = 0\ninput = {input}\noutput = {output}\nconcurrency = {c}\n\
          [cluster]\nworkers = 1\nblock_size = 16\n\
          {limits}\
          [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
@@ -124,8 +132,8 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         precision = spec.precision.name(),
         kv = spec.kv_dtype.name(),
         engine = spec.engine.name(),
-        isl = spec.isl,
-        osl = spec.osl,
+        input = length_dist(spec.protocol, spec.isl),
+        output = length_dist(spec.protocol, spec.osl),
         c = spec.concurrency,
         len = u64::from(spec.isl) + u64::from(spec.osl),
         limits = engine_limits(spec),
@@ -143,6 +151,14 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         );
     }
     parse_scenario(Path::new("bench"), &text, &set).map_err(as_flag_error)
+}
+
+/// A workload length of nominal `tokens` under `protocol`, as a scenario's inline table.
+fn length_dist(protocol: Protocol, tokens: u32) -> String {
+    match protocol.length_range(tokens) {
+        (min, max) if min == max => format!("{{ dist = \"fixed\", tokens = {max} }}"),
+        (min, max) => format!("{{ dist = \"uniform\", min = {min}, max = {max} }}"),
+    }
 }
 
 /// The bench scenario's engine table: the concurrency and [`engine_token_budget`] as the
@@ -164,10 +180,13 @@ fn engine_limits(spec: &BenchSpec) -> String {
     }
 }
 
-/// The server's token budget per step as AIConfigurator configures a benchmarked deployment:
-/// its batch size (the concurrency) + the prompt + 1,500.
+/// The server's token budget per step: as AIConfigurator configures a benchmarked deployment,
+/// its batch size (the concurrency) + the prompt + 1,500; InferenceMAX's vLLM servers run 8,192.
 pub fn engine_token_budget(spec: &BenchSpec) -> u64 {
-    spec.concurrency as u64 + u64::from(spec.isl) + AIC_TOKEN_MARGIN
+    match (spec.protocol, spec.engine) {
+        (Protocol::InferenceMax, EngineKind::Vllm) => protocol::INFERENCEMAX_BATCHED_TOKENS,
+        _ => spec.concurrency as u64 + u64::from(spec.isl) + AIC_TOKEN_MARGIN,
+    }
 }
 
 /// What AIConfigurator's generator adds to the batch size and prompt for an aggregated worker's

@@ -1,0 +1,136 @@
+//! How a benchmark's clients are driven and its server configured: the two conventions the
+//! measured rows of `data/measurements/` were taken with.
+//!
+//! - **AIConfigurator** ([`Protocol::Aiconfigurator`], the default): every prompt exactly `isl`
+//!   tokens and every answer exactly `osl`, [`REQUESTS_PER_CLIENT`] (20) requests per client
+//!   (`aiperf --num-requests` = 20 x concurrency in its `bench_run.sh.j2`), and the server's
+//!   token budget per step its batch size + the prompt + 1,500 (`generator/rule_plugin/
+//!   benchmark/vllm.rule` at 095f58a5).
+//! - **InferenceMAX** ([`Protocol::InferenceMax`], SemiAnalysis's benchmark): its client is
+//!   vLLM's `benchmark_serving.py` as kept in `kimbochen/bench_serving` @406abc35
+//!   (`sample_random_requests`: each prompt's length drawn uniformly from
+//!   `int(isl x 0.8) ..= isl` and each answer's from `int(osl x 0.8) ..= osl`, i.e.
+//!   `--random-range-ratio 0.8`), `--num-prompts` = 10 x concurrency; its vLLM servers run
+//!   `--max-num-seqs` = the concurrency and `--max-num-batched-tokens 8192` (the InferenceMAX
+//!   README's launch commands, as kept in `jyothisambolu/InferenceMAX`). Its grid is the
+//!   (isl, osl) pairs (1,024, 1,024), (1,024, 8,192) and (8,192, 1,024) at 4 to 128 clients.
+//!
+//! dynsim draws the lengths from the scenario's seed, not numpy's: the same distribution, not
+//! the same draws. SGLang's and TensorRT-LLM's servers keep AIConfigurator's limits under either
+//! protocol (InferenceMAX's launch settings for them are not part of what dynsim cites).
+
+use crate::error::{Error, Result};
+use crate::run::REQUESTS_PER_CLIENT;
+/// Requests per client under InferenceMAX's (`--num-prompts $(( CONC * 10 ))`).
+pub const INFERENCEMAX_REQUESTS_PER_CLIENT: usize = 10;
+/// InferenceMAX's `--random-range-ratio`: lengths are drawn from `int(len x ratio) ..= len`.
+pub const INFERENCEMAX_RANGE_RATIO: f64 = 0.8;
+/// InferenceMAX's vLLM `--max-num-batched-tokens`.
+pub const INFERENCEMAX_BATCHED_TOKENS: u64 = 8192;
+/// InferenceMAX's (isl, osl) grid.
+pub const INFERENCEMAX_GRID: [(u32, u32); 3] = [(1024, 1024), (1024, 8192), (8192, 1024)];
+
+/// A benchmark convention: how many requests, of what lengths, against what server limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// AIConfigurator's: fixed lengths, 20 requests per client, budget = batch + prompt + 1,500.
+    #[default]
+    Aiconfigurator,
+    /// InferenceMAX's: lengths uniform over the top fifth, 10 requests per client, vLLM's
+    /// budget 8,192.
+    InferenceMax,
+}
+
+impl Protocol {
+    /// The names the CLI and profiles accept.
+    pub const NAMES: [&'static str; 2] = ["aiconfigurator", "inferencemax"];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Aiconfigurator => Self::NAMES[0],
+            Protocol::InferenceMax => Self::NAMES[1],
+        }
+    }
+
+    /// Requests per client.
+    pub fn requests_per_client(self) -> usize {
+        match self {
+            Protocol::Aiconfigurator => REQUESTS_PER_CLIENT,
+            Protocol::InferenceMax => INFERENCEMAX_REQUESTS_PER_CLIENT,
+        }
+    }
+
+    /// The range of a length of nominal `tokens`: `(min, max)`, both inclusive.
+    pub fn length_range(self, tokens: u32) -> (u32, u32) {
+        match self {
+            Protocol::Aiconfigurator => (tokens, tokens),
+            Protocol::InferenceMax => {
+                let min = (f64::from(tokens) * INFERENCEMAX_RANGE_RATIO) as u32;
+                (min.max(1), tokens)
+            }
+        }
+    }
+
+    /// The protocol a measured row was taken with, as far as the row shows it: rows with no
+    /// engine version on InferenceMAX's (isl, osl) grid are InferenceMAX's (in the bundled file
+    /// those are exactly the `_ep1_` runs of Llama-3.1-70B on H100, H200 and B200, at
+    /// InferenceMAX's concurrencies); every other row is AIConfigurator's own.
+    pub fn of_row(version: &str, isl: u32, osl: u32) -> Self {
+        if version.trim().is_empty() && INFERENCEMAX_GRID.contains(&(isl, osl)) {
+            Protocol::InferenceMax
+        } else {
+            Protocol::Aiconfigurator
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "aiconfigurator" => Ok(Protocol::Aiconfigurator),
+            "inferencemax" => Ok(Protocol::InferenceMax),
+            _ => Err(Error::arg(
+                "--protocol",
+                format!("must be one of {}, not {s:?}", Self::NAMES.join(", ")),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inferencemax_draws_from_the_top_fifth_as_numpy_randint_does() {
+        // int(1024 x 0.8) = 819, int(8192 x 0.8) = 6553 (truncated, as Python's int()).
+        assert_eq!(Protocol::InferenceMax.length_range(1024), (819, 1024));
+        assert_eq!(Protocol::InferenceMax.length_range(8192), (6553, 8192));
+        assert_eq!(Protocol::InferenceMax.length_range(1), (1, 1));
+        assert_eq!(Protocol::Aiconfigurator.length_range(1024), (1024, 1024));
+    }
+
+    #[test]
+    fn rows_without_a_version_on_the_grid_are_inferencemax() {
+        assert_eq!(Protocol::of_row("", 1024, 8192), Protocol::InferenceMax);
+        assert_eq!(Protocol::of_row("", 8192, 1024), Protocol::InferenceMax);
+        // A versioned row on the grid is AIConfigurator's (Qwen3-32B on vLLM 0.12.0 ran 1024 x 1024).
+        assert_eq!(
+            Protocol::of_row("0.12.0", 1024, 1024),
+            Protocol::Aiconfigurator
+        );
+        // An unversioned row off the grid too.
+        assert_eq!(Protocol::of_row("", 4000, 1000), Protocol::Aiconfigurator);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for n in Protocol::NAMES {
+            assert_eq!(n.parse::<Protocol>().unwrap().name(), n);
+        }
+        assert!("aic".parse::<Protocol>().is_err());
+    }
+}

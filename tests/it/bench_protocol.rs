@@ -1,0 +1,93 @@
+//! `bench --protocol` and calibration's per-row protocols and per-GPU coefficients.
+
+use dynsim::calibrate::{self, measured};
+use dynsim::scenario::EngineKind;
+
+use crate::common::{bad, ok};
+
+fn bench(protocol: &str) -> serde_json::Value {
+    let text = ok(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--isl",
+        "1000",
+        "--osl",
+        "50",
+        "--concurrency",
+        "4",
+        "--protocol",
+        protocol,
+        "--json",
+    ]);
+    serde_json::from_str(&text).expect("one JSON object")
+}
+
+/// InferenceMAX's clients send 10 requests each, of prompts drawn from 800..=1000 tokens (so
+/// fewer 16-token blocks than 1,000-token prompts fill) and answers from 40..=50 tokens;
+/// AIConfigurator's send 20 each of exactly 1,000 + 50.
+#[test]
+fn inferencemax_sends_ten_requests_per_client_of_varied_lengths() {
+    let aic = bench("aiconfigurator");
+    assert_eq!(aic["requests"], 80);
+    // Full 16-token blocks: 62 of a 1,000-token prompt, 50 of an 800-token one.
+    assert_eq!(aic["prompt_blocks"], 80 * 62);
+    let im = bench("inferencemax");
+    assert_eq!(im["requests"], 40);
+    let blocks = im["prompt_blocks"].as_u64().unwrap();
+    assert!(blocks > 40 * 50 && blocks < 40 * 62, "{blocks}");
+    let output =
+        im["output_tokens_per_s"].as_f64().unwrap() * im["duration_ms"].as_f64().unwrap() / 1e3;
+    assert!(
+        output > 40.0 * 40.0 && output < 40.0 * 50.0 - 1.0,
+        "{output}"
+    );
+}
+
+#[test]
+fn an_unknown_protocol_is_refused() {
+    let err = bad(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "10",
+        "--osl",
+        "10",
+        "--concurrency",
+        "1",
+        "--protocol",
+        "aic",
+    ]);
+    assert!(err.contains("--protocol"), "{err}");
+}
+
+/// Calibration replays each row under the protocol it was measured with: an unversioned row on
+/// InferenceMAX's grid runs 10 requests per client with lengths in the top fifth, a versioned
+/// one 20 of fixed lengths.
+#[test]
+fn calibration_replays_each_row_under_its_protocol() {
+    let text = "id,backend,backend_version,model_path,system,precision,mode,isl,osl,batch_size,tp_size,pp_size,silicon_ttft_ms,silicon_tpot_ms\n\
+        im,vllm,,meta-llama/Llama-3.1-70B,h100_sxm,fp8,agg,1024,1024,4,4,1,80.5,11.78\n\
+        aic,vllm,0.12.0,meta-llama/Llama-3.1-70B,h100_sxm,fp8,agg,1024,1024,4,4,1,80.5,11.78\n";
+    let rows = measured::parse(std::path::Path::new("m.csv"), text)
+        .unwrap()
+        .rows;
+    let specs: Vec<_> = rows
+        .iter()
+        .map(|r| calibrate::spec_of(r, EngineKind::Vllm, &[]))
+        .collect();
+    assert_eq!(specs[0].protocol, dynsim::bench::Protocol::InferenceMax);
+    assert_eq!(specs[1].protocol, dynsim::bench::Protocol::Aiconfigurator);
+    let requests: Vec<u64> = specs
+        .iter()
+        .map(|s| dynsim::bench::run(s).unwrap().report.requests as u64)
+        .collect();
+    assert_eq!(requests, [40, 80]);
+}
