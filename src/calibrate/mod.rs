@@ -218,6 +218,9 @@ pub fn calibrate(
     jobs: usize,
     done: &(dyn Fn() + Sync),
 ) -> Result<Calibration> {
+    if rows.is_empty() {
+        return Err(Error::run("calibrate", "no rows to fit".to_string()));
+    }
     let mut profile = Profile {
         request_jitter_ms: jitter_ms,
         ..start.clone()

@@ -199,6 +199,19 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             format!("no aggregated rows of backend {engine:?}"),
         ));
     }
+    let groups = rows
+        .iter()
+        .map(cal::group_of)
+        .collect::<std::collections::BTreeSet<_>>();
+    if a.leave_one_out && groups.len() < 2 {
+        return Err(Error::arg(
+            "--leave-one-out",
+            format!(
+                "needs {engine} rows of two (model, GPU, precision) groups or more; {} has one",
+                a.measured.display()
+            ),
+        ));
+    }
     let start =
         match &a.profile {
             Some(path) => Profile::of_file(&profile::parse(path, &crate::error::read_text(path)?)?),

@@ -91,3 +91,22 @@ fn calibration_replays_each_row_under_its_protocol() {
         .collect();
     assert_eq!(requests, [40, 80]);
 }
+
+/// Leaving one group out of rows of a single group would fit on nothing: refused with the
+/// reason (exit 2) before any fit, never a panic.
+#[test]
+fn leave_one_out_on_a_single_group_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = crate::common::write(
+        dir.path(),
+        "one.csv",
+        "backend,model_path,system,precision,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n\
+         sglang,meta-llama/Llama-3.1-8B-Instruct,h200_sxm,fp8,1000,100,8,1,50.0,8.0\n\
+         sglang,meta-llama/Llama-3.1-8B-Instruct,h200_sxm,fp8,2000,100,8,1,80.0,8.5\n",
+    );
+    let err = bad(&["calibrate", &csv, "--engine", "sglang", "--leave-one-out"]);
+    assert!(
+        err.contains("--leave-one-out") && err.contains("two (model, GPU, precision) groups"),
+        "{err}"
+    );
+}
