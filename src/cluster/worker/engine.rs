@@ -30,6 +30,7 @@ use crate::ids::RequestId;
 use crate::router::signals::WorkerSignals;
 use crate::sketch::LogHistogram;
 
+use super::held_by::SharedHeldBy;
 use super::kv::KvPool;
 use super::plan::{Applied, Planned};
 use super::probe::FeatureTotals;
@@ -138,6 +139,10 @@ pub trait CachedBlocks {
     fn holds(&self, block: BlockHash) -> bool;
     /// Whether `block` is held or remembered.
     fn remembers(&self, block: BlockHash) -> bool;
+    /// Whether `block` is remembered as lost (the memory alone).
+    fn lost_recently(&self, block: BlockHash) -> bool;
+    /// Reports every block listed from now on to the truth's table of holders, as `worker`.
+    fn report_to(&mut self, held_by: SharedHeldBy, worker: u32);
 }
 
 /// A read-only view of one worker's device cache, shared with its engine (one simulation runs on
@@ -169,6 +174,17 @@ impl CacheView {
     /// Whether `block` is held or remembered.
     pub fn remembers(&self, block: BlockHash) -> bool {
         self.0.borrow().remembers(block)
+    }
+
+    /// Whether `block` is remembered as lost (the memory alone).
+    pub fn lost_recently(&self, block: BlockHash) -> bool {
+        self.0.borrow().lost_recently(block)
+    }
+
+    /// Has the cache report what it holds to the truth's table of holders, as `worker` (the one
+    /// thing done through the view that is not a read: the pool keeps the table current).
+    pub fn report_to(&self, held_by: SharedHeldBy, worker: u32) {
+        self.0.borrow_mut().report_to(held_by, worker);
     }
 }
 

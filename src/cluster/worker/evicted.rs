@@ -57,6 +57,11 @@ impl EvictionMemory {
         ]
     }
 
+    /// Whether nothing was ever lost (then it remembers nothing).
+    pub fn is_empty(&self) -> bool {
+        self.in_current == 0
+    }
+
     /// Remembers that `block` was lost.
     pub fn insert(&mut self, block: BlockHash) {
         if self.in_current == self.span {

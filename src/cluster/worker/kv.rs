@@ -47,6 +47,7 @@ use crate::hash::BlockHash;
 use crate::engine::Nanos;
 
 use super::evicted::EvictionMemory;
+use super::held_by::SharedHeldBy;
 use super::lru::{ReleaseQueue, Released};
 use super::names::{NameTable, Probe};
 use super::tiers::{TierHits, TierMove, Tiers, TiersSetup};
@@ -69,6 +70,9 @@ pub struct KvPool {
     lru: ReleaseQueue,
     /// Blocks lost not long ago (`None`: not remembered, when misses are not attributed).
     memory: Option<EvictionMemory>,
+    /// The ground truth's table of holders, told of every block listed and unlisted here, with
+    /// this pool's worker number (`None`: no truth reads this pool).
+    held_by: Option<(SharedHeldBy, u32)>,
     pinned: usize,
     private: usize,
     peak_active: usize,
@@ -139,6 +143,7 @@ impl KvPool {
             free_slots: Vec::new(),
             lru: ReleaseQueue::default(),
             memory: remember.then(|| EvictionMemory::new(capacity.unwrap_or(1))),
+            held_by: None,
             pinned: 0,
             private: 0,
             peak_active: 0,
@@ -223,6 +228,33 @@ impl KvPool {
         self.index
             .get(block, |s| self.slots[s as usize].block)
             .map(|s| &self.slots[s as usize])
+    }
+
+    /// Tells the ground truth's table of holders, as worker `worker`, of every block listed
+    /// from now on (and of those listed now), and of its first lost block.
+    pub fn report_to(&mut self, held_by: SharedHeldBy, worker: u32) {
+        {
+            let mut table = held_by.borrow_mut();
+            for s in self.index.slots() {
+                table.add(self.slots[s as usize].block, worker);
+            }
+            if self.memory.as_ref().is_some_and(|m| !m.is_empty()) {
+                table.lost_one(worker);
+            }
+        }
+        self.held_by = Some((held_by, worker));
+    }
+
+    /// `block` was just put in the name table.
+    fn tell_held(&self, block: BlockHash) {
+        if let Some((held_by, worker)) = &self.held_by {
+            held_by.borrow_mut().add(block, *worker);
+        }
+    }
+
+    /// Whether `block` is among the blocks lost not long ago (the memory alone, not what is held).
+    pub fn lost_recently(&self, block: BlockHash) -> bool {
+        self.memory.as_ref().is_some_and(|m| m.contains(block))
     }
 
     /// Whether `block` is held and listed (an unlisted block is found by no lookup by name).
@@ -336,6 +368,7 @@ impl KvPool {
                     let s = self.store(b, probe.is_none());
                     if let Some(Probe::Vacant(at)) = probe {
                         self.index.insert_at(at, b, s);
+                        self.tell_held(b);
                     }
                     self.pinned += 1;
                     match &mut run {
@@ -406,6 +439,7 @@ impl KvPool {
                 unreachable!("an own tail block is held once");
             };
             self.index.insert_at(at, block, slot);
+            self.tell_held(block);
         }
     }
 
@@ -461,8 +495,17 @@ impl KvPool {
                 // An unbounded pool remembers what it held at its last restart.
                 *memory = EvictionMemory::new(held);
             }
-            for b in lost {
+            for &b in &lost {
                 memory.insert(b);
+            }
+        }
+        if let Some((held_by, worker)) = &self.held_by {
+            let mut held_by = held_by.borrow_mut();
+            for s in self.index.slots() {
+                held_by.remove(self.slots[s as usize].block, *worker);
+            }
+            if !lost.is_empty() {
+                held_by.lost_one(*worker);
             }
         }
         if let Some(t) = &mut self.tiers {
@@ -497,12 +540,18 @@ impl KvPool {
                 .expect("available blocks were counted before evicting");
             if !r.unlisted {
                 self.index.remove(r.block, r.slot);
+                if let Some((held_by, worker)) = &self.held_by {
+                    held_by.borrow_mut().remove(r.block, *worker);
+                }
             }
             self.named -= 1;
             self.free_slots.push(r.slot);
             changes.evicted.push(r.block);
             if let Some(memory) = &mut self.memory {
                 memory.insert(r.block);
+                if let Some((held_by, worker)) = &self.held_by {
+                    held_by.borrow_mut().lost_one(*worker);
+                }
             }
         }
         if let Some(t) = &mut self.tiers {
@@ -526,6 +575,14 @@ impl super::engine::CachedBlocks for KvPool {
 
     fn remembers(&self, block: BlockHash) -> bool {
         KvPool::remembers(self, block)
+    }
+
+    fn lost_recently(&self, block: BlockHash) -> bool {
+        KvPool::lost_recently(self, block)
+    }
+
+    fn report_to(&mut self, held_by: SharedHeldBy, worker: u32) {
+        KvPool::report_to(self, held_by, worker)
     }
 }
 

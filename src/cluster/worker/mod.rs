@@ -21,6 +21,7 @@ pub mod actor;
 pub mod engine;
 mod events;
 pub mod evicted;
+pub mod held_by;
 pub mod kv;
 mod lru;
 mod names;

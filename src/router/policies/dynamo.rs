@@ -182,6 +182,13 @@ struct Dynamo {
     scratch: MatchScratch,
     overlaps: Vec<usize>,
     workers: Vec<WorkerLoad>,
+    /// The workers' [`WorkerLoad::blocks`] (the keys) as one index, so that a decision finds
+    /// every worker's active prefix of the prompt in one walk over its blocks instead of hash
+    /// probes into each worker's table.
+    active_index: KvIndex,
+    active_scratch: MatchScratch,
+    /// Each worker's active prefix of the prompt being decided.
+    active_depths: Vec<usize>,
     active: HashMap<RequestId, Active, IdBuilder>,
     costs: Vec<(usize, f64)>,
     block_size: usize,
@@ -250,6 +257,9 @@ impl Dynamo {
             scratch: MatchScratch::default(),
             overlaps: Vec::new(),
             workers: vec![WorkerLoad::default(); setup.workers],
+            active_index: KvIndex::new(setup.workers),
+            active_scratch: MatchScratch::default(),
+            active_depths: Vec::new(),
             active: HashMap::default(),
             costs: Vec::new(),
             block_size: setup.block_size.max(1),
@@ -267,7 +277,11 @@ impl Dynamo {
         let load = &mut self.workers[w];
         let named = &req.blocks[..req.blocks.len() - req.own_tail];
         for &b in named {
-            *load.blocks.entry(b).or_insert(0) += 1;
+            let n = load.blocks.entry(b).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                self.active_index.store(w, std::slice::from_ref(&b));
+            }
         }
         load.own_tail_blocks += req.own_tail;
         load.prefill_tokens += prefill_tokens;
@@ -283,10 +297,21 @@ impl Dynamo {
         );
     }
 
-    /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`).
-    fn decode_blocks(&self, worker: usize, blocks: &[BlockHash], input_tokens: u32) -> f64 {
+    /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`), of which it
+    /// has the first `depth` among its active requests' blocks ([`Dynamo::active_depths`]).
+    fn decode_blocks(
+        &self,
+        worker: usize,
+        blocks: &[BlockHash],
+        depth: usize,
+        input_tokens: u32,
+    ) -> f64 {
         let load = &self.workers[worker];
-        let depth = held_prefix(blocks, |b| load.blocks.contains_key(b));
+        debug_assert_eq!(
+            depth,
+            held_prefix(blocks, |b| load.blocks.contains_key(b)),
+            "the index of active blocks agrees with the worker's own table"
+        );
         debug_assert_eq!(
             depth,
             blocks
@@ -316,6 +341,11 @@ impl RoutingPolicy for Dynamo {
         }
         self.index
             .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
+        self.active_index.overlaps(
+            req.blocks,
+            &mut self.active_scratch,
+            &mut self.active_depths,
+        );
         let bs = self.block_size as f64;
         let request_blocks = u64::from(req.input_tokens).div_ceil(self.block_size as u64);
         let min_prefill = loads
@@ -341,7 +371,7 @@ impl RoutingPolicy for Dynamo {
             }
             let prefill = (load.prefill_tokens + u64::from(req.input_tokens)) as f64 / bs;
             let cost = s.prefill_load_scale * (prefill - credit).max(0.0)
-                + self.decode_blocks(w, req.blocks, req.input_tokens)
+                + self.decode_blocks(w, req.blocks, self.active_depths[w], req.input_tokens)
                 + s.decode_active_request_weight * load.requests as f64;
             costs.push((w, cost));
         }
@@ -405,6 +435,7 @@ impl RoutingPolicy for Dynamo {
                 *n.get_mut() -= 1;
                 if *n.get() == 0 {
                     n.remove();
+                    self.active_index.remove(a.worker, std::slice::from_ref(b));
                 }
             }
         }

@@ -406,3 +406,47 @@ fn lower_tier_blocks_earn_dynamo_s_host_and_disk_weights() {
         assert_eq!(d.worker, winner, "{settings:?}: {:?}", p.costs);
     }
 }
+
+#[test]
+fn the_index_of_active_blocks_gives_each_worker_s_own_table_prefix() {
+    // 130 workers (past one word of the index's sets): requests of 5 prefixes of 8 blocks with
+    // tails of 0 to 3 blocks come and go on random workers; before each, every worker's active
+    // prefix from the index equals a walk of its own table of active blocks.
+    use rand::{Rng, SeedableRng};
+    let n = 130;
+    let table: toml::Value = toml::from_str("").unwrap();
+    let mut p = Dynamo::new(&PolicySetup {
+        name: "dynamo",
+        workers: n,
+        block_size: 4,
+        kv_capacity_blocks: None,
+        settings: Some(&table),
+    })
+    .unwrap();
+    let loads = LoadBook::new(n, LoadKind::Routed);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let mut sim_rng = SimRng::new(RngKind::Chacha, 1);
+    let mut open: Vec<(RequestId, u32)> = Vec::new();
+    for id in 0..3_000u64 {
+        let prefix = rng.gen_range(0..5u32) * 1_000;
+        let tail = rng.gen_range(0..4u32) * 4;
+        let tokens = (prefix..prefix + 32).chain(100_000 + id as u32 * 16..100_000 + id as u32 * 16 + tail);
+        let t: Vec<u32> = tokens.collect();
+        let r = (RequestId(id), block_hashes(&t, 4), t.len() as u32);
+        // A request cut short of its prefix shares its first blocks only.
+        let r = (r.0, r.1[..rng.gen_range(1..=r.1.len())].to_vec(), r.2);
+        p.decide(&route_req(&r), &loads, &mut sim_rng).unwrap();
+        for w in 0..n {
+            let walk = r.1.iter().take_while(|b| p.workers[w].blocks.contains_key(*b)).count();
+            assert_eq!(p.active_depths[w], walk, "worker {w}, request {id}");
+        }
+        let worker = rng.gen_range(0..n as u32);
+        busy(&mut p, &r, worker, false);
+        open.push((r.0, worker));
+        if rng.gen_bool(0.45) && !open.is_empty() {
+            let (done, w) = open.swap_remove(rng.gen_range(0..open.len()));
+            p.on_finished(WorkerId(w), done);
+        }
+    }
+    assert!(open.len() > 100, "workers held many requests at once");
+}
