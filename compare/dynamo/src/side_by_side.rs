@@ -6,7 +6,8 @@
 //! (Dynamo's `num_gpu_blocks`, dynsim's `cluster.kv_capacity_blocks`); `--host-blocks N` adds a
 //! host tier of N blocks per worker on both (Dynamo's `native_host_offload` with its default
 //! 32 GB/s each way, no first-byte time and `dp_rank_local` scope, and Qwen3-0.6B's 114,688 KV
-//! bytes per token; dynsim's `[kv.host]` with the same figures and its default model, the same).
+//! bytes per token; dynsim's `[kv.host]` with the same figures and its default model, the same,
+//! written through as the crate's vLLM adapter writes it).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -76,6 +77,9 @@ impl Setup {
             out.push(set("kv.host.d2h_gbps", HOST_GBPS.into()));
             out.push(set("kv.host.h2d_gbps", HOST_GBPS.into()));
             out.push(set("kv.host.first_byte_ms", 0.0.into()));
+            // The crate's vLLM adapter writes each computed prompt block to host as it is
+            // computed (vLLM's OffloadingConnector), not on eviction.
+            out.push(set("kv.host.write_policy", "write_through".into()));
         }
         (scenario, out)
     }
