@@ -271,7 +271,11 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
                 first_byte_ms: t.first_byte_ms,
             })
             .collect();
-    (!tiers.is_empty()).then_some(TiersSetup { block_bytes, tiers })
+    (!tiers.is_empty()).then_some(TiersSetup {
+        block_bytes,
+        tiers,
+        write_through: s.kv.write_through(),
+    })
 }
 
 /// The vLLM engine's rules under `s`.

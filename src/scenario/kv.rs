@@ -37,6 +37,22 @@ pub enum TierScope {
     Cluster,
 }
 
+/// When blocks are written to the host tier (`[kv.host] write_policy`, after SGLang HiCache's
+/// `--hicache-write-policy`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    /// A block is written to host when the device evicts it.
+    #[default]
+    WriteBack,
+    /// A block is written to host when the device stores it (computed or loaded back), as vLLM's
+    /// `OffloadingConnector` and aisimulate-core 0.13's vLLM host adapter do; eviction then moves
+    /// no bytes.
+    WriteThrough,
+}
+
 /// `[kv.host]` or `[kv.disk]`: one lower tier of each worker.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -56,9 +72,18 @@ pub struct TierSettings {
     pub first_byte_ms: Option<f64>,
     /// `worker` (each worker its own); `cluster` (one shared pool) is refused: not modelled.
     pub scope: TierScope,
+    /// `[kv.host]` only: `write_back` (absent: blocks go to host when the device evicts them)
+    /// or `write_through` (when the device stores them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_policy: Option<WritePolicy>,
 }
 
 impl KvSettings {
+    /// Whether blocks are written to host as the device stores them (`write_through`).
+    pub fn write_through(&self) -> bool {
+        self.host.as_ref().and_then(|h| h.write_policy) == Some(WritePolicy::WriteThrough)
+    }
+
     /// Whether no tier is configured.
     pub fn is_empty(&self) -> bool {
         self.host.is_none() && self.disk.is_none()
@@ -118,6 +143,13 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     for (name, t) in [("host", &s.kv.host), ("disk", &s.kv.disk)] {
         let Some(t) = t else { continue };
         let key = |k: &str| format!("kv.{name}.{k}");
+        if name == "disk" && t.write_policy.is_some() {
+            return Err(bad(
+                &key("write_policy"),
+                "set",
+                "is [kv.host]'s: the disk tier takes the blocks host memory drops",
+            ));
+        }
         if t.scope == TierScope::Cluster {
             return Err(bad(
                 &key("scope"),

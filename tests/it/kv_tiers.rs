@@ -91,6 +91,20 @@ fn disk_takes_what_host_drops() {
 }
 
 #[test]
+fn a_write_through_host_the_size_of_the_device_mostly_repeats_it() {
+    // Host as large as the device (96 blocks). Written back, it holds what the device evicted:
+    // more cache. Written through, it holds what the device stored last, mostly what the
+    // device still holds: little more to load back (aisimulate-core's vLLM adapter writes
+    // through; the compare/dynamo table in docs/FIDELITY.md).
+    let host = HOST.replace("capacity_blocks = 384", "capacity_blocks = 96");
+    let back = run(&host, &[]);
+    let through = run(&format!("{host}write_policy = \"write_through\"\n"), &[]);
+    let (b, t) = (back.reuse_by_tier.unwrap(), through.reuse_by_tier.unwrap());
+    assert!(t.host < b.host / 2.0, "{t:?} vs {b:?}");
+    assert!(through.prefix_reuse < back.prefix_reuse);
+}
+
+#[test]
 fn tier_events_reach_a_trace_with_their_tier() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "t.toml", &format!("{SMALL_DEVICE}{HOST}"));
@@ -113,6 +127,10 @@ fn bad_tier_settings_are_refused_in_one_line() {
             "not modelled yet",
         ),
         ("[kv.disk]\ncapacity_blocks = 10\n", "needs [kv.host]"),
+        (
+            "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_blocks = 10\nwrite_policy = \"write_through\"\n",
+            "kv.disk.write_policy",
+        ),
         (
             "[kv.host]\ncapacity_blocks = 10\ncapacity_gb = 1.0\n",
             "give one",

@@ -1,4 +1,13 @@
 //! Dynamo's mocker and dynsim on the same trace, side by side.
+//!
+//! Both sides run the same configuration: `--engine vllm|sglang` picks Dynamo's `backend` and
+//! dynsim's bundled scenario (`scenarios/dynamo-mocker.toml` or `dynamo-mocker-sglang.toml`, both
+//! in the mocker's defaults); `--num-gpu-blocks N` sets the device KV of each worker on both
+//! (Dynamo's `num_gpu_blocks`, dynsim's `cluster.kv_capacity_blocks`); `--host-blocks N` adds a
+//! host tier of N blocks per worker on both (Dynamo's `native_host_offload` with its default
+//! 32 GB/s each way, no first-byte time and `dp_rank_local` scope, and Qwen3-0.6B's 114,688 KV
+//! bytes per token; dynsim's `[kv.host]` with the same figures and its default model, the same,
+//! written through as the crate's vLLM adapter writes it).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -6,13 +15,82 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use dynamo_kv_router::config::KvRouterConfig;
 use dynamo_mocker::common::protocols::MockerConfig;
-use dynamo_mocker::replay::{simulate_trace_file_with_router_mode, ReplayRouterMode};
+use dynamo_mocker::loadgen::TraceFileFormat;
+use dynamo_mocker::replay::{
+    simulate_trace_file_with_router_mode_and_format, ReplayRouterMode, SlaThresholds,
+};
 use dynsim::scenario::{load_scenario, Override};
+use serde_json::json;
+
+/// KV bytes per token of Qwen3-0.6B (28 layers x 8 KV heads x 128 x 2 x 2 bytes): dynsim's
+/// default model (`[disagg.model]`), given to Dynamo so that both move the same bytes per block.
+const KV_BYTES_PER_TOKEN: usize = 114_688;
+/// Host-tier link, GB/s each way: aisimulate-core 0.13's default, set on both sides.
+const HOST_GBPS: f64 = 32.0;
+
+/// What both sides run.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    sglang: bool,
+    num_gpu_blocks: Option<usize>,
+    host_blocks: Option<usize>,
+}
+
+impl Setup {
+    /// Dynamo's mocker configuration: the defaults, 64-token blocks, and what the flags set.
+    fn mocker(&self) -> Result<MockerConfig> {
+        let mut engine = json!({ "block_size": 64 });
+        if self.sglang {
+            engine["backend"] = json!("sglang");
+        }
+        if let Some(n) = self.num_gpu_blocks {
+            engine["num_gpu_blocks"] = json!(n);
+        }
+        if let Some(n) = self.host_blocks {
+            engine["kv_cache_bytes_per_token"] = json!(KV_BYTES_PER_TOKEN);
+            engine["native_host_offload"] = json!({
+                "num_host_blocks": n,
+                "d2h_bandwidth_gbps": HOST_GBPS,
+                "h2d_bandwidth_gbps": HOST_GBPS,
+            });
+        }
+        MockerConfig::from_value(json!({ "engine": engine }))
+    }
+
+    /// dynsim's scenario and the overrides that match the flags.
+    fn dynsim(&self) -> (&'static str, Vec<Override>) {
+        let set = |key: &str, value: toml::Value| Override {
+            key: key.into(),
+            value,
+        };
+        let scenario = if self.sglang {
+            "dynamo-mocker-sglang.toml"
+        } else {
+            "dynamo-mocker.toml"
+        };
+        let mut out = Vec::new();
+        if let Some(n) = self.num_gpu_blocks {
+            out.push(set("cluster.kv_capacity_blocks", (n as i64).into()));
+        }
+        if let Some(n) = self.host_blocks {
+            out.push(set("kv.host.capacity_blocks", (n as i64).into()));
+            out.push(set("kv.host.d2h_gbps", HOST_GBPS.into()));
+            out.push(set("kv.host.h2d_gbps", HOST_GBPS.into()));
+            out.push(set("kv.host.first_byte_ms", 0.0.into()));
+            // The crate's vLLM adapter writes each computed prompt block to host as it is
+            // computed (vLLM's OffloadingConnector), not on eviction.
+            out.push(set("kv.host.write_policy", "write_through".into()));
+        }
+        (scenario, out)
+    }
+}
 
 /// One side's numbers.
 #[derive(Clone, Copy, Debug)]
 struct Side {
     reuse: f64,
+    /// The part of `reuse` loaded back from the host tier.
+    host_reuse: f64,
     ttft_p50: f64,
     ttft_p90: f64,
     tpot_p50: f64,
@@ -20,7 +98,14 @@ struct Side {
     wall_s: f64,
 }
 
-fn dynamo(trace: &Path, workers: usize, speedup: f64, kv: bool, seed: Option<u64>) -> Result<Side> {
+fn dynamo(
+    setup: &Setup,
+    trace: &Path,
+    workers: usize,
+    speedup: f64,
+    kv: bool,
+    seed: Option<u64>,
+) -> Result<Side> {
     if let Some(seed) = seed {
         fastrand::seed(seed);
     }
@@ -30,8 +115,10 @@ fn dynamo(trace: &Path, workers: usize, speedup: f64, kv: bool, seed: Option<u64
         ReplayRouterMode::RoundRobin
     };
     let start = Instant::now();
-    let r = simulate_trace_file_with_router_mode(
-        MockerConfig::default(),
+    // simulate_trace_file_with_router_mode's own arguments, with per-request records on: they
+    // carry each first admission's host-tier share.
+    let r = simulate_trace_file_with_router_mode_and_format(
+        setup.mocker()?,
         Some(KvRouterConfig::default()),
         None,
         trace,
@@ -39,9 +126,21 @@ fn dynamo(trace: &Path, workers: usize, speedup: f64, kv: bool, seed: Option<u64
         workers,
         speedup,
         mode,
+        TraceFileFormat::Mooncake,
+        0.0,
+        0,
+        true,
+        None,
+        SlaThresholds::default(),
     )?;
+    // ReplayReport's first-admission ratio sums over completed requests; so does this.
+    let input: usize = r.per_request.iter().map(|q| q.input_length).sum();
+    let host: usize = (r.per_request.iter())
+        .filter_map(|q| q.first_admission_host_reused_input_tokens)
+        .sum();
     Ok(Side {
         reuse: r.first_admission_prefix_cache_reused_ratio,
+        host_reuse: host as f64 / input.max(1) as f64,
         ttft_p50: r.latency.ttft.median_ms,
         ttft_p90: r.latency.ttft.p90_ms,
         tpot_p50: r.latency.tpot.median_ms,
@@ -50,8 +149,18 @@ fn dynamo(trace: &Path, workers: usize, speedup: f64, kv: bool, seed: Option<u64
     })
 }
 
-fn dynsim(trace: &Path, workers: usize, speedup: f64, kv: bool, seed: Option<u64>) -> Result<Side> {
-    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/dynamo-mocker.toml");
+fn dynsim(
+    setup: &Setup,
+    trace: &Path,
+    workers: usize,
+    speedup: f64,
+    kv: bool,
+    seed: Option<u64>,
+) -> Result<Side> {
+    let (file, extra) = setup.dynsim();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(file);
     let set = |key: &str, value: toml::Value| Override {
         key: key.into(),
         value,
@@ -68,12 +177,14 @@ fn dynsim(trace: &Path, workers: usize, speedup: f64, kv: bool, seed: Option<u64
     if let Some(seed) = seed {
         overrides.push(set("seed", (seed as i64).into()));
     }
+    overrides.extend(extra);
     let start = Instant::now();
     let loaded = load_scenario(&scenario, &overrides).map_err(|e| anyhow::anyhow!("{e}"))?;
     let r = dynsim::run::run_scenario(&loaded.scenario, &loaded.base_dir, None)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Side {
         reuse: r.prefix_reuse,
+        host_reuse: r.reuse_by_tier.map_or(0.0, |t| t.host),
         ttft_p50: r.ttft_ms.p50,
         ttft_p90: r.ttft_ms.p90,
         tpot_p50: r.tpot_ms.p50,
@@ -118,10 +229,17 @@ fn ok_or_miss(ok: bool) -> &'static str {
 }
 
 pub fn run(args: Vec<String>) -> Result<()> {
+    const USAGE: &str = "usage: dynamo-replay side-by-side TRACE [--workers N] [--speedups 1,4,8] \
+[--seed N] [--engine vllm|sglang] [--num-gpu-blocks N] [--host-blocks N]";
     let mut trace: Option<PathBuf> = None;
     let mut workers = 8;
     let mut speedups = vec![1.0, 4.0, 8.0];
     let mut seed = None;
+    let mut setup = Setup {
+        sglang: false,
+        num_gpu_blocks: None,
+        host_blocks: None,
+    };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -135,24 +253,46 @@ pub fn run(args: Vec<String>) -> Result<()> {
                     .collect::<Result<_, _>>()?
             }
             "--seed" => seed = Some(it.next().context("--seed N")?.parse()?),
-            s if s.starts_with('-') => bail!("unknown flag {s}"),
+            "--engine" => {
+                setup.sglang = match it.next().context("--engine vllm|sglang")?.as_str() {
+                    "vllm" => false,
+                    "sglang" => true,
+                    other => bail!("--engine must be vllm or sglang, got {other:?}"),
+                }
+            }
+            "--num-gpu-blocks" => {
+                setup.num_gpu_blocks = Some(it.next().context("--num-gpu-blocks N")?.parse()?)
+            }
+            "--host-blocks" => {
+                setup.host_blocks = Some(it.next().context("--host-blocks N")?.parse()?)
+            }
+            s if s.starts_with('-') => bail!("unknown flag {s}\n{USAGE}"),
             s => trace = Some(PathBuf::from(s)),
         }
     }
-    let trace = trace.context(
-        "usage: dynamo-replay side-by-side TRACE [--workers N] [--speedups 1,4,8] [--seed N]",
-    )?;
+    let trace = trace.context(USAGE)?;
     let base_rate = arrival_rate(&trace)?;
-    println!("| speedup | router | prefix reuse (Dynamo / dynsim) | TTFT p50 ms | TTFT p90 ms | TPOT p50 ms | req/s | wall s (Dynamo / dynsim) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let tiered = setup.host_blocks.is_some();
+    let host_header = if tiered { " host reuse |" } else { "" };
+    println!("| speedup | router | prefix reuse (Dynamo / dynsim) |{host_header} TTFT p50 ms | TTFT p90 ms | TPOT p50 ms | req/s | wall s (Dynamo / dynsim) |");
+    println!(
+        "|---|---|---|{}---|---|---|---|---|",
+        if tiered { "---|" } else { "" }
+    );
     for &speedup in &speedups {
         for kv in [false, true] {
-            let d = dynamo(&trace, workers, speedup, kv, seed)?;
-            let s = dynsim(&trace, workers, speedup, kv, seed)?;
+            let d = dynamo(&setup, &trace, workers, speedup, kv, seed)?;
+            let s = dynsim(&setup, &trace, workers, speedup, kv, seed)?;
             // Targets: reuse ±0.03; below saturation TTFT p50 ±25 %, p90 ±30 %, TPOT p50 ±25 %;
             // past it (the request rate falls short of the arrivals) throughput ±10 %, TTFT 2x.
             let saturated = d.rps < 0.95 * speedup * base_rate;
             let reuse_ok = ok_or_miss((s.reuse - d.reuse).abs() <= 0.03);
+            let host_cell = if tiered {
+                let ok = ok_or_miss((s.host_reuse - d.host_reuse).abs() <= 0.03);
+                format!(" {:.4} / {:.4} {ok} |", d.host_reuse, s.host_reuse)
+            } else {
+                String::new()
+            };
             let (p50, p90) = if saturated {
                 (
                     within_2x(s.ttft_p50, d.ttft_p50),
@@ -165,7 +305,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
                 )
             };
             println!(
-                "| {speedup} | {} | {:.4} / {:.4} {reuse_ok} | {:.1} / {:.1} {p50} | {:.1} / {:.1} {p90} | {:.2} / {:.2} {} | {:.3} / {:.3} {} | {:.2} / {:.3} ({:.0}x) |",
+                "| {speedup} | {} | {:.4} / {:.4} {reuse_ok} |{host_cell} {:.1} / {:.1} {p50} | {:.1} / {:.1} {p90} | {:.2} / {:.2} {} | {:.3} / {:.3} {} | {:.2} / {:.3} ({:.0}x) |",
                 if kv { "kv (dynamo)" } else { "rr" },
                 d.reuse,
                 s.reuse,

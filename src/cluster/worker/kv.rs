@@ -76,7 +76,8 @@ pub struct KvPool {
     pinned: usize,
     private: usize,
     peak_active: usize,
-    /// The lower tiers its evictions go to (`None`: none, evicted blocks are gone).
+    /// The lower tiers its evictions (or, write-through, its stores) go to (`None`: none,
+    /// evicted blocks are gone).
     tiers: Option<Box<Tiers>>,
     /// The time of the step being planned (when its evictions are offloaded).
     now: Nanos,
@@ -118,7 +119,8 @@ pub struct Changes {
     pub own_tail: usize,
     /// Evicted blocks, in eviction order.
     pub evicted: Vec<BlockHash>,
-    /// What offloading the evicted blocks changed on the lower tiers (empty without tiers).
+    /// What offloading changed on the lower tiers: the evicted blocks, or under write-through the
+    /// stored ones (empty without tiers).
     pub lower: Vec<TierMove>,
 }
 
@@ -337,6 +339,7 @@ impl KvPool {
         // One probe per block: pin it if held, else store it pinned at once (pinned blocks are
         // never evicted, so making room afterwards cannot take them).
         let mut prev = parent;
+        let first_run = changes.stored.len();
         let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
         held.reserve(blocks.len());
         for (k, &b) in blocks.iter().enumerate() {
@@ -388,6 +391,12 @@ impl KvPool {
         }
         if let Some(r) = run {
             changes.stored.push(r);
+        }
+        if let Some(t) = self.tiers.as_mut().filter(|t| t.write_through()) {
+            // Write-through: what the device stores goes to host now.
+            for (_, r) in &changes.stored[first_run..] {
+                t.offload(r, self.now, &mut changes.lower);
+            }
         }
         changes.own_tail = blocks.len().saturating_sub(unlisted_from);
         debug_assert!(
@@ -554,7 +563,7 @@ impl KvPool {
                 }
             }
         }
-        if let Some(t) = &mut self.tiers {
+        if let Some(t) = self.tiers.as_mut().filter(|t| !t.write_through()) {
             t.offload(&changes.evicted[first..], self.now, &mut changes.lower);
         }
     }

@@ -3,7 +3,11 @@
 //!
 //! - **Offload (write-back on eviction).** Blocks the device evicts are written to the first
 //!   lower tier (host); blocks that tier drops for room, least recently used first, are written
-//!   to the next (disk); what the last tier drops is gone. A block a tier already holds is only
+//!   to the next (disk); what the last tier drops is gone. With `[kv.host] write_policy =
+//!   "write_through"` a block is written to host when the device stores it (computed, or loaded
+//!   back: then only touched) and eviction moves nothing, as the crate's vLLM adapter and vLLM's
+//!   connector store each computed prompt block; a host no larger than the device then mostly
+//!   repeats what the device holds. A block a tier already holds is only
 //!   touched (made most recently used): tiers are inclusive, so a block loaded back to the device
 //!   keeps its lower copy, and evicting it again moves no bytes.
 //! - **Load.** A request whose cached prefix on the device stops short looks the blocks after it
@@ -24,8 +28,10 @@
 //! `OffloadingConnector`) stores every computed prompt block to host as it is computed
 //! (write-through) and loads asynchronously, the request waiting in `WaitingForRemoteKv` while
 //! other requests run; dynsim writes a block when the device evicts it (write-back, the brief's
-//! rule) and holds the step that admits the loading request until the load ends (the batch waits
-//! with it). A disk block is read straight to the device over the disk tier's read lane (not
+//! rule) unless `write_policy = "write_through"` (then at the start of the step that stores the
+//! block, where the crate writes when the step completes, and a copy host already holds is
+//! touched, where the crate leaves it), and holds the step that admits the loading request until
+//! the load ends (the batch waits with it). A disk block is read straight to the device over the disk tier's read lane (not
 //! staged through host), and a cluster-shared pool (`scope = "cluster"`) is not modelled.
 
 use std::collections::{HashMap, VecDeque};
@@ -57,6 +63,8 @@ pub struct TiersSetup {
     pub block_bytes: u64,
     /// The tiers below the device, highest first.
     pub tiers: Vec<TierSpec>,
+    /// Blocks go to host as the device stores them (write-through), not as it evicts them.
+    pub write_through: bool,
 }
 
 /// A FIFO transfer lane.
@@ -194,6 +202,7 @@ pub type TierHits = [usize; 2];
 #[derive(Clone, Debug)]
 pub struct Tiers {
     block_bytes: u64,
+    write_through: bool,
     stores: Vec<Store>,
     bytes: TierBytes,
 }
@@ -204,9 +213,15 @@ impl Tiers {
         debug_assert!(setup.tiers.len() <= 2, "host and disk at most");
         Tiers {
             block_bytes: setup.block_bytes,
+            write_through: setup.write_through,
             stores: setup.tiers.iter().map(|&t| Store::new(t)).collect(),
             bytes: TierBytes::default(),
         }
+    }
+
+    /// Whether blocks go to host as the device stores them (else as it evicts them).
+    pub fn write_through(&self) -> bool {
+        self.write_through
     }
 
     /// The bytes moved so far.
@@ -223,8 +238,9 @@ impl Tiers {
         n
     }
 
-    /// Writes the blocks the device evicted at `now` (in eviction order) to the first tier,
-    /// cascading what each tier drops to the next; appends what changed to `moves`.
+    /// Writes `blocks` at `now` (in order: the blocks the device evicted, or under write-through
+    /// the blocks it stored) to the first tier, cascading what each tier drops to the next; a
+    /// block the tier holds is only touched. Appends what changed to `moves`.
     pub fn offload(&mut self, evicted: &[BlockHash], now: Nanos, moves: &mut Vec<TierMove>) {
         if !evicted.is_empty() && !self.stores.is_empty() {
             self.put_into(0, evicted, now, moves);
@@ -355,6 +371,7 @@ mod tests {
         Tiers::new(&TiersSetup {
             block_bytes: 16 * QWEN3_0_6B,
             tiers: t,
+            write_through: false,
         })
     }
 

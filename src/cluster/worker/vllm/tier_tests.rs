@@ -12,16 +12,88 @@ const QWEN3_0_6B: u64 = 114_688;
 
 /// Four device blocks, a host tier of eight at 25 GB/s each way with 0.05 ms to the first byte.
 fn tiered() -> StepScheduler<()> {
+    tiered_with(8, false)
+}
+
+/// Four device blocks, a host tier of `host` blocks (25 GB/s each way, 0.05 ms to the first
+/// byte), written back on eviction or through on store.
+fn tiered_with(host: usize, write_through: bool) -> StepScheduler<()> {
     StepScheduler::new(config(8192, Some(4))).with_tiers(Some(&TiersSetup {
         block_bytes: BLOCK as u64 * QWEN3_0_6B,
         tiers: vec![TierSpec {
             tier: Tier::Host,
-            capacity_blocks: 8,
+            capacity_blocks: host,
             d2h_gbps: 25.0,
             h2d_gbps: 25.0,
             first_byte_ms: 0.05,
         }],
+        write_through,
     }))
+}
+
+/// Bytes of one 4-token block of Qwen3-0.6B.
+const BLOCK_BYTES: u64 = BLOCK as u64 * QWEN3_0_6B;
+
+#[test]
+fn write_through_writes_blocks_as_they_are_stored_and_evicting_moves_nothing() {
+    let mut s = tiered_with(8, true);
+    // A (family 1, 4 blocks) runs: its 4 blocks reach host as the device stores them.
+    s.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(&mut s);
+    assert_eq!(
+        s.pool().tiers().unwrap().bytes().written,
+        [4 * BLOCK_BYTES, 0]
+    );
+    // B evicts all of A from the device: no bytes for that, only B's own 4 stored blocks.
+    s.enqueue(request(1, 2, 16, 1));
+    let (_, ends) = run_from(&mut s, *ends.last().unwrap());
+    assert_eq!(
+        s.pool().tiers().unwrap().bytes().written,
+        [8 * BLOCK_BYTES, 0]
+    );
+    // C repeats A and loads 3 blocks back from host (capped one token short), as under
+    // write-back: 105,050 ns (see above). Its stored blocks are on host already: only touched.
+    let now = *ends.last().unwrap();
+    s.enqueue(request(2, 1, 16, 1));
+    let p = s.plan(now).unwrap();
+    assert_eq!(p.end, now + 105_050 + prefill_ns(4));
+    let bytes = s.pool().tiers().unwrap().bytes();
+    assert_eq!(
+        (bytes.written, bytes.read),
+        ([8 * BLOCK_BYTES, 0], [3 * BLOCK_BYTES, 0])
+    );
+}
+
+#[test]
+fn a_write_through_host_no_larger_than_the_device_holds_what_the_device_holds() {
+    // Host of 4 blocks, as many as the device: B's blocks, written through, push A's out of
+    // host as B's step pushes them off the device, so C recomputes A (write-back would have
+    // kept A on host).
+    let mut s = tiered_with(4, true);
+    s.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(&mut s);
+    s.enqueue(request(1, 2, 16, 1));
+    let (_, ends) = run_from(&mut s, *ends.last().unwrap());
+    let now = *ends.last().unwrap();
+    s.enqueue(request(2, 1, 16, 1));
+    let p = s.plan(now).unwrap();
+    assert_eq!(p.end, now + prefill_ns(16));
+    let mut back = tiered_with(4, false);
+    back.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(&mut back);
+    back.enqueue(request(1, 2, 16, 1));
+    let (_, ends) = run_from(&mut back, *ends.last().unwrap());
+    let now = *ends.last().unwrap();
+    back.enqueue(request(2, 1, 16, 1));
+    let host_tokens = |s: &mut StepScheduler<()>| {
+        s.running_mut(RequestId(2))
+            .unwrap()
+            .first_admission()
+            .unwrap()
+            .host_tokens
+    };
+    back.plan(now).unwrap();
+    assert_eq!((host_tokens(&mut s), host_tokens(&mut back)), (0, 12));
 }
 
 #[test]
