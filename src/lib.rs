@@ -143,7 +143,8 @@
 //! the pure parts of the cluster (the worker's step
 //! scheduler and KV pool in [`cluster::worker`], [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
 //! ([`cluster`]), wired from a [`scenario`] by [`run`] (which writes `--trace` and `--perfetto`
-//! on threads beside the simulation's); results in [`report`], [`trace`], [`diff`].
+//! on threads beside the simulation's); results in [`report`] (which assembles a finished run's
+//! report, [`report::assemble`]), [`trace`], [`diff`].
 //! At the edge: [`output`] (the one file writer: atomic for regular files, in place for devices
 //! and FIFOs, `-` for stdout), [`interrupt`] (SIGINT/SIGTERM stop work cleanly), [`schema`]
 //! (every scenario key, from the types), [`error`] (one-line errors), [`cli`]; [`metrics`] names

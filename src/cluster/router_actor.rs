@@ -46,6 +46,19 @@ pub struct RouterStats {
     pub acks: u64,
 }
 
+impl std::ops::AddAssign for RouterStats {
+    /// Adds another replica's counters to these.
+    fn add_assign(&mut self, other: RouterStats) {
+        self.decisions += other.decisions;
+        self.rerouted += other.rerouted;
+        self.events_received += other.events_received;
+        self.events_applied += other.events_applied;
+        self.replayed += other.replayed;
+        self.resync_bytes += other.resync_bytes;
+        self.acks += other.acks;
+    }
+}
+
 /// Where the router sits among the replicas.
 pub struct Placement {
     /// Its replica number.

@@ -109,6 +109,15 @@ pub struct StreamStats {
     pub resyncs: u64,
 }
 
+impl std::ops::AddAssign for StreamStats {
+    /// Adds another router's counters to these.
+    fn add_assign(&mut self, other: StreamStats) {
+        self.gaps_detected += other.gaps_detected;
+        self.replays += other.replays;
+        self.resyncs += other.resyncs;
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Recovery {
     ask: Ask,

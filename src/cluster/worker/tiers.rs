@@ -187,6 +187,16 @@ pub struct TierBytes {
     pub read: [u64; 2],
 }
 
+impl std::ops::AddAssign for TierBytes {
+    /// Adds another worker's bytes to these, tier by tier.
+    fn add_assign(&mut self, other: TierBytes) {
+        for k in 0..2 {
+            self.written[k] += other.written[k];
+            self.read[k] += other.read[k];
+        }
+    }
+}
+
 /// Blocks a lookup found on each lower tier (index 0 host, 1 disk).
 pub type TierHits = [usize; 2];
 
