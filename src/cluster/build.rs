@@ -17,6 +17,7 @@ use super::bus::BusActor;
 use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
 use super::hardware::Hardware;
 use super::messages::Msg;
+use super::probes::Probes;
 use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
@@ -85,11 +86,14 @@ pub fn populate(
             workers: topo.routable().iter().map(|w| w.addr).collect(),
             client: topo.client(),
             dispatch_ns: ms_to_ns(hw.request_overhead_ms(s)),
-            truth: truth.clone(),
             board: board
                 .clone()
                 .map(|b| (b, ms_to_ns(s.router.signal_refresh_ms))),
-            audit: audit.clone(),
+            probes: Probes {
+                truth: truth.clone(),
+                audit: audit.clone(),
+                timeline: None,
+            },
             own_tails_unread,
         };
         let place = Placement {
@@ -136,10 +140,12 @@ pub fn populate(
             bus: topo.bus(),
             decode_peers: topo.handoff_peers(slot.id),
             link,
-            truth: truth.clone(),
             board: board.clone().filter(|_| slot.routable),
-            audit: audit.clone().filter(|_| slot.routable),
-            timeline: timeline.clone(),
+            probes: Probes {
+                truth: truth.clone(),
+                audit: audit.clone().filter(|_| slot.routable),
+                timeline: timeline.clone(),
+            },
         };
         let worker = match slot.present {
             true => Worker::new(setup),

@@ -22,6 +22,7 @@ pub mod client;
 pub mod hardware;
 pub mod membership;
 pub mod messages;
+pub mod probes;
 pub mod router_actor;
 pub mod tally;
 pub mod timeline;

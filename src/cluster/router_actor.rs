@@ -22,10 +22,9 @@ use crate::router::Decision;
 use crate::scenario::{ReplicaSync, Router as RouterConfig};
 use crate::workload::RequestSpec;
 
-use super::audit::SharedAudit;
 use super::board::SignalBoard;
 use super::messages::{Msg, PeerNote, ReplayAnswer, Routed, SnapshotAnswer};
-use super::truth::SharedTruth;
+use super::probes::Probes;
 
 /// The router's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -77,13 +76,11 @@ pub struct RouterSetup {
     pub client: ActorId,
     /// Delay from a decision to the request joining the worker's queue.
     pub dispatch_ns: Nanos,
-    /// Ground truth, for loss attribution (`None`: misses are not attributed).
-    pub truth: Option<SharedTruth>,
     /// The workers' signal board and the refresh period (0: at every decision), for a policy
     /// that reads signals.
     pub board: Option<(SignalBoard, Nanos)>,
-    /// Where it reports what it believes, when audited.
-    pub audit: Option<SharedAudit>,
+    /// Its instrumentation (ground truth, the audit it reports what it believes to).
+    pub probes: Probes,
     /// Whether requests' own tails (blocks no other request names) go unread: no request is
     /// routed twice (no faults), and nothing observes the whole index (no audit, no attributed
     /// misses). Then only the request itself could look its own tail up, at its one decision,
@@ -179,7 +176,7 @@ impl RouterActor {
         self.own_open += 1;
         self.policy.on_routed(&req, &d);
         self.guess(&spec, w, now);
-        let (others, ever) = match &self.setup.truth {
+        let (others, ever) = match &self.setup.probes.truth {
             Some(truth) => {
                 let truth = truth.borrow();
                 let others = truth.others_best(&spec.blocks, w);
@@ -336,7 +333,7 @@ impl RouterActor {
     ) -> impl FnMut(&KvEvent) + 'a {
         move |event| {
             policy.on_event(event);
-            if let Some(audit) = &setup.audit {
+            if let Some(audit) = &setup.probes.audit {
                 audit.borrow_mut().believe(replica, event, now);
             }
         }

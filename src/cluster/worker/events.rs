@@ -31,13 +31,13 @@ impl Worker {
         self.stats.evicted_blocks += changes.evicted.len() as u64;
         if !changes.evicted.is_empty() {
             let (at, blocks) = (ctx.now(), changes.evicted.len() as u32);
-            note(&self.setup.timeline, || Mark::Evicted {
+            note(&self.setup.probes.timeline, || Mark::Evicted {
                 worker: me,
                 at,
                 blocks,
             });
         }
-        if let Some(audit) = &self.setup.audit {
+        if let Some(audit) = &self.setup.probes.audit {
             let mut audit = audit.borrow_mut();
             audit.truth_removed(me.index(), &changes.evicted, ctx.now());
             for (_, blocks) in &changes.stored {
