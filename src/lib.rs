@@ -26,7 +26,7 @@
 //! ## The simulator
 //!
 //! - **Actors and messages.** A client, one or more router replicas, a KV event bus and workers
-//!   are actors ([`cluster::Node`]) exchanging one message type ([`cluster::messages::Msg`]): a
+//!   are actors ([`cluster::Node`]) exchanging one message type ([`protocol::messages::Msg`]): a
 //!   `Request`, its `HandBack` when a worker fails, KV events (`Kv`, each stamped with its
 //!   worker's epoch and sequence number), `PrefillDone`, `Ack`, a worker's own
 //!   `StepStart`/`StepEnd` timers, and the control traffic that crosses the bus (`Via`: replay
@@ -137,7 +137,7 @@
 //!
 //! ## Layout
 //!
-//! Pure logic (no channels, threads, clocks or files): [`hash`], [`ids`], [`kv_event`], [`index`],
+//! Pure logic (no channels, threads, clocks or files): [`hash`], [`ids`], [`protocol`] (what crosses the bus: messages, KV events, load signals), [`index`],
 //! [`worker_set`], [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`],
 //! [`sketch`], [`workload`] (all but its trace reader, which reads ahead on a thread), [`lab`], and
 //! the pure parts of the cluster (the worker's step
@@ -174,7 +174,6 @@ pub mod hashers;
 pub mod ids;
 pub mod index;
 pub mod interrupt;
-pub mod kv_event;
 pub mod lab;
 pub mod limits;
 pub mod metrics;
@@ -183,6 +182,7 @@ pub mod parallel;
 pub mod perfetto;
 pub mod plan;
 pub mod planner;
+pub mod protocol;
 pub mod py_random;
 pub mod report;
 pub mod rng;

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::cluster::audit::IndexQuality;
 use crate::cluster::hardware::DeploymentReport;
-use crate::cluster::messages::Misses;
+use crate::protocol::messages::Misses;
 use crate::round::round_py;
 use crate::sketch::LogHistogram;
 

@@ -16,7 +16,6 @@ use super::board::board;
 use super::bus::BusActor;
 use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
 use super::hardware::Hardware;
-use super::messages::Msg;
 use super::probes::Probes;
 use super::router_actor::{Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
@@ -29,7 +28,8 @@ use super::worker::trtllm::TrtllmRules;
 use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
-use crate::kv_event::Tier;
+use crate::protocol::kv_event::Tier;
+use crate::protocol::messages::Msg;
 
 /// Builds the simulation: actors, the workload's first deliveries and injected faults, and
 /// returns the topology it laid out (and the index audit). `sim` must be new (its generator may already have drawn the

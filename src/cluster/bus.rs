@@ -13,8 +13,8 @@ use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::rng::SimRng;
 use crate::scenario::Bus as BusConfig;
 
-use super::messages::Msg;
 use super::timeline::{note, Mark, SharedTimeline};
+use crate::protocol::messages::Msg;
 
 /// What happens to one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

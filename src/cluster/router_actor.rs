@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::{RequestId, WorkerId};
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
 use crate::router::recovery::Recovery;
@@ -23,8 +23,8 @@ use crate::scenario::{ReplicaSync, Router as RouterConfig};
 use crate::workload::RequestSpec;
 
 use super::board::SignalBoard;
-use super::messages::{Msg, PeerNote, ReplayAnswer, Routed, SnapshotAnswer};
 use super::probes::Probes;
+use crate::protocol::messages::{Msg, PeerNote, ReplayAnswer, Routed, SnapshotAnswer};
 
 /// The router's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -339,7 +339,7 @@ impl RouterActor {
         }
     }
 
-    fn live_event(&mut self, stamp: crate::router::stream::Stamp, event: KvEvent, now: Nanos) {
+    fn live_event(&mut self, stamp: crate::protocol::kv_event::Stamp, event: KvEvent, now: Nanos) {
         let event = self.unread_tail_dropped(event);
         let Some(r) = &mut self.recovery else {
             return;

@@ -18,17 +18,17 @@ use crate::disagg;
 use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::WorkerId;
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 
 use super::super::attribution::classify;
 use super::super::board::SignalBoard;
-use super::super::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
 use super::super::probes::Probes;
 use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
 use super::engine::{self, Engine, EngineSetup, SchedulerStats};
 use super::plan::{LogItem, Planned};
 use super::seq::Seq;
+use crate::protocol::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
 use crate::sketch::LogHistogram;
 
 /// The KV link between prefill and decode workers.
@@ -167,7 +167,7 @@ impl Worker {
     }
 
     /// Its load signals now.
-    pub fn signals(&self) -> crate::router::signals::WorkerSignals {
+    pub fn signals(&self) -> crate::protocol::signals::WorkerSignals {
         self.sched.signals()
     }
 

@@ -9,14 +9,14 @@
 //! after the answer and are dropped as duplicates).
 
 use crate::engine::{ActorId, Context, Nanos};
-use crate::kv_event::KvEvent;
-use crate::router::stream::Stamp;
+use crate::protocol::kv_event::KvEvent;
+use crate::protocol::kv_event::Stamp;
 
-use super::super::messages::{Msg, ReplayAnswer, SnapshotAnswer};
 use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
 use super::actor::Worker;
 use super::kv::Changes;
+use crate::protocol::messages::{Msg, ReplayAnswer, SnapshotAnswer};
 
 impl Worker {
     /// Blocks stored and evicted while scheduling: their KV events reach the bus at the end of

@@ -33,7 +33,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::engine::{ms_to_ns, Nanos};
 use crate::hash::BlockHash;
 use crate::hashers::BlockHashBuilder;
-use crate::kv_event::Tier;
+use crate::protocol::kv_event::Tier;
 
 /// One lower tier's settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
