@@ -13,11 +13,11 @@ use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};
 use super::board::board;
-use super::bus::BusActor;
+use super::bus::{BusActor, BusModel};
 use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
 use super::hardware::Hardware;
 use super::probes::Probes;
-use super::router_actor::{Placement, RouterActor, RouterSetup};
+use super::router_actor::{GapRecovery, Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
@@ -95,6 +95,13 @@ pub fn populate(
                 timeline: None,
             },
             own_tails_unread,
+            sync: s.router.sync,
+            recovery: GapRecovery {
+                on_gap: s.router.on_gap,
+                silence_ns: ms_to_ns(s.router.gap_silence_ms),
+                timeout_ns: ms_to_ns(s.router.recovery_timeout_ms),
+                guess_ttl_ns: ms_to_ns(s.router.fallback_ttl_ms),
+            },
         };
         let place = Placement {
             replica,
@@ -109,12 +116,12 @@ pub fn populate(
         for slot in topo.routable().iter().filter(|w| !w.present) {
             loads.set_present(slot.id, false);
         }
-        let router = RouterActor::new(policy, loads, setup, &s.router, place);
+        let router = RouterActor::new(policy, loads, setup, place);
         assert_eq!(sim.add(Node::Router(Box::new(router))), routers[replica]);
     }
     assert_eq!(
         sim.add(Node::Bus(BusActor::new(
-            &s.bus,
+            BusModel::new(&s.bus),
             routers.clone(),
             timeline.clone()
         ))),

@@ -124,10 +124,11 @@ pub struct BusActor {
 }
 
 impl BusActor {
-    /// A bus delivering events to `routers`, noting what it loses on `timeline` if given.
-    pub fn new(cfg: &BusConfig, routers: Vec<ActorId>, timeline: Option<SharedTimeline>) -> Self {
+    /// A bus delivering events to `routers` as `model` decides, noting what it loses on
+    /// `timeline` if given.
+    pub fn new(model: BusModel, routers: Vec<ActorId>, timeline: Option<SharedTimeline>) -> Self {
         BusActor {
-            model: BusModel::new(cfg),
+            model,
             routers,
             timeline,
             stats: BusStats::default(),

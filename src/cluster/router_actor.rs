@@ -10,16 +10,16 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
+use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::{RequestId, WorkerId};
 use crate::protocol::kv_event::KvEvent;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
 use crate::router::recovery::Recovery;
-use crate::router::stream::{Ask, StreamTracker};
+use crate::router::stream::{Ask, OnGap, StreamTracker};
 use crate::router::Decision;
-use crate::scenario::{ReplicaSync, Router as RouterConfig};
+use crate::scenario::ReplicaSync;
 use crate::workload::RequestSpec;
 
 use super::board::SignalBoard;
@@ -87,6 +87,23 @@ pub struct RouterSetup {
     /// before any worker stored it: the policy is not told of stored own tails, and counts a
     /// request's own tail without its names ([`RouteRequest::own_tail`]).
     pub own_tails_unread: bool,
+    /// What replicas tell each other of what they routed (`router.sync`).
+    pub sync: ReplicaSync,
+    /// How it recovers its KV event streams, for a policy that learns from events.
+    pub recovery: GapRecovery,
+}
+
+/// How a router recovers a KV event stream's gaps (`router.on_gap` and its timers).
+#[derive(Clone, Copy, Debug)]
+pub struct GapRecovery {
+    /// Replay, resync or fall back to predictions.
+    pub on_gap: OnGap,
+    /// A stream silent this long after a request is a gap.
+    pub silence_ns: Nanos,
+    /// A replay or snapshot request unanswered this long goes again.
+    pub timeout_ns: Nanos,
+    /// How long a prediction made in fallback is believed.
+    pub guess_ttl_ns: Nanos,
 }
 
 /// The router actor.
@@ -111,30 +128,30 @@ pub struct RouterActor {
 }
 
 impl RouterActor {
-    /// A router running `policy` over `loads`, as `setup` and `cfg` (its `[router]` table) say,
-    /// placed among the replicas as `place` says.
+    /// A router running `policy` over `loads`, as `setup` says, placed among the replicas as
+    /// `place` says.
     pub fn new(
         policy: Box<dyn RoutingPolicy>,
         loads: LoadBook,
         setup: RouterSetup,
-        cfg: &RouterConfig,
         place: Placement,
     ) -> Self {
+        let gaps = setup.recovery;
         let recovery = policy.learns_from_events().then(|| {
             Recovery::new(
                 loads.workers(),
-                cfg.on_gap,
-                ms_to_ns(cfg.gap_silence_ms),
-                ms_to_ns(cfg.recovery_timeout_ms),
-                ms_to_ns(cfg.fallback_ttl_ms),
+                gaps.on_gap,
+                gaps.silence_ns,
+                gaps.timeout_ns,
+                gaps.guess_ttl_ns,
             )
         });
         RouterActor {
             policy,
             loads,
+            sync: setup.sync,
             setup,
             place,
-            sync: cfg.sync,
             pending: VecDeque::new(),
             own_open: 0,
             seen_prefixes: HashSet::default(),
