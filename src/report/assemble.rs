@@ -1,5 +1,6 @@
 //! Assembling a finished run's [`Report`] from what its actors counted: the replicas' and
-//! streams' counters summed, the per-worker rows, the latency percentiles and the warnings.
+//! streams' counters summed, the per-worker rows and the latency percentiles (run/ adds the
+//! warnings, which read the report).
 
 use crate::cluster::audit::SharedAudit;
 use crate::cluster::bus::BusActor;
@@ -43,11 +44,10 @@ pub struct Finished<'a> {
     pub trace: Option<TraceRows>,
     /// The index audit, when the run keeps one.
     pub audit: Option<SharedAudit>,
-    /// Whether the routers' policy learns from KV events.
-    pub learns: bool,
 }
 
-/// The report of a finished run (and the run's duration, ns: its last completion).
+/// The report of a finished run, without its warnings (`warnings::of_run` reads the report),
+/// and the run's duration (ns: its last completion).
 pub fn assemble(run: Finished<'_>) -> (Report, u64) {
     let Finished {
         scenario: s,
@@ -61,7 +61,6 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
         last_delivery_ns,
         trace,
         audit,
-        learns,
     } = run;
     assert!(!routers.is_empty(), "at least one router");
     let mut tally = std::mem::take(&mut client.tally);
@@ -149,7 +148,7 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
     );
     ttft.sort_unstable();
     tpot.sort_unstable();
-    let mut report = Report {
+    let report = Report {
         scenario: s.name.clone(),
         policy: s.router.policy.clone(),
         seed: s.seed,
@@ -214,7 +213,6 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
         ttft_cdf_ms: cdf_ms(&ttft),
         tpot_cdf_ms: cdf_ms(&tpot),
     };
-    report.warnings = crate::warnings::of_run(s, &report, stats.decisions, learns);
     (report, duration_ns)
 }
 

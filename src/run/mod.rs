@@ -247,7 +247,8 @@ fn report(
             );
         }
     }
-    crate::report::assemble(Finished {
+    let decisions = routers.iter().map(|r| r.stats.decisions).sum();
+    let (mut report, duration_ns) = crate::report::assemble(Finished {
         scenario: s,
         hw,
         topology,
@@ -259,8 +260,9 @@ fn report(
         last_delivery_ns,
         trace,
         audit,
-        learns,
-    })
+    });
+    report.warnings = crate::warnings::of_run(s, &report, decisions, learns);
+    (report, duration_ns)
 }
 
 /// Refuses a run whose memory would pass the budget ([`budget`]): checked before the run
