@@ -13,12 +13,12 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dynsim::hash::{block_hashes, BlockHash};
 use dynsim::ids::{RequestId, WorkerId};
-use dynsim::kv_event::KvEvent;
+use dynsim::protocol::kv_event::KvEvent;
+use dynsim::protocol::signals::WorkerSignals;
 use dynsim::rng::{RngKind, SimRng};
 use dynsim::router::loads::{LoadBook, LoadKind};
 use dynsim::router::policy::{PolicySetup, RouteRequest};
 use dynsim::router::registry::{self, POLICIES};
-use dynsim::router::signals::WorkerSignals;
 use dynsim::router::{Decision, KvRouter};
 
 const BLOCK: usize = 16;

@@ -26,7 +26,7 @@
 //! ## The simulator
 //!
 //! - **Actors and messages.** A client, one or more router replicas, a KV event bus and workers
-//!   are actors ([`cluster::Node`]) exchanging one message type ([`cluster::messages::Msg`]): a
+//!   are actors ([`cluster::Node`]) exchanging one message type ([`protocol::messages::Msg`]): a
 //!   `Request`, its `HandBack` when a worker fails, KV events (`Kv`, each stamped with its
 //!   worker's epoch and sequence number), `PrefillDone`, `Ack`, a worker's own
 //!   `StepStart`/`StepEnd` timers, and the control traffic that crosses the bus (`Via`: replay
@@ -137,13 +137,14 @@
 //!
 //! ## Layout
 //!
-//! Pure logic (no channels, threads, clocks or files): [`hash`], [`ids`], [`kv_event`], [`index`],
+//! Pure logic (no channels, threads, clocks or files): [`hash`], [`ids`], [`protocol`] (what crosses the bus: messages, KV events, load signals), [`index`],
 //! [`worker_set`], [`router`], [`disagg`], [`summarize`], [`round`], [`rng`], [`py_random`],
 //! [`sketch`], [`workload`] (all but its trace reader, which reads ahead on a thread), [`lab`], and
 //! the pure parts of the cluster (the worker's step
 //! scheduler and KV pool in [`cluster::worker`], [`cluster::bus::BusModel`]). The engine ([`engine`]) and the thin actors around the pure core
 //! ([`cluster`]), wired from a [`scenario`] by [`run`] (which writes `--trace` and `--perfetto`
-//! on threads beside the simulation's); results in [`report`], [`trace`], [`diff`].
+//! on threads beside the simulation's); results in [`report`] (which assembles a finished run's
+//! report, [`report::assemble`]), [`trace`], [`diff`].
 //! At the edge: [`output`] (the one file writer: atomic for regular files, in place for devices
 //! and FIFOs, `-` for stdout), [`interrupt`] (SIGINT/SIGTERM stop work cleanly), [`schema`]
 //! (every scenario key, from the types), [`error`] (one-line errors), [`cli`]; [`metrics`] names
@@ -173,7 +174,6 @@ pub mod hashers;
 pub mod ids;
 pub mod index;
 pub mod interrupt;
-pub mod kv_event;
 pub mod lab;
 pub mod limits;
 pub mod metrics;
@@ -182,6 +182,7 @@ pub mod parallel;
 pub mod perfetto;
 pub mod plan;
 pub mod planner;
+pub mod protocol;
 pub mod py_random;
 pub mod report;
 pub mod rng;

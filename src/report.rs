@@ -1,12 +1,16 @@
-//! A run's results: the JSON object of `dynsim run --json` and the readable summary table.
+//! A run's results: the JSON object of `dynsim run --json` and the readable summary table;
+//! [`assemble`] builds it from a finished run's actors.
 
 use serde::Serialize;
 
 use crate::cluster::audit::IndexQuality;
 use crate::cluster::hardware::DeploymentReport;
-use crate::cluster::messages::Misses;
+use crate::protocol::messages::Misses;
 use crate::round::round_py;
 use crate::sketch::LogHistogram;
+
+mod assemble;
+pub use assemble::{assemble, Finished};
 
 /// Counts of KV events and of the routers' recovery of their streams (summed over router
 /// replicas: each replica receives every event).

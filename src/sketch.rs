@@ -78,9 +78,11 @@ impl LogHistogram {
         self.count += weight;
         self.sum += u128::from(value) * u128::from(weight);
     }
+}
 
+impl std::ops::AddAssign<&LogHistogram> for LogHistogram {
     /// Adds every sample of `other`.
-    pub fn merge(&mut self, other: &LogHistogram) {
+    fn add_assign(&mut self, other: &LogHistogram) {
         if other.count == 0 {
             return;
         }
@@ -100,7 +102,9 @@ impl LogHistogram {
         self.count += other.count;
         self.sum += other.sum;
     }
+}
 
+impl LogHistogram {
     /// Total weight.
     pub fn count(&self) -> u64 {
         self.count
@@ -183,8 +187,8 @@ mod tests {
         b.add(0, 1);
         assert_eq!(a, b);
         let mut m = LogHistogram::default();
-        m.merge(&a);
-        m.merge(&b);
+        m += &a;
+        m += &b;
         assert_eq!((m.count(), m.quantile(0.0)), (8, 0.0));
         assert!((m.quantile(0.5) - 5e6).abs() < 5e6 * RELATIVE_ACCURACY);
         assert_eq!(LogHistogram::default().quantile(0.5), 0.0);

@@ -7,11 +7,11 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::cluster::messages::{Msg, PeerNote};
 use crate::cluster::topology::Topology;
 use crate::engine::Envelope;
 use crate::hash::BlockHash;
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
+use crate::protocol::messages::{Msg, PeerNote};
 
 /// Writes trace lines to any writer.
 pub struct TraceWriter<'a> {

@@ -7,7 +7,7 @@
 
 use crate::hash::BlockHash;
 
-use super::messages::Misses;
+use crate::protocol::messages::Misses;
 
 /// Attributes each missed block (positions `cached..`) to one cause, in this order: the router
 /// believed the worker held it (stale index); the worker had held it and lost it (capacity: it

@@ -19,7 +19,7 @@ use std::rc::Rc;
 use crate::engine::Nanos;
 use crate::hash::BlockHash;
 use crate::hashers::BlockHashBuilder;
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 
 /// The handle workers and routers share (one simulation runs on one thread).
 pub type SharedAudit = Rc<RefCell<IndexAudit>>;

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::router::signals::WorkerSignals;
+use crate::protocol::signals::WorkerSignals;
 
 /// Each routable worker's latest signals, by worker number.
 pub type SignalBoard = Rc<RefCell<Vec<WorkerSignals>>>;

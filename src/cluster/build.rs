@@ -13,11 +13,11 @@ use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};
 use super::board::board;
-use super::bus::BusActor;
+use super::bus::{BusActor, BusModel};
 use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
 use super::hardware::Hardware;
-use super::messages::Msg;
-use super::router_actor::{Placement, RouterActor, RouterSetup};
+use super::probes::Probes;
+use super::router_actor::{GapRecovery, Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
@@ -28,7 +28,8 @@ use super::worker::trtllm::TrtllmRules;
 use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
 use super::Node;
-use crate::kv_event::Tier;
+use crate::protocol::kv_event::Tier;
+use crate::protocol::messages::Msg;
 
 /// Builds the simulation: actors, the workload's first deliveries and injected faults, and
 /// returns the topology it laid out (and the index audit). `sim` must be new (its generator may already have drawn the
@@ -85,12 +86,22 @@ pub fn populate(
             workers: topo.routable().iter().map(|w| w.addr).collect(),
             client: topo.client(),
             dispatch_ns: ms_to_ns(hw.request_overhead_ms(s)),
-            truth: truth.clone(),
             board: board
                 .clone()
                 .map(|b| (b, ms_to_ns(s.router.signal_refresh_ms))),
-            audit: audit.clone(),
+            probes: Probes {
+                truth: truth.clone(),
+                audit: audit.clone(),
+                timeline: None,
+            },
             own_tails_unread,
+            sync: s.router.sync,
+            recovery: GapRecovery {
+                on_gap: s.router.on_gap,
+                silence_ns: ms_to_ns(s.router.gap_silence_ms),
+                timeout_ns: ms_to_ns(s.router.recovery_timeout_ms),
+                guess_ttl_ns: ms_to_ns(s.router.fallback_ttl_ms),
+            },
         };
         let place = Placement {
             replica,
@@ -105,12 +116,12 @@ pub fn populate(
         for slot in topo.routable().iter().filter(|w| !w.present) {
             loads.set_present(slot.id, false);
         }
-        let router = RouterActor::new(policy, loads, setup, &s.router, place);
+        let router = RouterActor::new(policy, loads, setup, place);
         assert_eq!(sim.add(Node::Router(Box::new(router))), routers[replica]);
     }
     assert_eq!(
         sim.add(Node::Bus(BusActor::new(
-            &s.bus,
+            BusModel::new(&s.bus),
             routers.clone(),
             timeline.clone()
         ))),
@@ -136,10 +147,12 @@ pub fn populate(
             bus: topo.bus(),
             decode_peers: topo.handoff_peers(slot.id),
             link,
-            truth: truth.clone(),
             board: board.clone().filter(|_| slot.routable),
-            audit: audit.clone().filter(|_| slot.routable),
-            timeline: timeline.clone(),
+            probes: Probes {
+                truth: truth.clone(),
+                audit: audit.clone().filter(|_| slot.routable),
+                timeline: timeline.clone(),
+            },
         };
         let worker = match slot.present {
             true => Worker::new(setup),

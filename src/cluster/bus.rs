@@ -13,8 +13,8 @@ use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::rng::SimRng;
 use crate::scenario::Bus as BusConfig;
 
-use super::messages::Msg;
 use super::timeline::{note, Mark, SharedTimeline};
+use crate::protocol::messages::Msg;
 
 /// What happens to one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,10 +124,11 @@ pub struct BusActor {
 }
 
 impl BusActor {
-    /// A bus delivering events to `routers`, noting what it loses on `timeline` if given.
-    pub fn new(cfg: &BusConfig, routers: Vec<ActorId>, timeline: Option<SharedTimeline>) -> Self {
+    /// A bus delivering events to `routers` as `model` decides, noting what it loses on
+    /// `timeline` if given.
+    pub fn new(model: BusModel, routers: Vec<ActorId>, timeline: Option<SharedTimeline>) -> Self {
         BusActor {
-            model: BusModel::new(cfg),
+            model,
             routers,
             timeline,
             stats: BusStats::default(),

@@ -12,9 +12,9 @@ use crate::scenario::Spread;
 use crate::workload::source::{Recipe, Source};
 use crate::workload::RequestSpec;
 
-use super::messages::{Msg, Routed};
 use super::tally::Tally;
 use super::timeline::{note, Mark, SharedTimeline};
+use crate::protocol::messages::{Msg, Routed};
 
 /// How the client paces requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

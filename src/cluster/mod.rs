@@ -21,7 +21,7 @@ pub mod bus;
 pub mod client;
 pub mod hardware;
 pub mod membership;
-pub mod messages;
+pub mod probes;
 pub mod router_actor;
 pub mod tally;
 pub mod timeline;
@@ -31,9 +31,9 @@ pub mod worker;
 
 use crate::engine::{Actor, Context, Envelope};
 
+use crate::protocol::messages::Msg;
 use bus::BusActor;
 use client::Client;
-use messages::Msg;
 use router_actor::RouterActor;
 use worker::Worker;
 

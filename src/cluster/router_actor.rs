@@ -10,22 +10,21 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
+use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::{RequestId, WorkerId};
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
 use crate::router::recovery::Recovery;
-use crate::router::stream::{Ask, StreamTracker};
+use crate::router::stream::{Ask, OnGap, StreamTracker};
 use crate::router::Decision;
-use crate::scenario::{ReplicaSync, Router as RouterConfig};
+use crate::scenario::ReplicaSync;
 use crate::workload::RequestSpec;
 
-use super::audit::SharedAudit;
 use super::board::SignalBoard;
-use super::messages::{Msg, PeerNote, ReplayAnswer, Routed, SnapshotAnswer};
-use super::truth::SharedTruth;
+use super::probes::Probes;
+use crate::protocol::messages::{Msg, PeerNote, ReplayAnswer, Routed, SnapshotAnswer};
 
 /// The router's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,6 +45,19 @@ pub struct RouterStats {
     pub acks: u64,
 }
 
+impl std::ops::AddAssign for RouterStats {
+    /// Adds another replica's counters to these.
+    fn add_assign(&mut self, other: RouterStats) {
+        self.decisions += other.decisions;
+        self.rerouted += other.rerouted;
+        self.events_received += other.events_received;
+        self.events_applied += other.events_applied;
+        self.replayed += other.replayed;
+        self.resync_bytes += other.resync_bytes;
+        self.acks += other.acks;
+    }
+}
+
 /// Where the router sits among the replicas.
 pub struct Placement {
     /// Its replica number.
@@ -64,19 +76,34 @@ pub struct RouterSetup {
     pub client: ActorId,
     /// Delay from a decision to the request joining the worker's queue.
     pub dispatch_ns: Nanos,
-    /// Ground truth, for loss attribution (`None`: misses are not attributed).
-    pub truth: Option<SharedTruth>,
     /// The workers' signal board and the refresh period (0: at every decision), for a policy
     /// that reads signals.
     pub board: Option<(SignalBoard, Nanos)>,
-    /// Where it reports what it believes, when audited.
-    pub audit: Option<SharedAudit>,
+    /// Its instrumentation (ground truth, the audit it reports what it believes to).
+    pub probes: Probes,
     /// Whether requests' own tails (blocks no other request names) go unread: no request is
     /// routed twice (no faults), and nothing observes the whole index (no audit, no attributed
     /// misses). Then only the request itself could look its own tail up, at its one decision,
     /// before any worker stored it: the policy is not told of stored own tails, and counts a
     /// request's own tail without its names ([`RouteRequest::own_tail`]).
     pub own_tails_unread: bool,
+    /// What replicas tell each other of what they routed (`router.sync`).
+    pub sync: ReplicaSync,
+    /// How it recovers its KV event streams, for a policy that learns from events.
+    pub recovery: GapRecovery,
+}
+
+/// How a router recovers a KV event stream's gaps (`router.on_gap` and its timers).
+#[derive(Clone, Copy, Debug)]
+pub struct GapRecovery {
+    /// Replay, resync or fall back to predictions.
+    pub on_gap: OnGap,
+    /// A stream silent this long after a request is a gap.
+    pub silence_ns: Nanos,
+    /// A replay or snapshot request unanswered this long goes again.
+    pub timeout_ns: Nanos,
+    /// How long a prediction made in fallback is believed.
+    pub guess_ttl_ns: Nanos,
 }
 
 /// The router actor.
@@ -101,30 +128,30 @@ pub struct RouterActor {
 }
 
 impl RouterActor {
-    /// A router running `policy` over `loads`, as `setup` and `cfg` (its `[router]` table) say,
-    /// placed among the replicas as `place` says.
+    /// A router running `policy` over `loads`, as `setup` says, placed among the replicas as
+    /// `place` says.
     pub fn new(
         policy: Box<dyn RoutingPolicy>,
         loads: LoadBook,
         setup: RouterSetup,
-        cfg: &RouterConfig,
         place: Placement,
     ) -> Self {
+        let gaps = setup.recovery;
         let recovery = policy.learns_from_events().then(|| {
             Recovery::new(
                 loads.workers(),
-                cfg.on_gap,
-                ms_to_ns(cfg.gap_silence_ms),
-                ms_to_ns(cfg.recovery_timeout_ms),
-                ms_to_ns(cfg.fallback_ttl_ms),
+                gaps.on_gap,
+                gaps.silence_ns,
+                gaps.timeout_ns,
+                gaps.guess_ttl_ns,
             )
         });
         RouterActor {
             policy,
             loads,
+            sync: setup.sync,
             setup,
             place,
-            sync: cfg.sync,
             pending: VecDeque::new(),
             own_open: 0,
             seen_prefixes: HashSet::default(),
@@ -166,7 +193,7 @@ impl RouterActor {
         self.own_open += 1;
         self.policy.on_routed(&req, &d);
         self.guess(&spec, w, now);
-        let (others, ever) = match &self.setup.truth {
+        let (others, ever) = match &self.setup.probes.truth {
             Some(truth) => {
                 let truth = truth.borrow();
                 let others = truth.others_best(&spec.blocks, w);
@@ -323,13 +350,13 @@ impl RouterActor {
     ) -> impl FnMut(&KvEvent) + 'a {
         move |event| {
             policy.on_event(event);
-            if let Some(audit) = &setup.audit {
+            if let Some(audit) = &setup.probes.audit {
                 audit.borrow_mut().believe(replica, event, now);
             }
         }
     }
 
-    fn live_event(&mut self, stamp: crate::router::stream::Stamp, event: KvEvent, now: Nanos) {
+    fn live_event(&mut self, stamp: crate::protocol::kv_event::Stamp, event: KvEvent, now: Nanos) {
         let event = self.unread_tail_dropped(event);
         let Some(r) = &mut self.recovery else {
             return;

@@ -1,6 +1,6 @@
 //! The request-level outcome of a run, tallied online from the acks as the client receives them.
 
-use super::messages::{Ack, Misses};
+use crate::protocol::messages::{Ack, Misses};
 use crate::round::rate;
 
 /// The request-level part of a report, tallied from the acks.

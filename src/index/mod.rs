@@ -26,7 +26,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use crate::hash::BlockHash;
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::worker_set;
 
 use crate::hashers::BlockHashBuilder;

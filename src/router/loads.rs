@@ -14,7 +14,7 @@ use crate::ids::{RequestId, WorkerId};
 
 use super::lab_rule::LoadView;
 use super::select::{least_loaded, LoadTree};
-use super::signals::WorkerSignals;
+use crate::protocol::signals::WorkerSignals;
 
 /// What "load" means in the lab rule's second step (`router.load`).
 #[derive(

@@ -6,7 +6,7 @@
 
 use crate::hash::BlockHash;
 use crate::index::KvIndex;
-use crate::kv_event::{KvEvent, Tier};
+use crate::protocol::kv_event::{KvEvent, Tier};
 
 /// The workers' host and disk tiers as their events tell.
 #[derive(Clone)]

@@ -8,7 +8,7 @@
 //! - [`policies`]: the policies, one file each, and their list: a new policy is one file there
 //!   and one line in that list.
 //! - [`loads`]: the router's own bookkeeping of what it routed (load, up/down) and its snapshot
-//!   of the workers' [`signals`].
+//!   of the workers' [`signals`](crate::protocol::signals).
 //! - [`select`]: least-loaded selection, with an O(1) tracker for the lab's load.
 //! - [`stream`]: each worker's KV event stream as the router sees it: sequence numbers, gaps
 //!   and recovery (`router.on_gap`).
@@ -27,7 +27,6 @@ pub mod policy;
 pub mod recovery;
 pub mod registry;
 pub mod select;
-pub mod signals;
 pub mod stream;
 pub mod ttl;
 

@@ -15,7 +15,7 @@ use crate::engine::Nanos;
 use crate::error::Invalid;
 use crate::hash::BlockHash;
 use crate::ids::{RequestId, WorkerId};
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
 
 use super::loads::LoadBook;

@@ -12,10 +12,11 @@
 use crate::engine::Nanos;
 use crate::hash::BlockHash;
 use crate::ids::WorkerId;
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 
-use super::stream::{Ask, OnGap, ReplayVerdict, Stamp, StreamTracker, Verdict};
+use super::stream::{Ask, OnGap, ReplayVerdict, StreamTracker, Verdict};
 use super::ttl::TtlIndex;
+use crate::protocol::kv_event::Stamp;
 
 /// Gap recovery state: the stream tracker, the asks, and in fallback the predictions.
 pub struct Recovery {

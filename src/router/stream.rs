@@ -37,6 +37,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Nanos;
+use crate::protocol::kv_event::Stamp;
 
 /// `router.on_gap`.
 #[derive(
@@ -53,15 +54,6 @@ pub enum OnGap {
     Resync,
     /// Predict the worker's cache from routing decisions until a snapshot comes.
     Fallback,
-}
-
-/// Where an event sits in its worker's stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Stamp {
-    /// The worker's restart epoch (0 until its first restart).
-    pub epoch: u32,
-    /// The event's number in the epoch, from 0.
-    pub seq: u64,
 }
 
 /// What a router asks a worker for.
@@ -107,6 +99,15 @@ pub struct StreamStats {
     pub replays: u64,
     /// Snapshot requests sent (retries included).
     pub resyncs: u64,
+}
+
+impl std::ops::AddAssign for StreamStats {
+    /// Adds another router's counters to these.
+    fn add_assign(&mut self, other: StreamStats) {
+        self.gaps_detected += other.gaps_detected;
+        self.replays += other.replays;
+        self.resyncs += other.resyncs;
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -19,22 +19,18 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::budget;
-use crate::cluster::audit::{IndexQuality, SharedAudit};
+use crate::cluster::audit::SharedAudit;
 use crate::cluster::client::Pacing;
 use crate::cluster::hardware::Hardware;
-use crate::cluster::router_actor::RouterStats;
 use crate::cluster::topology::Topology;
 use crate::cluster::worker::probe::FeatureTotals;
 use crate::cluster::Node;
 use crate::deployment::profile::Profile;
 use crate::engine::{ms_to_ns, Simulation};
 use crate::error::{Error, Result};
-use crate::report::{cdf_ms, ByTier, EventCounts, Percentiles, Report, TraceRows, WorkerReport};
+use crate::report::{Finished, Report, TraceRows};
 use crate::rng::SimRng;
-use crate::round::{rate, round_py};
-use crate::router::stream::StreamStats;
 use crate::scenario::{Scenario, TraceFormat, Workload};
-use crate::sketch::LogHistogram;
 use crate::workload::lab::PrefixRepeat;
 use crate::workload::source::Recipe;
 use crate::workload::synthetic::SyntheticStream;
@@ -206,7 +202,9 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
     Session::open(s, built, hooks, perfetto.is_some())?.run_and_report(trace, perfetto)
 }
 
-/// The run's report; `learns`: whether the routers' policy learns from KV events.
+/// The run's report, from its simulation as the run left it (and the run's duration, ns);
+/// `learns`: whether the routers' policy learns from KV events; `features`, when asked, gets
+/// the workers' feature totals added.
 #[allow(clippy::too_many_arguments)]
 fn report(
     s: &Scenario,
@@ -232,47 +230,13 @@ fn report(
             Node::Worker(w) => workers.push(w),
         }
     }
-    let (mut client, bus) = (client.expect("one client"), bus.expect("one bus"));
+    let (client, bus) = (client.expect("one client"), bus.expect("one bus"));
     if let Some(sums) = features {
-        for w in &workers {
-            if let Some(t) = w.feature_totals() {
-                sums.merge(t);
-            }
+        for t in workers.iter().filter_map(|w| w.feature_totals()) {
+            *sums += t;
         }
     }
-    assert!(!routers.is_empty(), "at least one router");
-    let mut tally = std::mem::take(&mut client.tally);
-    // The run ends with its last completion: a fault scheduled after the workload does not
-    // stretch the throughput and utilisation denominators.
-    let duration_ns = if tally.acks > 0 {
-        tally.last_done_ns
-    } else {
-        last_delivery_ns
-    };
-    // Over every replica: requests routed per worker, counters, recoveries.
-    let mut routed = vec![0u64; topology.routable().len()];
-    let mut stats = RouterStats::default();
-    let mut streams = StreamStats::default();
-    let mut recoveries = Vec::new();
-    for r in &routers {
-        for (total, n) in routed.iter_mut().zip(r.loads().routed()) {
-            *total += n;
-        }
-        let st = r.stats;
-        stats.decisions += st.decisions;
-        stats.rerouted += st.rerouted;
-        stats.events_applied += st.events_applied;
-        stats.replayed += st.replayed;
-        stats.resync_bytes += st.resync_bytes;
-        stats.acks += st.acks;
-        if let Some(t) = r.streams() {
-            streams.gaps_detected += t.stats.gaps_detected;
-            streams.replays += t.stats.replays;
-            streams.resyncs += t.stats.resyncs;
-            recoveries.extend_from_slice(&t.recoveries_ns);
-        }
-    }
-    if tally.acks == client.total() as u64 {
+    if client.tally.acks == client.total() as u64 {
         // Conservation: once every request has left, every KV block is back in its pool.
         for w in &workers {
             debug_assert_eq!(
@@ -283,137 +247,21 @@ fn report(
             );
         }
     }
-    let routed_total: u64 = routed.iter().sum();
-    let tiered = !s.kv.is_empty();
-    let mut tier_bytes = crate::cluster::worker::tiers::TierBytes::default();
-    for b in workers.iter().filter_map(|w| w.tier_bytes()) {
-        for k in 0..2 {
-            tier_bytes.written[k] += b.written[k];
-            tier_bytes.read[k] += b.read[k];
-        }
-    }
-    let mut itl = LogHistogram::default();
-    let mut preempted = 0;
-    let per_worker = workers
-        .iter()
-        .zip(topology.workers())
-        .enumerate()
-        .map(|(w, (worker, slot))| {
-            let sched = worker.scheduler_stats();
-            itl.merge(worker.itl());
-            preempted += sched.preemptions;
-            WorkerReport {
-                name: slot.name.clone(),
-                routed: routed.get(w).copied().unwrap_or(0),
-                hits: tally.hits_by_worker.get(w).copied().unwrap_or(0),
-                completed: worker.stats.completed,
-                utilisation: if duration_ns == 0 {
-                    0.0
-                } else {
-                    round_py((sched.busy_ns as f64 / duration_ns as f64).min(1.0), 4)
-                },
-                steps: sched.steps,
-                mean_batch_tokens: if sched.steps == 0 {
-                    0.0
-                } else {
-                    round_py(sched.batch_tokens as f64 / sched.steps as f64, 1)
-                },
-                preemptions: sched.preemptions,
-                peak_kv_blocks: worker.peak_kv_blocks() as u64,
-                evicted_blocks: worker.stats.evicted_blocks,
-                restarts: worker.stats.restarts,
-            }
-        })
-        .collect();
-    let events = EventCounts {
-        published: bus.stats.published,
-        dropped: bus.stats.dropped,
-        applied: stats.events_applied,
-        gaps_detected: streams.gaps_detected,
-        replays: streams.replays,
-        replayed: stats.replayed,
-        resyncs: streams.resyncs,
-        resync_bytes: stats.resync_bytes,
-    };
-    let index = audit.map(|a| {
-        let q = a.borrow_mut().quality(duration_ns);
-        IndexQuality {
-            precision: round_py(q.precision, 4),
-            recall: round_py(q.recall, 4),
-        }
-    });
-    let (mut ttft, mut tpot) = (
-        std::mem::take(&mut tally.ttft_ns),
-        std::mem::take(&mut tally.tpot_ns),
-    );
-    ttft.sort_unstable();
-    tpot.sort_unstable();
-    let mut report = Report {
-        scenario: s.name.clone(),
-        policy: s.router.policy.clone(),
-        seed: s.seed,
-        deployments: hw.report(s),
-        requests: client.total(),
-        repeat_requests: tally.repeat_requests,
-        hits: tally.hits,
-        hit_rate: rate(tally.hits, tally.repeat_requests),
-        block_hit_rate: tally.block_hit_rate(),
-        prefix_reuse: tally.prefix_reuse(),
-        reuse_by_tier: tiered.then(|| ByTier {
-            device: Some(rate(
-                (tally.cached_tokens - tally.host_tokens - tally.disk_tokens) as usize,
-                tally.input_tokens as usize,
-            )),
-            host: rate(tally.host_tokens as usize, tally.input_tokens as usize),
-            disk: rate(tally.disk_tokens as usize, tally.input_tokens as usize),
-        }),
-        kv_offload_bytes: tiered.then(|| ByTier {
-            device: None,
-            host: tier_bytes.written[0],
-            disk: tier_bytes.written[1],
-        }),
-        kv_onload_bytes: tiered.then(|| ByTier {
-            device: None,
-            host: tier_bytes.read[0],
-            disk: tier_bytes.read[1],
-        }),
-        prompt_blocks: tally.prompt_blocks,
-        cached_blocks: tally.cached_blocks,
-        predicted_blocks: tally.predicted_blocks,
-        misses: s.router.attribute_misses.then_some(tally.misses),
-        events,
-        recovery_ms: Percentiles::of_ns(recoveries),
-        index,
-        busiest_worker_share: rate(
-            routed.iter().copied().max().unwrap_or(0) as usize,
-            routed_total as usize,
-        ),
-        acks: stats.acks,
-        rerouted: stats.rerouted,
-        rejected: tally.rejected,
-        preemptions: preempted,
-        ttft_ms: Percentiles::of_sorted(&ttft),
-        e2e_ms: Percentiles::of_ns(tally.e2e_ns),
-        queue_ms: Percentiles::of_ns(tally.queue_ns),
-        tpot_ms: Percentiles::of_sorted(&tpot),
-        itl_ms: Percentiles::of_sketch(&itl),
-        throughput_rps: per_second(tally.acks - tally.rejected, duration_ns),
-        output_tokens_per_s: per_second(tally.output_tokens, duration_ns),
-        duration_ms: round_py(duration_ns as f64 / 1e6, 3),
+    let decisions = routers.iter().map(|r| r.stats.decisions).sum();
+    let (mut report, duration_ns) = crate::report::assemble(Finished {
+        scenario: s,
+        hw,
+        topology,
+        client,
+        routers,
+        bus,
+        workers,
         messages,
-        per_worker,
+        last_delivery_ns,
         trace,
-        gpu_seconds: 0.0,
-        replicas: Vec::new(),
-        scale_events: Vec::new(),
-        sla_attainment: None,
-        goodput_rps: None,
-        intervals: None,
-        warnings: Vec::new(),
-        ttft_cdf_ms: cdf_ms(&ttft),
-        tpot_cdf_ms: cdf_ms(&tpot),
-    };
-    report.warnings = crate::warnings::of_run(s, &report, stats.decisions, learns);
+        audit,
+    });
+    report.warnings = crate::warnings::of_run(s, &report, decisions, learns);
     (report, duration_ns)
 }
 
@@ -506,15 +354,6 @@ fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
 pub fn check_fits(s: &Scenario, base_dir: &Path) -> Result<()> {
     let hw = Hardware::resolve(s, base_dir)?;
     check_memory(s, &hw, &build_workload(s, base_dir)?.recipe)
-}
-
-/// `count` per second of `duration_ns` (3 places; 0 for an empty run).
-fn per_second(count: u64, duration_ns: u64) -> f64 {
-    if duration_ns == 0 {
-        0.0
-    } else {
-        round_py(count as f64 / (duration_ns as f64 / 1e9), 3)
-    }
 }
 
 /// Runs loaded scenarios on `jobs` threads, calling `done` after each; reports in input order.

@@ -3,10 +3,10 @@
 //! at each observation), the run's SLA attainment, and fixed buckets for the report's
 //! `intervals` (load, TTFT p90, ITL p90, prefix reuse and SLA attainment over time).
 
-use crate::cluster::messages::{Ack, Msg};
 use crate::engine::{Envelope, Nanos};
 use crate::ids::WorkerId;
 use crate::planner::Traffic;
+use crate::protocol::messages::{Ack, Msg};
 use crate::report::IntervalReport;
 use crate::round::round_py;
 use crate::scenario::SlaSettings;

@@ -14,11 +14,11 @@ use std::io::{self, Write};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::cluster::messages::Msg;
 use crate::cluster::timeline::Mark;
 use crate::cluster::topology::Topology;
 use crate::engine::Envelope;
 use crate::perfetto::TimelineRenderer;
+use crate::protocol::messages::Msg;
 use crate::trace::TraceWriter;
 
 /// Deliveries per batch handed to the trace thread.

@@ -18,18 +18,17 @@ use crate::disagg;
 use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::WorkerId;
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 
 use super::super::attribution::classify;
-use super::super::audit::SharedAudit;
 use super::super::board::SignalBoard;
-use super::super::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
-use super::super::timeline::{note, Mark, SharedTimeline};
+use super::super::probes::Probes;
+use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
-use super::super::truth::SharedTruth;
 use super::engine::{self, Engine, EngineSetup, SchedulerStats};
 use super::plan::{LogItem, Planned};
 use super::seq::Seq;
+use crate::protocol::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
 use crate::sketch::LogHistogram;
 
 /// The KV link between prefill and decode workers.
@@ -62,14 +61,10 @@ pub struct WorkerSetup {
     pub decode_peers: Vec<(WorkerId, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
-    /// Ground truth for loss attribution (`None`: misses are not attributed).
-    pub truth: Option<SharedTruth>,
     /// Where a routable worker posts its load signals (`None` for decode workers).
     pub board: Option<SignalBoard>,
-    /// Where a routable worker reports its cache's changes, when the routers' index is audited.
-    pub audit: Option<SharedAudit>,
-    /// Where it notes its steps, levels and losses, when the run keeps a timeline.
-    pub timeline: Option<SharedTimeline>,
+    /// Its instrumentation (an audit only for a routable worker).
+    pub probes: Probes,
 }
 
 /// A worker's counters.
@@ -138,7 +133,12 @@ impl Worker {
     /// A worker with an empty cache; a routable one shows its KV pool to the ground truth.
     pub fn new(setup: WorkerSetup) -> Self {
         let sched = engine::build(&setup.engine);
-        if let Some(truth) = setup.truth.as_ref().filter(|_| setup.role != Role::Decode) {
+        if let Some(truth) = setup
+            .probes
+            .truth
+            .as_ref()
+            .filter(|_| setup.role != Role::Decode)
+        {
             truth.borrow_mut().add_worker(sched.cache());
         }
         Worker {
@@ -167,7 +167,7 @@ impl Worker {
     }
 
     /// Its load signals now.
-    pub fn signals(&self) -> crate::router::signals::WorkerSignals {
+    pub fn signals(&self) -> crate::protocol::signals::WorkerSignals {
         self.sched.signals()
     }
 
@@ -289,7 +289,7 @@ impl Worker {
             done,
             rejected,
         } = planned;
-        if self.setup.timeline.is_some() {
+        if self.setup.probes.timeline.is_some() {
             self.note_levels(now, preempted_before);
             if self.sched.in_step() {
                 self.running_step = Some(Running {
@@ -326,7 +326,7 @@ impl Worker {
         let worker = self.setup.index;
         let signals = self.sched.signals();
         let resident = self.sched.kv().resident as u64;
-        note(&self.setup.timeline, || Mark::Levels {
+        note(&self.setup.probes.timeline, || Mark::Levels {
             worker,
             at: now,
             kv_blocks: signals.decode_blocks,
@@ -336,7 +336,7 @@ impl Worker {
         });
         let preempted = self.sched.stats().preemptions - preempted_before;
         if preempted > 0 {
-            note(&self.setup.timeline, || Mark::Preempted {
+            note(&self.setup.probes.timeline, || Mark::Preempted {
                 worker,
                 at: now,
                 requests: preempted as u32,
@@ -348,7 +348,7 @@ impl Worker {
     fn note_step(&mut self, now: Nanos, steps: u32) {
         if let Some(r) = self.running_step.take() {
             let worker = self.setup.index;
-            note(&self.setup.timeline, || Mark::Step {
+            note(&self.setup.probes.timeline, || Mark::Step {
                 worker,
                 start: r.start,
                 end: now,
@@ -372,7 +372,7 @@ impl Worker {
         let first = seq.first_admission().expect("admitted");
         let routed = &seq.payload.routed;
         let spec = &routed.spec;
-        let misses = self.setup.truth.is_some().then(|| {
+        let misses = self.setup.probes.truth.is_some().then(|| {
             classify(
                 &spec.blocks,
                 first.held_blocks,
@@ -443,7 +443,7 @@ impl Worker {
             worker: me,
             cached_blocks: 0,
             prefix_hit: false,
-            misses: self.setup.truth.as_ref().map(|_| Misses::default()),
+            misses: self.setup.probes.truth.as_ref().map(|_| Misses::default()),
             cached_tokens: 0,
             host_tokens: 0,
             disk_tokens: 0,
@@ -519,7 +519,10 @@ impl Worker {
 
     fn go_down(&mut self, ctx: &mut Context<'_, Msg>) {
         let (worker, now) = (self.setup.index, ctx.now());
-        note(&self.setup.timeline, || Mark::Restart { worker, at: now });
+        note(&self.setup.probes.timeline, || Mark::Restart {
+            worker,
+            at: now,
+        });
         self.stats.restarts += 1;
         self.clear_out(ctx);
     }
@@ -545,7 +548,7 @@ impl Worker {
             return;
         }
         let worker = self.setup.index;
-        if let Some(audit) = &self.setup.audit {
+        if let Some(audit) = &self.setup.probes.audit {
             audit.borrow_mut().truth_cleared(worker.index(), ctx.now());
         }
         if self.setup.publish {

@@ -27,7 +27,7 @@ use std::rc::Rc;
 use crate::engine::Nanos;
 use crate::hash::BlockHash;
 use crate::ids::RequestId;
-use crate::router::signals::WorkerSignals;
+use crate::protocol::signals::WorkerSignals;
 use crate::sketch::LogHistogram;
 
 use super::held_by::SharedHeldBy;

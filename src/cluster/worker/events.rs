@@ -9,14 +9,14 @@
 //! after the answer and are dropped as duplicates).
 
 use crate::engine::{ActorId, Context, Nanos};
-use crate::kv_event::KvEvent;
-use crate::router::stream::Stamp;
+use crate::protocol::kv_event::KvEvent;
+use crate::protocol::kv_event::Stamp;
 
-use super::super::messages::{Msg, ReplayAnswer, SnapshotAnswer};
 use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
 use super::actor::Worker;
 use super::kv::Changes;
+use crate::protocol::messages::{Msg, ReplayAnswer, SnapshotAnswer};
 
 impl Worker {
     /// Blocks stored and evicted while scheduling: their KV events reach the bus at the end of
@@ -31,13 +31,13 @@ impl Worker {
         self.stats.evicted_blocks += changes.evicted.len() as u64;
         if !changes.evicted.is_empty() {
             let (at, blocks) = (ctx.now(), changes.evicted.len() as u32);
-            note(&self.setup.timeline, || Mark::Evicted {
+            note(&self.setup.probes.timeline, || Mark::Evicted {
                 worker: me,
                 at,
                 blocks,
             });
         }
-        if let Some(audit) = &self.setup.audit {
+        if let Some(audit) = &self.setup.probes.audit {
             let mut audit = audit.borrow_mut();
             audit.truth_removed(me.index(), &changes.evicted, ctx.now());
             for (_, blocks) in &changes.stored {

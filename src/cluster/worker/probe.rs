@@ -29,9 +29,9 @@ pub struct FeatureTotals {
     pub tpot: Features,
 }
 
-impl FeatureTotals {
+impl std::ops::AddAssign<&FeatureTotals> for FeatureTotals {
     /// Adds `other`'s sums to these.
-    pub fn merge(&mut self, other: &FeatureTotals) {
+    fn add_assign(&mut self, other: &FeatureTotals) {
         self.ttft_requests += other.ttft_requests;
         self.tpot_requests += other.tpot_requests;
         for k in 0..FEATURES {

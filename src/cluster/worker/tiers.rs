@@ -39,7 +39,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::engine::{ms_to_ns, Nanos};
 use crate::hash::BlockHash;
 use crate::hashers::BlockHashBuilder;
-use crate::kv_event::Tier;
+use crate::protocol::kv_event::Tier;
 
 /// One lower tier's settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -193,6 +193,16 @@ pub struct TierBytes {
     pub written: [u64; 2],
     /// Bytes read from each tier back to the device (loads).
     pub read: [u64; 2],
+}
+
+impl std::ops::AddAssign for TierBytes {
+    /// Adds another worker's bytes to these, tier by tier.
+    fn add_assign(&mut self, other: TierBytes) {
+        for k in 0..2 {
+            self.written[k] += other.written[k];
+            self.read[k] += other.read[k];
+        }
+    }
 }
 
 /// Blocks a lookup found on each lower tier (index 0 host, 1 disk).

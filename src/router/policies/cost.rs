@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::error::Invalid;
 use crate::ids::WorkerId;
 use crate::index::{KvIndex, MatchScratch};
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};

@@ -67,7 +67,7 @@ use crate::hash::BlockHash;
 use crate::hashers::{BlockHashBuilder, IdBuilder};
 use crate::ids::{RequestId, WorkerId};
 use crate::index::{KvIndex, MatchScratch};
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::loads::LoadBook;
 use crate::router::lower_tiers::LowerTiers;

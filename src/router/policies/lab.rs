@@ -9,7 +9,7 @@
 //! publish nothing (the router would look healthy while it routes blind).
 
 use crate::error::Invalid;
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::lab_rule::LabRule;
 use crate::router::loads::LoadBook;

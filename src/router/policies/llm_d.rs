@@ -44,7 +44,7 @@ use crate::engine::ms_to_ns;
 use crate::error::Invalid;
 use crate::ids::WorkerId;
 use crate::index::{KvIndex, MatchScratch};
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::history::RoutedHistory;
 use crate::router::loads::LoadBook;
@@ -258,7 +258,7 @@ mod tests {
     use crate::ids::RequestId;
     use crate::rng::RngKind;
     use crate::router::loads::LoadKind;
-    use crate::router::signals::WorkerSignals;
+    use crate::protocol::signals::WorkerSignals;
 
     #[test]
     fn a_decision_computed_by_hand_from_the_published_rule() {

@@ -36,7 +36,7 @@ use crate::engine::{ms_to_ns, Nanos};
 use crate::error::Invalid;
 use crate::ids::WorkerId;
 use crate::index::{KvIndex, MatchScratch};
-use crate::kv_event::KvEvent;
+use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::history::RoutedHistory;
 use crate::router::lab_rule::LoadView;

@@ -16,13 +16,13 @@ use crate::cluster::build::{populate, Built, Instruments};
 use crate::cluster::client::SharedFeed;
 use crate::cluster::hardware::Hardware;
 use crate::cluster::membership::Membership;
-use crate::cluster::messages::Msg;
 use crate::cluster::timeline::{SharedTimeline, Timeline};
 use crate::cluster::topology::Topology;
 use crate::cluster::worker::probe::FeatureTotals;
 use crate::cluster::Node;
 use crate::engine::{ms_to_ns, Envelope, Nanos, Simulation};
 use crate::error::{Error, Result};
+use crate::protocol::messages::Msg;
 use crate::report::TraceRows;
 use crate::scenario::{Pool, Scenario};
 

@@ -2,11 +2,11 @@
 //! target set (`scale`), and what a planner observes.
 
 use super::{pool_name, Session};
-use crate::cluster::messages::Msg;
 use crate::cluster::Node;
 use crate::engine::Nanos;
 use crate::error::{Error, Result};
 use crate::planner::{Observation, PoolObservation, WorkerObservation};
+use crate::protocol::messages::Msg;
 use crate::round::round_py;
 use crate::scenario::{Leave, Pool};
 

@@ -42,7 +42,7 @@ use std::rc::Rc;
 
 use crate::engine::Nanos;
 use crate::ids::RequestId;
-use crate::router::signals::WorkerSignals;
+use crate::protocol::signals::WorkerSignals;
 use crate::sketch::LogHistogram;
 
 use crate::hash::BlockHash;

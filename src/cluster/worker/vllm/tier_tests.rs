@@ -5,7 +5,7 @@ use super::tests::{config, prefill_ns, request, run, run_from, BLOCK};
 use super::{LogItem, StepScheduler};
 use crate::cluster::worker::tiers::{TierSpec, TiersSetup};
 use crate::ids::RequestId;
-use crate::kv_event::Tier;
+use crate::protocol::kv_event::Tier;
 
 /// Qwen3-0.6B's KV bytes per token.
 const QWEN3_0_6B: u64 = 114_688;

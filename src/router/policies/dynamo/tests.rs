@@ -372,12 +372,12 @@ fn lower_tier_blocks_earn_dynamo_s_host_and_disk_weights() {
         },
         KvEvent::TierStored {
             worker: WorkerId(1),
-            tier: crate::kv_event::Tier::Host,
+            tier: crate::protocol::kv_event::Tier::Host,
             blocks: blocks[1..3].to_vec(),
         },
         KvEvent::TierStored {
             worker: WorkerId(1),
-            tier: crate::kv_event::Tier::Disk,
+            tier: crate::protocol::kv_event::Tier::Disk,
             blocks: blocks[3..5].to_vec(),
         },
     ];

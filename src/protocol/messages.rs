@@ -6,8 +6,8 @@ use std::sync::Arc;
 use crate::engine::{ActorId, Nanos};
 use crate::hash::BlockHash;
 use crate::ids::{RequestId, WorkerId};
-use crate::kv_event::KvEvent;
-use crate::router::stream::Stamp;
+use crate::protocol::kv_event::KvEvent;
+use crate::protocol::kv_event::Stamp;
 use crate::workload::RequestSpec;
 
 /// Every message the cluster's actors exchange.

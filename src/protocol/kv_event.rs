@@ -30,6 +30,15 @@ impl Tier {
     }
 }
 
+/// Where an event sits in its worker's stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Stamp {
+    /// The worker's restart epoch (0 until its first restart).
+    pub epoch: u32,
+    /// The event's number in the epoch, from 0.
+    pub seq: u64,
+}
+
 /// One KV event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvEvent {
