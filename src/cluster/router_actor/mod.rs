@@ -12,19 +12,21 @@ use std::sync::Arc;
 
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
-use crate::ids::{RequestId, WorkerId};
+use crate::ids::RequestId;
 use crate::protocol::kv_event::KvEvent;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
 use crate::router::recovery::Recovery;
-use crate::router::stream::{Ask, OnGap, StreamTracker};
+use crate::router::stream::{OnGap, StreamTracker};
 use crate::router::Decision;
 use crate::scenario::ReplicaSync;
 use crate::workload::RequestSpec;
 
+mod events;
+
 use super::board::SignalBoard;
 use super::probes::Probes;
-use crate::protocol::messages::{Msg, PeerNote, ReplayAnswer, Routed, SnapshotAnswer};
+use crate::protocol::messages::{Msg, PeerNote, Routed};
 
 /// The router's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -320,143 +322,6 @@ impl RouterActor {
             }
             PeerNote::Freed { request } => self.finished(request),
         }
-    }
-
-    /// `event` without the stored own tail it reports, when own tails go unread (see
-    /// [`RouterSetup::own_tails_unread`]): the index then holds the blocks other requests could
-    /// find, about half as many on a trace, and stays smaller and faster. An unread own tail's
-    /// later `Removed` finds nothing to remove.
-    fn unread_tail_dropped(&self, mut event: KvEvent) -> KvEvent {
-        if let KvEvent::Stored {
-            blocks, own_tail, ..
-        } = &mut event
-        {
-            if self.setup.own_tails_unread {
-                blocks.truncate(blocks.len() - *own_tail);
-                *own_tail = 0;
-            }
-        }
-        event
-    }
-
-    /// What the router now believes, applied to its policy and reported to the audit: the
-    /// `believe` callback of [`Recovery`]'s methods (borrowing only those two fields, so that
-    /// the recovery state can be borrowed beside it).
-    fn believer<'a>(
-        policy: &'a mut Box<dyn RoutingPolicy>,
-        setup: &'a RouterSetup,
-        replica: usize,
-        now: Nanos,
-    ) -> impl FnMut(&KvEvent) + 'a {
-        move |event| {
-            policy.on_event(event);
-            if let Some(audit) = &setup.probes.audit {
-                audit.borrow_mut().believe(replica, event, now);
-            }
-        }
-    }
-
-    fn live_event(&mut self, stamp: crate::protocol::kv_event::Stamp, event: KvEvent, now: Nanos) {
-        let event = self.unread_tail_dropped(event);
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-        if r.live(stamp, event, now, believe) {
-            self.stats.events_applied += 1;
-        }
-    }
-
-    fn replay(&mut self, answer: ReplayAnswer, now: Nanos) {
-        let ReplayAnswer {
-            worker,
-            epoch,
-            events,
-            next,
-        } = answer;
-        let events = events
-            .into_iter()
-            .map(|(seq, event)| (seq, self.unread_tail_dropped(event)))
-            .collect();
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-        let applied = r.replay(worker, epoch, events, next, now, believe);
-        self.stats.events_applied += applied;
-        self.stats.replayed += applied;
-    }
-
-    fn snapshot(&mut self, answer: SnapshotAnswer, bytes: u64, now: Nanos) {
-        self.stats.resync_bytes += bytes;
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-        r.snapshot(
-            answer.worker,
-            answer.epoch,
-            answer.next,
-            answer.blocks,
-            now,
-            believe,
-        );
-    }
-
-    /// In fallback, a decision for `w` counts as `w` holding the prompt for the TTL.
-    fn guess(&mut self, spec: &RequestSpec, w: usize, now: Nanos) {
-        if let Some(r) = &mut self.recovery {
-            let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-            r.guess(&spec.blocks, w, now, believe);
-        }
-    }
-
-    /// Forgets predictions whose TTL is up.
-    fn expire_guesses(&mut self, now: Nanos) {
-        if let Some(r) = &mut self.recovery {
-            let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-            r.expire_guesses(now, believe);
-        }
-    }
-
-    /// Sends the replay and snapshot requests gathered while handling a message.
-    fn send_asks(&mut self, ctx: &mut Context<'_, Msg>) {
-        let Some(r) = &mut self.recovery else {
-            return;
-        };
-        for (w, ask) in r.take_asks() {
-            let worker = WorkerId::at(w);
-            let reply_to = ctx.me();
-            let msg = Box::new(match ask {
-                Ask::Replay { from } => Msg::ReplayRequest {
-                    worker,
-                    from,
-                    reply_to,
-                },
-                Ask::Snapshot => Msg::SnapshotRequest { worker, reply_to },
-            });
-            let to = self.setup.workers[w];
-            ctx.send(self.place.bus, Msg::Via { to, msg }, 0);
-        }
-    }
-
-    /// Starts the stream check timer if it is idle and requests are open (a router with no
-    /// request open lets its checks rest, so that a run ends; the next request wakes them).
-    fn keep_checking(&mut self, ctx: &mut Context<'_, Msg>) {
-        let busy = self.busy();
-        if let Some(delay) = self.recovery.as_mut().and_then(|r| r.start_check(busy)) {
-            ctx.send(ctx.me(), Msg::CheckStreams, delay);
-        }
-    }
-
-    /// The stream check timer: retries and silences, and the next tick while needed.
-    fn check_streams(&mut self, ctx: &mut Context<'_, Msg>) {
-        let now = ctx.now();
-        if let Some(r) = &mut self.recovery {
-            let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-            r.check(now, believe);
-        }
-        self.keep_checking(ctx);
     }
 }
 
