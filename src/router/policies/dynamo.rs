@@ -30,15 +30,16 @@
 //! With `router_temperature` > 0 a worker is sampled with probability ∝
 //! exp(−(cost − min) / ((max − min) · T)) instead.
 //!
-//! Cost of a decision: a cost per worker, O(workers) by rule, as in Dynamo's selector. Each
-//! worker's prefix of the request among its active blocks is found by an exponential then
-//! binary search, O(log prefix) lookups (block names are chained, so the request's blocks that a
-//! worker's active requests hold are a prefix of it); a walk block by block cost O(workers x
-//! prefix blocks) with a system prompt in flight on every worker. Recent Dynamo sources go
-//! further: a registry of active prompts whose `compute_overlap_depths` gives every worker's
-//! depth in one pass. dynsim tried that (a second index of active blocks): decisions at 256
-//! workers became flat, but one more table operation per block routed and finished cost about
-//! 14 % more instructions on a whole 8-worker run, so it keeps the search.
+//! Cost of a decision: a cost per worker, O(workers) by rule, as in Dynamo's selector. Every
+//! worker's prefix of the request among its active requests' blocks comes from one walk of a
+//! second index holding those blocks (a block enters when a worker's count of it goes from 0 to 1
+//! and leaves when it returns to 0), as recent Dynamo sources do with a registry of active
+//! prompts whose `compute_overlap_depths` gives every worker's depth in one pass; a debug
+//! assertion checks each depth against the worker's own table. An earlier measurement found that
+//! index 14 % dearer on a whole 8-worker run; re-measured with the holders table beside it
+//! (Dec 4 2026, the conversation trace at 4x, Dynamo's router, 8 workers, paired whole-process
+//! runs against the build before it, 9 pairs on a busy machine): median CPU ratio 0.86, no cost
+//! seen; at 512 workers it takes `decide` from 32 % to 11 % of the run (docs/BENCHMARKS.md).
 //!
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
