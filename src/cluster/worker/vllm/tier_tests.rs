@@ -19,7 +19,7 @@ fn tiered() -> StepScheduler<()> {
 /// byte), written back on eviction or through on store.
 fn tiered_with(host: usize, write_through: bool) -> StepScheduler<()> {
     StepScheduler::new(config(8192, Some(4))).with_tiers(Some(&TiersSetup {
-        block_bytes: BLOCK as u64 * QWEN3_0_6B,
+        block_bytes: BLOCK_BYTES,
         tiers: vec![TierSpec {
             tier: Tier::Host,
             capacity_blocks: host,
@@ -33,6 +33,17 @@ fn tiered_with(host: usize, write_through: bool) -> StepScheduler<()> {
 
 /// Bytes of one 4-token block of Qwen3-0.6B.
 const BLOCK_BYTES: u64 = BLOCK as u64 * QWEN3_0_6B;
+
+/// A (family 1, 4 blocks) runs, then B (family 2, 4 blocks), which evicts all of A from the
+/// device; then C, A's prompt again, is queued. Returns the instant C arrives (B's end).
+fn a_then_b_then_a_again(s: &mut StepScheduler<()>) -> u64 {
+    s.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(s);
+    s.enqueue(request(1, 2, 16, 1));
+    let (_, ends) = run_from(s, *ends.last().unwrap());
+    s.enqueue(request(2, 1, 16, 1));
+    *ends.last().unwrap()
+}
 
 #[test]
 fn write_through_writes_blocks_as_they_are_stored_and_evicting_moves_nothing() {
@@ -70,21 +81,11 @@ fn a_write_through_host_no_larger_than_the_device_holds_what_the_device_holds() 
     // host as B's step pushes them off the device, so C recomputes A (write-back would have
     // kept A on host).
     let mut s = tiered_with(4, true);
-    s.enqueue(request(0, 1, 16, 1));
-    let (_, ends) = run(&mut s);
-    s.enqueue(request(1, 2, 16, 1));
-    let (_, ends) = run_from(&mut s, *ends.last().unwrap());
-    let now = *ends.last().unwrap();
-    s.enqueue(request(2, 1, 16, 1));
+    let now = a_then_b_then_a_again(&mut s);
     let p = s.plan(now).unwrap();
     assert_eq!(p.end, now + prefill_ns(16));
     let mut back = tiered_with(4, false);
-    back.enqueue(request(0, 1, 16, 1));
-    let (_, ends) = run(&mut back);
-    back.enqueue(request(1, 2, 16, 1));
-    let (_, ends) = run_from(&mut back, *ends.last().unwrap());
-    let now = *ends.last().unwrap();
-    back.enqueue(request(2, 1, 16, 1));
+    let now = a_then_b_then_a_again(&mut back);
     let host_tokens = |s: &mut StepScheduler<()>| {
         s.running_mut(RequestId(2))
             .unwrap()
@@ -156,12 +157,7 @@ fn a_prefix_evicted_to_host_is_loaded_back_and_its_step_waits_for_it() {
 #[test]
 fn without_tiers_the_same_requests_recompute() {
     let mut s = StepScheduler::new(config(8192, Some(4)));
-    s.enqueue(request(0, 1, 16, 1));
-    let (_, ends) = run(&mut s);
-    s.enqueue(request(1, 2, 16, 1));
-    let (_, ends) = run_from(&mut s, *ends.last().unwrap());
-    let now = *ends.last().unwrap();
-    s.enqueue(request(2, 1, 16, 1));
+    let now = a_then_b_then_a_again(&mut s);
     let p = s.plan(now).unwrap();
     assert_eq!(p.end, now + prefill_ns(16));
     let first = s
