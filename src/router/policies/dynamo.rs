@@ -93,17 +93,34 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     Ok(Box::new(Dynamo::new(setup)?))
 }
 
-/// What the router tracks of one worker's active requests.
+/// What the router tracks of the workers' active requests, as a struct of arrays: the scan of
+/// [`Dynamo::decide`] reads only the counters, each a contiguous `Vec` indexed by worker (8
+/// bytes a worker each), not a table of each worker's blocks beside them.
 #[derive(Clone, Debug, Default)]
-struct WorkerLoad {
-    /// Distinct prompt blocks of its active requests, with how many requests hold each, but
-    /// their own tails ([`RouteRequest::own_tail`]).
-    blocks: HashMap<BlockHash, u32, BlockHashBuilder>,
-    /// The blocks of its active requests' own tails: each is distinct (no other request names
-    /// it), so a count stands for their names.
-    own_tail_blocks: usize,
-    prefill_tokens: u64,
-    requests: u64,
+struct Loads {
+    /// Per worker, the distinct prompt blocks of its active requests, with how many requests
+    /// hold each, but their own tails ([`RouteRequest::own_tail`]).
+    blocks: Vec<HashMap<BlockHash, u32, BlockHashBuilder>>,
+    /// Per worker, its decode blocks before a new request: `blocks[w].len()` plus the blocks of
+    /// its active requests' own tails (each is distinct, no other request names it, so a count
+    /// stands for their names).
+    held: Vec<usize>,
+    /// Per worker, its active requests' uncached prompt tokens not yet past their first token.
+    prefill_tokens: Vec<u64>,
+    /// Per worker, its active requests.
+    requests: Vec<u64>,
+}
+
+impl Loads {
+    /// No active requests on `workers` workers.
+    fn new(workers: usize) -> Loads {
+        Loads {
+            blocks: vec![HashMap::default(); workers],
+            held: vec![0; workers],
+            prefill_tokens: vec![0; workers],
+            requests: vec![0; workers],
+        }
+    }
 }
 
 /// One request this router sent and has not seen finish.
@@ -124,8 +141,8 @@ struct Dynamo {
     ttl: TtlIndex,
     scratch: MatchScratch,
     overlaps: Vec<usize>,
-    workers: Vec<WorkerLoad>,
-    /// The workers' [`WorkerLoad::blocks`] (the keys) as one index, so that a decision finds
+    loads: Loads,
+    /// The workers' [`Loads::blocks`] (the keys) as one index, so that a decision finds
     /// every worker's active prefix of the prompt in one walk over its blocks instead of hash
     /// probes into each worker's table.
     active_index: KvIndex,
@@ -199,7 +216,7 @@ impl Dynamo {
             ttl: TtlIndex::default(),
             scratch: MatchScratch::default(),
             overlaps: Vec::new(),
-            workers: vec![WorkerLoad::default(); setup.workers],
+            loads: Loads::new(setup.workers),
             active_index: KvIndex::new(setup.workers),
             active_scratch: MatchScratch::default(),
             active_depths: Vec::new(),
@@ -217,18 +234,20 @@ impl Dynamo {
         let w = d.worker.index();
         let cached = d.predicted_blocks as u64 * self.block_size as u64;
         let prefill_tokens = u64::from(req.input_tokens).saturating_sub(cached);
-        let load = &mut self.workers[w];
+        let loads = &mut self.loads;
+        let blocks = &mut loads.blocks[w];
         let named = &req.blocks[..req.blocks.len() - req.own_tail];
         for &b in named {
-            let n = load.blocks.entry(b).or_insert(0);
+            let n = blocks.entry(b).or_insert(0);
             *n += 1;
             if *n == 1 {
+                loads.held[w] += 1;
                 self.active_index.store(w, std::slice::from_ref(&b));
             }
         }
-        load.own_tail_blocks += req.own_tail;
-        load.prefill_tokens += prefill_tokens;
-        load.requests += 1;
+        loads.held[w] += req.own_tail;
+        loads.prefill_tokens[w] += prefill_tokens;
+        loads.requests[w] += 1;
         self.active.insert(
             req.id,
             Active {
@@ -240,43 +259,43 @@ impl Dynamo {
         );
     }
 
-    /// The worker's decode blocks if it took `blocks` (a prompt of `input_tokens`), of which it
-    /// has the first `depth` among its active requests' blocks ([`Dynamo::active_depths`]).
-    fn decode_blocks(
-        &self,
-        worker: usize,
-        blocks: &[BlockHash],
-        depth: usize,
-        input_tokens: u32,
-    ) -> f64 {
-        let load = &self.workers[worker];
+    /// Checks (debug runs) that `worker`'s depth from the index of active blocks is its prefix
+    /// of `blocks` in its own table, and that the table agrees with its count of decode blocks.
+    fn check_active_depth(&self, worker: usize, blocks: &[BlockHash], depth: usize) {
+        let table = &self.loads.blocks[worker];
         debug_assert_eq!(
             depth,
-            held_prefix(blocks, |b| load.blocks.contains_key(b)),
+            held_prefix(blocks, |b| table.contains_key(b)),
             "the index of active blocks agrees with the worker's own table"
         );
         debug_assert_eq!(
             depth,
-            blocks
-                .iter()
-                .take_while(|b| load.blocks.contains_key(b))
-                .count(),
+            blocks.iter().take_while(|b| table.contains_key(b)).count(),
             "block names are chained"
         );
-        let request_blocks = u64::from(input_tokens).div_ceil(self.block_size as u64) as usize;
-        let untracked = request_blocks.saturating_sub(blocks.len());
-        (load.blocks.len() + load.own_tail_blocks + blocks.len() - depth + untracked) as f64
+        debug_assert!(
+            table.len() <= self.loads.held[worker],
+            "decode blocks count the worker's named blocks"
+        );
     }
+}
+
+/// The decode blocks of a worker holding `held` ([`Loads::held`]) if it took `blocks` (a prompt
+/// of `request_blocks` blocks), of which it has the first `depth` among its active requests'
+/// blocks ([`Dynamo::active_depths`]).
+fn decode_blocks(held: usize, blocks: &[BlockHash], depth: usize, request_blocks: usize) -> f64 {
+    let untracked = request_blocks.saturating_sub(blocks.len());
+    (held + blocks.len() - depth + untracked) as f64
 }
 
 impl RoutingPolicy for Dynamo {
     fn decide(
         &mut self,
         req: &RouteRequest<'_>,
-        loads: &LoadBook,
+        book: &LoadBook,
         rng: &mut SimRng,
     ) -> Option<Decision> {
-        if !loads.any_up() {
+        if !book.any_up() {
             return None;
         }
         if !self.settings.use_kv_events && self.lru.is_empty() {
@@ -291,31 +310,40 @@ impl RoutingPolicy for Dynamo {
         );
         let bs = self.block_size as f64;
         let request_blocks = u64::from(req.input_tokens).div_ceil(self.block_size as u64);
-        let min_prefill = loads
-            .up_workers()
-            .map(|w| self.workers[w].prefill_tokens)
-            .min()
-            .unwrap_or(0);
         let s = self.settings;
+        let loads = &self.loads;
+        // The least prefill load only scales the credit's decay.
+        let min_prefill = if s.overlap_score_credit_decay > 0.0 {
+            book.up_workers()
+                .map(|w| loads.prefill_tokens[w])
+                .min()
+                .unwrap_or(0)
+        } else {
+            0
+        };
         let mut costs = std::mem::take(&mut self.costs);
         costs.clear();
-        for w in loads.up_workers() {
-            let load = &self.workers[w];
+        let input_tokens = u64::from(req.input_tokens);
+        for w in book.up_workers() {
+            let prefill_tokens = loads.prefill_tokens[w];
             let decay = if s.overlap_score_credit_decay > 0.0 {
-                let excess = (load.prefill_tokens - min_prefill) as f64 / bs;
+                let excess = (prefill_tokens - min_prefill) as f64 / bs;
                 1.0 / (1.0 + s.overlap_score_credit_decay * excess / request_blocks.max(1) as f64)
             } else {
                 1.0
             };
-            let mut credit = s.overlap_score_credit * decay * self.overlaps[w] as f64;
+            let overlap = self.overlaps[w];
+            let mut credit = s.overlap_score_credit * decay * overlap as f64;
             if let Some(lower) = &self.lower {
-                let [host, disk] = lower.continuation(w, &req.blocks[self.overlaps[w]..]);
+                let [host, disk] = lower.continuation(w, &req.blocks[overlap..]);
                 credit += s.host_cache_hit_weight * host as f64 + s.disk_cache_hit_weight * disk as f64;
             }
-            let prefill = (load.prefill_tokens + u64::from(req.input_tokens)) as f64 / bs;
+            let depth = self.active_depths[w];
+            self.check_active_depth(w, req.blocks, depth);
+            let prefill = (prefill_tokens + input_tokens) as f64 / bs;
             let cost = s.prefill_load_scale * (prefill - credit).max(0.0)
-                + self.decode_blocks(w, req.blocks, self.active_depths[w], req.input_tokens)
-                + s.decode_active_request_weight * load.requests as f64;
+                + decode_blocks(loads.held[w], req.blocks, depth, request_blocks as usize)
+                + s.decode_active_request_weight * loads.requests[w] as f64;
             costs.push((w, cost));
         }
         let worker = if s.router_temperature > 0.0 {
@@ -356,7 +384,7 @@ impl RoutingPolicy for Dynamo {
 
     fn on_prefill_done(&mut self, _worker: WorkerId, request: RequestId) {
         if let Some(a) = self.active.get_mut(&request) {
-            self.workers[a.worker].prefill_tokens -= a.prefill_tokens;
+            self.loads.prefill_tokens[a.worker] -= a.prefill_tokens;
             a.prefill_tokens = 0;
         }
     }
@@ -365,27 +393,29 @@ impl RoutingPolicy for Dynamo {
         let Some(a) = self.active.remove(&request) else {
             return;
         };
-        if let Some(lru) = self.lru.get_mut(a.worker) {
+        let w = a.worker;
+        if let Some(lru) = self.lru.get_mut(w) {
             let gone = lru.release(request);
-            self.index.remove(a.worker, &gone);
+            self.index.remove(w, &gone);
         }
-        let load = &mut self.workers[a.worker];
-        load.prefill_tokens -= a.prefill_tokens;
-        load.requests -= 1;
-        load.own_tail_blocks -= a.own_tail;
+        let loads = &mut self.loads;
+        loads.prefill_tokens[w] -= a.prefill_tokens;
+        loads.requests[w] -= 1;
+        loads.held[w] -= a.own_tail;
         for b in &a.blocks {
-            if let std::collections::hash_map::Entry::Occupied(mut n) = load.blocks.entry(*b) {
+            if let std::collections::hash_map::Entry::Occupied(mut n) = loads.blocks[w].entry(*b) {
                 *n.get_mut() -= 1;
                 if *n.get() == 0 {
                     n.remove();
-                    self.active_index.remove(a.worker, std::slice::from_ref(b));
+                    loads.held[w] -= 1;
+                    self.active_index.remove(w, std::slice::from_ref(b));
                 }
             }
         }
     }
 
     fn on_event(&mut self, event: &KvEvent) {
-        if !LowerTiers::apply(&mut self.lower, self.workers.len(), event) {
+        if !LowerTiers::apply(&mut self.lower, self.loads.held.len(), event) {
             self.index.apply(event);
         }
     }

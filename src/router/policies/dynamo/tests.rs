@@ -437,7 +437,7 @@ fn the_index_of_active_blocks_gives_each_worker_s_own_table_prefix() {
         let r = (r.0, r.1[..rng.gen_range(1..=r.1.len())].to_vec(), r.2);
         p.decide(&route_req(&r), &loads, &mut sim_rng).unwrap();
         for w in 0..n {
-            let walk = r.1.iter().take_while(|b| p.workers[w].blocks.contains_key(*b)).count();
+            let walk = r.1.iter().take_while(|b| p.loads.blocks[w].contains_key(*b)).count();
             assert_eq!(p.active_depths[w], walk, "worker {w}, request {id}");
         }
         let worker = rng.gen_range(0..n as u32);
@@ -449,4 +449,74 @@ fn the_index_of_active_blocks_gives_each_worker_s_own_table_prefix() {
         }
     }
     assert!(open.len() > 100, "workers held many requests at once");
+}
+
+#[test]
+fn each_worker_s_counters_follow_its_active_requests() {
+    // Requests sharing prefixes, with own tails of 0 to 3 blocks, come and go on 5 workers, some
+    // past their first token: each worker's counters (the arrays the scan reads) always equal
+    // what its open requests make them, and drop to zero once all have finished.
+    use rand::{Rng, SeedableRng};
+    let n = 5;
+    let table: toml::Value = toml::from_str("").unwrap();
+    let mut p = Dynamo::new(&PolicySetup {
+        name: "dynamo",
+        workers: n,
+        block_size: 4,
+        kv_capacity_blocks: None,
+        settings: Some(&table),
+    })
+    .unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    // (id, worker, own tail blocks, prefill tokens still counted)
+    let mut open: Vec<(RequestId, usize, usize, u64)> = Vec::new();
+    for id in 0..2_000u64 {
+        let prefix = rng.gen_range(0..4u32) * 1_000;
+        let tail = rng.gen_range(0..4u32);
+        let t: Vec<u32> = (prefix..prefix + 16)
+            .chain(100_000 + id as u32 * 16..100_000 + id as u32 * 16 + tail * 4)
+            .collect();
+        let blocks = block_hashes(&t, 4);
+        let predicted = rng.gen_range(0..=4usize);
+        let w = rng.gen_range(0..n);
+        let req = RouteRequest {
+            id: RequestId(id),
+            blocks: &blocks,
+            input_tokens: t.len() as u32,
+            own_tail: tail as usize,
+            session: None,
+            now: 0,
+        };
+        let d = Decision {
+            worker: WorkerId::at(w),
+            predicted_blocks: predicted,
+        };
+        p.on_routed(&req, &d);
+        open.push((RequestId(id), w, tail as usize, t.len() as u64 - predicted as u64 * 4));
+        if rng.gen_bool(0.3) {
+            let i = rng.gen_range(0..open.len());
+            p.on_prefill_done(WorkerId::at(open[i].1), open[i].0);
+            open[i].3 = 0;
+        }
+        if rng.gen_bool(0.45) {
+            let (done, w, _, _) = open.swap_remove(rng.gen_range(0..open.len()));
+            p.on_finished(WorkerId::at(w), done);
+        }
+        for w in 0..n {
+            let mine = open.iter().filter(|o| o.1 == w);
+            let tails: usize = mine.clone().map(|o| o.2).sum();
+            let prefill: u64 = mine.clone().map(|o| o.3).sum();
+            assert_eq!(p.loads.held[w], p.loads.blocks[w].len() + tails, "worker {w}, request {id}");
+            assert_eq!(p.loads.prefill_tokens[w], prefill, "worker {w}, request {id}");
+            assert_eq!(p.loads.requests[w], mine.count() as u64, "worker {w}, request {id}");
+        }
+    }
+    assert!(open.len() > 50, "workers held many requests at once");
+    for (done, w, _, _) in std::mem::take(&mut open) {
+        p.on_finished(WorkerId::at(w), done);
+    }
+    assert!(p.loads.held.iter().all(|&x| x == 0));
+    assert!(p.loads.prefill_tokens.iter().all(|&x| x == 0));
+    assert!(p.loads.requests.iter().all(|&x| x == 0));
+    assert!(p.loads.blocks.iter().all(HashMap::is_empty));
 }
