@@ -68,6 +68,7 @@ use crate::ids::{RequestId, WorkerId};
 use crate::index::{KvIndex, MatchScratch};
 use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
+use crate::router::lab_rule::LoadView;
 use crate::router::loads::LoadBook;
 use crate::router::lower_tiers::LowerTiers;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
@@ -150,7 +151,12 @@ struct Dynamo {
     /// Each worker's active prefix of the prompt being decided.
     active_depths: Vec<usize>,
     active: HashMap<RequestId, Active, IdBuilder>,
-    costs: Vec<(usize, f64)>,
+    /// Each worker's cost of the request being decided, by worker (a down worker's is never
+    /// read).
+    costs: Vec<f64>,
+    /// (worker, cost) of the up workers, made only when some worker is down or the choice is
+    /// sampled.
+    pairs: Vec<(usize, f64)>,
     block_size: usize,
     /// Approximate mode under `lru`, each worker's modelled cache (empty: the TTL applies).
     lru: Vec<RankLru>,
@@ -222,6 +228,7 @@ impl Dynamo {
             active_depths: Vec::new(),
             active: HashMap::default(),
             costs: Vec::new(),
+            pairs: Vec::new(),
             block_size: setup.block_size.max(1),
             lru,
             lower: None,
@@ -280,12 +287,56 @@ impl Dynamo {
     }
 }
 
-/// The decode blocks of a worker holding `held` ([`Loads::held`]) if it took `blocks` (a prompt
-/// of `request_blocks` blocks), of which it has the first `depth` among its active requests'
-/// blocks ([`Dynamo::active_depths`]).
-fn decode_blocks(held: usize, blocks: &[BlockHash], depth: usize, request_blocks: usize) -> f64 {
-    let untracked = request_blocks.saturating_sub(blocks.len());
-    (held + blocks.len() - depth + untracked) as f64
+/// What a decision's cost formula takes from the request and the settings, the same for every
+/// worker: [`Terms::cost`] is the formula of the module documentation for one worker.
+struct Terms {
+    settings: Settings,
+    /// The block size.
+    bs: f64,
+    /// The prompt's blocks, its partial last block included.
+    request_blocks: u64,
+    input_tokens: u64,
+    /// The prompt's named blocks.
+    prompt_blocks: usize,
+    /// The least prefill load among the up workers (0 without credit decay, which alone reads
+    /// it).
+    min_prefill: u64,
+}
+
+impl Terms {
+    /// The cost of a worker with `prefill_tokens` of prefill load, `overlap` blocks of the prompt
+    /// cached, `tiers` credit from its lower tiers (`None` without tiers), `held`
+    /// ([`Loads::held`]) decode blocks, `depth` blocks of the prompt among them, and `requests`
+    /// active requests.
+    #[inline(always)]
+    fn cost(
+        &self,
+        prefill_tokens: u64,
+        overlap: usize,
+        tiers: Option<f64>,
+        held: usize,
+        depth: usize,
+        requests: u64,
+    ) -> f64 {
+        let s = &self.settings;
+        let decay = if s.overlap_score_credit_decay > 0.0 {
+            // Saturating: a down worker's load may be below the least of the up workers'.
+            let excess = prefill_tokens.saturating_sub(self.min_prefill) as f64 / self.bs;
+            1.0 / (1.0 + s.overlap_score_credit_decay * excess / self.request_blocks.max(1) as f64)
+        } else {
+            1.0
+        };
+        let mut credit = s.overlap_score_credit * decay * overlap as f64;
+        if let Some(tiers) = tiers {
+            credit += tiers;
+        }
+        let prefill = (prefill_tokens + self.input_tokens) as f64 / self.bs;
+        let untracked = (self.request_blocks as usize).saturating_sub(self.prompt_blocks);
+        let decode = (held + self.prompt_blocks - depth + untracked) as f64;
+        s.prefill_load_scale * (prefill - credit).max(0.0)
+            + decode
+            + s.decode_active_request_weight * requests as f64
+    }
 }
 
 impl RoutingPolicy for Dynamo {
@@ -308,48 +359,74 @@ impl RoutingPolicy for Dynamo {
             &mut self.active_scratch,
             &mut self.active_depths,
         );
-        let bs = self.block_size as f64;
-        let request_blocks = u64::from(req.input_tokens).div_ceil(self.block_size as u64);
         let s = self.settings;
         let loads = &self.loads;
-        // The least prefill load only scales the credit's decay.
-        let min_prefill = if s.overlap_score_credit_decay > 0.0 {
-            book.up_workers()
-                .map(|w| loads.prefill_tokens[w])
-                .min()
-                .unwrap_or(0)
-        } else {
-            0
+        let terms = Terms {
+            settings: s,
+            bs: self.block_size as f64,
+            request_blocks: u64::from(req.input_tokens).div_ceil(self.block_size as u64),
+            input_tokens: u64::from(req.input_tokens),
+            prompt_blocks: req.blocks.len(),
+            // The least prefill load only scales the credit's decay.
+            min_prefill: if s.overlap_score_credit_decay > 0.0 {
+                book.up_workers()
+                    .map(|w| loads.prefill_tokens[w])
+                    .min()
+                    .unwrap_or(0)
+            } else {
+                0
+            },
         };
         let mut costs = std::mem::take(&mut self.costs);
         costs.clear();
-        let input_tokens = u64::from(req.input_tokens);
-        for w in book.up_workers() {
-            let prefill_tokens = loads.prefill_tokens[w];
-            let decay = if s.overlap_score_credit_decay > 0.0 {
-                let excess = (prefill_tokens - min_prefill) as f64 / bs;
-                1.0 / (1.0 + s.overlap_score_credit_decay * excess / request_blocks.max(1) as f64)
-            } else {
-                1.0
-            };
-            let overlap = self.overlaps[w];
-            let mut credit = s.overlap_score_credit * decay * overlap as f64;
-            if let Some(lower) = &self.lower {
-                let [host, disk] = lower.continuation(w, &req.blocks[overlap..]);
-                credit += s.host_cache_hit_weight * host as f64 + s.disk_cache_hit_weight * disk as f64;
+        costs.resize(loads.held.len(), 0.0);
+        match &self.lower {
+            // Every worker's cost, up or not (a down worker's counters are numbers too; it is
+            // never chosen), in one branch-free pass over the counters' arrays.
+            None => {
+                let counters = loads.prefill_tokens.iter().zip(&loads.held).zip(&loads.requests);
+                let prefixes = self.overlaps.iter().zip(&self.active_depths);
+                for ((cost, ((&prefill, &held), &requests)), (&overlap, &depth)) in
+                    costs.iter_mut().zip(counters).zip(prefixes)
+                {
+                    *cost = terms.cost(prefill, overlap, None, held, depth, requests);
+                }
             }
-            let depth = self.active_depths[w];
-            self.check_active_depth(w, req.blocks, depth);
-            let prefill = (prefill_tokens + input_tokens) as f64 / bs;
-            let cost = s.prefill_load_scale * (prefill - credit).max(0.0)
-                + decode_blocks(loads.held[w], req.blocks, depth, request_blocks as usize)
-                + s.decode_active_request_weight * loads.requests[w] as f64;
-            costs.push((w, cost));
+            Some(lower) => {
+                for w in book.up_workers() {
+                    let overlap = self.overlaps[w];
+                    let [host, disk] = lower.continuation(w, &req.blocks[overlap..]);
+                    let tiers =
+                        s.host_cache_hit_weight * host as f64 + s.disk_cache_hit_weight * disk as f64;
+                    costs[w] = terms.cost(
+                        loads.prefill_tokens[w],
+                        overlap,
+                        Some(tiers),
+                        loads.held[w],
+                        self.active_depths[w],
+                        loads.requests[w],
+                    );
+                }
+            }
         }
-        let worker = if s.router_temperature > 0.0 {
-            sample(&costs, s.router_temperature, rng)
+        if cfg!(debug_assertions) {
+            for w in book.up_workers() {
+                self.check_active_depth(w, req.blocks, self.active_depths[w]);
+            }
+        }
+        let worker = if s.router_temperature <= 0.0 && book.all_up() {
+            lowest_random_tie_of_all(&costs, rng)
         } else {
-            lowest_random_tie(&costs, rng)
+            let mut pairs = std::mem::take(&mut self.pairs);
+            pairs.clear();
+            pairs.extend(book.up_workers().map(|w| (w, costs[w])));
+            let worker = if s.router_temperature > 0.0 {
+                sample(&pairs, s.router_temperature, rng)
+            } else {
+                lowest_random_tie(&pairs, rng)
+            };
+            self.pairs = pairs;
+            worker
         };
         tracing::debug!(?costs, worker, "dynamo decision");
         self.costs = costs;
@@ -451,6 +528,32 @@ fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> Option<usize> 
         1 => nth_equal(costs, min, 0),
         n => nth_equal(costs, min, rng.below(n)),
     }
+}
+
+/// [`lowest_random_tie`] of every worker's cost (`costs[w]` is worker `w`'s): the same choice
+/// and the same draw, with the least cost and its count found in one pass.
+fn lowest_random_tie_of_all(costs: &[f64], rng: &mut SimRng) -> Option<usize> {
+    let mut min = f64::INFINITY;
+    let mut count = 0;
+    for &c in costs {
+        if c < min {
+            min = c;
+            count = 1;
+        } else if c == min {
+            count += 1;
+        }
+    }
+    let k = match count {
+        0 => return None,
+        1 => 0,
+        n => rng.below(n),
+    };
+    costs
+        .iter()
+        .enumerate()
+        .filter(|c| *c.1 == min)
+        .nth(k)
+        .map(|c| c.0)
 }
 
 /// The softmax weight of a cost among `costs`, exp(−(cost − min) / ((max − min) · temperature))

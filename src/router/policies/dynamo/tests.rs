@@ -122,7 +122,7 @@ fn costs(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32)) -> (u32, Vec<(usi
     let mut rng = SimRng::new(RngKind::Chacha, 1);
     let req = route_req(r);
     let d = p.decide(&req, &loads, &mut rng).unwrap();
-    (d.worker.0, p.costs.clone())
+    (d.worker.0, p.costs.iter().copied().enumerate().collect())
 }
 
 #[test]
@@ -519,4 +519,31 @@ fn each_worker_s_counters_follow_its_active_requests() {
     assert!(p.loads.prefill_tokens.iter().all(|&x| x == 0));
     assert!(p.loads.requests.iter().all(|&x| x == 0));
     assert!(p.loads.blocks.iter().all(HashMap::is_empty));
+}
+
+#[test]
+fn the_one_pass_choice_among_all_workers_is_the_pairs_choice() {
+    // Costs with many ties, infinities, NaNs and both zeros: the choice over every worker's cost
+    // and the choice over (worker, cost) pairs pick the same worker and draw the same numbers.
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let values = [0.0, -0.0, 1.0, 2.5, f64::INFINITY, f64::NAN];
+    for case in 0..2_000 {
+        let n = rng.gen_range(0..40);
+        let costs: Vec<f64> = (0..n)
+            .map(|_| match rng.gen_range(0..3u8) {
+                0 => values[rng.gen_range(0..values.len())],
+                k => f64::from(k),
+            })
+            .collect();
+        let pairs: Vec<(usize, f64)> = costs.iter().copied().enumerate().collect();
+        let mut a = SimRng::new(RngKind::Chacha, case);
+        let mut b = SimRng::new(RngKind::Chacha, case);
+        assert_eq!(
+            lowest_random_tie_of_all(&costs, &mut a),
+            lowest_random_tie(&pairs, &mut b),
+            "{costs:?}"
+        );
+        assert_eq!(a.below(1 << 20), b.below(1 << 20), "the same draws: {costs:?}");
+    }
 }
