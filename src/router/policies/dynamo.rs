@@ -40,6 +40,10 @@
 //! (Dec 4 2026, the conversation trace at 4x, Dynamo's router, 8 workers, paired whole-process
 //! runs against the build before it, 9 pairs on a busy machine): median CPU ratio 0.86, no cost
 //! seen; at 512 workers it takes `decide` from 32 % to 11 % of the run (docs/BENCHMARKS.md).
+//! The scan itself reads each worker's counters from contiguous arrays (`Loads`: prefill tokens,
+//! decode blocks, requests; its table of active blocks apart) and writes every worker's cost in
+//! one branch-free pass, then finds the least cost and counts its ties in one more; at 512
+//! workers that halved `decide`'s own time (docs/BENCHMARKS.md, "A 1,024-worker run").
 //!
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
