@@ -12,7 +12,10 @@
 //!   turn `t`'s prompt is turn `t-1`'s prompt plus its `output` tokens plus new `input` tokens, so
 //!   later turns share every block of the earlier ones. Fresh tokens come from a counter starting
 //!   at 2^31, so no two requests share them. `prefix = Some(g)`,
-//!   `prefix_blocks = shared_prefix_tokens / block_size`.
+//!   `prefix_blocks = shared_prefix_tokens / block_size`. With one turn per session the blocks
+//!   from `prefix_blocks` on are the request's own tail (`unshared_from`: no other request can
+//!   name them), so workers and routers may keep them out of their tables; see
+//!   `own_tails_unshared` for the condition.
 //! - **Draws.** In session order: the group (one `unit`), the gap to the next session (one `unit`,
 //!   Poisson only), then per turn the input length and the output length (`below` for uniform, two
 //!   `unit`s Box–Muller for lognormal, none for fixed).
@@ -219,6 +222,17 @@ fn standard_normal(rng: &mut SimRng) -> f64 {
     (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
+/// Whether a single-turn request's blocks past its shared prefix are its own tail
+/// ([`RequestSpec::unshared_from`]): with one turn per session no later turn repeats a prompt,
+/// and every block from `shared_prefix_tokens / block_size` on holds a fresh token at the same
+/// place in every prompt (all prefixes are equally long), which no other request has as long as
+/// the fresh counter cannot come round again: at most 2^32 fresh tokens in all (each request
+/// takes at most its input's longest draw). Otherwise (sessions of several turns, or a
+/// workload that could wrap the counter) no block is marked.
+fn own_tails_unshared(p: &SyntheticParams) -> bool {
+    p.turns <= 1 && (p.requests as u128) * u128::from(p.input.max()) <= 1 << 32
+}
+
 /// The synthetic workload made one session at a time, on demand (ids `0..requests` in arrival
 /// order, every draw from its own generator, in the order the module doc gives), so a run holds
 /// only the sessions in flight. Call [`SyntheticParams::validate`] first, then
@@ -333,6 +347,7 @@ impl SyntheticStream {
             None => 1e9 / p.rate_per_s,
         };
         let block_size = self.block_size;
+        let own_tails = own_tails_unshared(&p);
         let rng = &mut self.rng;
         let session = self.session;
         let u = rng.unit() * total_weight;
@@ -399,7 +414,11 @@ impl SyntheticStream {
                 arrival_ns,
                 input_tokens: u32::try_from(prompt_len).unwrap_or(u32::MAX),
                 output_tokens: last_output,
-                unshared_from: blocks.len(),
+                unshared_from: if own_tails {
+                    prefix_blocks.min(blocks.len())
+                } else {
+                    blocks.len()
+                },
                 blocks: blocks.clone(),
                 prefix: (p.shared_prefix_tokens > 0).then_some(g as u64),
                 prefix_blocks: if block_size > 0 { prefix_blocks } else { 0 },
@@ -644,5 +663,60 @@ mod tests {
             ..p
         };
         assert_eq!(both.validate().unwrap_err().0, "rate_per_s");
+    }
+
+    #[test]
+    fn single_turn_requests_own_the_blocks_past_their_prefix_and_only_those() {
+        // 1,000 single-turn requests on 16 groups, a 30-token prefix at 16-token blocks (block 1
+        // straddles prefix and fresh tokens) and lognormal inputs: the blocks the workers and
+        // routers must keep in their tables (those before `unshared_from`) are the groups'
+        // prefix blocks only, at most 16 of them, not one per request as before; and no other
+        // request names a block of an own tail.
+        let p = SyntheticParams {
+            shared_prefix_tokens: 30,
+            input: LengthDist::Lognormal {
+                median: 100.0,
+                sigma: 0.5,
+            },
+            ..SyntheticParams::default()
+        };
+        let reqs = run(&p, 3);
+        let mut listed = std::collections::HashSet::new();
+        let mut owners = std::collections::HashMap::new();
+        for r in &reqs {
+            assert_eq!(r.unshared_from, 1, "request {}", r.id.0);
+            listed.extend(r.blocks[..r.unshared_from].iter().copied());
+            for b in &r.blocks[r.unshared_from..] {
+                assert_eq!(owners.insert(*b, r.id), None, "an own tail named twice");
+            }
+        }
+        assert!(listed.len() <= 16, "{} listed blocks", listed.len());
+        assert!(listed.iter().all(|b| !owners.contains_key(b)));
+        assert!(
+            owners.len() > 5_000,
+            "own tails were marked: {}",
+            owners.len()
+        );
+    }
+
+    #[test]
+    fn later_turns_and_a_counter_that_could_come_round_mark_no_own_tail() {
+        // Sessions of 3 turns repeat each other's blocks; 2^23 requests of up to 2^10 fresh
+        // tokens could wrap the fresh counter (2^33 > 2^32), 2^22 of them could not.
+        let turns = SyntheticParams {
+            turns: 3,
+            ..SyntheticParams::default()
+        };
+        assert!(run(&turns, 1)
+            .iter()
+            .all(|r| r.unshared_from == r.blocks.len()));
+        let wide = |requests| SyntheticParams {
+            requests,
+            input: LengthDist::Uniform { min: 1, max: 1024 },
+            ..SyntheticParams::default()
+        };
+        assert!(!own_tails_unshared(&wide(1 << 23)));
+        assert!(own_tails_unshared(&wide(1 << 22)));
+        assert!(!own_tails_unshared(&turns));
     }
 }
