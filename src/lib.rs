@@ -99,7 +99,9 @@
 //!   ([`workload::RequestSpec::unshared_from`]) can only be looked up by that request. Workers
 //!   store them outside their name tables, and routers leave them out of their indexes when no
 //!   request is routed twice and nothing observes the whole index: half of a trace's blocks,
-//!   with results unchanged (a property test compares both ways).
+//!   with results unchanged (a property test compares both ways). A single-turn synthetic
+//!   request's blocks past its shared prefix are its own tail too (fresh tokens, see
+//!   [`workload::synthetic`]).
 //!
 //! ```
 //! use std::path::Path;
