@@ -130,7 +130,10 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         gpu = spec.gpu,
         tp = spec.tp,
         precision = spec.precision.name(),
-        kv = spec.kv_dtype.name(),
+        kv = spec
+            .protocol
+            .server_kv_dtype(spec.engine, &spec.gpu, spec.kv_dtype)
+            .name(),
         engine = spec.engine.name(),
         input = length_dist(spec.protocol, spec.isl),
         output = length_dist(spec.protocol, spec.osl),
