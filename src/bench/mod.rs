@@ -89,6 +89,8 @@ pub struct BenchFacts {
     pub concurrency: usize,
     /// Tokens of KV the worker holds.
     pub kv_capacity_tokens: u64,
+    /// The KV cache's dtype as the server runs it (`auto` and the protocol resolved).
+    pub kv_dtype: String,
     /// The most requests of `isl + osl` tokens the KV holds at once: the largest batch the KV
     /// allows.
     pub max_batch: u64,
@@ -130,7 +132,10 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         gpu = spec.gpu,
         tp = spec.tp,
         precision = spec.precision.name(),
-        kv = spec.kv_dtype.name(),
+        kv = spec
+            .protocol
+            .server_kv_dtype(spec.engine, &spec.gpu, spec.kv_dtype)
+            .name(),
         engine = spec.engine.name(),
         input = length_dist(spec.protocol, spec.isl),
         output = length_dist(spec.protocol, spec.osl),
@@ -277,6 +282,7 @@ fn with_facts(spec: &BenchSpec, s: &Scenario, report: Report) -> BenchReport {
         osl: spec.osl,
         concurrency: spec.concurrency,
         kv_capacity_tokens: d.kv_capacity_tokens,
+        kv_dtype: d.kv_dtype.clone(),
         max_batch,
         max_num_seqs: seats,
         output_tokens_per_s_per_gpu: round_py(report.output_tokens_per_s / d.tp as f64, 3),
@@ -290,10 +296,12 @@ impl BenchReport {
         let b = &self.bench;
         let r = &self.report;
         let mut out = format!(
-            "deployment    {}\nkv            {} tokens per worker: {} requests of {} + {} tokens at once \
-             (the engine runs {} at most)\nbenchmark     {} clients, {} requests of {} + {} tokens\n",
+            "deployment    {}\nkv            {} tokens per worker in {}: {} requests of {} + {} tokens \
+             at once (the engine runs {} at most)\nbenchmark     {} clients, {} requests of {} + {} \
+             tokens\n",
             b.deployment,
             b.kv_capacity_tokens,
+            b.kv_dtype,
             b.max_batch,
             b.isl,
             b.osl,

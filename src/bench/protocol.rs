@@ -15,12 +15,21 @@
 //!   README's launch commands, as kept in `jyothisambolu/InferenceMAX`). Its grid is the
 //!   (isl, osl) pairs (1,024, 1,024), (1,024, 8,192) and (8,192, 1,024) at 4 to 128 clients.
 //!
+//! InferenceMAX's vLLM launch commands also set the KV cache's dtype by GPU: the Blackwell
+//! (B200) command passes `--kv-cache-dtype fp8`, the Hopper (H200) one leaves it at `auto`, which
+//! in those vLLM images is the model's dtype, bf16, even for an FP8 checkpoint
+//! ([`Protocol::server_kv_dtype`]). The measured rows bear it out: Llama-3.1-70B fp8 on 2 x H100,
+//! 64 clients of 1,024 + 8,192 tokens, measures a mean TTFT of 30.8 s, and with a bf16 KV cache
+//! dynsim queues them for 32.7 s; with an fp8 one everything fits and TTFT is 0.3 s.
+//!
 //! dynsim draws the lengths from the scenario's seed, not numpy's: the same distribution, not
 //! the same draws. SGLang's and TensorRT-LLM's servers keep AIConfigurator's limits under either
 //! protocol (InferenceMAX's launch settings for them are not part of what dynsim cites).
 
+use crate::deployment::{gpu, KvDtype};
 use crate::error::{Error, Result};
 use crate::run::REQUESTS_PER_CLIENT;
+use crate::scenario::EngineKind;
 /// Requests per client under InferenceMAX's (`--num-prompts $(( CONC * 10 ))`).
 pub const INFERENCEMAX_REQUESTS_PER_CLIENT: usize = 10;
 /// InferenceMAX's `--random-range-ratio`: lengths are drawn from `int(len x ratio) ..= len`.
@@ -69,6 +78,29 @@ impl Protocol {
                 let min = (f64::from(tokens) * INFERENCEMAX_RANGE_RATIO) as u32;
                 (min.max(1), tokens)
             }
+        }
+    }
+
+    /// The KV dtype the protocol's `engine` server runs on `gpu` when the benchmark asks for
+    /// `requested`: an explicit dtype stays; `auto` becomes what the protocol's launch command
+    /// gives. InferenceMAX's vLLM servers: `fp8` on Blackwell GPUs (its B200 command's
+    /// `--kv-cache-dtype fp8`), `bf16` elsewhere (its H200 command sets none, and that vLLM's
+    /// `auto` is the model's dtype). AIConfigurator's and other engines' servers keep `auto`.
+    pub fn server_kv_dtype(
+        self,
+        engine: EngineKind,
+        gpu_name: &str,
+        requested: KvDtype,
+    ) -> KvDtype {
+        match (self, engine, requested) {
+            (Protocol::InferenceMax, EngineKind::Vllm, KvDtype::Auto) => {
+                match gpu::find(gpu_name) {
+                    Some(g) if g.architecture == "blackwell" => KvDtype::Fp8,
+                    Some(_) => KvDtype::Bf16,
+                    None => KvDtype::Auto,
+                }
+            }
+            _ => requested,
         }
     }
 
@@ -124,6 +156,36 @@ mod tests {
         );
         // An unversioned row off the grid too.
         assert_eq!(Protocol::of_row("", 4000, 1000), Protocol::Aiconfigurator);
+    }
+
+    #[test]
+    fn inferencemax_vllm_runs_fp8_kv_on_blackwell_and_bf16_on_hopper() {
+        let im = Protocol::InferenceMax;
+        assert_eq!(
+            im.server_kv_dtype(EngineKind::Vllm, "b200_sxm", KvDtype::Auto),
+            KvDtype::Fp8
+        );
+        assert_eq!(
+            im.server_kv_dtype(EngineKind::Vllm, "h100_sxm", KvDtype::Auto),
+            KvDtype::Bf16
+        );
+        assert_eq!(
+            im.server_kv_dtype(EngineKind::Vllm, "h200_sxm", KvDtype::Auto),
+            KvDtype::Bf16
+        );
+        // An explicit dtype stays; other engines and AIConfigurator's protocol keep `auto`.
+        assert_eq!(
+            im.server_kv_dtype(EngineKind::Vllm, "h100_sxm", KvDtype::Fp8),
+            KvDtype::Fp8
+        );
+        assert_eq!(
+            im.server_kv_dtype(EngineKind::Trtllm, "h100_sxm", KvDtype::Auto),
+            KvDtype::Auto
+        );
+        assert_eq!(
+            Protocol::Aiconfigurator.server_kv_dtype(EngineKind::Vllm, "h100_sxm", KvDtype::Auto),
+            KvDtype::Auto
+        );
     }
 
     #[test]

@@ -10,16 +10,34 @@
 //! pipeline parallelism are skipped) and `kv_cache_dtype` (auto, bf16, fp8). Other columns are
 //! ignored.
 //!
-//! A row without `kv_cache_dtype` ran vLLM's `auto` ([`KvDtype::Auto`]): an FP8 KV cache with
-//! FP8 or FP4 weights. The rows bear it out: Llama-3.1-70B in fp8 on 2 x H100 serves 32 clients of
-//! 1,024 + 8,192 tokens without queueing (TTFT 289 ms), which needs 295K tokens of KV: 421K in
-//! fp8, 211K in bf16; AIConfigurator, whose deployments these are, pairs fp8 and nvfp4 weights
-//! with an fp8 KV cache too (`sdk/models/helpers.py`, `_infer_quant_modes_from_raw_config`).
+//! A row without `kv_cache_dtype` ran its server's `auto` ([`MeasuredRow::server_kv_dtype`]):
+//! vLLM before 0.14 (the AIConfigurator rows' 0.12.0) takes the model's dtype, bf16, whatever
+//! the weights; a newer vLLM, and the other engines, the checkpoint's ([`KvDtype::Auto`]: an FP8
+//! KV cache with FP8 or FP4 weights). Rows without a version run under their protocol's launch
+//! commands ([`crate::bench::Protocol::server_kv_dtype`]: InferenceMAX's vLLM servers ran a bf16
+//! KV cache on Hopper and an fp8 one on Blackwell).
 
 use std::path::Path;
 
 use crate::deployment::{KvDtype, Precision};
 use crate::error::{Error, Result};
+
+impl MeasuredRow {
+    /// The KV dtype the row's server ran: the `kv_cache_dtype` column's, else what the engine
+    /// version's `auto` gives where the version says (vLLM before 0.14: bf16), else `auto`.
+    pub fn server_kv_dtype(&self) -> KvDtype {
+        if self.kv_dtype != KvDtype::Auto || self.backend != "vllm" {
+            return self.kv_dtype;
+        }
+        let mut parts = self.version.trim().split('.');
+        let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+        let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+        match (major, minor) {
+            (Some(0), Some(minor)) if minor < 14 => KvDtype::Bf16,
+            _ => KvDtype::Auto,
+        }
+    }
+}
 
 /// One measured benchmark run.
 #[derive(Clone, Debug, PartialEq)]
@@ -222,6 +240,29 @@ mod tests {
         );
         assert_eq!((a.ttft_ms, a.tpot_ms), (154.2, 18.04));
         assert_eq!((m.rows[1].line, m.rows[1].precision), (5, Precision::Fp4));
+    }
+
+    #[test]
+    fn an_old_vllm_ran_a_bf16_kv_cache_whatever_the_weights() {
+        let text = "id,backend,backend_version,model_path,system,precision,mode,isl,osl,\
+                    batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms,kv_cache_dtype\n\
+                    a,vllm,0.12.0,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n\
+                    b,vllm,0.16.1,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n\
+                    c,vllm,,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n\
+                    d,vllm,0.12.0,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,fp8\n\
+                    e,sglang,0.5.6,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n";
+        let m = parse(Path::new("m.csv"), text).unwrap();
+        let kv: Vec<KvDtype> = m.rows.iter().map(MeasuredRow::server_kv_dtype).collect();
+        assert_eq!(
+            kv,
+            [
+                KvDtype::Bf16,
+                KvDtype::Auto,
+                KvDtype::Auto,
+                KvDtype::Fp8,
+                KvDtype::Auto
+            ]
+        );
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn spec_of(row: &MeasuredRow, engine: EngineKind, set: &[Override]) -> Bench
         gpu: row.gpu.clone(),
         tp: row.tp,
         precision: row.precision,
-        kv_dtype: row.kv_dtype,
+        kv_dtype: row.server_kv_dtype(),
         engine,
         isl: row.isl,
         osl: row.osl,

@@ -36,7 +36,9 @@ pub struct BenchArgs {
     /// The weights' precision.
     #[arg(long, default_value = "bf16", value_parser = choice::<Precision>(Precision::NAMES))]
     precision: Precision,
-    /// The KV cache's dtype (auto: vLLM's, the model's own, bf16).
+    /// The KV cache's dtype (auto: the checkpoint's, as vLLM's auto: fp8 with fp8 or fp4 weights,
+    /// else bf16; under --protocol inferencemax, its vLLM launch commands': fp8 on Blackwell,
+    /// bf16 elsewhere).
     #[arg(long, default_value = "auto", value_parser = choice::<KvDtype>(KvDtype::NAMES))]
     kv_dtype: KvDtype,
     /// The serving engine.
@@ -58,7 +60,7 @@ pub struct BenchArgs {
     requests: Option<usize>,
     /// The benchmark's convention: aiconfigurator (every prompt isl and answer osl tokens, the
     /// server's token budget concurrency + isl + 1,500) or inferencemax (lengths uniform over
-    /// 0.8 x to 1 x isl and osl, vLLM's budget 8,192).
+    /// 0.8 x to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell, else bf16).
     #[arg(long, default_value = "aiconfigurator", value_parser = choice::<Protocol>(&Protocol::NAMES))]
     protocol: Protocol,
     /// A profile `dynsim calibrate` wrote (default: the engine's bundled one).

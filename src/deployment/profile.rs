@@ -19,11 +19,11 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepCoefficients {
-    /// x the GEMMs' FLOPs at the weights' precision's dense peak, in a compute-bound step (1 /
-    /// the GEMMs' utilisation of the peak).
+    /// x the GEMMs' FLOPs at the weights' precision's dense peak (1 / the GEMMs' utilisation of
+    /// the peak).
     pub gemm_compute: f64,
-    /// x the weights' bytes at the datasheet bandwidth, in a memory-bound step (1 / the
-    /// bandwidth's utilisation).
+    /// x the weights' bytes at the datasheet bandwidth, read once per step (1 / the bandwidth's
+    /// utilisation).
     pub weight_read: f64,
     /// x the prefill chunks' attention FLOPs at the BF16 dense peak.
     pub attention_compute: f64,

@@ -48,6 +48,66 @@ fn inferencemax_sends_ten_requests_per_client_of_varied_lengths() {
     );
 }
 
+/// Llama-3.1-70B fp8 on 2 x `gpu`, 64 clients of 1,024 + 8,192 tokens under `protocol`.
+fn seventy_b(gpu: &str, protocol: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "bench",
+        "--model",
+        "meta-llama/Llama-3.1-70B",
+        "--gpu",
+        gpu,
+        "--tp",
+        "2",
+        "--precision",
+        "fp8",
+        "--isl",
+        "1024",
+        "--osl",
+        "8192",
+        "--concurrency",
+        "64",
+        "--requests",
+        "128",
+        "--protocol",
+        protocol,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(&args)).expect("one JSON object")
+}
+
+/// InferenceMAX's vLLM servers ran a bf16 KV cache on Hopper (its H200 launch sets no
+/// `--kv-cache-dtype`) and an fp8 one on Blackwell; AIConfigurator's protocol keeps `auto` (fp8
+/// with fp8 weights). On 2 x H100 the bf16 cache holds half the tokens, too few for 64 clients of
+/// up to 9,216 tokens: they queue (measured: 30.8 s of mean TTFT), where the fp8 one seats them
+/// all (0.3 s). If the protocol's KV dtype were lost, the queueing would vanish.
+#[test]
+fn inferencemax_runs_the_kv_dtype_of_its_launch_commands_and_queues_where_kv_runs_short() {
+    let kv = |r: &serde_json::Value| {
+        (
+            r["bench"]["kv_dtype"].as_str().unwrap().to_string(),
+            r["bench"]["kv_capacity_tokens"].as_u64().unwrap(),
+        )
+    };
+    let hopper = seventy_b("h100_sxm", "inferencemax", &[]);
+    let aic = seventy_b("h100_sxm", "aiconfigurator", &[]);
+    let (dtype, tokens) = kv(&hopper);
+    assert_eq!(dtype, "bf16");
+    assert_eq!(kv(&aic).0, "fp8");
+    let ratio = kv(&aic).1 as f64 / tokens as f64;
+    assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
+    assert_eq!(kv(&seventy_b("b200_sxm", "inferencemax", &[])).0, "fp8");
+    // An explicit dtype wins over the protocol's.
+    let asked = seventy_b("h100_sxm", "inferencemax", &["--kv-dtype", "fp8"]);
+    assert_eq!(kv(&asked), kv(&aic));
+    // 64 clients of up to 9,216 tokens do not fit the bf16 cache: the later requests wait for
+    // KV, seconds (11.3 s), where the fp8 cache seats them all (1.1 s: the prefills alone).
+    let ttft = |r: &serde_json::Value| r["ttft_ms"]["mean"].as_f64().unwrap();
+    assert!(tokens < 64 * 9216, "{tokens}");
+    assert!(ttft(&hopper) > 5_000.0, "{}", ttft(&hopper));
+    assert!(ttft(&asked) < 2_000.0, "{}", ttft(&asked));
+}
+
 #[test]
 fn an_unknown_protocol_is_refused() {
     let err = bad(&[
