@@ -1,7 +1,9 @@
 //! `[kv]`: the KV tiers below each worker's device cache, `[kv.host]` (host memory) and
 //! `[kv.disk]` (disk, below host). Blocks the device evicts go to host, blocks host drops go
 //! to disk; a request whose prefix continues on a lower tier loads it back instead of
-//! recomputing it (see [`crate::cluster::worker::tiers`]).
+//! recomputing it (see [`crate::cluster::worker::tiers`]). `[kv.host] scope = "cluster"` makes
+//! the host tier one pool for the whole cluster (its capacity the pool's), each worker keeping
+//! its own bandwidths to it; not with `[kv.disk]` or `[disagg]`.
 
 use serde::{Deserialize, Serialize};
 

@@ -32,7 +32,36 @@
 //! block, where the crate writes when the step completes, and a copy host already holds is
 //! touched, where the crate leaves it), and holds the step that admits the loading request until
 //! the load ends (the batch waits with it). A disk block is read straight to the device over the disk tier's read lane (not
-//! staged through host), and a cluster-shared pool (`scope = "cluster"`) is not modelled.
+//! staged through host).
+//!
+//! **A host pool shared by the cluster** (`[kv.host] scope = "cluster"`, [`HostPool`]): every
+//! worker's host tier is one store (one capacity, `capacity_blocks` in all, and one LRU), so a
+//! block any worker offloaded is found and loaded back by any worker whose request names it, and
+//! any worker's offload may drop another's block. Each worker keeps its own two lanes (its
+//! `d2h_gbps` and `h2d_gbps`, FIFO as above); a block's write ends on the lane of the worker
+//! that wrote it, and a load by another waits for that. A worker's restart loses its device,
+//! not the pool. What the routers see: every publishing worker reports the pool's changes on its
+//! own event stream (`TierStored`/`TierRemoved` with tier host), so a router indexing per worker
+//! sees a pool block on every worker's host tier and Dynamo's `host_cache_hit_weight` credits it
+//! for every worker alike. The worker whose step changed the pool reports it with the step's
+//! events and wakes the others (`Msg::HostTierChanged`, sent for the same instant), which report
+//! it after whatever they already published; a worker back from a restart, or joining, first
+//! reports every block the pool holds (its `Cleared` took them out of the routers' view).
+//! Pool-wide capacity and this publication after `aisimulate-core` 0.13.0
+//! (`engine/host_offload/registry.rs`: `G2Registry` joins every `ClusterShared` rank to one
+//! `HostTier`, `num_host_blocks` being the pool's total; `engine/host_offload/tier.rs`:
+//! `subscribe` and `publish` deliver the pool's residency to every subscribed rank as
+//! `HostPinned` events, starting from a snapshot; `engine/scheduler/vllm/core.rs` and
+//! `host_offload.rs`: a rank subscribes when it publishes KV events). Where dynsim differs: the crate serves a shared
+//! pool's transfers by equal share (`engine/offload_transfer.rs`, `FairTransfers`: a job's rate
+//! is `min(link / the client's active jobs, pool cap / all active jobs)`, the pool capped at
+//! `shared_d2h_bandwidth_gbps` and `shared_h2d_bandwidth_gbps`, 80 GB/s by default); dynsim has
+//! no pool-wide cap, each worker's transfers FIFO on its own link, so a pool read by many
+//! workers at once is faster here than in the crate when their links together pass the cap. The
+//! crate's ranks drain the pool's events when each advances; dynsim's are woken at once. A
+//! shared host with `[kv.disk]` below it, or under `[disagg]`, is refused (not modelled), and
+//! the crate's contract checks (equal block bytes and layout) hold by construction: one
+//! scenario, one model.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
