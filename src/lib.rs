@@ -53,6 +53,8 @@
 //!   ([`cluster::worker::tiers`], owned by the shared KV pool, so every engine has it). KV events
 //!   say which tier a block is on; Dynamo's router credits lower-tier blocks
 //!   (`host_cache_hit_weight`, `disk_cache_hit_weight`), and the report splits reuse by tier.
+//!   With `scope = "cluster"` the host tier is one pool for every worker (one capacity, one
+//!   LRU, each worker's own link), whose blocks every worker's event stream reports.
 //! - **Routing policies.** The router runs a [`router::policy::RoutingPolicy`] chosen by name from
 //!   [`router::registry`]: round-robin, random, the lab rule fed by the router's own decisions or
 //!   by KV events, the older Dynamo-style cost, a TTL-forgetting approximation, Dynamo's current

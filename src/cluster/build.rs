@@ -23,7 +23,7 @@ use super::topology::{Role, Topology};
 use super::truth::Truth;
 use super::worker::engine::{EngineRules, EngineSetup};
 use super::worker::sglang::{SchedulePolicy, SglangRules};
-use super::worker::tiers::{TierSpec, TiersSetup};
+use super::worker::tiers::{SharedHost, TierSpec, TiersSetup};
 use super::worker::trtllm::TrtllmRules;
 use super::worker::vllm::{Admission, Preemption, VllmRules};
 use super::worker::{Link, Worker, WorkerSetup};
@@ -134,14 +134,31 @@ pub fn populate(
         gbps: d.link_gbps,
         overhead_ms: d.transfer_overhead_ms,
     });
+    // `[kv.host] scope = "cluster"`: one host pool for every worker, which each worker's
+    // stream reports, woken by the others (by worker number) when the pool changes.
+    let mut shared_host: Option<SharedHost> = None;
+    let mut host_peers = Vec::new();
+    if s.kv.host_shared() {
+        host_peers = vec![topo.client(); topo.workers().len()];
+        for slot in topo.workers() {
+            host_peers[slot.id.index()] = slot.addr;
+        }
+    }
     for slot in topo.workers() {
+        let mut engine = EngineSetup {
+            record_features,
+            ..engine_setup(s, hw, slot.role)
+        };
+        if let Some(t) = engine.tiers.as_mut().filter(|_| s.kv.host_shared()) {
+            let capacity = t.tiers[0].capacity_blocks;
+            let pool = shared_host.get_or_insert_with(|| SharedHost::new(capacity));
+            t.shared_host = Some(pool.clone());
+        }
         let setup = WorkerSetup {
             index: slot.id,
             role: slot.role,
-            engine: EngineSetup {
-                record_features,
-                ..engine_setup(s, hw, slot.role)
-            },
+            engine,
+            host_peers: host_peers.clone(),
             publish: s.bus.publish,
             replay_buffer,
             bus: topo.bus(),
@@ -288,6 +305,7 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
         block_bytes,
         tiers,
         write_through: s.kv.write_through(),
+        shared_host: None,
     })
 }
 

@@ -104,6 +104,9 @@ pub enum Msg {
         /// The worker.
         worker: WorkerId,
     },
+    /// The cluster-shared host tier changed (`[kv.host] scope = "cluster"`; worker → worker):
+    /// the receiver reports the pool's changes on its own event stream.
+    HostTierChanged,
     /// Scaling: `worker` leaves, draining what it holds (`drain`) or at once, handing its
     /// requests back (to the worker itself).
     Retire {
@@ -314,6 +317,7 @@ impl Msg {
             Msg::StepEnd { .. } => "StepEnd",
             Msg::Handoff(_) => "Handoff",
             Msg::RefreshSignals => "RefreshSignals",
+            Msg::HostTierChanged => "HostTierChanged",
             Msg::WorkerDown { .. } => "WorkerDown",
             Msg::WorkerUp { .. } => "WorkerUp",
             Msg::Register { .. } => "Register",

@@ -1,7 +1,9 @@
 //! `[kv]`: the KV tiers below each worker's device cache, `[kv.host]` (host memory) and
 //! `[kv.disk]` (disk, below host). Blocks the device evicts go to host, blocks host drops go
 //! to disk; a request whose prefix continues on a lower tier loads it back instead of
-//! recomputing it (see [`crate::cluster::worker::tiers`]).
+//! recomputing it (see [`crate::cluster::worker::tiers`]). `[kv.host] scope = "cluster"` makes
+//! the host tier one pool for the whole cluster (its capacity the pool's), each worker keeping
+//! its own bandwidths to it; not with `[kv.disk]` or `[disagg]`.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,8 +34,9 @@ pub enum TierScope {
     /// Each worker has its own (aisimulate-core's `DpRankLocal`).
     #[default]
     Worker,
-    /// One pool for the whole cluster (aisimulate-core's `ClusterShared`): not modelled yet,
-    /// refused.
+    /// One pool for the whole cluster (aisimulate-core's `ClusterShared`; `[kv.host]` only):
+    /// its `capacity_blocks` or `capacity_gb` is the pool's, each worker's bandwidths its own
+    /// link to it.
     Cluster,
 }
 
@@ -57,10 +60,11 @@ pub enum WritePolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TierSettings {
-    /// Blocks it holds per worker (give this or `capacity_gb`).
+    /// Blocks it holds per worker, or in all under `scope = "cluster"` (give this or
+    /// `capacity_gb`).
     pub capacity_blocks: Option<usize>,
-    /// GB (1e9 bytes) it holds per worker, in blocks of the `[deployment]` model's KV (needs a
-    /// `[deployment]`; give this or `capacity_blocks`).
+    /// GB (1e9 bytes) it holds per worker (in all under `scope = "cluster"`), in blocks of the
+    /// `[deployment]` model's KV (needs a `[deployment]`; give this or `capacity_blocks`).
     pub capacity_gb: Option<f64>,
     /// Bandwidth into the tier, GB/s; 0 = no limit (absent: aisimulate-core 0.13's defaults,
     /// 32 for host, 10 for disk).
@@ -70,7 +74,8 @@ pub struct TierSettings {
     pub h2d_gbps: Option<f64>,
     /// Time to a transfer's first byte, ms (absent: 0 for host, 0.1 for disk).
     pub first_byte_ms: Option<f64>,
-    /// `worker` (each worker its own); `cluster` (one shared pool) is refused: not modelled.
+    /// `worker` (each worker its own) or, for `[kv.host]`, `cluster` (one pool every worker
+    /// offloads to and loads from, [`crate::cluster::worker::tiers::HostPool`]).
     pub scope: TierScope,
     /// `[kv.host]` only: `write_back` (absent: blocks go to host when the device evicts them)
     /// or `write_through` (when the device stores them).
@@ -82,6 +87,13 @@ impl KvSettings {
     /// Whether blocks are written to host as the device stores them (`write_through`).
     pub fn write_through(&self) -> bool {
         self.host.as_ref().and_then(|h| h.write_policy) == Some(WritePolicy::WriteThrough)
+    }
+
+    /// Whether the host tier is one pool for the whole cluster (`[kv.host] scope = "cluster"`).
+    pub fn host_shared(&self) -> bool {
+        self.host
+            .as_ref()
+            .is_some_and(|h| h.scope == TierScope::Cluster)
     }
 
     /// Whether no tier is configured.
@@ -151,12 +163,29 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             ));
         }
         if t.scope == TierScope::Cluster {
-            return Err(bad(
-                &key("scope"),
-                "\"cluster\"",
-                "is not modelled yet (one pool shared by every worker, with its own bandwidth \
-                 caps); use \"worker\"",
-            ));
+            if name == "disk" {
+                return Err(bad(
+                    &key("scope"),
+                    "\"cluster\"",
+                    "is not modelled for disk (only [kv.host] may be shared); use \"worker\"",
+                ));
+            }
+            if s.kv.disk.is_some() {
+                return Err(bad(
+                    &key("scope"),
+                    "\"cluster\"",
+                    "with [kv.disk] is not modelled (a shared host's drops have no one disk to \
+                     go to); drop [kv.disk] or use \"worker\"",
+                ));
+            }
+            if s.disagg.enabled {
+                return Err(bad(
+                    &key("scope"),
+                    "\"cluster\"",
+                    "with disagg.enabled is not modelled (prefill and decode workers would share \
+                     one pool); use \"worker\"",
+                ));
+            }
         }
         match (t.capacity_blocks, t.capacity_gb) {
             (Some(_), Some(_)) => {

@@ -123,8 +123,24 @@ fn bad_tier_settings_are_refused_in_one_line() {
     for (extra, says) in [
         ("[kv.host]\ncapacity_gb = 10.0\n", "kv.host.capacity_gb"),
         (
-            "[kv.host]\ncapacity_blocks = 10\nscope = \"cluster\"\n",
-            "not modelled yet",
+            "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_blocks = 10\nscope = \"cluster\"\n",
+            "kv.disk.scope",
+        ),
+        (
+            "[kv.host]\ncapacity_blocks = 10\nscope = \"cluster\"\n[kv.disk]\ncapacity_blocks = 10\n",
+            "kv.host.scope",
+        ),
+        (
+            "[kv.host]\ncapacity_blocks = 10\nscope = \"cluster\"\n[disagg]\nenabled = true\n",
+            "kv.host.scope",
+        ),
+        (
+            "[kv.host]\ncapacity_blocks = 10\nscope = \"rack\"\n",
+            "kv.host.scope",
+        ),
+        (
+            "[kv.host]\nscope = \"cluster\"\n",
+            "kv.host.capacity_blocks",
         ),
         ("[kv.disk]\ncapacity_blocks = 10\n", "needs [kv.host]"),
         (
@@ -144,5 +160,86 @@ fn bad_tier_settings_are_refused_in_one_line() {
         let path = write(dir.path(), "bad.toml", &format!("{SMALL_DEVICE}{extra}"));
         let line = bad(&["run", &path]);
         assert!(line.contains(says), "{extra:?}: {line}");
+        // file:line: field
+        let at = line.split("bad.toml:").nth(1).unwrap_or("");
+        let digits = at.chars().take_while(char::is_ascii_digit).count();
+        assert!(digits > 0 && at[digits..].starts_with(": kv."), "{line}");
+        assert!(!line.contains("not modelled yet"), "{line}");
     }
+}
+
+/// The report's `reuse_by_tier.host` and `kv_onload_bytes.host` from a `--json` run.
+fn host_reuse(json: &str) -> (f64, u64) {
+    let r: serde_json::Value = serde_json::from_str(json).expect("a JSON report");
+    (
+        r["reuse_by_tier"]["host"].as_f64().expect("reuse by tier"),
+        r["kv_onload_bytes"]["host"].as_u64().expect("bytes loaded"),
+    )
+}
+
+#[test]
+fn a_cluster_shared_host_serves_every_worker_where_each_workers_own_does_not() {
+    // Round-robin spreads each group's requests over the 4 workers. The same host memory,
+    // 4 x 96 blocks or one pool of 384: a worker's own host holds only what its device evicted,
+    // the shared pool what every device evicted, so one worker's eviction is another's load.
+    let dir = tempfile::tempdir().unwrap();
+    let rr = SMALL_DEVICE.replace("policy = \"dynamo\"", "policy = \"rr\"");
+    let own = write(
+        dir.path(),
+        "own.toml",
+        &format!("{rr}[kv.host]\ncapacity_blocks = 96\nscope = \"worker\"\n"),
+    );
+    let shared = write(
+        dir.path(),
+        "shared.toml",
+        &format!("{rr}[kv.host]\ncapacity_blocks = 384\nscope = \"cluster\"\n"),
+    );
+    let trace = dir.path().join("t.jsonl");
+    let (own_host, own_bytes) = host_reuse(&ok(&["run", &own, "--json"]));
+    let (host, bytes) = host_reuse(&ok(&[
+        "run",
+        &shared,
+        "--json",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]));
+    assert!(host > 0.0 && host > 1.5 * own_host, "{host} vs {own_host}");
+    assert!(bytes > own_bytes);
+    // Every worker reports the pool: the blocks worker 0 first offloads reach the bus on
+    // every worker's stream, as the crate's shared pool publishes to every rank.
+    let text = std::fs::read_to_string(trace).unwrap();
+    let first: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["kind"] == "KvTierStored" && v["to"] == "bus")
+        .expect("a host store");
+    let blocks = &first["blocks"];
+    let reporters: std::collections::BTreeSet<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "KvTierStored" && v["to"] == "bus")
+        .filter(|v| &v["blocks"] == blocks)
+        .map(|v| v["from"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(reporters.len(), 4, "{reporters:?}");
+}
+
+#[test]
+fn a_cluster_shared_host_keeps_its_blocks_through_a_restart_and_the_stream_stays_whole() {
+    // Worker 1 restarts: its device is lost, the cluster's pool is not; when it is back it
+    // reports every block the pool holds, and no router sees a gap.
+    let text = format!(
+        "{SMALL_DEVICE}[kv.host]\ncapacity_blocks = 384\nscope = \"cluster\"\n\
+         [[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 3000.0\ndown_ms = 500.0\n"
+    );
+    let s = parse_scenario(Path::new("t.toml"), &text, &[]).expect("valid");
+    let r = run_scenario(&s, Path::new("."), None).expect("runs");
+    assert!(r.reuse_by_tier.unwrap().host > 0.0);
+    assert_eq!(r.events.gaps_detected, 0);
+    assert_eq!(r.events.applied, r.events.published);
+    let again = run_scenario(&s, Path::new("."), None).expect("runs");
+    assert_eq!(
+        serde_json::to_string(&r).unwrap(),
+        serde_json::to_string(&again).unwrap()
+    );
 }

@@ -396,6 +396,7 @@ impl Actor for RouterActor {
             | Msg::Via { .. }
             | Msg::ReplayRequest { .. }
             | Msg::SnapshotRequest { .. }
+            | Msg::HostTierChanged
             | Msg::Retire { .. } => {
                 debug_assert!(false, "the router receives no {}", env.msg.kind());
             }

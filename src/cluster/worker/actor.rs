@@ -65,6 +65,9 @@ pub struct WorkerSetup {
     pub board: Option<SignalBoard>,
     /// Its instrumentation (an audit only for a routable worker).
     pub probes: Probes,
+    /// Under a cluster-shared host tier, every worker's address by worker number (it wakes the
+    /// others to report the pool's changes); empty otherwise.
+    pub host_peers: Vec<ActorId>,
 }
 
 /// A worker's counters.
@@ -119,6 +122,9 @@ pub struct Worker {
     pub(super) next_seq: u64,
     /// The last `replay_buffer` events published, oldest first.
     pub(super) replay: VecDeque<(u64, KvEvent)>,
+    /// When the last event it published reaches the bus (events published later never reach it
+    /// earlier, so that its stream stays in order).
+    pub(super) published_until: Nanos,
     /// The step in progress (kept only for a timeline).
     running_step: Option<Running>,
     /// Leaving once it holds nothing (a scaling drain).
@@ -153,16 +159,19 @@ impl Worker {
             processed: HashSet::default(),
             next_seq: 0,
             replay: VecDeque::new(),
+            published_until: 0,
             running_step: None,
             draining: false,
             left_at: None,
             stats: WorkerStats::default(),
         }
+        .subscribed()
     }
 
     /// The worker as an empty slot of a scaling pool: down until a `WorkerUp` brings it in.
     pub fn absent(mut self) -> Self {
         self.up = false;
+        self.unsubscribe();
         self
     }
 
@@ -544,6 +553,7 @@ impl Worker {
             self.hand_back(r, ctx);
         }
         self.processed.clear();
+        self.unsubscribe();
         if matches!(self.setup.role, Role::Decode) {
             return;
         }
@@ -607,8 +617,10 @@ impl Actor for Worker {
                 self.up = true;
                 self.draining = false;
                 self.left_at = None;
+                self.resubscribe(ctx);
                 self.wake(ctx);
             }
+            Msg::HostTierChanged => self.report_shared_host(ctx),
             Msg::Retire { drain: true, .. } if self.up => self.draining = true,
             Msg::Retire { .. } if self.up => self.leave(ctx),
             Msg::Retire { .. } => {}

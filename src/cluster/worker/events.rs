@@ -16,6 +16,8 @@ use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
 use super::actor::Worker;
 use super::kv::Changes;
+use super::tiers::{SharedHost, TierMove};
+use crate::protocol::kv_event::Tier;
 use crate::protocol::messages::{Msg, ReplayAnswer, SnapshotAnswer};
 
 impl Worker {
@@ -55,9 +57,36 @@ impl Worker {
             self.publish(ev, delay, ctx);
         }
         // The evicted blocks' offload to the lower tiers, tier by tier, as vLLM's publisher
-        // reports a store on another medium.
-        for m in changes.lower {
-            let worker = me;
+        // reports a store on another medium. A cluster-shared host pool's changes, this
+        // worker's and the others' since it last reported, come from the pool's log instead,
+        // and the other workers are woken to report them as well.
+        match self.shared_host() {
+            None => self.publish_moves(changes.lower, delay, ctx),
+            Some(pool) => {
+                let moves = pool.borrow_mut().drain(me.index());
+                self.publish_moves(moves, delay, ctx);
+                let wake = pool.borrow_mut().to_wake(me.index());
+                for w in wake {
+                    ctx.send(self.setup.host_peers[w], Msg::HostTierChanged, delay);
+                }
+            }
+        }
+        let runs = changes.stored.len();
+        for (k, (parent, blocks)) in changes.stored.into_iter().enumerate() {
+            let ev = KvEvent::Stored {
+                worker: me,
+                parent,
+                blocks,
+                own_tail: if k + 1 == runs { changes.own_tail } else { 0 },
+            };
+            self.publish(ev, delay, ctx);
+        }
+    }
+
+    /// Publishes lower-tier changes, each as its stores then its drops.
+    fn publish_moves(&mut self, moves: Vec<TierMove>, delay: Nanos, ctx: &mut Context<'_, Msg>) {
+        let worker = self.setup.index;
+        for m in moves {
             if !m.stored.is_empty() {
                 let (tier, blocks) = (m.tier, m.stored);
                 self.publish(
@@ -83,21 +112,81 @@ impl Worker {
                 );
             }
         }
-        let runs = changes.stored.len();
-        for (k, (parent, blocks)) in changes.stored.into_iter().enumerate() {
-            let ev = KvEvent::Stored {
-                worker: me,
-                parent,
+    }
+
+    /// The cluster-shared host pool (`[kv.host] scope = "cluster"`), if the worker's host tier
+    /// is one.
+    fn shared_host(&self) -> Option<SharedHost> {
+        self.setup
+            .engine
+            .tiers
+            .as_ref()
+            .and_then(|t| t.shared_host.clone())
+    }
+
+    /// Whether it reports a cluster-shared host pool on its stream: it publishes and is
+    /// routable (as every publishing rank of `aisimulate-core`'s shared pool reports the pool).
+    fn reports_shared_host(&self) -> bool {
+        self.setup.publish && !matches!(self.setup.role, Role::Decode)
+    }
+
+    /// The worker, built, reporting the shared host pool if it has one (empty: the run has not
+    /// started).
+    pub(super) fn subscribed(self) -> Self {
+        if let Some(pool) = self.shared_host().filter(|_| self.reports_shared_host()) {
+            let held = pool.borrow_mut().subscribe(self.setup.index.index());
+            debug_assert!(held.is_empty(), "workers are built before the run");
+        }
+        self
+    }
+
+    /// Stops reporting the shared host pool (down, or out of the cluster).
+    pub(super) fn unsubscribe(&mut self) {
+        if let Some(pool) = self.shared_host() {
+            pool.borrow_mut().unsubscribe(self.setup.index.index());
+        }
+    }
+
+    /// Back up: reports the shared host pool again, starting with every block it holds (its
+    /// `Cleared` on going down took them out of the routers' view), as a rank subscribing to
+    /// `aisimulate-core`'s shared pool starts from a snapshot of its residency.
+    pub(super) fn resubscribe(&mut self, ctx: &mut Context<'_, Msg>) {
+        let me = self.setup.index.index();
+        let Some(pool) = self.shared_host().filter(|_| self.reports_shared_host()) else {
+            return;
+        };
+        if pool.borrow().subscribed(me) {
+            return;
+        }
+        let blocks = pool.borrow_mut().subscribe(me);
+        if !blocks.is_empty() {
+            let delay = self.published_until.saturating_sub(ctx.now());
+            let ev = KvEvent::TierStored {
+                worker: self.setup.index,
+                tier: Tier::Host,
                 blocks,
-                own_tail: if k + 1 == runs { changes.own_tail } else { 0 },
             };
             self.publish(ev, delay, ctx);
+        }
+    }
+
+    /// Another worker changed the shared host pool: reports what changed since it last did,
+    /// after what it already published.
+    pub(super) fn report_shared_host(&mut self, ctx: &mut Context<'_, Msg>) {
+        let Some(pool) = self.shared_host() else {
+            return;
+        };
+        let moves = pool.borrow_mut().drain(self.setup.index.index());
+        if !moves.is_empty() {
+            let delay = self.published_until.saturating_sub(ctx.now());
+            self.publish_moves(moves, delay, ctx);
         }
     }
 
     /// Stamps `event` with the next sequence number, keeps it for replay, and hands it to the
     /// bus `delay` from now.
     pub(super) fn publish(&mut self, event: KvEvent, delay: Nanos, ctx: &mut Context<'_, Msg>) {
+        self.published_until = self.published_until.max(ctx.now() + delay);
         let stamp = Stamp {
             epoch: self.epoch,
             seq: self.next_seq,

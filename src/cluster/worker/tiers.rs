@@ -32,9 +32,40 @@
 //! block, where the crate writes when the step completes, and a copy host already holds is
 //! touched, where the crate leaves it), and holds the step that admits the loading request until
 //! the load ends (the batch waits with it). A disk block is read straight to the device over the disk tier's read lane (not
-//! staged through host), and a cluster-shared pool (`scope = "cluster"`) is not modelled.
+//! staged through host).
+//!
+//! **A host pool shared by the cluster** (`[kv.host] scope = "cluster"`, [`HostPool`]): every
+//! worker's host tier is one store (one capacity, `capacity_blocks` in all, and one LRU), so a
+//! block any worker offloaded is found and loaded back by any worker whose request names it, and
+//! any worker's offload may drop another's block. Each worker keeps its own two lanes (its
+//! `d2h_gbps` and `h2d_gbps`, FIFO as above); a block's write ends on the lane of the worker
+//! that wrote it, and a load by another waits for that. A worker's restart loses its device,
+//! not the pool. What the routers see: every publishing worker reports the pool's changes on its
+//! own event stream (`TierStored`/`TierRemoved` with tier host), so a router indexing per worker
+//! sees a pool block on every worker's host tier and Dynamo's `host_cache_hit_weight` credits it
+//! for every worker alike. The worker whose step changed the pool reports it with the step's
+//! events and wakes the others (`Msg::HostTierChanged`, sent for the same instant), which report
+//! it after whatever they already published; a worker back from a restart, or joining, first
+//! reports every block the pool holds (its `Cleared` took them out of the routers' view).
+//! Pool-wide capacity and this publication after `aisimulate-core` 0.13.0
+//! (`engine/host_offload/registry.rs`: `G2Registry` joins every `ClusterShared` rank to one
+//! `HostTier`, `num_host_blocks` being the pool's total; `engine/host_offload/tier.rs`:
+//! `subscribe` and `publish` deliver the pool's residency to every subscribed rank as
+//! `HostPinned` events, starting from a snapshot; `engine/scheduler/vllm/core.rs` and
+//! `host_offload.rs`: a rank subscribes when it publishes KV events). Where dynsim differs: the crate serves a shared
+//! pool's transfers by equal share (`engine/offload_transfer.rs`, `FairTransfers`: a job's rate
+//! is `min(link / the client's active jobs, pool cap / all active jobs)`, the pool capped at
+//! `shared_d2h_bandwidth_gbps` and `shared_h2d_bandwidth_gbps`, 80 GB/s by default); dynsim has
+//! no pool-wide cap, each worker's transfers FIFO on its own link, so a pool read by many
+//! workers at once is faster here than in the crate when their links together pass the cap. The
+//! crate's ranks drain the pool's events when each advances; dynsim's are woken at once. A
+//! shared host with `[kv.disk]` below it, or under `[disagg]`, is refused (not modelled), and
+//! the crate's contract checks (equal block bytes and layout) hold by construction: one
+//! scenario, one model.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 
 use crate::engine::{ms_to_ns, Nanos};
 use crate::hash::BlockHash;
@@ -65,6 +96,10 @@ pub struct TiersSetup {
     pub tiers: Vec<TierSpec>,
     /// Blocks go to host as the device stores them (write-through), not as it evicts them.
     pub write_through: bool,
+    /// The cluster's shared host pool (`[kv.host] scope = "cluster"`: the host tier's blocks
+    /// live there, its capacity the pool's; the host spec gives this worker's lanes). `None`:
+    /// the worker's own host tier.
+    pub shared_host: Option<SharedHost>,
 }
 
 /// A FIFO transfer lane.
@@ -109,28 +144,24 @@ struct Entry {
     ready: Nanos,
 }
 
-/// One tier: its blocks in LRU order and its two lanes.
+/// What one tier holds: its blocks in LRU order.
 #[derive(Clone, Debug)]
-struct Store {
-    spec: TierSpec,
+struct Residency {
+    capacity_blocks: usize,
     entries: HashMap<BlockHash, Entry, BlockHashBuilder>,
     /// (stamp, block), least recently used first; an entry whose stamp is no longer its
     /// block's (touched since, or dropped) is stale, skipped and swept out.
     order: VecDeque<(u64, BlockHash)>,
     clock: u64,
-    write: Lane,
-    read: Lane,
 }
 
-impl Store {
-    fn new(spec: TierSpec) -> Self {
-        Store {
-            spec,
+impl Residency {
+    fn new(capacity_blocks: usize) -> Self {
+        Residency {
+            capacity_blocks,
             entries: HashMap::default(),
             order: VecDeque::new(),
             clock: 0,
-            write: Lane::new(spec.d2h_gbps, spec.first_byte_ms),
-            read: Lane::new(spec.h2d_gbps, spec.first_byte_ms),
         }
     }
 
@@ -160,7 +191,7 @@ impl Store {
     /// Stores `block` (not held), readable from `ready`, dropping the least recently used block
     /// if the tier is full; returns the block dropped.
     fn put(&mut self, block: BlockHash, ready: Nanos) -> Option<BlockHash> {
-        let dropped = (self.entries.len() == self.spec.capacity_blocks).then(|| loop {
+        let dropped = (self.entries.len() == self.capacity_blocks).then(|| loop {
             let (stamp, victim) = self.order.pop_front().expect("a full tier holds blocks");
             if self.entries.get(&victim).is_some_and(|e| e.stamp == stamp) {
                 self.entries.remove(&victim);
@@ -171,6 +202,235 @@ impl Store {
         self.entries.insert(block, Entry { stamp, ready });
         self.push(stamp, block);
         dropped
+    }
+
+    /// Every block held, least recently used first (an order no hash map decides).
+    fn in_lru_order(&self) -> Vec<BlockHash> {
+        self.order
+            .iter()
+            .filter(|(s, b)| self.entries.get(b).is_some_and(|e| e.stamp == *s))
+            .map(|&(_, b)| b)
+            .collect()
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.order.clear();
+    }
+}
+
+/// Where a tier's blocks live: its worker's own, or the cluster's shared host pool.
+#[derive(Clone, Debug)]
+enum Home {
+    Own(Residency),
+    Shared(SharedHost),
+}
+
+/// One tier: what it holds and its worker's two lanes.
+#[derive(Clone, Debug)]
+struct Store {
+    spec: TierSpec,
+    home: Home,
+    write: Lane,
+    read: Lane,
+}
+
+impl Store {
+    fn new(spec: TierSpec, shared: Option<&SharedHost>) -> Self {
+        Store {
+            spec,
+            home: match shared {
+                Some(h) => Home::Shared(h.clone()),
+                None => Home::Own(Residency::new(spec.capacity_blocks)),
+            },
+            write: Lane::new(spec.d2h_gbps, spec.first_byte_ms),
+            read: Lane::new(spec.h2d_gbps, spec.first_byte_ms),
+        }
+    }
+
+    /// Runs `f` on what the tier holds.
+    fn with<R>(&mut self, f: impl FnOnce(&mut Residency) -> R) -> R {
+        match &mut self.home {
+            Home::Own(r) => f(r),
+            Home::Shared(h) => f(&mut h.0.borrow_mut().res),
+        }
+    }
+
+    fn holds(&self, block: BlockHash) -> bool {
+        match &self.home {
+            Home::Own(r) => r.entries.contains_key(&block),
+            Home::Shared(h) => h.0.borrow().res.entries.contains_key(&block),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match &self.home {
+            Home::Own(r) => r.entries.len(),
+            Home::Shared(h) => h.0.borrow().res.entries.len(),
+        }
+    }
+
+    fn capacity_blocks(&self) -> usize {
+        match &self.home {
+            Home::Own(r) => r.capacity_blocks,
+            Home::Shared(h) => h.0.borrow().res.capacity_blocks,
+        }
+    }
+}
+
+/// The host tier of `[kv.host] scope = "cluster"`: one store of blocks for every worker of the
+/// cluster (one capacity, one LRU), and the log of its changes that each publishing worker
+/// reports on its own KV event stream (as every rank of `aisimulate-core`'s shared pool publishes
+/// the pool's residency).
+///
+/// Each subscribed worker (one that publishes KV events) has a cursor in the log; a worker
+/// drains the changes past its cursor when it publishes ([`HostPool::drain`]), and the log keeps
+/// only what some subscriber has not drained. Workers are told in worker-number order, so
+/// nothing depends on a hash map's order.
+#[derive(Debug)]
+pub struct HostPool {
+    res: Residency,
+    /// Changes not yet drained by every subscriber, oldest first.
+    log: VecDeque<TierMove>,
+    /// The number of changes trimmed from the log's front: `log[0]`'s number.
+    base: u64,
+    /// By worker number: its cursor (`None`: not subscribed) and whether a wake is on its way.
+    subs: Vec<(Option<u64>, bool)>,
+}
+
+impl HostPool {
+    /// The log's end: the number the next change will get.
+    fn end(&self) -> u64 {
+        self.base + self.log.len() as u64
+    }
+
+    /// Records a change for the subscribers (kept only if there are any).
+    fn record(&mut self, tier: Tier, stored: &[BlockHash], removed: &[BlockHash]) {
+        if self.subs.iter().any(|s| s.0.is_some()) {
+            self.log.push_back(TierMove {
+                tier,
+                stored: stored.to_vec(),
+                removed: removed.to_vec(),
+            });
+        }
+    }
+
+    /// Worker `worker` reports the pool from now on: returns every block the pool holds, least
+    /// recently used first (what it must report before the changes it will drain).
+    pub fn subscribe(&mut self, worker: usize) -> Vec<BlockHash> {
+        if self.subs.len() <= worker {
+            self.subs.resize(worker + 1, (None, false));
+        }
+        let end = self.end();
+        self.subs[worker].0 = Some(end);
+        self.res.in_lru_order()
+    }
+
+    /// Whether `worker` reports the pool.
+    pub fn subscribed(&self, worker: usize) -> bool {
+        self.subs.get(worker).is_some_and(|s| s.0.is_some())
+    }
+
+    /// Worker `worker` no longer reports the pool (it went down or left).
+    pub fn unsubscribe(&mut self, worker: usize) {
+        if let Some(s) = self.subs.get_mut(worker) {
+            s.0 = None;
+        }
+        self.trim();
+    }
+
+    /// The changes `worker` has not reported yet, oldest first (none if it does not subscribe);
+    /// clears its wake.
+    pub fn drain(&mut self, worker: usize) -> Vec<TierMove> {
+        let Some(s) = self.subs.get_mut(worker) else {
+            return Vec::new();
+        };
+        s.1 = false;
+        let Some(cursor) = s.0 else {
+            return Vec::new();
+        };
+        let end = self.base + self.log.len() as u64;
+        s.0 = Some(end);
+        let from = (cursor - self.base) as usize;
+        let out: Vec<TierMove> = self.log.range(from..).cloned().collect();
+        self.trim();
+        out
+    }
+
+    /// Subscribers other than `except` with changes to report and no wake on its way, in
+    /// worker-number order; marks a wake on its way to each.
+    pub fn to_wake(&mut self, except: usize) -> Vec<usize> {
+        let end = self.end();
+        let mut out = Vec::new();
+        for (w, s) in self.subs.iter_mut().enumerate() {
+            if w != except && !s.1 && s.0.is_some_and(|c| c < end) {
+                s.1 = true;
+                out.push(w);
+            }
+        }
+        out
+    }
+
+    /// Drops the changes every subscriber has drained.
+    fn trim(&mut self) {
+        let low = self
+            .subs
+            .iter()
+            .filter_map(|s| s.0)
+            .min()
+            .unwrap_or_else(|| self.end());
+        while self.base < low {
+            self.log.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// Blocks the pool holds now.
+    pub fn resident(&self) -> usize {
+        self.res.entries.len()
+    }
+}
+
+/// A handle on the cluster's shared host pool, held by every worker's tiers (one simulation
+/// runs on one thread). Two handles are equal when they are the same pool.
+#[derive(Clone)]
+pub struct SharedHost(Rc<RefCell<HostPool>>);
+
+impl SharedHost {
+    /// An empty pool of `capacity_blocks` blocks for the whole cluster.
+    pub fn new(capacity_blocks: usize) -> Self {
+        SharedHost(Rc::new(RefCell::new(HostPool {
+            res: Residency::new(capacity_blocks),
+            log: VecDeque::new(),
+            base: 0,
+            subs: Vec::new(),
+        })))
+    }
+
+    /// The pool, to change (subscriptions, draining).
+    pub fn borrow_mut(&self) -> std::cell::RefMut<'_, HostPool> {
+        self.0.borrow_mut()
+    }
+
+    /// The pool, to read.
+    pub fn borrow(&self) -> std::cell::Ref<'_, HostPool> {
+        self.0.borrow()
+    }
+}
+
+impl PartialEq for SharedHost {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for SharedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SharedHost({} blocks)",
+            self.0.borrow().res.entries.len()
+        )
     }
 }
 
@@ -224,7 +484,14 @@ impl Tiers {
         Tiers {
             block_bytes: setup.block_bytes,
             write_through: setup.write_through,
-            stores: setup.tiers.iter().map(|&t| Store::new(t)).collect(),
+            stores: setup
+                .tiers
+                .iter()
+                .map(|&t| {
+                    let shared = setup.shared_host.as_ref().filter(|_| t.tier == Tier::Host);
+                    Store::new(t, shared)
+                })
+                .collect(),
             bytes: TierBytes::default(),
         }
     }
@@ -243,7 +510,7 @@ impl Tiers {
     pub fn resident(&self) -> TierHits {
         let mut n = [0; 2];
         for (k, s) in self.stores.iter().enumerate() {
-            n[k] = s.entries.len();
+            n[k] = s.len();
         }
         n
     }
@@ -266,25 +533,32 @@ impl Tiers {
     ) {
         let block_bytes = self.block_bytes;
         let store = &mut self.stores[level];
-        if store.spec.capacity_blocks == 0 {
+        if store.capacity_blocks() == 0 {
             return;
         }
-        let mut stored = Vec::new();
-        for &b in blocks {
-            if store.entries.contains_key(&b) {
-                store.touch(b);
-            } else {
-                stored.push(b);
+        let stored = store.with(|r| {
+            let mut stored = Vec::new();
+            for &b in blocks {
+                if r.entries.contains_key(&b) {
+                    r.touch(b);
+                } else {
+                    stored.push(b);
+                }
             }
-        }
+            stored
+        });
         if stored.is_empty() {
             return;
         }
         let bytes = stored.len() as u64 * block_bytes;
         let ready = store.write.submit(now, bytes);
         self.bytes.written[level] += bytes;
-        let removed: Vec<BlockHash> = stored.iter().filter_map(|&b| store.put(b, ready)).collect();
+        let removed: Vec<BlockHash> =
+            store.with(|r| stored.iter().filter_map(|&b| r.put(b, ready)).collect());
         let tier = store.spec.tier;
+        if let Home::Shared(h) = &store.home {
+            h.0.borrow_mut().record(tier, &stored, &removed);
+        }
         let next = level + 1 < self.stores.len() && !removed.is_empty();
         let cascade = next.then(|| removed.clone());
         out.push(TierMove {
@@ -299,9 +573,7 @@ impl Tiers {
 
     /// The tier (index) holding `block` that a load would read it from: the highest.
     fn source(&self, block: BlockHash) -> Option<usize> {
-        self.stores
-            .iter()
-            .position(|s| s.entries.contains_key(&block))
+        self.stores.iter().position(|s| s.holds(block))
     }
 
     /// From the front of `blocks`, the blocks each tier would give, up to the first block no
@@ -325,9 +597,11 @@ impl Tiers {
         let mut ready = [now; 2];
         for &b in blocks {
             let level = self.source(b).expect("a lookup prefix");
-            let store = &mut self.stores[level];
-            ready[level] = ready[level].max(store.entries[&b].ready);
-            store.touch(b);
+            let written = self.stores[level].with(|r| {
+                r.touch(b);
+                r.entries[&b].ready
+            });
+            ready[level] = ready[level].max(written);
             hits[level] += 1;
         }
         let mut done = now;
@@ -341,11 +615,13 @@ impl Tiers {
         (done, hits)
     }
 
-    /// Forgets every block (the worker restarted: host memory and its disk cache are gone).
+    /// Forgets every block of its own tiers (the worker restarted: its host memory and disk
+    /// cache are gone); a shared host pool is the cluster's and keeps its blocks.
     pub fn clear(&mut self) {
         for s in &mut self.stores {
-            s.entries.clear();
-            s.order.clear();
+            if let Home::Own(r) = &mut s.home {
+                r.clear();
+            }
         }
     }
 }
@@ -382,6 +658,7 @@ mod tests {
             block_bytes: 16 * QWEN3_0_6B,
             tiers: t,
             write_through: false,
+            shared_host: None,
         })
     }
 
@@ -475,5 +752,103 @@ mod tests {
         assert_eq!(t.lookup(&blocks(2..4)), [2, 0]);
         t.clear();
         assert_eq!(t.resident(), [0, 0]);
+    }
+
+    /// Tiers of one worker over `pool`: host at `d2h` / `h2d` GB/s with 0.05 ms to the first
+    /// byte.
+    fn sharing(pool: &SharedHost, d2h: f64, h2d: f64) -> Tiers {
+        Tiers::new(&TiersSetup {
+            block_bytes: 16 * QWEN3_0_6B,
+            tiers: vec![TierSpec {
+                d2h_gbps: d2h,
+                h2d_gbps: h2d,
+                ..spec(Tier::Host, 0)
+            }],
+            write_through: false,
+            shared_host: Some(pool.clone()),
+        })
+    }
+
+    #[test]
+    fn a_block_worker_a_offloads_to_the_shared_pool_worker_b_loads_over_its_own_link() {
+        let pool = SharedHost::new(4);
+        for w in [0, 1] {
+            assert!(pool.borrow_mut().subscribe(w).is_empty());
+        }
+        // A writes at 25 GB/s, B reads at 10 GB/s: each its own link.
+        let (mut wa, mut wb) = (sharing(&pool, 25.0, 25.0), sharing(&pool, 25.0, 10.0));
+        let mut moves = Vec::new();
+        wa.offload(&blocks(0..4), 0, &mut moves);
+        // 4 blocks x 16 tokens x 114,688 bytes = 7,340,032 bytes; over A's 25 GB/s after
+        // 0.05 ms: 50,000 + 293,601 = 343,601 ns until they are on host.
+        let written = 343_601;
+        assert_eq!(wa.bytes().written, [7_340_032, 0]);
+        // B finds them (a worker's own host tier would not) and loads them over its 10 GB/s:
+        // 7,340,032 / 10 = 734,003 ns after 0.05 ms.
+        assert_eq!(wb.lookup(&blocks(0..4)), [4, 0]);
+        assert_eq!(tiers(8, None).lookup(&blocks(0..4)), [0, 0]);
+        let now = 1_000_000;
+        let (done, hits) = wb.load(&blocks(0..4), now);
+        assert_eq!((done - now, hits), (50_000 + 734_003, [4, 0]));
+        assert_eq!(
+            (wb.bytes().read, wb.bytes().written),
+            ([7_340_032, 0], [0, 0])
+        );
+        assert_eq!(
+            wa.bytes().read,
+            [0, 0],
+            "bytes count on the worker that moved them"
+        );
+        // Read before A's write has ended, B waits for it.
+        let mut c = sharing(&pool, 25.0, 10.0);
+        assert_eq!(c.load(&blocks(0..4), 0).0, written + 50_000 + 734_003);
+        // Both workers report A's store: A as it publishes, B woken to (A is not).
+        let stored = vec![TierMove {
+            tier: Tier::Host,
+            stored: blocks(0..4),
+            removed: vec![],
+        }];
+        assert_eq!(pool.borrow_mut().drain(0), stored);
+        assert_eq!(pool.borrow_mut().to_wake(0), vec![1]);
+        assert_eq!(
+            pool.borrow_mut().to_wake(0),
+            Vec::<usize>::new(),
+            "woken once"
+        );
+        assert_eq!(pool.borrow_mut().drain(1), stored);
+        assert_eq!(pool.borrow().log.len(), 0, "drained by all: trimmed");
+        // A restarts: its device is gone, the cluster's pool is not.
+        wa.clear();
+        assert_eq!(wb.resident(), [4, 0]);
+    }
+
+    #[test]
+    fn the_shared_pool_has_one_capacity_and_one_lru_for_every_worker() {
+        let pool = SharedHost::new(4);
+        assert!(pool.borrow_mut().subscribe(1).is_empty());
+        let (mut wa, mut wb) = (sharing(&pool, 25.0, 25.0), sharing(&pool, 25.0, 25.0));
+        wa.offload(&blocks(0..3), 0, &mut Vec::new());
+        // B touches block 0 by loading it: block 1 is now the pool's least recently used.
+        wb.load(&[b(0)], 0);
+        let mut moves = Vec::new();
+        wb.offload(&blocks(3..5), 0, &mut moves);
+        assert_eq!(moves[0].removed, vec![b(1)]);
+        assert_eq!(wa.lookup(&[b(0)]), [1, 0]);
+        assert_eq!(wa.lookup(&[b(1)]), [0, 0]);
+        // A worker subscribing later starts from every block held, least recently used first.
+        assert_eq!(pool.borrow_mut().subscribe(0), vec![b(2), b(0), b(3), b(4)]);
+        // Worker 1 reports both workers' changes in the pool's order; worker 0 none before it
+        // subscribed.
+        let log = pool.borrow_mut().drain(1);
+        assert_eq!(log.len(), 2);
+        assert_eq!(log[1].removed, vec![b(1)]);
+        assert!(pool.borrow_mut().drain(0).is_empty());
+        pool.borrow_mut().unsubscribe(1);
+        wb.offload(&blocks(5..6), 0, &mut Vec::new());
+        assert_eq!(pool.borrow_mut().drain(0).len(), 1);
+        assert!(
+            pool.borrow_mut().drain(1).is_empty(),
+            "down: reports nothing"
+        );
     }
 }
