@@ -7,7 +7,10 @@
 //! host tier of N blocks per worker on both (Dynamo's `native_host_offload` with its default
 //! 32 GB/s each way, no first-byte time and `dp_rank_local` scope, and Qwen3-0.6B's 114,688 KV
 //! bytes per token; dynsim's `[kv.host]` with the same figures and its default model, the same,
-//! written through as the crate's vLLM adapter writes it).
+//! written through as the crate's vLLM adapter writes it). `--host-scope cluster` makes that host
+//! tier one pool of N blocks for all workers on both (Dynamo's `cluster_shared` scope, its
+//! pool-wide bandwidth caps set to 0, no limit, since dynsim has none: each worker's own 32 GB/s
+//! link only; dynsim's `kv.host.scope = "cluster"`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -34,6 +37,8 @@ struct Setup {
     sglang: bool,
     num_gpu_blocks: Option<usize>,
     host_blocks: Option<usize>,
+    /// The host tier is one pool for all workers (else one per worker).
+    host_shared: bool,
 }
 
 impl Setup {
@@ -53,6 +58,14 @@ impl Setup {
                 "d2h_bandwidth_gbps": HOST_GBPS,
                 "h2d_bandwidth_gbps": HOST_GBPS,
             });
+            if self.host_shared {
+                let h = &mut engine["native_host_offload"];
+                h["scope"] = json!("cluster_shared");
+                h["kv_layout_id"] = json!("qwen3-0.6b");
+                // No pool-wide cap (0 = no limit): dynsim models none.
+                h["shared_d2h_bandwidth_gbps"] = json!(0.0);
+                h["shared_h2d_bandwidth_gbps"] = json!(0.0);
+            }
         }
         MockerConfig::from_value(json!({ "engine": engine }))
     }
@@ -80,6 +93,9 @@ impl Setup {
             // The crate's vLLM adapter writes each computed prompt block to host as it is
             // computed (vLLM's OffloadingConnector), not on eviction.
             out.push(set("kv.host.write_policy", "write_through".into()));
+            if self.host_shared {
+                out.push(set("kv.host.scope", "cluster".into()));
+            }
         }
         (scenario, out)
     }
@@ -230,7 +246,8 @@ fn ok_or_miss(ok: bool) -> &'static str {
 
 pub fn run(args: Vec<String>) -> Result<()> {
     const USAGE: &str = "usage: dynamo-replay side-by-side TRACE [--workers N] [--speedups 1,4,8] \
-[--seed N] [--engine vllm|sglang] [--num-gpu-blocks N] [--host-blocks N]";
+[--seed N] [--engine vllm|sglang] [--num-gpu-blocks N] [--host-blocks N] \
+[--host-scope worker|cluster]";
     let mut trace: Option<PathBuf> = None;
     let mut workers = 8;
     let mut speedups = vec![1.0, 4.0, 8.0];
@@ -239,6 +256,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
         sglang: false,
         num_gpu_blocks: None,
         host_blocks: None,
+        host_shared: false,
     };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -265,6 +283,14 @@ pub fn run(args: Vec<String>) -> Result<()> {
             }
             "--host-blocks" => {
                 setup.host_blocks = Some(it.next().context("--host-blocks N")?.parse()?)
+            }
+            "--host-scope" => {
+                setup.host_shared = match it.next().context("--host-scope worker|cluster")?.as_str()
+                {
+                    "worker" => false,
+                    "cluster" => true,
+                    other => bail!("--host-scope must be worker or cluster, got {other:?}"),
+                }
             }
             s if s.starts_with('-') => bail!("unknown flag {s}\n{USAGE}"),
             s => trace = Some(PathBuf::from(s)),
