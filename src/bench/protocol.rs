@@ -160,32 +160,24 @@ mod tests {
 
     #[test]
     fn inferencemax_vllm_runs_fp8_kv_on_blackwell_and_bf16_on_hopper() {
-        let im = Protocol::InferenceMax;
-        assert_eq!(
-            im.server_kv_dtype(EngineKind::Vllm, "b200_sxm", KvDtype::Auto),
-            KvDtype::Fp8
-        );
-        assert_eq!(
-            im.server_kv_dtype(EngineKind::Vllm, "h100_sxm", KvDtype::Auto),
-            KvDtype::Bf16
-        );
-        assert_eq!(
-            im.server_kv_dtype(EngineKind::Vllm, "h200_sxm", KvDtype::Auto),
-            KvDtype::Bf16
-        );
-        // An explicit dtype stays; other engines and AIConfigurator's protocol keep `auto`.
-        assert_eq!(
-            im.server_kv_dtype(EngineKind::Vllm, "h100_sxm", KvDtype::Fp8),
-            KvDtype::Fp8
-        );
-        assert_eq!(
-            im.server_kv_dtype(EngineKind::Trtllm, "h100_sxm", KvDtype::Auto),
-            KvDtype::Auto
-        );
-        assert_eq!(
-            Protocol::Aiconfigurator.server_kv_dtype(EngineKind::Vllm, "h100_sxm", KvDtype::Auto),
-            KvDtype::Auto
-        );
+        use EngineKind::{Trtllm, Vllm};
+        use KvDtype::{Auto, Bf16, Fp8};
+        use Protocol::{Aiconfigurator, InferenceMax};
+        for (protocol, engine, gpu, requested, runs) in [
+            (InferenceMax, Vllm, "b200_sxm", Auto, Fp8),
+            (InferenceMax, Vllm, "h100_sxm", Auto, Bf16),
+            (InferenceMax, Vllm, "h200_sxm", Auto, Bf16),
+            // An explicit dtype stays; other engines and AIConfigurator's protocol keep `auto`.
+            (InferenceMax, Vllm, "h100_sxm", Fp8, Fp8),
+            (InferenceMax, Trtllm, "h100_sxm", Auto, Auto),
+            (Aiconfigurator, Vllm, "h100_sxm", Auto, Auto),
+        ] {
+            assert_eq!(
+                protocol.server_kv_dtype(engine, gpu, requested),
+                runs,
+                "{protocol:?} {engine:?} {gpu} {requested:?}"
+            );
+        }
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl LoadBook {
     }
 
     /// The workers that are up, in increasing order.
-    pub fn up_workers(&self) -> impl Iterator<Item = usize> + '_ {
+    pub fn up_workers(&self) -> impl Iterator<Item = usize> + Clone + '_ {
         (0..self.up.len()).filter(|&w| self.up[w])
     }
 

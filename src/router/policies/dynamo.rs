@@ -76,7 +76,6 @@ use crate::router::lab_rule::LoadView;
 use crate::router::loads::LoadBook;
 use crate::router::lower_tiers::LowerTiers;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
-use crate::router::select::{count_equal, nth_equal};
 use crate::router::ttl::TtlIndex;
 use crate::router::Decision;
 
@@ -158,8 +157,7 @@ struct Dynamo {
     /// Each worker's cost of the request being decided, by worker (a down worker's is never
     /// read).
     costs: Vec<f64>,
-    /// (worker, cost) of the up workers, made only when some worker is down or the choice is
-    /// sampled.
+    /// (worker, cost) of the up workers, made only when the choice is sampled.
     pairs: Vec<(usize, f64)>,
     block_size: usize,
     /// Approximate mode under `lru`, each worker's modelled cache (empty: the TTL applies).
@@ -418,19 +416,17 @@ impl RoutingPolicy for Dynamo {
                 self.check_active_depth(w, req.blocks, self.active_depths[w]);
             }
         }
-        let worker = if s.router_temperature <= 0.0 && book.all_up() {
-            lowest_random_tie_of_all(&costs, rng)
-        } else {
+        let worker = if s.router_temperature > 0.0 {
             let mut pairs = std::mem::take(&mut self.pairs);
             pairs.clear();
             pairs.extend(book.up_workers().map(|w| (w, costs[w])));
-            let worker = if s.router_temperature > 0.0 {
-                sample(&pairs, s.router_temperature, rng)
-            } else {
-                lowest_random_tie(&pairs, rng)
-            };
+            let worker = sample(&pairs, s.router_temperature, rng);
             self.pairs = pairs;
             worker
+        } else if book.all_up() {
+            lowest_random_tie(costs.iter().copied().enumerate(), rng)
+        } else {
+            lowest_random_tie(book.up_workers().map(|w| (w, costs[w])), rng)
         };
         tracing::debug!(?costs, worker, "dynamo decision");
         self.costs = costs;
@@ -523,23 +519,17 @@ fn held_prefix(blocks: &[BlockHash], held: impl Fn(&BlockHash) -> bool) -> usize
     lo + blocks[lo..hi].partition_point(held)
 }
 
-/// The lowest cost, a uniformly random one (from the run's generator) among equal lowest costs
-/// (no draw when one is lowest); `None` without costs.
-fn lowest_random_tie(costs: &[(usize, f64)], rng: &mut SimRng) -> Option<usize> {
-    let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
-    match count_equal(costs, min) {
-        0 => None,
-        1 => nth_equal(costs, min, 0),
-        n => nth_equal(costs, min, rng.below(n)),
-    }
-}
-
-/// [`lowest_random_tie`] of every worker's cost (`costs[w]` is worker `w`'s): the same choice
-/// and the same draw, with the least cost and its count found in one pass.
-fn lowest_random_tie_of_all(costs: &[f64], rng: &mut SimRng) -> Option<usize> {
+/// The worker of the lowest of `costs` (worker, cost), a uniformly random one (from the run's
+/// generator) among equal lowest costs (no draw when one is lowest); `None` without costs. The
+/// least cost and its ties are counted in one pass (NaNs are never lowest), the chosen one found
+/// in a second.
+fn lowest_random_tie(
+    costs: impl Iterator<Item = (usize, f64)> + Clone,
+    rng: &mut SimRng,
+) -> Option<usize> {
     let mut min = f64::INFINITY;
     let mut count = 0;
-    for &c in costs {
+    for (_, c) in costs.clone() {
         if c < min {
             min = c;
             count = 1;
@@ -552,12 +542,7 @@ fn lowest_random_tie_of_all(costs: &[f64], rng: &mut SimRng) -> Option<usize> {
         1 => 0,
         n => rng.below(n),
     };
-    costs
-        .iter()
-        .enumerate()
-        .filter(|c| *c.1 == min)
-        .nth(k)
-        .map(|c| c.0)
+    costs.filter(|c| c.1 == min).nth(k).map(|c| c.0)
 }
 
 /// The softmax weight of a cost among `costs`, exp(−(cost − min) / ((max − min) · temperature))
