@@ -228,7 +228,9 @@ fn standard_normal(rng: &mut SimRng) -> f64 {
 /// place in every prompt (all prefixes are equally long), which no other request has as long as
 /// the fresh counter cannot come round again: at most 2^32 fresh tokens in all (each request
 /// takes at most its input's longest draw). Otherwise (sessions of several turns, or a
-/// workload that could wrap the counter) no block is marked.
+/// workload that could wrap the counter) no block is marked. A lognormal input's longest draw is
+/// its cap, [`MAX_DRAW_TOKENS`] (2^20), so with lognormal inputs this holds up to 4,096 requests: past that
+/// the tails go back into the tables (same results, more memory and time).
 fn own_tails_unshared(p: &SyntheticParams) -> bool {
     p.turns <= 1 && (p.requests as u128) * u128::from(p.input.max()) <= 1 << 32
 }
