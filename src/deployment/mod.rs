@@ -24,7 +24,8 @@
 //! KV bytes per token and GPU: layers x KV heads on the GPU (`max(1, kv_heads / tp)`) x head dim x
 //! 2 (K and V) x the KV dtype's bytes; blocks: the KV bytes over a block's bytes, less vLLM's null
 //! block. A deployment whose KV cannot hold one request of `max_model_len` tokens is refused, as
-//! vLLM refuses to start.
+//! vLLM refuses to start; so is a `max_model_len` past the model's context (`max_context`, its
+//! config's `max_position_embeddings`), which vLLM refuses unless told to allow it.
 //!
 //! **Weights**: the linear projections at the weight precision (fp8: 1 byte; fp4: NVFP4, half a
 //! byte plus one fp8 scale per 16 weights), embeddings, output head and norms in bf16 (as the
@@ -310,6 +311,19 @@ impl Deployment {
                 &format!("must be 1 to {}", crate::limits::MAX_CONTEXT_TOKENS),
             ));
         }
+        if max_model_len > model.max_context {
+            // vLLM refuses it at start ("User-specified max_model_len ... is greater than the
+            // derived max_model_len"), unless told to allow it.
+            return Err(bad(
+                "deployment.max_model_len",
+                max_model_len,
+                &format!(
+                    "tokens is more than {}'s context of {} tokens (`max_context`, its config's \
+                     max_position_embeddings), which vLLM refuses",
+                    model.name, model.max_context
+                ),
+            ));
+        }
         let weight_bytes = weight_bytes(&model, s.precision);
         let weight_bytes_per_gpu = weight_bytes / s.tp as f64;
         let kv_bytes_per_token_per_gpu =
@@ -533,6 +547,23 @@ pub(crate) mod tests {
         assert_eq!(bf16.kv_bytes_per_token, 327_680);
         // The same memory holds half the tokens (to a block, and the null block).
         assert!((2 * bf16.kv_capacity_tokens).abs_diff(d.kv_capacity_tokens) <= 32);
+    }
+
+    /// vLLM refuses a `max_model_len` past the model's `max_position_embeddings`; so does the
+    /// deployment, naming the model's context. Exactly the context is accepted.
+    #[test]
+    fn requests_longer_than_the_models_context_are_refused() {
+        let mut s = settings("Qwen/Qwen3-8B", "h100_sxm", 1, Precision::Bf16);
+        s.max_model_len = Some(40_961);
+        let e = resolve(&s).unwrap_err();
+        assert_eq!(e.key, "deployment.max_model_len");
+        assert!(
+            e.problem.contains("context of 40960 tokens"),
+            "{}",
+            e.problem
+        );
+        s.max_model_len = Some(40_960);
+        assert_eq!(resolve(&s).unwrap().max_model_len, 40_960);
     }
 
     #[test]
