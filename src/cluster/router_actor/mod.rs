@@ -19,7 +19,6 @@ use crate::router::policy::{RouteRequest, RoutingPolicy};
 use crate::router::recovery::Recovery;
 use crate::router::stream::{OnGap, StreamTracker};
 use crate::router::Decision;
-use crate::scenario::ReplicaSync;
 use crate::workload::RequestSpec;
 
 mod events;
@@ -89,8 +88,9 @@ pub struct RouterSetup {
     /// before any worker stored it: the policy is not told of stored own tails, and counts a
     /// request's own tail without its names ([`RouteRequest::own_tail`]).
     pub own_tails_unread: bool,
-    /// What replicas tell each other of what they routed (`router.sync`).
-    pub sync: ReplicaSync,
+    /// Whether replicas tell each other what they routed, added, prefilled and freed
+    /// (`router.sync = "active-load"`, Dynamo's replica sync of active sequences).
+    pub shares_active_load: bool,
     /// How it recovers its KV event streams, for a policy that learns from events.
     pub recovery: GapRecovery,
 }
@@ -114,7 +114,7 @@ pub struct RouterActor {
     loads: LoadBook,
     setup: RouterSetup,
     place: Placement,
-    sync: ReplicaSync,
+    shares_active_load: bool,
     pending: VecDeque<Routed>,
     /// Requests this replica routed that have not come back (acked or handed back). Its timers
     /// run only while it has some: a peer's note that was lost on the bus must not keep a
@@ -151,7 +151,7 @@ impl RouterActor {
         RouterActor {
             policy,
             loads,
-            sync: setup.sync,
+            shares_active_load: setup.shares_active_load,
             setup,
             place,
             pending: VecDeque::new(),
@@ -287,7 +287,7 @@ impl RouterActor {
 
     /// Sends a note to every other replica, when replicas sync their load.
     fn tell_peers(&self, note: impl Fn() -> PeerNote, ctx: &mut Context<'_, Msg>) {
-        if self.sync != ReplicaSync::ActiveLoad {
+        if !self.shares_active_load {
             return;
         }
         for &to in &self.place.peers {
