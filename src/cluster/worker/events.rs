@@ -9,8 +9,8 @@
 //! after the answer and are dropped as duplicates).
 
 use crate::engine::{ActorId, Context, Nanos};
-use crate::protocol::kv_event::KvEvent;
 use crate::protocol::kv_event::Stamp;
+use crate::protocol::kv_event::{Blocks, KvEvent};
 
 use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
@@ -76,8 +76,11 @@ impl Worker {
             let ev = KvEvent::Stored {
                 worker: me,
                 parent,
-                blocks,
-                own_tail: if k + 1 == runs { changes.own_tail } else { 0 },
+                blocks: if k + 1 == runs {
+                    Blocks::with_own_tail(blocks, changes.own_tail)
+                } else {
+                    blocks.into()
+                },
             };
             self.publish(ev, delay, ctx);
         }
