@@ -103,7 +103,8 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
 #[derive(Clone, Debug, Default)]
 struct Loads {
     /// Per worker, the distinct prompt blocks of its active requests, with how many requests
-    /// hold each, but their own tails ([`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)).
+    /// hold each, but their own tails
+    /// ([`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)).
     blocks: Vec<HashMap<BlockHash, u32, BlockHashBuilder>>,
     /// Per worker, its decode blocks before a new request: `blocks[w].len()` plus the blocks of
     /// its active requests' own tails (each is distinct, no other request names it, so a count
