@@ -103,7 +103,10 @@
 //!   request is routed twice and nothing observes the whole index: half of a trace's blocks,
 //!   with results unchanged (a property test compares both ways). A single-turn synthetic
 //!   request's blocks past its shared prefix are its own tail too (fresh tokens, see
-//!   [`workload::synthetic`]).
+//!   [`workload::synthetic`]). The mark travels as one type,
+//!   [`protocol::kv_event::Blocks`] (a `KvStored` event's blocks, a routed request's), which
+//!   everything but the pool, the router actor and the `dynamo` policy's count of active
+//!   blocks reads as a plain list of names.
 //!
 //! ```
 //! use std::path::Path;

@@ -259,8 +259,7 @@ mod tests {
         let stored = |bs: &[BlockHash]| KvEvent::Stored {
             worker: WorkerId(0),
             parent: None,
-            blocks: bs.to_vec(),
-            own_tail: 0,
+            blocks: bs.to_vec().into(),
         };
         a.believe(0, &stored(&blocks[..2]), 10);
         a.believe(0, &stored(&stray), 10);

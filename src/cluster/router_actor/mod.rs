@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::RequestId;
-use crate::protocol::kv_event::KvEvent;
+use crate::protocol::kv_event::{Blocks, KvEvent};
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
 use crate::router::recovery::Recovery;
@@ -86,7 +86,7 @@ pub struct RouterSetup {
     /// routed twice (no faults), and nothing observes the whole index (no audit, no attributed
     /// misses). Then only the request itself could look its own tail up, at its one decision,
     /// before any worker stored it: the policy is not told of stored own tails, and counts a
-    /// request's own tail without its names ([`RouteRequest::own_tail`]).
+    /// request's own tail without its names ([`Blocks::own_tail`]).
     pub own_tails_unread: bool,
     /// Whether replicas tell each other what they routed, added, prefilled and freed
     /// (`router.sync = "active-load"`, Dynamo's replica sync of active sequences).
@@ -234,16 +234,28 @@ impl RouterActor {
     fn request_of<'a>(&self, spec: &'a RequestSpec, now: Nanos) -> RouteRequest<'a> {
         RouteRequest {
             id: spec.id,
-            blocks: &spec.blocks,
-            input_tokens: spec.input_tokens,
-            own_tail: if self.setup.own_tails_unread {
-                spec.blocks.len() - spec.unshared_from
+            blocks: if self.setup.own_tails_unread {
+                Blocks::with_own_tail(&spec.blocks[..], spec.blocks.len() - spec.unshared_from)
             } else {
-                0
+                (&spec.blocks).into()
             },
+            input_tokens: spec.input_tokens,
             session: spec.session.map(|l| l.session),
             now,
         }
+    }
+
+    /// `event` without the stored own tail it reports, when own tails go unread (see
+    /// [`RouterSetup::own_tails_unread`]): the index then holds the blocks other requests could
+    /// find, about half as many on a trace, and stays smaller and faster. An unread own tail's
+    /// later `Removed` finds nothing to remove.
+    fn unread_tail_dropped(&self, mut event: KvEvent) -> KvEvent {
+        if let KvEvent::Stored { blocks, .. } = &mut event {
+            if self.setup.own_tails_unread {
+                blocks.drop_own_tail();
+            }
+        }
+        event
     }
 
     /// Brings the snapshot of the workers' signals up to date: at once for an exact view, else
