@@ -14,8 +14,9 @@
 //! - when misses are attributed, each pool's memory of lost blocks, which spans its capacity
 //!   (sized by the capacity rather than by the blocks the workload makes);
 //! - what every worker and router replica allocates when the run is built, whatever the
-//!   workload: a worker's actor, scheduler and pool (its name table presized for its capacity,
-//!   up to 65,536 blocks: 1 MiB), each replica's load book, index and policy state per worker.
+//!   workload: a worker's actor, scheduler and empty pool (its name table starts at 16 cells
+//!   and grows with the names it holds, counted per block), each replica's load book, index and
+//!   policy state per worker.
 //!
 //! The estimate is made before anything is allocated, so a run that cannot fit is refused
 //! with it instead of failing (or aborting) part way.
@@ -233,7 +234,8 @@ mod tests {
 
     #[test]
     fn every_worker_counts_what_it_allocates_when_built() {
-        // Dynamo's mocker defaults: 16,384 blocks per worker, a 256 KiB name table each.
+        // 16,384 workers with a 256 KiB presized table each (what Dynamo's mocker defaults
+        // presized before pools grew their tables from empty).
         let mocker = Inputs {
             workers: 16_384,
             presized_bytes_per_worker: 256 << 10,

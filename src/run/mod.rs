@@ -311,10 +311,6 @@ fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
     } else {
         vec![(hw.kv_capacity(s, routable), workers)]
     };
-    let capacity = pools
-        .iter()
-        .map(|p| p.0)
-        .try_fold(0usize, |m, c| c.map(|c| m.max(c)));
     let total_capacity = pools.iter().try_fold(0u64, |sum, &(c, n)| {
         c.map(|c| sum.saturating_add((c as u64).saturating_mul(n)))
     });
@@ -330,7 +326,7 @@ fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
             .saturating_mul(replicas),
         workload_bytes: recipe.bytes(),
         workers,
-        presized_bytes_per_worker: crate::cluster::worker::kv::presized_bytes(capacity),
+        presized_bytes_per_worker: crate::cluster::worker::kv::presized_bytes(),
     };
     let estimate = budget::estimate(&inputs);
     if estimate.total() <= budget::budget() {

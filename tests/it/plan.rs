@@ -428,19 +428,28 @@ fn the_slurm_script_shards_and_merges_like_an_unsharded_sweep() {
 
 #[test]
 fn a_range_whose_largest_point_cannot_fit_is_refused_before_any_run() {
+    // 65,536 workers take 152 MiB when built (src/budget.rs), above a 0.1 GiB budget.
     let dir = tempfile::tempdir().unwrap();
-    let line = crate::common::bad(&[
-        "plan",
-        "data/traces/mooncake_conversation_trace.jsonl",
-        "--scenario",
-        "scenarios/dynamo-mocker.toml",
-        "--sla",
-        "ttft_p90_ms<=1000",
-        "--workers",
-        "1..65536",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = dynsim()
+        .env("DYNSIM_MEMORY_GIB", "0.1")
+        .args([
+            "plan",
+            "data/traces/mooncake_conversation_trace.jsonl",
+            "--scenario",
+            "scenarios/dynamo-mocker.toml",
+            "--sla",
+            "ttft_p90_ms<=1000",
+            "--workers",
+            "1..65536",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let line = stderr.trim_end();
     assert!(
         line.starts_with("dynsim: --workers: the largest point of the range cannot run"),
         "{line}"

@@ -96,13 +96,17 @@ struct Slot {
     pins: u32,
 }
 
-/// The most blocks a pool's name table is sized for before it holds them (1 MiB of cells).
-const PRESIZED_BLOCKS: usize = 1 << 16;
-
-/// The bytes a pool of `capacity` blocks allocates for its name table when it is made, before
-/// it holds a block (the run's memory estimate counts them per worker).
-pub fn presized_bytes(capacity: Option<usize>) -> u64 {
-    NameTable::bytes_for(capacity.unwrap_or(0).min(PRESIZED_BLOCKS))
+/// The bytes a pool allocates for its name table when it is made, before it holds a block (the
+/// run's memory estimate counts them per worker; the cells of held blocks are counted per block,
+/// [`POOL_BYTES_PER_BLOCK`](crate::budget::POOL_BYTES_PER_BLOCK)).
+///
+/// The table starts at its fewest cells, not sized for the pool's capacity, and grows by
+/// doubling as names enter it, so it stays between a quarter and half full of the names it
+/// holds. A pool whose blocks are mostly own tails (unlisted, never in the table) keeps a table
+/// of its few listed names: 512 workers' tables of a few hundred names each stay in the caches,
+/// where tables sized for 16,384 blocks spread the same names over 128 MiB of cells.
+pub fn presized_bytes() -> u64 {
+    NameTable::bytes_for(0)
 }
 
 /// The pins' top bit: the block is not in the name table.
@@ -138,9 +142,8 @@ impl KvPool {
     pub fn new(capacity: Option<usize>, remember: bool) -> Self {
         KvPool {
             capacity,
-            // Sized for the capacity up to a bound, grown past it: the table's cells are written
-            // when made, so a capacity the workload never fills must not cost them.
-            index: NameTable::with_capacity(capacity.unwrap_or(0).min(PRESIZED_BLOCKS)),
+            // Grown as names enter it, not sized for the capacity (`presized_bytes`).
+            index: NameTable::with_capacity(0),
             named: 0,
             slots: Vec::new(),
             free_slots: Vec::new(),
