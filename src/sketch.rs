@@ -16,9 +16,14 @@ const SUB: u64 = 1 << SUB_BITS;
 /// Weighted samples of non-negative integers (durations in ns), summarised.
 #[derive(Clone, Debug, Default)]
 pub struct LogHistogram {
-    /// Weights by bucket: values below 2^10 have a bucket each; above, each power of two is cut
-    /// into 2^10 equal buckets.
+    /// Weights by bucket, from bucket `first` on: values below 2^10 have a bucket each; above,
+    /// each power of two is cut into 2^10 equal buckets. Only the span from the lowest bucket
+    /// added to the highest is kept: a worker's step times fill a few powers of two far from
+    /// zero, so a histogram from bucket 0 would be 200-odd KiB per worker, mostly zeros, and its
+    /// few written lines would lie pages apart.
     buckets: Vec<u64>,
+    /// The bucket `buckets[0]` counts.
+    first: usize,
     count: u64,
     sum: u128,
     min: u64,
@@ -47,27 +52,56 @@ fn middle_of(index: usize) -> f64 {
 }
 
 impl PartialEq for LogHistogram {
-    /// Equal summaries: the same weights in the same buckets (trailing empty buckets aside).
+    /// Equal summaries: the same weights in the same buckets (empty buckets aside).
     fn eq(&self, other: &Self) -> bool {
-        let trim = |b: &[u64]| b.len() - b.iter().rev().take_while(|w| **w == 0).count();
-        let (a, b) = (&self.buckets, &other.buckets);
-        a[..trim(a)] == b[..trim(b)]
+        self.weights().eq(other.weights())
             && (self.count, self.sum, self.min, self.max)
                 == (other.count, other.sum, other.min, other.max)
     }
 }
 
 impl LogHistogram {
+    /// Widens the kept span to cover buckets `from..to` (not empty), with zero weights.
+    #[cold]
+    fn cover(&mut self, from: usize, to: usize) {
+        if self.buckets.is_empty() {
+            self.first = from;
+            self.buckets.resize(to - from, 0);
+            return;
+        }
+        if from < self.first {
+            let more = self.first - from;
+            self.buckets.splice(0..0, std::iter::repeat_n(0, more));
+            self.first = from;
+        }
+        if to > self.first + self.buckets.len() {
+            self.buckets.resize(to - self.first, 0);
+        }
+    }
+
+    /// Every bucket's (index, weight) with a weight, in order of index.
+    fn weights(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w > 0)
+            .map(|(k, &w)| (self.first + k, w))
+    }
+
     /// Adds `value` with weight `weight` (a weight of 0 adds nothing).
     pub fn add(&mut self, value: u64, weight: u64) {
         if weight == 0 {
             return;
         }
         let index = bucket_of(value);
-        if index >= self.buckets.len() {
-            self.buckets.resize(index + 1, 0);
+        // One bound check when the bucket is kept (below `first`, the difference wraps past it).
+        match self.buckets.get_mut(index.wrapping_sub(self.first)) {
+            Some(w) => *w += weight,
+            None => {
+                self.cover(index, index + 1);
+                self.buckets[index - self.first] += weight;
+            }
         }
-        self.buckets[index] += weight;
         if self.count == 0 {
             self.min = value;
             self.max = value;
@@ -86,11 +120,12 @@ impl std::ops::AddAssign<&LogHistogram> for LogHistogram {
         if other.count == 0 {
             return;
         }
-        if other.buckets.len() > self.buckets.len() {
-            self.buckets.resize(other.buckets.len(), 0);
-        }
-        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
-            *mine += theirs;
+        if !other.buckets.is_empty() {
+            self.cover(other.first, other.first + other.buckets.len());
+            let at = other.first - self.first;
+            for (mine, theirs) in self.buckets[at..].iter_mut().zip(&other.buckets) {
+                *mine += theirs;
+            }
         }
         if self.count == 0 {
             self.min = other.min;
@@ -136,7 +171,7 @@ impl LogHistogram {
         for (k, &w) in self.buckets.iter().enumerate() {
             seen += w;
             if seen > rank {
-                return middle_of(k).clamp(self.min as f64, self.max as f64);
+                return middle_of(self.first + k).clamp(self.min as f64, self.max as f64);
             }
         }
         self.max as f64
@@ -192,6 +227,42 @@ mod tests {
         assert_eq!((m.count(), m.quantile(0.0)), (8, 0.0));
         assert!((m.quantile(0.5) - 5e6).abs() < 5e6 * RELATIVE_ACCURACY);
         assert_eq!(LogHistogram::default().quantile(0.5), 0.0);
+    }
+
+    #[test]
+    fn keeps_only_the_span_it_was_given_and_merges_spans_either_side() {
+        // Values added high then low, and merges of spans below, above and apart: the same
+        // summary as one histogram of every value, which keeps only the span it needs.
+        let values = [40_000_000u64, 5_000_000, 39_000_000, 7, 1 << 40, 5_000_000];
+        let mut all = LogHistogram::default();
+        for (k, &v) in values.iter().enumerate() {
+            all.add(v, k as u64 + 1);
+        }
+        let mut high = LogHistogram::default();
+        high.add(40_000_000, 1);
+        assert_eq!(
+            high.buckets.len(),
+            1,
+            "one bucket, not every bucket below it"
+        );
+        high.add(39_000_000, 3);
+        let mut low = LogHistogram::default();
+        low.add(5_000_000, 2);
+        low.add(7, 4);
+        low.add(5_000_000, 6);
+        let mut far = LogHistogram::default();
+        far.add(1 << 40, 5);
+        let mut merged = LogHistogram::default();
+        merged += &high;
+        merged += &far;
+        merged += &LogHistogram::default();
+        merged += &low;
+        assert_eq!(merged, all);
+        for q in [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0] {
+            assert_eq!(merged.quantile(q), all.quantile(q), "q {q}");
+        }
+        assert_eq!(all.quantile(0.5), middle_of(bucket_of(5_000_000)));
+        assert_eq!(all.first, bucket_of(7));
     }
 
     #[test]
