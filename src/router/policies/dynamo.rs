@@ -324,21 +324,33 @@ impl Terms {
         let s = &self.settings;
         let decay = if s.overlap_score_credit_decay > 0.0 {
             // Saturating: a down worker's load may be below the least of the up workers'.
-            let excess = prefill_tokens.saturating_sub(self.min_prefill) as f64 / self.bs;
+            let excess = count_f64(prefill_tokens.saturating_sub(self.min_prefill)) / self.bs;
             1.0 / (1.0 + s.overlap_score_credit_decay * excess / self.request_blocks.max(1) as f64)
         } else {
             1.0
         };
-        let mut credit = s.overlap_score_credit * decay * overlap as f64;
+        let mut credit = s.overlap_score_credit * decay * count_f64(overlap as u64);
         if let Some(tiers) = tiers {
             credit += tiers;
         }
-        let prefill = (prefill_tokens + self.input_tokens) as f64 / self.bs;
+        let prefill = count_f64(prefill_tokens + self.input_tokens) / self.bs;
         let untracked = (self.request_blocks as usize).saturating_sub(self.prompt_blocks);
-        let decode = (held + self.prompt_blocks - depth + untracked) as f64;
+        let decode = count_f64((held + self.prompt_blocks - depth + untracked) as u64);
         s.prefill_load_scale * (prefill - credit).max(0.0)
             + decode
-            + s.decode_active_request_weight * requests as f64
+            + s.decode_active_request_weight * count_f64(requests)
+    }
+}
+
+/// `x as f64`, exactly: below 2^63 (every count and token sum here) by the signed conversion,
+/// one instruction on x86-64, where the unsigned one takes several; the scan over the workers
+/// does four per worker.
+#[inline(always)]
+fn count_f64(x: u64) -> f64 {
+    if x >> 63 == 0 {
+        x as i64 as f64
+    } else {
+        x as f64
     }
 }
 
@@ -524,6 +536,7 @@ fn held_prefix(blocks: &[BlockHash], held: impl Fn(&BlockHash) -> bool) -> usize
 /// generator) among equal lowest costs (no draw when one is lowest); `None` without costs. The
 /// least cost and its ties are counted in one pass (NaNs are never lowest), the chosen one found
 /// in a second.
+#[inline(never)] // out of `decide`, whose registers it would share: its least stays in one
 fn lowest_random_tie(
     costs: impl Iterator<Item = (usize, f64)> + Clone,
     rng: &mut SimRng,

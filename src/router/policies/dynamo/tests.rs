@@ -536,3 +536,25 @@ fn the_one_pass_choice_is_the_two_pass_rule() {
         assert_eq!(a.below(1 << 20), b.below(1 << 20), "the same draws: {costs:?}");
     }
 }
+
+#[test]
+fn counts_convert_to_the_same_float_as_the_unsigned_conversion() {
+    let edges = [
+        0,
+        1,
+        63,
+        1 << 53,
+        (1 << 53) + 1,
+        (1 << 63) - 1,
+        1 << 63,
+        u64::MAX,
+    ];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let draws = (0..10_000).map(|_| {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        x >> (x % 64)
+    });
+    for v in edges.into_iter().chain(draws) {
+        assert_eq!(count_f64(v).to_bits(), (v as f64).to_bits(), "{v}");
+    }
+}
