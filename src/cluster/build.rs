@@ -305,6 +305,7 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
         block_bytes,
         tiers,
         write_through: s.kv.write_through(),
+        disk_write_through: s.kv.disk_write_through(),
         shared_host: None,
     })
 }
