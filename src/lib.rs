@@ -162,6 +162,7 @@
 //! simulations on threads and [`chart`] draws their line charts.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod budget;
