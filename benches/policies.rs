@@ -63,9 +63,8 @@ fn decisions(c: &mut Criterion) {
     // The request every policy decides on.
     let decided = RouteRequest {
         id: RequestId(1),
-        blocks: &request,
+        blocks: (&request).into(),
         input_tokens: PROMPT_TOKENS,
-        own_tail: 0,
         session: Some(7),
         now: 1,
     };
@@ -96,15 +95,13 @@ fn decisions(c: &mut Criterion) {
                         policy.on_event(&KvEvent::Stored {
                             worker,
                             parent: None,
-                            blocks: blocks.clone(),
-                            own_tail: 0,
+                            blocks: blocks.clone().into(),
                         });
                     } else {
                         let req = RouteRequest {
                             id: RequestId(1 << 40 | (k * workers + w) as u64),
-                            blocks,
+                            blocks: blocks.into(),
                             input_tokens: PREFIX_TOKENS,
-                            own_tail: 0,
                             session: Some(k as u64),
                             now: 0,
                         };
@@ -142,8 +139,7 @@ fn decisions(c: &mut Criterion) {
                 dynamo.on_event(&KvEvent::Stored {
                     worker: WorkerId::at(w),
                     parent: None,
-                    blocks: blocks.clone(),
-                    own_tail: 0,
+                    blocks: blocks.clone().into(),
                 });
             }
         }
@@ -155,9 +151,8 @@ fn decisions(c: &mut Criterion) {
             let worker = WorkerId::at(k % workers);
             let req = RouteRequest {
                 id: RequestId(1 << 41 | k as u64),
-                blocks,
+                blocks: blocks.into(),
                 input_tokens: PROMPT_TOKENS,
-                own_tail: 0,
                 session: None,
                 now: 0,
             };

@@ -94,7 +94,7 @@
 //!   model file), a GPU, tensor parallelism and precision ([`deployment`]); dynsim derives the
 //!   weights per GPU, the KV bytes per token, the KV capacity vLLM would find in memory, and each
 //!   step's time from the roofline of its work on the GPU, weighted by a profile fitted on
-//!   measured servers. [`bench`] predicts a closed-loop benchmark of one deployment;
+//!   measured servers. [`bench`](mod@bench) predicts a closed-loop benchmark of one deployment;
 //!   [`calibrate`] fits a profile to measured benchmark rows (one simulation per row: a feature
 //!   clock makes each row's mean TTFT and TPOT linear in the coefficients).
 //! - **Own tails.** A trace request's blocks from its first id that no other row names
@@ -103,7 +103,10 @@
 //!   request is routed twice and nothing observes the whole index: half of a trace's blocks,
 //!   with results unchanged (a property test compares both ways). A single-turn synthetic
 //!   request's blocks past its shared prefix are its own tail too (fresh tokens, see
-//!   [`workload::synthetic`]).
+//!   [`workload::synthetic`]). The mark travels as one type,
+//!   [`protocol::kv_event::Blocks`] (a `KvStored` event's blocks, a routed request's), which
+//!   everything but the pool, the router actor and the `dynamo` policy's count of active
+//!   blocks reads as a plain list of names.
 //!
 //! ```
 //! use std::path::Path;
@@ -159,6 +162,7 @@
 //! simulations on threads and [`chart`] draws their line charts.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod budget;

@@ -141,12 +141,10 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
         }
         Msg::Kv { stamp, event } => {
             match event {
-                // `own_tail` is the simulator's annotation for routers, not part of the event.
                 KvEvent::Stored {
                     worker,
                     parent,
                     blocks,
-                    ..
                 } => {
                     let parent = parent.map_or("null".to_string(), |p| p.0.to_string());
                     let _ = write!(s, r#","worker":{worker},"parent":{parent},"blocks":"#);

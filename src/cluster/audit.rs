@@ -26,7 +26,7 @@ pub type SharedAudit = Rc<RefCell<IndexAudit>>;
 
 /// The most replicas an audit follows (one bit each beside the "held" bit): as many as a scenario
 /// may have.
-pub const MAX_AUDITED_REPLICAS: usize = crate::scenario::validate::MAX_REPLICAS;
+pub const MAX_AUDITED_REPLICAS: usize = crate::limits::MAX_REPLICAS;
 const _: () = assert!(MAX_AUDITED_REPLICAS < 64, "one bit per replica beside HELD");
 
 /// A (worker, block) pair's state: held by the worker, and which replicas believe it is.
@@ -259,8 +259,7 @@ mod tests {
         let stored = |bs: &[BlockHash]| KvEvent::Stored {
             worker: WorkerId(0),
             parent: None,
-            blocks: bs.to_vec(),
-            own_tail: 0,
+            blocks: bs.to_vec().into(),
         };
         a.believe(0, &stored(&blocks[..2]), 10);
         a.believe(0, &stored(&stray), 10);

@@ -7,13 +7,14 @@ use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::router::stream::OnGap;
 use crate::scenario::{
-    AdmissionKind, EngineKind, Fault, PreemptionKind, Scenario, SchedulePolicyKind,
+    AdmissionKind, EngineKind, Fault, PreemptionKind, ReplicaSync, Scenario, SchedulePolicyKind,
+    Spread,
 };
 use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};
 use super::board::board;
-use super::bus::{BusActor, BusModel};
+use super::bus::{BusActor, BusFaults, BusModel};
 use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
 use super::hardware::Hardware;
 use super::probes::Probes;
@@ -52,7 +53,8 @@ pub fn populate(
     let truth = s.router.attribute_misses.then(Truth::shared);
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
     let routers = topo.routers().to_vec();
-    let feed = Feed::shared(recipe, pacing, routers.clone(), s.router.spread);
+    let by_session = s.router.spread == Spread::Session;
+    let feed = Feed::shared(recipe, pacing, routers.clone(), by_session);
     let client = Client::new(feed.clone(), routable, ms_to_ns(hw.request_jitter_ms(s)))
         .with_timeline(timeline.clone());
     let policies: Vec<_> = routers
@@ -95,7 +97,7 @@ pub fn populate(
                 timeline: None,
             },
             own_tails_unread,
-            sync: s.router.sync,
+            shares_active_load: s.router.sync == ReplicaSync::ActiveLoad,
             recovery: GapRecovery {
                 on_gap: s.router.on_gap,
                 silence_ns: ms_to_ns(s.router.gap_silence_ms),
@@ -121,7 +123,7 @@ pub fn populate(
     }
     assert_eq!(
         sim.add(Node::Bus(BusActor::new(
-            BusModel::new(&s.bus),
+            BusModel::new(bus_faults(&s.bus)),
             routers.clone(),
             timeline.clone()
         ))),
@@ -326,6 +328,22 @@ fn vllm_rules(s: &Scenario) -> VllmRules {
             AdmissionKind::WholePrompt => Admission::WholePrompt,
         },
         decode_stretches: v.decode_stretches,
+    }
+}
+
+/// The bus's faults as `[bus]` sets them, in the simulation's units.
+fn bus_faults(b: &crate::scenario::Bus) -> BusFaults {
+    BusFaults {
+        drop_rate: b.drop_rate,
+        latency_ns: ms_to_ns(b.latency_ms),
+        jitter_ns: ms_to_ns(b.jitter_ms),
+        reorder: b.reorder,
+        outages: b
+            .outages
+            .iter()
+            .map(|w| (ms_to_ns(w.start_ms), ms_to_ns(w.end_ms)))
+            .collect(),
+        link_gbps: b.link_gbps,
     }
 }
 

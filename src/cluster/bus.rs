@@ -9,9 +9,8 @@
 //! made only when a setting needs them (a drop rate strictly between 0 and 1, a jitter above 0),
 //! so a perfect bus consumes no randomness and leaves the other components' draws unchanged.
 
-use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
+use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::rng::SimRng;
-use crate::scenario::Bus as BusConfig;
 
 use super::timeline::{note, Mark, SharedTimeline};
 use crate::protocol::messages::Msg;
@@ -25,16 +24,27 @@ pub enum Fate {
     Deliver(Nanos),
 }
 
+/// What the bus does to what it carries, as the builder derives it from `[bus]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BusFaults {
+    /// Probability each delivery is lost, 0..=1.
+    pub drop_rate: f64,
+    /// Delivery latency.
+    pub latency_ns: Nanos,
+    /// Extra uniform random latency in `[0, jitter_ns)`.
+    pub jitter_ns: Nanos,
+    /// Whether deliveries may overtake each other within the jitter (else FIFO per destination).
+    pub reorder: bool,
+    /// Windows `[start, end)` in which every delivery is lost.
+    pub outages: Vec<(Nanos, Nanos)>,
+    /// GB/s of each destination's link (1 GB/s is one byte per ns), if sizes cost time.
+    pub link_gbps: Option<f64>,
+}
+
 /// The bus's fault model.
 #[derive(Clone, Debug)]
 pub struct BusModel {
-    drop_rate: f64,
-    latency_ns: Nanos,
-    jitter_ns: Nanos,
-    reorder: bool,
-    outages: Vec<(Nanos, Nanos)>,
-    /// GB/s of each destination's link (1 GB/s is one byte per ns), if sizes cost time.
-    link_gbps: Option<f64>,
+    faults: BusFaults,
     /// Per destination (by actor address): the last delivery time (FIFO) and when its link is
     /// free again.
     last_delivery: Vec<Nanos>,
@@ -42,19 +52,10 @@ pub struct BusModel {
 }
 
 impl BusModel {
-    /// The model described by a scenario's `[bus]` table.
-    pub fn new(cfg: &BusConfig) -> Self {
+    /// A bus that does `faults` to what it carries.
+    pub fn new(faults: BusFaults) -> Self {
         BusModel {
-            drop_rate: cfg.drop_rate,
-            latency_ns: ms_to_ns(cfg.latency_ms),
-            jitter_ns: ms_to_ns(cfg.jitter_ms),
-            reorder: cfg.reorder,
-            outages: cfg
-                .outages
-                .iter()
-                .map(|w| (ms_to_ns(w.start_ms), ms_to_ns(w.end_ms)))
-                .collect(),
-            link_gbps: cfg.link_gbps,
+            faults,
             last_delivery: Vec::new(),
             link_free: Vec::new(),
         }
@@ -62,21 +63,26 @@ impl BusModel {
 
     /// Decides the fate of a message of `bytes` for `to` the bus receives at `now`.
     pub fn fate(&mut self, now: Nanos, to: ActorId, bytes: u64, rng: &mut SimRng) -> Fate {
-        if self.outages.iter().any(|&(s, e)| (s..e).contains(&now)) {
+        if self
+            .faults
+            .outages
+            .iter()
+            .any(|&(s, e)| (s..e).contains(&now))
+        {
             return Fate::Dropped;
         }
-        let lost = if self.drop_rate >= 1.0 {
+        let lost = if self.faults.drop_rate >= 1.0 {
             true
-        } else if self.drop_rate > 0.0 {
-            rng.unit() < self.drop_rate
+        } else if self.faults.drop_rate > 0.0 {
+            rng.unit() < self.faults.drop_rate
         } else {
             false
         };
         if lost {
             return Fate::Dropped;
         }
-        let jitter = if self.jitter_ns > 0 {
-            (rng.unit() * self.jitter_ns as f64) as Nanos
+        let jitter = if self.faults.jitter_ns > 0 {
+            (rng.unit() * self.faults.jitter_ns as f64) as Nanos
         } else {
             0
         };
@@ -86,13 +92,13 @@ impl BusModel {
             self.link_free.resize(d + 1, 0);
         }
         let mut sent = now;
-        if let Some(gbps) = self.link_gbps {
+        if let Some(gbps) = self.faults.link_gbps {
             let start = now.max(self.link_free[d]);
             sent = start + (bytes as f64 / gbps).ceil() as Nanos;
             self.link_free[d] = sent;
         }
-        let mut at = sent + self.latency_ns + jitter;
-        if !self.reorder {
+        let mut at = sent + self.faults.latency_ns + jitter;
+        if !self.faults.reorder {
             at = at.max(self.last_delivery[d]);
             self.last_delivery[d] = at;
         }
@@ -182,12 +188,11 @@ impl Actor for BusActor {
 mod tests {
     use super::*;
     use crate::rng::RngKind;
-    use crate::scenario::Window;
 
-    fn model(f: impl FnOnce(&mut BusConfig)) -> BusModel {
-        let mut cfg = BusConfig::default();
-        f(&mut cfg);
-        BusModel::new(&cfg)
+    fn model(f: impl FnOnce(&mut BusFaults)) -> BusModel {
+        let mut faults = BusFaults::default();
+        f(&mut faults);
+        BusModel::new(faults)
     }
 
     #[test]
@@ -202,12 +207,7 @@ mod tests {
     #[test]
     fn outages_and_full_drop_lose_everything() {
         let mut rng = SimRng::new(RngKind::Chacha, 1);
-        let mut m = model(|b| {
-            b.outages = vec![Window {
-                start_ms: 1.0,
-                end_ms: 2.0,
-            }]
-        });
+        let mut m = model(|b| b.outages = vec![(1_000_000, 2_000_000)]);
         assert_eq!(m.fate(1_500_000, ActorId(1), 8, &mut rng), Fate::Dropped);
         assert_eq!(m.fate(2_000_000, ActorId(1), 8, &mut rng), Fate::Deliver(0));
         let mut all = model(|b| b.drop_rate = 1.0);
@@ -227,7 +227,7 @@ mod tests {
     #[test]
     fn fifo_unless_reorder() {
         let mut rng = SimRng::new(RngKind::Chacha, 9);
-        let mut fifo = model(|b| b.jitter_ms = 5.0);
+        let mut fifo = model(|b| b.jitter_ns = 5_000_000);
         let mut last = 0;
         for t in 0..200 {
             let Fate::Deliver(d) = fifo.fate(t * 1000, ActorId(1), 8, &mut rng) else {
@@ -237,7 +237,7 @@ mod tests {
             last = t * 1000 + d;
         }
         let mut loose = model(|b| {
-            b.jitter_ms = 5.0;
+            b.jitter_ns = 5_000_000;
             b.reorder = true;
         });
         let arrivals: Vec<u64> = (0..200)
@@ -258,7 +258,7 @@ mod tests {
         // 0.001 GB/s: one byte per microsecond; 1 ms latency.
         let mut m = model(|b| {
             b.link_gbps = Some(0.001);
-            b.latency_ms = 1.0;
+            b.latency_ns = 1_000_000;
         });
         // 2,000 bytes take 2 ms on the wire, then 1 ms of latency.
         assert_eq!(

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::ids::RequestId;
-use crate::scenario::Spread;
 use crate::workload::source::{Recipe, Source};
 use crate::workload::RequestSpec;
 
@@ -32,7 +31,9 @@ pub struct Feed {
     source: Source,
     pacing: Pacing,
     routers: Vec<ActorId>,
-    spread: Spread,
+    /// Whether every turn of a session goes to one replica (else request `i` to replica `i mod
+    /// replicas`).
+    by_session: bool,
     /// First deliveries still to hand to the arrival stream.
     initial_left: usize,
     /// What the requests sent and not yet acknowledged hold, bytes (estimated).
@@ -43,12 +44,14 @@ pub struct Feed {
 pub type SharedFeed = Rc<RefCell<Feed>>;
 
 impl Feed {
-    /// A feed of `recipe`'s requests sent to the router replicas `routers` as `spread` says.
+    /// A feed of `recipe`'s requests sent to the router replicas `routers`: request `i` to
+    /// replica `i mod replicas`, or, `by_session`, every turn of a session to the replica of its
+    /// session id (requests without one as before; `router.spread`).
     pub fn shared(
         recipe: &Recipe,
         pacing: Pacing,
         routers: Vec<ActorId>,
-        spread: Spread,
+        by_session: bool,
     ) -> SharedFeed {
         let initial_left = match pacing {
             Pacing::OpenLoop => recipe.first_turns(),
@@ -58,7 +61,7 @@ impl Feed {
             source: recipe.source(),
             pacing,
             routers,
-            spread,
+            by_session,
             initial_left,
             in_flight_bytes: 0,
         }))
@@ -82,8 +85,8 @@ impl Feed {
     /// The replica `spec` goes to: by request number, or by session.
     fn replica(&self, spec: &RequestSpec) -> ActorId {
         let n = self.routers.len();
-        let k = match (self.spread, spec.session) {
-            (Spread::Session, Some(l)) => (l.session % n as u64) as usize,
+        let k = match spec.session {
+            Some(l) if self.by_session => (l.session % n as u64) as usize,
             _ => (spec.id.0 % n as u64) as usize,
         };
         self.routers[k]

@@ -15,7 +15,7 @@ use crate::deployment::roofline::Roofline;
 use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::scenario::deploy::{self, Resolved};
-use crate::scenario::{Pool, Scenario, TimingKind};
+use crate::scenario::{Pool, Scenario, Timing, TimingKind};
 
 use super::topology::Role;
 use super::worker::timing::TimingModel;
@@ -83,7 +83,7 @@ impl Hardware {
             TimingKind::Fixed => TimingModel::Fixed {
                 step_ms: s.timing.service_ms,
             },
-            TimingKind::Steps => TimingModel::polynomial(&s.timing),
+            TimingKind::Steps => polynomial(&s.timing),
             TimingKind::Roofline => {
                 let d = self
                     .of(role)
@@ -171,5 +171,14 @@ fn scenario_name(s: &Scenario) -> String {
         "scenario".to_string()
     } else {
         format!("scenario {}", s.name)
+    }
+}
+
+/// The mocker's polynomials as `[timing]` sets them.
+pub(crate) fn polynomial(t: &Timing) -> TimingModel {
+    TimingModel::Polynomial {
+        prefill: t.prefill_coeffs,
+        decode: t.decode_coeffs,
+        decode_floor_ms: t.decode_floor_ms,
     }
 }

@@ -24,7 +24,8 @@
 //! KV bytes per token and GPU: layers x KV heads on the GPU (`max(1, kv_heads / tp)`) x head dim x
 //! 2 (K and V) x the KV dtype's bytes; blocks: the KV bytes over a block's bytes, less vLLM's null
 //! block. A deployment whose KV cannot hold one request of `max_model_len` tokens is refused, as
-//! vLLM refuses to start.
+//! vLLM refuses to start; so is a `max_model_len` past the model's context (`max_context`, its
+//! config's `max_position_embeddings`), which vLLM refuses unless told to allow it.
 //!
 //! **Weights**: the linear projections at the weight precision (fp8: 1 byte; fp4: NVFP4, half a
 //! byte plus one fp8 scale per 16 weights), embeddings, output head and norms in bf16 (as the
@@ -211,6 +212,8 @@ pub struct EngineMemory {
     pub of_free: bool,
     /// The most requests that run at once (sizes the sampler's activation peak).
     pub max_num_seqs: u64,
+    /// The scenario key that sets `max_num_seqs` (`engine.vllm.max_num_seqs`, ...), for errors.
+    pub max_num_seqs_key: &'static str,
 }
 
 /// A resolved deployment: the model, the GPU and everything derived from them.
@@ -310,11 +313,57 @@ impl Deployment {
                 &format!("must be 1 to {}", crate::limits::MAX_CONTEXT_TOKENS),
             ));
         }
+        if max_model_len > model.max_context {
+            // vLLM refuses it at start ("User-specified max_model_len ... is greater than the
+            // derived max_model_len"), unless told to allow it.
+            return Err(bad(
+                "deployment.max_model_len",
+                max_model_len,
+                &format!(
+                    "tokens is more than {}'s context of {} tokens (`max_context`, its config's \
+                     max_position_embeddings), which vLLM refuses",
+                    model.name, model.max_context
+                ),
+            ));
+        }
         let weight_bytes = weight_bytes(&model, s.precision);
         let weight_bytes_per_gpu = weight_bytes / s.tp as f64;
         let kv_bytes_per_token_per_gpu =
             model.kv_bytes_per_token_per_gpu(s.tp, kv_dtype.bytes(s.precision));
         let kv_bytes_per_gpu = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, engine);
+        let one_seq = EngineMemory {
+            max_num_seqs: 1,
+            ..engine
+        };
+        if kv_bytes_per_gpu <= 0.0
+            && kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, one_seq) > 0.0
+        {
+            // The weights fit; the sampler's reserve for that many running requests does not.
+            let per_seq = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64;
+            // What weights and the rest leave for the reserve (before the engine's share, under
+            // TensorRT-LLM's rule, which takes it of what is left).
+            let left = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, one_seq);
+            let room = if engine.of_free {
+                left / engine.utilization
+            } else {
+                left
+            } + per_seq;
+            return Err(bad(
+                engine.max_num_seqs_key,
+                engine.max_num_seqs,
+                &format!(
+                    "running requests leave no KV on {} x {}: the sampler's reserve for them \
+                     ({SAMPLER_BYTES_PER_LOGIT} bytes x {} vocabulary entries each, {:.1} GB per \
+                     GPU) is more than the {:.1} GB the weights leave; at most {} fit",
+                    s.tp,
+                    gpu.name,
+                    model.vocab_size,
+                    per_seq * engine.max_num_seqs as f64 / 1e9,
+                    room / 1e9,
+                    (room / per_seq).ceil() as u64 - 1,
+                ),
+            ));
+        }
         if kv_bytes_per_gpu <= 0.0 {
             // What the GPUs leave for weights and KV once the engine's own reserve is taken.
             let room = kv_bytes_per_gpu + weight_bytes_per_gpu;
@@ -465,6 +514,7 @@ pub(crate) mod tests {
         utilization: 0.9,
         of_free: false,
         max_num_seqs: 1024,
+        max_num_seqs_key: "engine.vllm.max_num_seqs",
     };
 
     fn resolve(s: &DeploymentSettings) -> Result<Deployment, Invalid> {
@@ -533,6 +583,54 @@ pub(crate) mod tests {
         assert_eq!(bf16.kv_bytes_per_token, 327_680);
         // The same memory holds half the tokens (to a block, and the null block).
         assert!((2 * bf16.kv_capacity_tokens).abs_diff(d.kv_capacity_tokens) <= 32);
+    }
+
+    /// vLLM refuses a `max_model_len` past the model's `max_position_embeddings`; so does the
+    /// deployment, naming the model's context. Exactly the context is accepted.
+    #[test]
+    fn requests_longer_than_the_models_context_are_refused() {
+        let mut s = settings("Qwen/Qwen3-8B", "h100_sxm", 1, Precision::Bf16);
+        s.max_model_len = Some(40_961);
+        let e = resolve(&s).unwrap_err();
+        assert_eq!(e.key, "deployment.max_model_len");
+        assert!(
+            e.problem.contains("context of 40960 tokens"),
+            "{}",
+            e.problem
+        );
+        s.max_model_len = Some(40_960);
+        assert_eq!(resolve(&s).unwrap().max_model_len, 40_960);
+    }
+
+    /// Weights that fit with a running-request limit whose sampler reserve does not: the error
+    /// names the limit, not the tensor parallelism, and its "at most" is exact (one more
+    /// request leaves no KV at all).
+    #[test]
+    fn too_many_running_requests_are_refused_naming_the_limit() {
+        let s = settings("Qwen/Qwen3-8B", "h100_sxm", 1, Precision::Bf16);
+        let model = model::find(&s.model).unwrap();
+        let with = |n: u64| {
+            let engine = EngineMemory {
+                max_num_seqs: n,
+                ..VLLM
+            };
+            Deployment::resolve(&s, model, engine)
+        };
+        let e = with(100_000).unwrap_err();
+        assert_eq!(e.key, "engine.vllm.max_num_seqs");
+        assert!(e.problem.contains("591.0 GB per GPU"), "{}", e.problem);
+        let most: u64 = e
+            .problem
+            .rsplit("at most ")
+            .next()
+            .unwrap()
+            .trim_end_matches(" fit")
+            .parse()
+            .unwrap();
+        // `most` leaves some KV (too little for one 8,192-token request here); one more, none.
+        let fits = with(most);
+        assert!(fits.is_ok() || fits.unwrap_err().key == "deployment.max_model_len");
+        assert_eq!(with(most + 1).unwrap_err().key, "engine.vllm.max_num_seqs");
     }
 
     #[test]

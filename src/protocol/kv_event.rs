@@ -4,8 +4,89 @@
 //! when the whole cache is lost (a restart). The same type travels from worker to bus to router
 //! and is what a routing policy learns from.
 
+use std::ops::Deref;
+
 use crate::hash::BlockHash;
 use crate::ids::WorkerId;
+
+/// Block names in prompt order, of which the last [`Blocks::own_tail`] are one request's own
+/// tail: blocks no other request of the workload names
+/// ([`RequestSpec::unshared_from`](crate::workload::RequestSpec::unshared_from)), so that only
+/// that request could look them up. A [`KvEvent::Stored`] carries its blocks this way (`B` is a
+/// `Vec`), and so does the request a routing policy is given (`B` a slice,
+/// [`RouteRequest::blocks`](crate::router::policy::RouteRequest::blocks)).
+///
+/// Everything but the worker's KV pool, which stores own tails without a name-table entry, and
+/// the router's indexes, which need not keep names only a request routed once could look up,
+/// reads it as the plain list of names it dereferences to. The own tail is a simulator's
+/// annotation, not in vLLM's schema nor written in traces; it is 0 (and `From` a list makes it
+/// 0) when the run may route a request twice or observes every block (misses attributed, an
+/// audited index, a handed-back request).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Blocks<B> {
+    names: B,
+    own_tail: usize,
+}
+
+impl<B: AsRef<[BlockHash]>> Blocks<B> {
+    /// `names`, of which the last `own_tail` are a request's own tail.
+    pub fn with_own_tail(names: B, own_tail: usize) -> Blocks<B> {
+        debug_assert!(own_tail <= names.as_ref().len());
+        Blocks { names, own_tail }
+    }
+
+    /// How many of the blocks, at the end, are a request's own tail.
+    pub fn own_tail(&self) -> usize {
+        self.own_tail
+    }
+
+    /// The blocks before the own tail: those other requests could name.
+    pub fn named(&self) -> &[BlockHash] {
+        let all = self.names.as_ref();
+        &all[..all.len() - self.own_tail]
+    }
+}
+
+impl Blocks<Vec<BlockHash>> {
+    /// Drops the own tail: only the blocks other requests could name are left.
+    pub fn drop_own_tail(&mut self) {
+        let named = self.names.len() - self.own_tail;
+        self.names.truncate(named);
+        self.own_tail = 0;
+    }
+}
+
+impl<B> From<B> for Blocks<B> {
+    /// Blocks with no own tail.
+    fn from(names: B) -> Blocks<B> {
+        Blocks { names, own_tail: 0 }
+    }
+}
+
+impl<'a> From<&'a Vec<BlockHash>> for Blocks<&'a [BlockHash]> {
+    /// Blocks with no own tail.
+    fn from(names: &'a Vec<BlockHash>) -> Blocks<&'a [BlockHash]> {
+        Blocks::from(names.as_slice())
+    }
+}
+
+impl<B: AsRef<[BlockHash]>> Deref for Blocks<B> {
+    type Target = [BlockHash];
+
+    /// All the names, the own tail's included.
+    fn deref(&self) -> &[BlockHash] {
+        self.names.as_ref()
+    }
+}
+
+impl<'b, B: AsRef<[BlockHash]>> IntoIterator for &'b Blocks<B> {
+    type Item = &'b BlockHash;
+    type IntoIter = std::slice::Iter<'b, BlockHash>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.names.as_ref().iter()
+    }
+}
 
 /// Where a KV block lives: the GPU (device), host memory, or disk (vLLM's KV events call it the
 /// `medium`; Dynamo's router its `StorageTier`).
@@ -48,17 +129,9 @@ pub enum KvEvent {
         worker: WorkerId,
         /// The block before the first stored one (`None`: the stored blocks start the prompt).
         parent: Option<BlockHash>,
-        /// The newly stored blocks, in prompt order.
-        blocks: Vec<BlockHash>,
-        /// How many of `blocks`, at the end, are the storing request's own tail: blocks no
-        /// other request of the workload names ([`RequestSpec::unshared_from`]), so that only
-        /// that request could look them up. A simulator's annotation, not in vLLM's schema:
-        /// a router that will not route that request again need not index them. 0 when the
-        /// worker keeps every block in its name table (misses attributed, a handed-back
-        /// request).
-        ///
-        /// [`RequestSpec::unshared_from`]: crate::workload::RequestSpec::unshared_from
-        own_tail: usize,
+        /// The newly stored blocks, in prompt order (the last of them perhaps the storing
+        /// request's own tail: [`Blocks`]).
+        blocks: Blocks<Vec<BlockHash>>,
     },
     /// A worker evicted blocks.
     Removed {
@@ -115,5 +188,31 @@ impl KvEvent {
             KvEvent::TierRemoved { .. } => "KvTierRemoved",
             KvEvent::Cleared { .. } => "KvCleared",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_read_as_every_name_and_drop_only_their_own_tail() {
+        let names: Vec<BlockHash> = (1..=5).map(BlockHash).collect();
+        let plain: Blocks<&[BlockHash]> = (&names).into();
+        assert_eq!((plain.own_tail(), plain.named()), (0, &names[..]));
+        let view = Blocks::with_own_tail(&names[..], 2);
+        assert_eq!(
+            &*view,
+            &names[..],
+            "a reader that ignores own tails sees every name"
+        );
+        assert_eq!((view.own_tail(), view.named()), (2, &names[..3]));
+        let mut stored = Blocks::with_own_tail(names.clone(), 2);
+        assert_eq!(stored.iter().count(), 5);
+        stored.drop_own_tail();
+        assert_eq!(stored, Blocks::from(names[..3].to_vec()));
+        let mut none = Blocks::from(names.clone());
+        none.drop_own_tail();
+        assert_eq!(&*none, &names[..]);
     }
 }

@@ -15,7 +15,7 @@ use crate::engine::Nanos;
 use crate::error::Invalid;
 use crate::hash::BlockHash;
 use crate::ids::{RequestId, WorkerId};
-use crate::protocol::kv_event::KvEvent;
+use crate::protocol::kv_event::{Blocks, KvEvent};
 use crate::rng::SimRng;
 
 use super::loads::LoadBook;
@@ -26,16 +26,11 @@ use super::Decision;
 pub struct RouteRequest<'a> {
     /// The request's id.
     pub id: RequestId,
-    /// Its prompt's block names.
-    pub blocks: &'a [BlockHash],
+    /// Its prompt's block names (the last of them perhaps its own tail, see [`Blocks`]: only an
+    /// index of what workers hold reads that).
+    pub blocks: Blocks<&'a [BlockHash]>,
     /// Its prompt tokens.
     pub input_tokens: u32,
-    /// How many of `blocks`, at the end, are its own tail (named by no other request) when the
-    /// router will not route it again: only this decision could look them up, and they are in
-    /// no worker's cache yet, so a policy may count them without keeping their names. 0 when
-    /// the run may route a request twice (faults), or observes everything (an audited index,
-    /// attributed misses).
-    pub own_tail: usize,
     /// Its session, if the workload has sessions.
     pub session: Option<u64>,
     /// The time of the decision.

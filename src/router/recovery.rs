@@ -151,8 +151,7 @@ impl Recovery {
         believe(&KvEvent::Stored {
             worker,
             parent: None,
-            blocks,
-            own_tail: 0,
+            blocks: blocks.into(),
         });
     }
 
@@ -171,8 +170,7 @@ impl Recovery {
         believe(&KvEvent::Stored {
             worker: WorkerId::at(w),
             parent: None,
-            blocks: blocks.to_vec(),
-            own_tail: 0,
+            blocks: blocks.to_vec().into(),
         });
     }
 
@@ -223,8 +221,11 @@ mod tests {
         KvEvent::Stored {
             worker: WorkerId::at(w),
             parent: None,
-            blocks: blocks.iter().map(|&b| BlockHash(b)).collect(),
-            own_tail: 0,
+            blocks: blocks
+                .iter()
+                .map(|&b| BlockHash(b))
+                .collect::<Vec<_>>()
+                .into(),
         }
     }
 

@@ -117,9 +117,8 @@ mod tests {
         for session in [None, Some(7)] {
             let req = RouteRequest {
                 id: RequestId(0),
-                blocks: &blocks,
+                blocks: (&blocks).into(),
                 input_tokens: 128,
-                own_tail: 0,
                 session,
                 now: 0,
             };

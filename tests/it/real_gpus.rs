@@ -157,6 +157,25 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.contains("--precision fp4: needs FP4 tensor cores, which h100_sxm lacks"),
         "{e}"
     );
+    // The weights fit; 100,000 running requests' sampler reserve does not: the flag that set
+    // the limit is named, not --tp.
+    let e = bad(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "1024",
+        "--osl",
+        "128",
+        "--concurrency",
+        "100000",
+    ]);
+    assert!(
+        e.starts_with("dynsim: --concurrency 100000: running requests leave no KV on 1 x h100_sxm"),
+        "{e}"
+    );
     let e = run(&["--model", "Qwen/Qwen3-33B", "--gpu", "h100_sxm"]);
     assert!(
         e.contains("is not a known model (one of Qwen/Qwen3-0.6B,"),
@@ -167,26 +186,38 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.contains("is not a known GPU (one of a100_sxm, h100_sxm,"),
         "{e}"
     );
-    let e = bad(&[
-        "bench",
-        "--model",
-        "Qwen/Qwen3-32B",
-        "--gpu",
-        "h100_sxm",
-        "--isl",
-        "100000",
-        "--osl",
-        "128",
-        "--concurrency",
-        "1",
-    ]);
+    let long = |model: &str, tp: &str| {
+        bad(&[
+            "bench",
+            "--model",
+            model,
+            "--gpu",
+            "h100_sxm",
+            "--tp",
+            tp,
+            "--isl",
+            "100000",
+            "--osl",
+            "128",
+            "--concurrency",
+            "1",
+        ])
+    };
+    let e = long("meta-llama/Llama-3.1-70B", "2");
     assert!(
         e.starts_with("dynsim: --isl: isl + osl = 100128 tokens"),
         "{e}"
     );
     assert!(
-        e.contains("tokens of KV that Qwen/Qwen3-32B in bf16 on 1 x h100_sxm leaves"),
+        e.contains("tokens of KV that meta-llama/Llama-3.1-70B in bf16 on 2 x h100_sxm leaves"),
         "{e}"
+    );
+    // Past the model's own context (Qwen3-32B's 40,960 tokens), as vLLM refuses it.
+    let e = long("Qwen/Qwen3-32B", "1");
+    assert_eq!(
+        e,
+        "dynsim: --isl: isl + osl = 100128 tokens is more than Qwen/Qwen3-32B's context of \
+         40960 tokens (`max_context`, its config's max_position_embeddings), which vLLM refuses"
     );
 }
 

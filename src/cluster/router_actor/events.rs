@@ -13,23 +13,6 @@ use crate::workload::RequestSpec;
 use super::{RouterActor, RouterSetup};
 
 impl RouterActor {
-    /// `event` without the stored own tail it reports, when own tails go unread (see
-    /// [`RouterSetup::own_tails_unread`]): the index then holds the blocks other requests could
-    /// find, about half as many on a trace, and stays smaller and faster. An unread own tail's
-    /// later `Removed` finds nothing to remove.
-    pub(super) fn unread_tail_dropped(&self, mut event: KvEvent) -> KvEvent {
-        if let KvEvent::Stored {
-            blocks, own_tail, ..
-        } = &mut event
-        {
-            if self.setup.own_tails_unread {
-                blocks.truncate(blocks.len() - *own_tail);
-                *own_tail = 0;
-            }
-        }
-        event
-    }
-
     /// What the router now believes, applied to its policy and reported to the audit: the
     /// `believe` callback of [`Recovery`]'s methods (borrowing only those two fields, so that
     /// the recovery state can be borrowed beside it).

@@ -13,13 +13,12 @@ use std::sync::Arc;
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
 use crate::ids::RequestId;
-use crate::protocol::kv_event::KvEvent;
+use crate::protocol::kv_event::{Blocks, KvEvent};
 use crate::router::loads::LoadBook;
 use crate::router::policy::{RouteRequest, RoutingPolicy};
 use crate::router::recovery::Recovery;
 use crate::router::stream::{OnGap, StreamTracker};
 use crate::router::Decision;
-use crate::scenario::ReplicaSync;
 use crate::workload::RequestSpec;
 
 mod events;
@@ -87,10 +86,11 @@ pub struct RouterSetup {
     /// routed twice (no faults), and nothing observes the whole index (no audit, no attributed
     /// misses). Then only the request itself could look its own tail up, at its one decision,
     /// before any worker stored it: the policy is not told of stored own tails, and counts a
-    /// request's own tail without its names ([`RouteRequest::own_tail`]).
+    /// request's own tail without its names ([`Blocks::own_tail`]).
     pub own_tails_unread: bool,
-    /// What replicas tell each other of what they routed (`router.sync`).
-    pub sync: ReplicaSync,
+    /// Whether replicas tell each other what they routed, added, prefilled and freed
+    /// (`router.sync = "active-load"`, Dynamo's replica sync of active sequences).
+    pub shares_active_load: bool,
     /// How it recovers its KV event streams, for a policy that learns from events.
     pub recovery: GapRecovery,
 }
@@ -114,7 +114,7 @@ pub struct RouterActor {
     loads: LoadBook,
     setup: RouterSetup,
     place: Placement,
-    sync: ReplicaSync,
+    shares_active_load: bool,
     pending: VecDeque<Routed>,
     /// Requests this replica routed that have not come back (acked or handed back). Its timers
     /// run only while it has some: a peer's note that was lost on the bus must not keep a
@@ -151,7 +151,7 @@ impl RouterActor {
         RouterActor {
             policy,
             loads,
-            sync: setup.sync,
+            shares_active_load: setup.shares_active_load,
             setup,
             place,
             pending: VecDeque::new(),
@@ -234,16 +234,28 @@ impl RouterActor {
     fn request_of<'a>(&self, spec: &'a RequestSpec, now: Nanos) -> RouteRequest<'a> {
         RouteRequest {
             id: spec.id,
-            blocks: &spec.blocks,
-            input_tokens: spec.input_tokens,
-            own_tail: if self.setup.own_tails_unread {
-                spec.blocks.len() - spec.unshared_from
+            blocks: if self.setup.own_tails_unread {
+                Blocks::with_own_tail(&spec.blocks[..], spec.blocks.len() - spec.unshared_from)
             } else {
-                0
+                (&spec.blocks).into()
             },
+            input_tokens: spec.input_tokens,
             session: spec.session.map(|l| l.session),
             now,
         }
+    }
+
+    /// `event` without the stored own tail it reports, when own tails go unread (see
+    /// [`RouterSetup::own_tails_unread`]): the index then holds the blocks other requests could
+    /// find, about half as many on a trace, and stays smaller and faster. An unread own tail's
+    /// later `Removed` finds nothing to remove.
+    fn unread_tail_dropped(&self, mut event: KvEvent) -> KvEvent {
+        if let KvEvent::Stored { blocks, .. } = &mut event {
+            if self.setup.own_tails_unread {
+                blocks.drop_own_tail();
+            }
+        }
+        event
     }
 
     /// Brings the snapshot of the workers' signals up to date: at once for an exact view, else
@@ -287,7 +299,7 @@ impl RouterActor {
 
     /// Sends a note to every other replica, when replicas sync their load.
     fn tell_peers(&self, note: impl Fn() -> PeerNote, ctx: &mut Context<'_, Msg>) {
-        if self.sync != ReplicaSync::ActiveLoad {
+        if !self.shares_active_load {
             return;
         }
         for &to in &self.place.peers {

@@ -9,8 +9,7 @@
 //! after the answer and are dropped as duplicates).
 
 use crate::engine::{ActorId, Context, Nanos};
-use crate::protocol::kv_event::KvEvent;
-use crate::protocol::kv_event::Stamp;
+use crate::protocol::kv_event::{Blocks, KvEvent, Stamp};
 
 use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
@@ -76,8 +75,10 @@ impl Worker {
             let ev = KvEvent::Stored {
                 worker: me,
                 parent,
-                blocks,
-                own_tail: if k + 1 == runs { changes.own_tail } else { 0 },
+                blocks: Blocks::with_own_tail(
+                    blocks,
+                    if k + 1 == runs { changes.own_tail } else { 0 },
+                ),
             };
             self.publish(ev, delay, ctx);
         }

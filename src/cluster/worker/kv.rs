@@ -19,7 +19,8 @@
 //!   ([`RequestSpec::unshared_from`](crate::workload::RequestSpec::unshared_from)). Only that
 //!   request could look them up, so they are stored and evicted without a table probe (half of
 //!   a trace's blocks, often); they count, and are reported in KV events, like any named block
-//!   (the event marks them: [`Changes::own_tail`], `KvEvent::Stored::own_tail`).
+//!   (the event marks them: [`Changes::own_tail`],
+//!   [`Blocks`](crate::protocol::kv_event::Blocks)).
 //!   Before the request could look them up again (it is preempted, or leaves a prefill worker)
 //!   the scheduler lists them ([`KvPool::list`]). Lookups by name ([`KvPool::contains`] and the
 //!   like) do not see unlisted blocks, so loss attribution, which looks up other requests'

@@ -15,7 +15,6 @@
 use crate::deployment::roofline::Roofline;
 pub use crate::deployment::roofline::StepWork;
 use crate::engine::{ms_to_ns, Nanos};
-use crate::scenario::Timing;
 
 /// A worker's step-time model.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,15 +38,6 @@ pub enum TimingModel {
 }
 
 impl TimingModel {
-    /// The mocker's polynomials as `[timing]` sets them.
-    pub fn polynomial(t: &Timing) -> Self {
-        TimingModel::Polynomial {
-            prefill: t.prefill_coeffs,
-            decode: t.decode_coeffs,
-            decode_floor_ms: t.decode_floor_ms,
-        }
-    }
-
     /// The prefill part of a polynomial step computing `tokens` uncached prompt tokens, ms (0
     /// for none, and under any other model).
     pub fn prefill_ms(&self, tokens: u64) -> f64 {
@@ -111,9 +101,11 @@ impl TimingModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::hardware::polynomial;
+    use crate::scenario::Timing;
 
     fn mocker() -> TimingModel {
-        TimingModel::polynomial(&Timing::default())
+        polynomial(&Timing::default())
     }
 
     fn work(prefill: u64, decode: Option<f64>) -> StepWork {
@@ -136,7 +128,7 @@ mod tests {
 
     #[test]
     fn decode_floor_applies() {
-        let m = TimingModel::polynomial(&Timing {
+        let m = polynomial(&Timing {
             decode_coeffs: [0.0, 0.0, 0.1],
             ..Timing::default()
         });

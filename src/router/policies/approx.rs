@@ -60,12 +60,12 @@ impl RoutingPolicy for Approx {
 
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
         self.ttl.expire(req.now, self.rule.index_mut());
-        self.rule.decide(req.blocks, loads)
+        self.rule.decide(&req.blocks, loads)
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
         let w = d.worker.index();
-        self.rule.index_mut().store(w, req.blocks);
-        self.ttl.record(w, req.blocks, req.now + self.ttl_ns);
+        self.rule.index_mut().store(w, &req.blocks);
+        self.ttl.record(w, &req.blocks, req.now + self.ttl_ns);
     }
 }

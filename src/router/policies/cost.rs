@@ -67,7 +67,7 @@ struct Cost {
 impl RoutingPolicy for Cost {
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, rng: &mut SimRng) -> Option<Decision> {
         self.index
-            .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
+            .overlaps(&req.blocks, &mut self.scratch, &mut self.overlaps);
         let n = req.blocks.len() as f64;
         let weight = self.settings.overlap_weight;
         self.costs.clear();

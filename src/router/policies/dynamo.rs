@@ -103,7 +103,8 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
 #[derive(Clone, Debug, Default)]
 struct Loads {
     /// Per worker, the distinct prompt blocks of its active requests, with how many requests
-    /// hold each, but their own tails ([`RouteRequest::own_tail`]).
+    /// hold each, but their own tails
+    /// ([`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)).
     blocks: Vec<HashMap<BlockHash, u32, BlockHashBuilder>>,
     /// Per worker, its decode blocks before a new request: `blocks[w].len()` plus the blocks of
     /// its active requests' own tails (each is distinct, no other request names it, so a count
@@ -245,7 +246,7 @@ impl Dynamo {
         let prefill_tokens = u64::from(req.input_tokens).saturating_sub(cached);
         let loads = &mut self.loads;
         let blocks = &mut loads.blocks[w];
-        let named = &req.blocks[..req.blocks.len() - req.own_tail];
+        let named = req.blocks.named();
         for &b in named {
             let n = blocks.entry(b).or_insert(0);
             *n += 1;
@@ -254,7 +255,7 @@ impl Dynamo {
                 self.active_index.store(w, std::slice::from_ref(&b));
             }
         }
-        loads.held[w] += req.own_tail;
+        loads.held[w] += req.blocks.own_tail();
         loads.prefill_tokens[w] += prefill_tokens;
         loads.requests[w] += 1;
         self.active.insert(
@@ -262,7 +263,7 @@ impl Dynamo {
             Active {
                 worker: w,
                 blocks: named.to_vec(),
-                own_tail: req.own_tail,
+                own_tail: req.blocks.own_tail(),
                 prefill_tokens,
             },
         );
@@ -355,9 +356,9 @@ impl RoutingPolicy for Dynamo {
             self.ttl.expire(req.now, &mut self.index);
         }
         self.index
-            .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
+            .overlaps(&req.blocks, &mut self.scratch, &mut self.overlaps);
         self.active_index.overlaps(
-            req.blocks,
+            &req.blocks,
             &mut self.active_scratch,
             &mut self.active_depths,
         );
@@ -413,7 +414,7 @@ impl RoutingPolicy for Dynamo {
         }
         if cfg!(debug_assertions) {
             for w in book.up_workers() {
-                self.check_active_depth(w, req.blocks, self.active_depths[w]);
+                self.check_active_depth(w, &req.blocks, self.active_depths[w]);
             }
         }
         let worker = if s.router_temperature > 0.0 {
@@ -441,16 +442,16 @@ impl RoutingPolicy for Dynamo {
         self.track(req, d);
         let w = d.worker.index();
         if !self.settings.use_kv_events {
-            self.index.store(w, req.blocks);
+            self.index.store(w, &req.blocks);
             match self.lru.get_mut(w) {
                 Some(lru) => {
                     let request_blocks =
                         u64::from(req.input_tokens).div_ceil(self.block_size as u64) as usize;
                     let private = request_blocks.saturating_sub(req.blocks.len());
-                    let gone = lru.acquire(req.id, req.blocks, private);
+                    let gone = lru.acquire(req.id, &req.blocks, private);
                     self.index.remove(w, &gone);
                 }
-                None => self.ttl.record(w, req.blocks, req.now + self.ttl_ns),
+                None => self.ttl.record(w, &req.blocks, req.now + self.ttl_ns),
             }
         }
     }

@@ -59,12 +59,12 @@ impl RoutingPolicy for LabPolicy {
     }
 
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
-        self.rule.decide(req.blocks, loads)
+        self.rule.decide(&req.blocks, loads)
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
         if self.self_tracking {
-            self.rule.record_decision(d, req.blocks);
+            self.rule.record_decision(d, &req.blocks);
         }
     }
 

@@ -43,6 +43,7 @@ impl RoutingPolicy for LeastLoaded {
 mod tests {
     use super::*;
     use crate::ids::{RequestId, WorkerId};
+    use crate::protocol::kv_event::Blocks;
     use crate::rng::RngKind;
     use crate::router::loads::LoadKind;
 
@@ -55,9 +56,8 @@ mod tests {
         loads.routed_to(RequestId(3), WorkerId(2), 1);
         let req = RouteRequest {
             id: RequestId(9),
-            blocks: &[],
+            blocks: Blocks::default(),
             input_tokens: 0,
-            own_tail: 0,
             session: None,
             now: 0,
         };

@@ -142,7 +142,7 @@ impl RoutingPolicy for LlmD {
             self.ttl.expire(req.now, &mut self.speculative);
         }
         self.precise
-            .overlaps(req.blocks, &mut self.scratch, &mut self.precise_overlaps);
+            .overlaps(&req.blocks, &mut self.scratch, &mut self.precise_overlaps);
         if let Some(lower) = &self.lower {
             // A block on any medium counts as held (upstream indexes one entry per pod and
             // medium, and its lookup returns the pods of every medium).
@@ -155,7 +155,7 @@ impl RoutingPolicy for LlmD {
         }
         if self.ttl_ns > 0 {
             self.speculative.overlaps(
-                req.blocks,
+                &req.blocks,
                 &mut self.scratch,
                 &mut self.speculative_overlaps,
             );
@@ -168,7 +168,7 @@ impl RoutingPolicy for LlmD {
             }
         }
         let approx: &[usize] = if s.approx_prefix_weight > 0.0 {
-            self.history.overlaps(req.blocks)
+            self.history.overlaps(&req.blocks)
         } else {
             &[]
         };
@@ -226,13 +226,13 @@ impl RoutingPolicy for LlmD {
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
         let w = d.worker.index();
         if self.settings.approx_prefix_weight > 0.0 {
-            self.history.touch(w, req.blocks);
+            self.history.touch(w, &req.blocks);
             self.history
                 .shrink(w, self.settings.lru_capacity_per_server);
         }
         if self.ttl_ns > 0 {
-            self.speculative.store(w, req.blocks);
-            self.ttl.record(w, req.blocks, req.now + self.ttl_ns);
+            self.speculative.store(w, &req.blocks);
+            self.ttl.record(w, &req.blocks, req.now + self.ttl_ns);
         }
     }
 
@@ -280,14 +280,12 @@ mod tests {
         p.on_event(&KvEvent::Stored {
             worker: WorkerId(0),
             parent: None,
-            blocks: blocks[..3].to_vec(),
-            own_tail: 0,
+            blocks: blocks[..3].to_vec().into(),
         });
         p.on_event(&KvEvent::Stored {
             worker: WorkerId(1),
             parent: None,
-            blocks: blocks[..1].to_vec(),
-            own_tail: 0,
+            blocks: blocks[..1].to_vec().into(),
         });
         let mut loads = LoadBook::new(3, LoadKind::Routed);
         let signal = |waiting, kv_usage| WorkerSignals {
@@ -298,9 +296,8 @@ mod tests {
         loads.refresh_signals(&[signal(4, 0.5), signal(0, 0.9), signal(2, 0.0)]);
         let req = RouteRequest {
             id: RequestId(0),
-            blocks: &blocks,
+            blocks: (&blocks).into(),
             input_tokens: 16,
-            own_tail: 0,
             session: None,
             now: 0,
         };

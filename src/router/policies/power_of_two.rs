@@ -67,6 +67,7 @@ impl RoutingPolicy for PowerOfTwo {
 mod tests {
     use super::*;
     use crate::ids::{RequestId, WorkerId};
+    use crate::protocol::kv_event::Blocks;
     use crate::rng::RngKind;
     use crate::router::loads::LoadKind;
 
@@ -87,9 +88,8 @@ mod tests {
         }
         let req = RouteRequest {
             id: RequestId(9),
-            blocks: &[],
+            blocks: Blocks::default(),
             input_tokens: 0,
-            own_tail: 0,
             session: None,
             now: 0,
         };
@@ -118,9 +118,8 @@ mod tests {
         }
         let req = RouteRequest {
             id: RequestId(9),
-            blocks: &[],
+            blocks: Blocks::default(),
             input_tokens: 0,
-            own_tail: 0,
             session: None,
             now: 0,
         };

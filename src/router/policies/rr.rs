@@ -41,6 +41,7 @@ impl RoutingPolicy for RoundRobin {
 mod tests {
     use super::*;
     use crate::ids::{RequestId, WorkerId};
+    use crate::protocol::kv_event::Blocks;
     use crate::rng::RngKind;
     use crate::router::loads::LoadKind;
 
@@ -58,9 +59,8 @@ mod tests {
         let mut rng = SimRng::new(RngKind::Chacha, 1);
         let req = RouteRequest {
             id: RequestId(0),
-            blocks: &[],
+            blocks: Blocks::default(),
             input_tokens: 0,
-            own_tail: 0,
             session: None,
             now: 0,
         };

@@ -179,7 +179,7 @@ impl RoutingPolicy for Sglang {
         let (worker, known) = if self.imbalanced(loads) {
             (loads.least_in_flight()?, None)
         } else {
-            let depth = self.history.deepest(req.blocks);
+            let depth = self.history.deepest(&req.blocks);
             let rate = if req.blocks.is_empty() {
                 0.0
             } else {
@@ -192,7 +192,7 @@ impl RoutingPolicy for Sglang {
             }
         };
         // The tenant holds the deepest match; any other choice needs its own.
-        let predicted = known.unwrap_or_else(|| self.history.overlap(worker, req.blocks));
+        let predicted = known.unwrap_or_else(|| self.history.overlap(worker, &req.blocks));
         Some(Decision {
             worker: WorkerId::at(worker),
             predicted_blocks: predicted,
@@ -201,7 +201,7 @@ impl RoutingPolicy for Sglang {
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
         let w = d.worker.index();
-        self.history.touch(w, req.blocks);
+        self.history.touch(w, &req.blocks);
         self.sizes.set(w, self.history.size(w) as u64);
     }
 
@@ -241,9 +241,8 @@ mod tests {
         let mut rng = SimRng::new(RngKind::Chacha, 1);
         let req = RouteRequest {
             id: RequestId(id),
-            blocks,
+            blocks: blocks.into(),
             input_tokens: blocks.len() as u32 * 4,
-            own_tail: 0,
             session: None,
             now: 0,
         };
@@ -307,9 +306,8 @@ mod tests {
         let mut rng = SimRng::new(RngKind::Chacha, 1);
         let later = RouteRequest {
             id: RequestId(1),
-            blocks: &long,
+            blocks: (&long).into(),
             input_tokens: 40,
-            own_tail: 0,
             session: None,
             now: 1_000_000_000,
         };

@@ -282,7 +282,7 @@ impl RoutingPolicy for PrefixAware {
         if !loads.any_up() {
             return None;
         }
-        let depth = self.history.deepest(req.blocks);
+        let depth = self.history.deepest(&req.blocks);
         self.tied.clear();
         let all = self.history.best_count() == loads.workers() && loads.all_up();
         if !all {
@@ -292,7 +292,7 @@ impl RoutingPolicy for PrefixAware {
         let deepest = if all || !self.tied.is_empty() {
             depth
         } else {
-            let overlaps = self.history.overlaps(req.blocks);
+            let overlaps = self.history.overlaps(&req.blocks);
             let deepest = loads.up_workers().map(|w| overlaps[w]).max().unwrap_or(0);
             self.tied
                 .extend(loads.up_workers().filter(|&w| overlaps[w] == deepest));
@@ -310,7 +310,7 @@ impl RoutingPolicy for PrefixAware {
         let predicted = if all || self.tied.contains(&worker) {
             deepest
         } else {
-            self.history.overlaps(req.blocks)[worker]
+            self.history.overlaps(&req.blocks)[worker]
         };
         Some(Decision {
             worker: WorkerId::at(worker),
@@ -319,7 +319,7 @@ impl RoutingPolicy for PrefixAware {
     }
 
     fn on_routed(&mut self, req: &RouteRequest<'_>, d: &Decision) {
-        self.history.touch(d.worker.index(), req.blocks);
+        self.history.touch(d.worker.index(), &req.blocks);
         self.qps.record(req.now, d.worker.index());
     }
 
@@ -342,7 +342,7 @@ impl RoutingPolicy for Loadaware {
     fn decide(&mut self, req: &RouteRequest<'_>, loads: &LoadBook, _rng: &mut SimRng) -> Option<Decision> {
         let depth = self
             .index
-            .overlaps(req.blocks, &mut self.scratch, &mut self.overlaps);
+            .overlaps(&req.blocks, &mut self.scratch, &mut self.overlaps);
         let worker = if depth == 0 {
             self.qps.choose(req.now, loads)?
         } else {

@@ -2,11 +2,11 @@
 //! retraction, and the `new_token_ratio` bookkeeping (the rules: [`super`]).
 
 use std::cmp::Reverse;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crate::engine::Nanos;
 use crate::hash::BlockHash;
-use crate::ids::RequestId;
+use crate::hashers::BlockHashBuilder;
 
 use super::{
     ceil_page, ratio_after_retraction, reserved_output, retraction_victim, SchedulePolicy,
@@ -71,29 +71,34 @@ impl<T> StepScheduler<T> {
     /// `--enable-mixed-chunk`: every decoding request rides along with the prefill batch, one
     /// token each (`mix_with_running`), when its block is there; `work` is put back in the
     /// running order.
+    ///
+    /// One pass over the running batch, in its order: a prefilling request's chunk is taken
+    /// from `work` (every one is in the batch), a decoding one grows by a token. The prefills
+    /// are a few, found by binary search; no table is built or sorted per step (at 512 running
+    /// requests those were half of an SGLang bench's time).
     fn mix_decodes(&mut self, out: &mut Planned<T>, work: &mut Vec<Work>) {
-        let prefilling: HashSet<RequestId> = work.iter().map(|w| w.id).collect();
+        let mut prefills = std::mem::take(work);
+        prefills.sort_unstable_by_key(|w| w.id);
         for i in 0..self.running.len() {
+            let id = self.running[i].id();
+            if let Ok(at) = prefills.binary_search_by_key(&id, |w| w.id) {
+                work.push(prefills[at]);
+                continue;
+            }
             let s = &self.running[i];
-            if !decoding(s)
-                || prefilling.contains(&s.id())
-                || self.need(s, 1) > self.pool.borrow().available()
-            {
+            if !decoding(s) || self.need(s, 1) > self.pool.borrow().available() {
                 continue;
             }
             self.grow(i, 1, &mut out.log);
-            work.push(Work {
-                id: self.running[i].id(),
-                tokens: 1,
-            });
+            work.push(Work { id, tokens: 1 });
         }
-        let position: HashMap<RequestId, usize> = self
-            .running
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id(), i))
-            .collect();
-        work.sort_by_key(|w| position[&w.id]);
+        debug_assert_eq!(
+            work.iter()
+                .filter(|w| prefills.binary_search_by_key(&w.id, |p| p.id).is_ok())
+                .count(),
+            prefills.len(),
+            "every prefilling request is in the running batch"
+        );
     }
 
     /// The output tokens `s` may still produce here (`max_new_tokens - len(output_ids)`; a
@@ -232,7 +237,7 @@ impl<T> StepScheduler<T> {
     /// is short but whose first 32 tokens an earlier waiting request shares goes last. Stable.
     fn sort_longest_prefix_first(&mut self) {
         let bs = self.cfg.block_size as u64;
-        let mut shared: HashSet<BlockHash> = HashSet::new();
+        let mut shared: HashSet<BlockHash, BlockHashBuilder> = HashSet::default();
         let keys: Vec<(bool, Reverse<u64>)> = {
             let pool = self.pool.borrow();
             self.waiting

@@ -6,7 +6,6 @@ use super::{
     ratio_after_retraction, reserved_output, retraction_victim, SchedulePolicy, SglangRules,
 };
 use crate::cluster::worker::engine::{EngineRules, EngineSetup};
-use crate::cluster::worker::timing::TimingModel;
 use crate::cluster::worker::vllm::tests::{request, run, run_from, BLOCK};
 use crate::cluster::worker::vllm::StepScheduler;
 use crate::scenario::Timing;
@@ -29,7 +28,7 @@ fn engine(r: SglangRules, capacity: Option<usize>) -> StepScheduler<()> {
         kv_capacity: capacity,
         prefill_only: false,
         attribute_misses: false,
-        timing: TimingModel::polynomial(&Timing::default()),
+        timing: crate::cluster::hardware::polynomial(&Timing::default()),
         max_model_len: None,
         record_features: false,
         tiers: None,

@@ -12,7 +12,7 @@ use crate::workload::RequestSpec;
 
 use super::{Admission, Preemption, SchedulerConfig, StepScheduler};
 use crate::cluster::worker::seq::Seq;
-use crate::cluster::worker::timing::{StepWork, TimingModel};
+use crate::cluster::worker::timing::StepWork;
 
 pub(in crate::cluster::worker) const BLOCK: usize = 4;
 
@@ -31,7 +31,7 @@ pub(in crate::cluster::worker) fn config(
         prefill_only: false,
         attribute_misses: true,
         decode_stretches: true,
-        timing: TimingModel::polynomial(&Timing::default()),
+        timing: crate::cluster::hardware::polynomial(&Timing::default()),
         record_features: false,
         max_model_len: None,
         sglang: None,
@@ -102,7 +102,7 @@ pub(in crate::cluster::worker) fn run_from(
 }
 
 pub(in crate::cluster::worker) fn prefill_ns(tokens: u64) -> Nanos {
-    TimingModel::polynomial(&Timing::default()).step_ns(&work(tokens, None))
+    crate::cluster::hardware::polynomial(&Timing::default()).step_ns(&work(tokens, None))
 }
 
 #[test]
@@ -178,7 +178,7 @@ fn a_step_that_decodes_and_prefills_adds_both_polynomials() {
     s.enqueue(request(1, 2, 40, 2));
     let mixed = s.plan(p.end).unwrap();
     // A's KV: its 400 prompt tokens and its first token's, 401 of 4,000.
-    let t = TimingModel::polynomial(&Timing::default());
+    let t = crate::cluster::hardware::polynomial(&Timing::default());
     let expected = ms_to_ns(t.prefill_ms(40) + t.decode_ms(401.0 / 4000.0));
     assert_eq!(mixed.end - p.end, expected);
 }
@@ -297,7 +297,7 @@ fn a_sequence_larger_than_the_kv_is_rejected_and_without_chunking_so_is_a_long_p
 fn a_decode_stretch_gives_each_step_its_own_duration_and_is_cut_by_an_arrival() {
     // One request, prompt 40 (10 blocks of 4), 20 output tokens, 100 blocks: after its prefill,
     // decode step k (k = 1..19) holds 40 + k tokens of KV, p = (40 + k) / 400.
-    let t = TimingModel::polynomial(&Timing::default());
+    let t = crate::cluster::hardware::polynomial(&Timing::default());
     let mut s = StepScheduler::new(config(8192, Some(100)));
     s.enqueue(request(0, 1, 40, 20));
     let p = s.plan(0).unwrap();
@@ -345,7 +345,7 @@ fn a_preempted_request_is_recomputed_and_every_step_time_follows_its_batch() {
     // the other 4 prompt tokens and the KV of its 5 tokens (9 in all), which brings it to its
     // 6th token; 4 decode steps later it is done. The same when the requests' blocks are their
     // own tails, kept out of the name table: preempting B lists its blocks, so it finds them.
-    let t = TimingModel::polynomial(&Timing::default());
+    let t = crate::cluster::hardware::polynomial(&Timing::default());
     let decode = |kv: u64| t.step_ns(&work(0, Some(kv as f64 / 24.0)));
     let mut steps = vec![t.step_ns(&work(16, None))]; // 1: both prompts, 16 uncached tokens
     steps.extend([18, 20, 22, 24].map(decode)); // 2-5: both decode (9 + 9 ... 12 + 12 tokens)
@@ -440,7 +440,8 @@ fn a_stretch_cut_short_keeps_the_blocks_it_took_ahead() {
         s.apply();
         let p = s.plan(prefill.end).unwrap();
         let first_end = prefill.end
-            + TimingModel::polynomial(&Timing::default()).step_ns(&work(0, Some(10.0 / 16.0)));
+            + crate::cluster::hardware::polynomial(&Timing::default())
+                .step_ns(&work(0, Some(10.0 / 16.0)));
         assert_eq!(p.first_end, first_end);
         assert_eq!(p.steps, if stretches { 4 } else { 1 });
         assert_eq!(s.truncate(first_end - 1), stretches.then_some(first_end));

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::hash::block_hashes;
+use crate::protocol::kv_event::Blocks;
 use crate::rng::RngKind;
 use crate::router::loads::LoadKind;
 
@@ -28,17 +29,15 @@ fn a_decision_computed_by_hand_from_the_published_rule() {
     p.on_event(&KvEvent::Stored {
         worker: WorkerId(0),
         parent: None,
-        blocks: blocks[..3].to_vec(),
-        own_tail: 0,
+        blocks: blocks[..3].to_vec().into(),
     });
     let other = block_hashes(&(100..108).collect::<Vec<u32>>(), 4);
     let mut loads = LoadBook::new(2, LoadKind::Routed);
     let mut rng = SimRng::new(RngKind::Chacha, 1);
     let busy = RouteRequest {
         id: RequestId(1),
-        blocks: &other,
+        blocks: (&other).into(),
         input_tokens: 8,
-        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -51,9 +50,8 @@ fn a_decision_computed_by_hand_from_the_published_rule() {
     p.on_routed(&busy, &d0);
     let req = RouteRequest {
         id: RequestId(2),
-        blocks: &blocks,
+        blocks: (&blocks).into(),
         input_tokens: 24,
-        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -99,9 +97,8 @@ fn request(id: u64, tokens: std::ops::Range<u32>) -> (RequestId, Vec<BlockHash>,
 fn route_req(r: &(RequestId, Vec<BlockHash>, u32)) -> RouteRequest<'_> {
     RouteRequest {
         id: r.0,
-        blocks: &r.1,
+        blocks: (&r.1).into(),
         input_tokens: r.2,
-        own_tail: 0,
         session: None,
         now: 0,
     }
@@ -153,8 +150,7 @@ fn credit_decay_of_one_halves_the_credit_at_one_request_of_excess() {
         p.on_event(&KvEvent::Stored {
             worker: WorkerId(0),
             parent: None,
-            blocks: prompt.1.clone(),
-            own_tail: 0,
+            blocks: prompt.1.clone().into(),
         });
         busy(&mut p, &request(10, 1000..1032), 0, false);
         busy(&mut p, &request(11, 2000..2040), 1, true);
@@ -249,9 +245,8 @@ fn equal_costs_are_broken_by_the_seeded_generator() {
     let blocks = block_hashes(&(0..8).collect::<Vec<u32>>(), 4);
     let req = RouteRequest {
         id: RequestId(0),
-        blocks: &blocks,
+        blocks: (&blocks).into(),
         input_tokens: 8,
-        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -278,9 +273,8 @@ fn approximate_mode_learns_from_its_own_decisions() {
     let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
     let req = |id| RouteRequest {
         id: RequestId(id),
-        blocks: &blocks,
+        blocks: (&blocks).into(),
         input_tokens: 16,
-        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -366,14 +360,12 @@ fn lower_tier_blocks_earn_dynamo_s_host_and_disk_weights() {
         KvEvent::Stored {
             worker: WorkerId(0),
             parent: None,
-            blocks: blocks[..2].to_vec(),
-            own_tail: 0,
+            blocks: blocks[..2].to_vec().into(),
         },
         KvEvent::Stored {
             worker: WorkerId(1),
             parent: None,
-            blocks: blocks[..1].to_vec(),
-            own_tail: 0,
+            blocks: blocks[..1].to_vec().into(),
         },
         KvEvent::TierStored {
             worker: WorkerId(1),
@@ -388,9 +380,8 @@ fn lower_tier_blocks_earn_dynamo_s_host_and_disk_weights() {
     ];
     let req = RouteRequest {
         id: RequestId(1),
-        blocks: &blocks,
+        blocks: (&blocks).into(),
         input_tokens: 24,
-        own_tail: 0,
         session: None,
         now: 0,
     };
@@ -470,9 +461,8 @@ fn each_worker_s_counters_follow_its_active_requests() {
         let w = rng.gen_range(0..n);
         let req = RouteRequest {
             id: RequestId(id),
-            blocks: &blocks,
+            blocks: Blocks::with_own_tail(&blocks[..], tail as usize),
             input_tokens: t.len() as u32,
-            own_tail: tail as usize,
             session: None,
             now: 0,
         };

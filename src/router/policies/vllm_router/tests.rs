@@ -14,9 +14,8 @@ fn req<'a>(
 ) -> RouteRequest<'a> {
     RouteRequest {
         id: RequestId(id),
-        blocks,
+        blocks: blocks.into(),
         input_tokens: blocks.len() as u32 * 4,
-        own_tail: 0,
         session,
         now: id * 1_000_000_000,
     }
@@ -203,14 +202,12 @@ fn loadaware_trades_the_cached_share_against_relative_load_by_hand() {
     p.on_event(&KvEvent::Stored {
         worker: WorkerId(0),
         parent: None,
-        blocks: blocks.clone(),
-        own_tail: 0,
+        blocks: blocks.clone().into(),
     });
     p.on_event(&KvEvent::Stored {
         worker: WorkerId(1),
         parent: None,
-        blocks: blocks[..2].to_vec(),
-        own_tail: 0,
+        blocks: blocks[..2].to_vec().into(),
     });
     let mut loads = LoadBook::new(3, LoadKind::Routed);
     for (i, w) in [0, 0, 0, 0, 1, 2].into_iter().enumerate() {
