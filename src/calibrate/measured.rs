@@ -243,7 +243,11 @@ impl<'a> LineCounter<'a> {
     /// after the last one asked): the csv crate places a record after `\r\n` at the `\n`.
     fn line_at(&mut self, byte: usize) -> usize {
         let mut byte = byte.min(self.text.len());
-        while self.text.get(byte).is_some_and(|&b| b == b'\r' || b == b'\n') {
+        while self
+            .text
+            .get(byte)
+            .is_some_and(|&b| b == b'\r' || b == b'\n')
+        {
             byte += 1;
         }
         if byte > self.at {
