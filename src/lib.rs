@@ -94,7 +94,7 @@
 //!   model file), a GPU, tensor parallelism and precision ([`deployment`]); dynsim derives the
 //!   weights per GPU, the KV bytes per token, the KV capacity vLLM would find in memory, and each
 //!   step's time from the roofline of its work on the GPU, weighted by a profile fitted on
-//!   measured servers. [`bench`] predicts a closed-loop benchmark of one deployment;
+//!   measured servers. [`bench`](mod@bench) predicts a closed-loop benchmark of one deployment;
 //!   [`calibrate`] fits a profile to measured benchmark rows (one simulation per row: a feature
 //!   clock makes each row's mean TTFT and TPOT linear in the coefficients).
 //! - **Own tails.** A trace request's blocks from its first id that no other row names
@@ -162,6 +162,7 @@
 //! simulations on threads and [`chart`] draws their line charts.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod budget;

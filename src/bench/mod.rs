@@ -241,6 +241,9 @@ const FLAGS: &[(&str, &str)] = &[
     ("workload.input", "--isl"),
     ("workload.output", "--osl"),
     ("workload.concurrency", "--concurrency"),
+    ("engine.vllm.max_num_seqs", "--concurrency"),
+    ("engine.trtllm.max_batch_size", "--concurrency"),
+    ("engine.sglang.max_running_requests", "--concurrency"),
 ];
 
 /// Runs `spec`.

@@ -126,12 +126,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
         optional("kv_cache_dtype"),
     );
     let mut out = Measurements::default();
+    // The csv crate counts a `\r\n` file's lines one short; a record's line is counted here
+    // from its byte offset instead (newlines before its first character, plus one).
+    let mut lines = LineCounter::new(text);
     for record in reader.records() {
         let record = record.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line() as usize);
+            let line = e.position().map_or(0, |p| lines.line_at(p.byte() as usize));
             Error::field(path, line, "line", e.to_string())
         })?;
-        let line = record.position().map_or(0, |p| p.line() as usize);
+        let line = record
+            .position()
+            .map_or(0, |p| lines.line_at(p.byte() as usize));
         let get = |name: &str| record.get(at[name]).unwrap_or("").trim();
         let opt = |col: Option<usize>| col.and_then(|i| record.get(i)).unwrap_or("").trim();
         if record.iter().all(|f| f.trim().is_empty()) {
@@ -216,6 +221,46 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
     Ok(out)
 }
 
+/// The 1-based line of a byte offset of a text, for offsets met in increasing order (each
+/// byte of the text is scanned once in all).
+struct LineCounter<'a> {
+    text: &'a [u8],
+    /// The offset counted up to, and the line it is on.
+    at: usize,
+    line: usize,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(text: &'a str) -> Self {
+        LineCounter {
+            text: text.as_bytes(),
+            at: 0,
+            line: 1,
+        }
+    }
+
+    /// The line of the first character at or after `byte` that ends no line (`byte` at or
+    /// after the last one asked): the csv crate places a record after `\r\n` at the `\n`.
+    fn line_at(&mut self, byte: usize) -> usize {
+        let mut byte = byte.min(self.text.len());
+        while self
+            .text
+            .get(byte)
+            .is_some_and(|&b| b == b'\r' || b == b'\n')
+        {
+            byte += 1;
+        }
+        if byte > self.at {
+            self.line += self.text[self.at..byte]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            self.at = byte;
+        }
+        self.line
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +308,21 @@ mod tests {
                 KvDtype::Auto
             ]
         );
+    }
+
+    /// A `\r\n` file (the bundled measurements are one) names the same lines as a `\n` one.
+    #[test]
+    fn crlf_files_name_their_rows_lines() {
+        let text = format!(
+            "{HEADER}a,vllm,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,8,2,1,154.2,18.04\n\
+             b,vllm,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,8,2,1,154.2,18.04\n"
+        )
+        .replace('\n', "\r\n");
+        let m = parse(Path::new("m.csv"), &text).unwrap();
+        assert_eq!((m.rows[0].line, m.rows[1].line), (2, 3));
+        let bad = text.replace("18.04\r\n", "-1\r\n");
+        let err = parse(Path::new("m.csv"), &bad).unwrap_err().to_string();
+        assert!(err.starts_with("m.csv:2: silicon_tpot_ms:"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Wiring: a validated [`Scenario`] and its workload become a ready-to-run simulation, laid out
 //! as its [`Topology`] says.
 
-use crate::engine::{ms_to_ns, Simulation};
+use std::rc::Rc;
+
+use crate::engine::{ms_to_ns, ActorId, Simulation};
 use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
@@ -139,12 +141,14 @@ pub fn populate(
     // `[kv.host] scope = "cluster"`: one host pool for every worker, which each worker's
     // stream reports, woken by the others (by worker number) when the pool changes.
     let mut shared_host: Option<SharedHost> = None;
-    let mut host_peers = Vec::new();
+    // One list for all the workers (an `Rc`, not a copy each: O(workers) in all).
+    let mut host_peers: Rc<[ActorId]> = Rc::from(Vec::new());
     if s.kv.host_shared() {
-        host_peers = vec![topo.client(); topo.workers().len()];
+        let mut peers = vec![topo.client(); topo.workers().len()];
         for slot in topo.workers() {
-            host_peers[slot.id.index()] = slot.addr;
+            peers[slot.id.index()] = slot.addr;
         }
+        host_peers = peers.into();
     }
     for slot in topo.workers() {
         let mut engine = EngineSetup {
@@ -307,6 +311,7 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
         block_bytes,
         tiers,
         write_through: s.kv.write_through(),
+        disk_write_through: s.kv.disk_write_through(),
         shared_host: None,
     })
 }

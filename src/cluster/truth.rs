@@ -7,7 +7,7 @@
 //! keeps one table, [`HeldBy`]: how many workers hold each block and the XOR of their numbers,
 //! kept current by the pools (O(1) per block stored or evicted; 16 bytes of entry per distinct
 //! block held anywhere). With it a question about a request costs O(its blocks), not one lookup
-//! per worker: see [`deepest`]. Each pool remembers one capacity's worth of evicted blocks (see
+//! per worker: see `deepest`. Each pool remembers one capacity's worth of evicted blocks (see
 //! [`KvPool`](super::worker::kv::KvPool)); the few workers that ever lost a block are probed
 //! one by one for the "remembered" half.
 

@@ -212,6 +212,8 @@ pub struct EngineMemory {
     pub of_free: bool,
     /// The most requests that run at once (sizes the sampler's activation peak).
     pub max_num_seqs: u64,
+    /// The scenario key that sets `max_num_seqs` (`engine.vllm.max_num_seqs`, ...), for errors.
+    pub max_num_seqs_key: &'static str,
 }
 
 /// A resolved deployment: the model, the GPU and everything derived from them.
@@ -329,6 +331,39 @@ impl Deployment {
         let kv_bytes_per_token_per_gpu =
             model.kv_bytes_per_token_per_gpu(s.tp, kv_dtype.bytes(s.precision));
         let kv_bytes_per_gpu = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, engine);
+        let one_seq = EngineMemory {
+            max_num_seqs: 1,
+            ..engine
+        };
+        if kv_bytes_per_gpu <= 0.0
+            && kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, one_seq) > 0.0
+        {
+            // The weights fit; the sampler's reserve for that many running requests does not.
+            let per_seq = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64;
+            // What weights and the rest leave for the reserve (before the engine's share, under
+            // TensorRT-LLM's rule, which takes it of what is left).
+            let left = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, one_seq);
+            let room = if engine.of_free {
+                left / engine.utilization
+            } else {
+                left
+            } + per_seq;
+            return Err(bad(
+                engine.max_num_seqs_key,
+                engine.max_num_seqs,
+                &format!(
+                    "running requests leave no KV on {} x {}: the sampler's reserve for them \
+                     ({SAMPLER_BYTES_PER_LOGIT} bytes x {} vocabulary entries each, {:.1} GB per \
+                     GPU) is more than the {:.1} GB the weights leave; at most {} fit",
+                    s.tp,
+                    gpu.name,
+                    model.vocab_size,
+                    per_seq * engine.max_num_seqs as f64 / 1e9,
+                    room / 1e9,
+                    (room / per_seq).ceil() as u64 - 1,
+                ),
+            ));
+        }
         if kv_bytes_per_gpu <= 0.0 {
             // What the GPUs leave for weights and KV once the engine's own reserve is taken.
             let room = kv_bytes_per_gpu + weight_bytes_per_gpu;
@@ -479,6 +514,7 @@ pub(crate) mod tests {
         utilization: 0.9,
         of_free: false,
         max_num_seqs: 1024,
+        max_num_seqs_key: "engine.vllm.max_num_seqs",
     };
 
     fn resolve(s: &DeploymentSettings) -> Result<Deployment, Invalid> {
@@ -564,6 +600,37 @@ pub(crate) mod tests {
         );
         s.max_model_len = Some(40_960);
         assert_eq!(resolve(&s).unwrap().max_model_len, 40_960);
+    }
+
+    /// Weights that fit with a running-request limit whose sampler reserve does not: the error
+    /// names the limit, not the tensor parallelism, and its "at most" is exact (one more
+    /// request leaves no KV at all).
+    #[test]
+    fn too_many_running_requests_are_refused_naming_the_limit() {
+        let s = settings("Qwen/Qwen3-8B", "h100_sxm", 1, Precision::Bf16);
+        let model = model::find(&s.model).unwrap();
+        let with = |n: u64| {
+            let engine = EngineMemory {
+                max_num_seqs: n,
+                ..VLLM
+            };
+            Deployment::resolve(&s, model, engine)
+        };
+        let e = with(100_000).unwrap_err();
+        assert_eq!(e.key, "engine.vllm.max_num_seqs");
+        assert!(e.problem.contains("591.0 GB per GPU"), "{}", e.problem);
+        let most: u64 = e
+            .problem
+            .rsplit("at most ")
+            .next()
+            .unwrap()
+            .trim_end_matches(" fit")
+            .parse()
+            .unwrap();
+        // `most` leaves some KV (too little for one 8,192-token request here); one more, none.
+        let fits = with(most);
+        assert!(fits.is_ok() || fits.unwrap_err().key == "deployment.max_model_len");
+        assert_eq!(with(most + 1).unwrap_err().key, "engine.vllm.max_num_seqs");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!   stepped to its end, its `[[scale]]` steps and planner acting on the way.
 //! - [`recorder`]: what the run measures over time (a planner's interval, SLA attainment, the
 //!   report's intervals).
-//! - [`profiler`]: a pool's capacity from `bench` predictions, for `dynamo-throughput`.
+//! - `profiler`: a pool's capacity from `bench` predictions, for `dynamo-throughput`.
 
 mod profiler;
 pub mod recorder;

@@ -39,6 +39,11 @@ pub fn engine_memory(s: &Scenario) -> EngineMemory {
         of_free: trtllm,
         // Unbounded running requests: the sampler is still profiled at vLLM's default.
         max_num_seqs: s.max_num_seqs().unwrap_or(1024) as u64,
+        max_num_seqs_key: match s.engine.kind {
+            EngineKind::Trtllm => "engine.trtllm.max_batch_size",
+            EngineKind::Sglang => "engine.sglang.max_running_requests",
+            EngineKind::Vllm => "engine.vllm.max_num_seqs",
+        },
     }
 }
 

@@ -40,19 +40,21 @@ pub enum TierScope {
     Cluster,
 }
 
-/// When blocks are written to the host tier (`[kv.host] write_policy`, after SGLang HiCache's
-/// `--hicache-write-policy`).
+/// When blocks are written to a lower tier (`write_policy` of `[kv.host]`, after SGLang
+/// HiCache's `--hicache-write-policy`, or of `[kv.disk]`).
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum WritePolicy {
-    /// A block is written to host when the device evicts it.
+    /// A block is written to the tier when the tier above drops it (host: when the device
+    /// evicts it; disk: when host drops it for room).
     #[default]
     WriteBack,
-    /// A block is written to host when the device stores it (computed or loaded back), as vLLM's
-    /// `OffloadingConnector` and aisimulate-core 0.13's vLLM host adapter do; eviction then moves
-    /// no bytes.
+    /// A block is written to the tier when the tier above stores it. Host: when the device stores
+    /// it (computed or loaded back), as vLLM's `OffloadingConnector` and aisimulate-core 0.13's
+    /// vLLM host adapter do; eviction then moves no bytes. Disk: when host stores it, as
+    /// aisimulate-core 0.13's G3 tier does; what host drops is then gone.
     WriteThrough,
 }
 
@@ -77,8 +79,10 @@ pub struct TierSettings {
     /// `worker` (each worker its own) or, for `[kv.host]`, `cluster` (one pool every worker
     /// offloads to and loads from, [`crate::cluster::worker::tiers::HostPool`]).
     pub scope: TierScope,
-    /// `[kv.host]` only: `write_back` (absent: blocks go to host when the device evicts them)
-    /// or `write_through` (when the device stores them).
+    /// `[kv.host]`: `write_back` (absent: blocks go to host when the device evicts them) or
+    /// `write_through` (when the device stores them). `[kv.disk]`: `write_back` (absent: blocks
+    /// go to disk when host drops them) or `write_through` (when host stores them, the disk then
+    /// holding host's blocks too, as aisimulate-core 0.13's G3 tier below its vLLM host adapter).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write_policy: Option<WritePolicy>,
 }
@@ -87,6 +91,12 @@ impl KvSettings {
     /// Whether blocks are written to host as the device stores them (`write_through`).
     pub fn write_through(&self) -> bool {
         self.host.as_ref().and_then(|h| h.write_policy) == Some(WritePolicy::WriteThrough)
+    }
+
+    /// Whether blocks are written to disk as host stores them (`[kv.disk] write_policy =
+    /// "write_through"`).
+    pub fn disk_write_through(&self) -> bool {
+        self.disk.as_ref().and_then(|d| d.write_policy) == Some(WritePolicy::WriteThrough)
     }
 
     /// Whether the host tier is one pool for the whole cluster (`[kv.host] scope = "cluster"`).
@@ -155,13 +165,6 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     for (name, t) in [("host", &s.kv.host), ("disk", &s.kv.disk)] {
         let Some(t) = t else { continue };
         let key = |k: &str| format!("kv.{name}.{k}");
-        if name == "disk" && t.write_policy.is_some() {
-            return Err(bad(
-                &key("write_policy"),
-                "set",
-                "is [kv.host]'s: the disk tier takes the blocks host memory drops",
-            ));
-        }
         if t.scope == TierScope::Cluster {
             if name == "disk" {
                 return Err(bad(

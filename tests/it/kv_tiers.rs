@@ -144,7 +144,7 @@ fn bad_tier_settings_are_refused_in_one_line() {
         ),
         ("[kv.disk]\ncapacity_blocks = 10\n", "needs [kv.host]"),
         (
-            "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_blocks = 10\nwrite_policy = \"write_through\"\n",
+            "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_blocks = 10\nwrite_policy = \"sideways\"\n",
             "kv.disk.write_policy",
         ),
         (

@@ -157,6 +157,25 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.contains("--precision fp4: needs FP4 tensor cores, which h100_sxm lacks"),
         "{e}"
     );
+    // The weights fit; 100,000 running requests' sampler reserve does not: the flag that set
+    // the limit is named, not --tp.
+    let e = bad(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "1024",
+        "--osl",
+        "128",
+        "--concurrency",
+        "100000",
+    ]);
+    assert!(
+        e.starts_with("dynsim: --concurrency 100000: running requests leave no KV on 1 x h100_sxm"),
+        "{e}"
+    );
     let e = run(&["--model", "Qwen/Qwen3-33B", "--gpu", "h100_sxm"]);
     assert!(
         e.contains("is not a known model (one of Qwen/Qwen3-0.6B,"),

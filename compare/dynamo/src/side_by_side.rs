@@ -10,7 +10,12 @@
 //! written through as the crate's vLLM adapter writes it). `--host-scope cluster` makes that host
 //! tier one pool of N blocks for all workers on both (Dynamo's `cluster_shared` scope, its
 //! pool-wide bandwidth caps set to 0, no limit, since dynsim has none: each worker's own 32 GB/s
-//! link only; dynsim's `kv.host.scope = "cluster"`).
+//! link only; dynsim's `kv.host.scope = "cluster"`). `--disk-blocks N` (needs `--host-blocks`)
+//! adds a disk tier of N blocks per worker below host on both (Dynamo's `g3_offload`,
+//! `worker_local`, with `--disk-gbps` each way, 10 by default, and `--disk-first-byte-ms`, 0.1 by
+//! default, the crate's defaults; dynsim's `[kv.disk]` with the same figures, written through
+//! from host as the crate writes it, and its `dynamo` policy's `disk_cache_hit_weight` 0, since
+//! the crate publishes no disk residency to its router).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -31,6 +36,14 @@ const KV_BYTES_PER_TOKEN: usize = 114_688;
 /// Host-tier link, GB/s each way: aisimulate-core 0.13's default, set on both sides.
 const HOST_GBPS: f64 = 32.0;
 
+/// A disk tier below host, per worker: its blocks, GB/s each way, ms to the first byte.
+#[derive(Clone, Copy, Debug)]
+struct Disk {
+    blocks: usize,
+    gbps: f64,
+    first_byte_ms: f64,
+}
+
 /// What both sides run.
 #[derive(Clone, Copy, Debug)]
 struct Setup {
@@ -39,6 +52,8 @@ struct Setup {
     host_blocks: Option<usize>,
     /// The host tier is one pool for all workers (else one per worker).
     host_shared: bool,
+    /// A disk tier below host (`--disk-blocks`).
+    disk: Option<Disk>,
 }
 
 impl Setup {
@@ -66,6 +81,17 @@ impl Setup {
                 h["shared_d2h_bandwidth_gbps"] = json!(0.0);
                 h["shared_h2d_bandwidth_gbps"] = json!(0.0);
             }
+        }
+        if let Some(d) = self.disk {
+            // aisimulate-core 0.13's `G3OffloadConfig` (`engine/config.rs`): one store per
+            // worker, its read and write bandwidths and first-byte latency.
+            engine["g3_offload"] = json!({
+                "scope": "worker_local",
+                "num_g3_blocks": d.blocks,
+                "latency_to_first_byte_ms": d.first_byte_ms,
+                "read_bandwidth_gbps": d.gbps,
+                "write_bandwidth_gbps": d.gbps,
+            });
         }
         MockerConfig::from_value(json!({ "engine": engine }))
     }
@@ -97,6 +123,18 @@ impl Setup {
                 out.push(set("kv.host.scope", "cluster".into()));
             }
         }
+        if let Some(d) = self.disk {
+            out.push(set("kv.disk.capacity_blocks", (d.blocks as i64).into()));
+            out.push(set("kv.disk.d2h_gbps", d.gbps.into()));
+            out.push(set("kv.disk.h2d_gbps", d.gbps.into()));
+            out.push(set("kv.disk.first_byte_ms", d.first_byte_ms.into()));
+            // The crate hands every block whose host write completes to disk (its G3 tier), so
+            // the disk holds host's blocks too; host's drops are gone.
+            out.push(set("kv.disk.write_policy", "write_through".into()));
+            // The crate's tiers publish host residency only (`HostPinned` events), never disk:
+            // its router has no disk block to credit.
+            out.push(set("router.dynamo.disk_cache_hit_weight", 0.0.into()));
+        }
         (scenario, out)
     }
 }
@@ -105,8 +143,11 @@ impl Setup {
 #[derive(Clone, Copy, Debug)]
 struct Side {
     reuse: f64,
-    /// The part of `reuse` loaded back from the host tier.
+    /// The part of `reuse` loaded back from the lower tiers (the crate stages a disk block
+    /// through host, and counts it as host's; so, with a disk tier, dynsim's host + disk).
     host_reuse: f64,
+    /// KV bytes read from the disk tier.
+    disk_read_bytes: u64,
     ttft_p50: f64,
     ttft_p90: f64,
     tpot_p50: f64,
@@ -157,6 +198,7 @@ fn dynamo(
     Ok(Side {
         reuse: r.first_admission_prefix_cache_reused_ratio,
         host_reuse: host as f64 / input.max(1) as f64,
+        disk_read_bytes: r.g3_offload.as_ref().map_or(0, |g| g.read.completed_bytes),
         ttft_p50: r.latency.ttft.median_ms,
         ttft_p90: r.latency.ttft.p90_ms,
         tpot_p50: r.latency.tpot.median_ms,
@@ -200,7 +242,8 @@ fn dynsim(
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Side {
         reuse: r.prefix_reuse,
-        host_reuse: r.reuse_by_tier.map_or(0.0, |t| t.host),
+        host_reuse: r.reuse_by_tier.map_or(0.0, |t| t.host + t.disk),
+        disk_read_bytes: r.kv_onload_bytes.map_or(0, |b| b.disk),
         ttft_p50: r.ttft_ms.p50,
         ttft_p90: r.ttft_ms.p90,
         tpot_p50: r.tpot_ms.p50,
@@ -209,21 +252,23 @@ fn dynsim(
     })
 }
 
-/// Requests per second the trace offers at speedup 1.
-fn arrival_rate(trace: &Path) -> Result<f64> {
+/// Requests per second the trace offers at speedup 1, and its prompt tokens.
+fn arrival_rate(trace: &Path) -> Result<(f64, u64)> {
     let text = std::fs::read_to_string(trace)?;
+    let mut prompt_tokens = 0u64;
     let times: Vec<f64> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l)?;
+            prompt_tokens += v["input_length"].as_u64().unwrap_or(0);
             Ok(v["timestamp"].as_f64().unwrap_or(0.0))
         })
         .collect::<Result<_>>()?;
     let span_s = (times.iter().copied().fold(f64::MIN, f64::max)
         - times.iter().copied().fold(f64::MAX, f64::min))
         / 1e3;
-    Ok(times.len() as f64 / span_s.max(1e-9))
+    Ok((times.len() as f64 / span_s.max(1e-9), prompt_tokens))
 }
 
 /// `dynsim` within `rel` of `dynamo`, as a mark.
@@ -247,7 +292,7 @@ fn ok_or_miss(ok: bool) -> &'static str {
 pub fn run(args: Vec<String>) -> Result<()> {
     const USAGE: &str = "usage: dynamo-replay side-by-side TRACE [--workers N] [--speedups 1,4,8] \
 [--seed N] [--engine vllm|sglang] [--num-gpu-blocks N] [--host-blocks N] \
-[--host-scope worker|cluster]";
+[--host-scope worker|cluster] [--disk-blocks N] [--disk-gbps 10] [--disk-first-byte-ms 0.1]";
     let mut trace: Option<PathBuf> = None;
     let mut workers = 8;
     let mut speedups = vec![1.0, 4.0, 8.0];
@@ -257,6 +302,12 @@ pub fn run(args: Vec<String>) -> Result<()> {
         num_gpu_blocks: None,
         host_blocks: None,
         host_shared: false,
+        disk: None,
+    };
+    let mut disk = Disk {
+        blocks: 0,
+        gbps: 10.0,
+        first_byte_ms: 0.1,
     };
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -292,19 +343,43 @@ pub fn run(args: Vec<String>) -> Result<()> {
                     other => bail!("--host-scope must be worker or cluster, got {other:?}"),
                 }
             }
+            "--disk-blocks" => {
+                disk.blocks = it.next().context("--disk-blocks N")?.parse()?;
+                setup.disk = Some(disk);
+            }
+            "--disk-gbps" => disk.gbps = it.next().context("--disk-gbps G")?.parse()?,
+            "--disk-first-byte-ms" => {
+                disk.first_byte_ms = it.next().context("--disk-first-byte-ms L")?.parse()?
+            }
             s if s.starts_with('-') => bail!("unknown flag {s}\n{USAGE}"),
             s => trace = Some(PathBuf::from(s)),
         }
     }
     let trace = trace.context(USAGE)?;
-    let base_rate = arrival_rate(&trace)?;
+    // The flags may come in any order: the disk's figures are those given last.
+    if setup.disk.is_some() {
+        setup.disk = Some(disk);
+        if setup.host_blocks.is_none() {
+            bail!("--disk-blocks needs --host-blocks (the disk tier sits below host)");
+        }
+    }
+    let (base_rate, prompt_tokens) = arrival_rate(&trace)?;
     let tiered = setup.host_blocks.is_some();
-    let host_header = if tiered { " host reuse |" } else { "" };
+    let disked = setup.disk.is_some();
+    let host_header = match (tiered, disked) {
+        (_, true) => " host+disk reuse | disk read |",
+        (true, false) => " host reuse |",
+        _ => "",
+    };
     println!("| speedup | router | prefix reuse (Dynamo / dynsim) |{host_header} TTFT p50 ms | TTFT p90 ms | TPOT p50 ms | req/s | wall s (Dynamo / dynsim) |");
     println!(
-        "|---|---|---|{}---|---|---|---|---|",
-        if tiered { "---|" } else { "" }
+        "|---|---|---|{}{}---|---|---|---|---|",
+        if tiered { "---|" } else { "" },
+        if disked { "---|" } else { "" }
     );
+    // Prompt tokens' worth of KV read from disk / prompt tokens.
+    let disk_share =
+        |bytes: u64| bytes as f64 / KV_BYTES_PER_TOKEN as f64 / prompt_tokens.max(1) as f64;
     for &speedup in &speedups {
         for kv in [false, true] {
             let d = dynamo(&setup, &trace, workers, speedup, kv, seed)?;
@@ -315,7 +390,13 @@ pub fn run(args: Vec<String>) -> Result<()> {
             let reuse_ok = ok_or_miss((s.reuse - d.reuse).abs() <= 0.03);
             let host_cell = if tiered {
                 let ok = ok_or_miss((s.host_reuse - d.host_reuse).abs() <= 0.03);
-                format!(" {:.4} / {:.4} {ok} |", d.host_reuse, s.host_reuse)
+                let mut cell = format!(" {:.4} / {:.4} {ok} |", d.host_reuse, s.host_reuse);
+                if disked {
+                    let (dd, sd) = (disk_share(d.disk_read_bytes), disk_share(s.disk_read_bytes));
+                    let ok = ok_or_miss((sd - dd).abs() <= 0.03);
+                    cell.push_str(&format!(" {dd:.4} / {sd:.4} {ok} |"));
+                }
+                cell
             } else {
                 String::new()
             };

@@ -12,6 +12,7 @@
 //! engine runs both, and the KV crosses the link between the two engines back to itself).
 
 use std::collections::{HashSet, VecDeque};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::disagg;
@@ -66,8 +67,8 @@ pub struct WorkerSetup {
     /// Its instrumentation (an audit only for a routable worker).
     pub probes: Probes,
     /// Under a cluster-shared host tier, every worker's address by worker number (it wakes the
-    /// others to report the pool's changes); empty otherwise.
-    pub host_peers: Vec<ActorId>,
+    /// others to report the pool's changes), one list every worker shares; empty otherwise.
+    pub host_peers: Rc<[ActorId]>,
 }
 
 /// A worker's counters.

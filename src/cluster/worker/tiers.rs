@@ -19,6 +19,20 @@
 //!   `h2d_gbps`). A lane serves its transfers FIFO: one queued at `t` starts its first byte at
 //!   `max(lane free, t + first_byte_ms)` and ends `bytes / GB/s` later (1 GB/s is 1 byte per ns).
 //!   A block cannot be read before its own write has ended.
+//! - **Disk written through** (`[kv.disk] write_policy = "write_through"`). Each block host newly
+//!   stores is also written to disk, queued on disk's write lane when its host write ends, and
+//!   what host drops for room is gone (not cascaded): the disk holds host's blocks too, so host
+//!   and disk together keep about the disk's capacity of distinct blocks, where the default
+//!   cascade keeps about host's plus disk's. After `aisimulate-core` 0.13.0
+//!   (`engine/scheduler/vllm/host_offload.rs`, `VllmHostOffloadAdapter::advance` hands every
+//!   completed host store to `engine/scheduler/vllm/g3_offload.rs`,
+//!   `VllmG3OffloadAdapter::store`, which submits the blocks disk lacks to
+//!   `engine/g3_offload/tier.rs`, `G3Tier::submit`), as vLLM's tiered offloading stores each
+//!   block it offloads to its secondary tier. Where dynsim still differs: the crate keeps the host
+//!   copy pinned until its disk write ends, leaves a block disk already holds untouched, serves a
+//!   worker's disk jobs by equal share (here first in, first out), and reads a disk block back by
+//!   staging it into host and then to the device, two transfers in series (here straight to the
+//!   device); and it publishes no disk residency, so Dynamo's router credits no disk block there.
 //!
 //! After `aisimulate-core` 0.13.0 (`engine/host_offload/tier.rs`: `HostTier` with an LRU of
 //! resident blocks and, for a per-rank pool, directional FIFO lanes whose transfer is ready at
@@ -96,6 +110,9 @@ pub struct TiersSetup {
     pub tiers: Vec<TierSpec>,
     /// Blocks go to host as the device stores them (write-through), not as it evicts them.
     pub write_through: bool,
+    /// Blocks go to disk as host stores them (write-through from host: the disk holds host's
+    /// blocks too), not as host drops them ([`Tiers::offload`]).
+    pub disk_write_through: bool,
     /// The cluster's shared host pool (`[kv.host] scope = "cluster"`: the host tier's blocks
     /// live there, its capacity the pool's; the host spec gives this worker's lanes). `None`:
     /// the worker's own host tier.
@@ -472,6 +489,7 @@ pub type TierHits = [usize; 2];
 pub struct Tiers {
     block_bytes: u64,
     write_through: bool,
+    disk_write_through: bool,
     stores: Vec<Store>,
     bytes: TierBytes,
 }
@@ -483,6 +501,7 @@ impl Tiers {
         Tiers {
             block_bytes: setup.block_bytes,
             write_through: setup.write_through,
+            disk_write_through: setup.disk_write_through,
             stores: setup
                 .tiers
                 .iter()
@@ -516,7 +535,9 @@ impl Tiers {
 
     /// Writes `blocks` at `now` (in order: the blocks the device evicted, or under write-through
     /// the blocks it stored) to the first tier, cascading what each tier drops to the next; a
-    /// block the tier holds is only touched. Appends what changed to `moves`.
+    /// block the tier holds is only touched. Under `disk_write_through` the blocks host newly
+    /// stores go on to disk instead, queued on disk's write lane when their host write ends, and
+    /// what host drops is gone. Appends what changed to `moves`.
     pub fn offload(&mut self, evicted: &[BlockHash], now: Nanos, moves: &mut Vec<TierMove>) {
         if !evicted.is_empty() && !self.stores.is_empty() {
             self.put_into(0, evicted, now, moves);
@@ -558,15 +579,20 @@ impl Tiers {
         if let Home::Shared(h) = &store.home {
             h.0.borrow_mut().record(tier, &stored, &removed);
         }
-        let next = level + 1 < self.stores.len() && !removed.is_empty();
-        let cascade = next.then(|| removed.clone());
+        let next = level + 1 < self.stores.len();
+        let cascade = if next && self.disk_write_through {
+            // aisimulate-core 0.13: each block whose host write completes is handed to disk.
+            Some((stored.clone(), ready))
+        } else {
+            (next && !removed.is_empty()).then(|| (removed.clone(), now))
+        };
         out.push(TierMove {
             tier,
             stored,
             removed,
         });
-        if let Some(dropped) = cascade {
-            self.put_into(level + 1, &dropped, now, out);
+        if let Some((blocks, at)) = cascade {
+            self.put_into(level + 1, &blocks, at, out);
         }
     }
 
@@ -657,6 +683,7 @@ mod tests {
             block_bytes: 16 * QWEN3_0_6B,
             tiers: t,
             write_through: false,
+            disk_write_through: false,
             shared_host: None,
         })
     }
@@ -731,6 +758,55 @@ mod tests {
     }
 
     #[test]
+    fn a_disk_written_through_takes_what_host_stores_once_host_has_written_it() {
+        let mut t = Tiers::new(&TiersSetup {
+            block_bytes: 16 * QWEN3_0_6B,
+            tiers: vec![spec(Tier::Host, 2), spec(Tier::Disk, 4)],
+            write_through: false,
+            disk_write_through: true,
+            shared_host: None,
+        });
+        let mut moves = Vec::new();
+        t.offload(&blocks(0..3), 0, &mut moves);
+        // Host keeps blocks 1 and 2 (block 0 dropped for room, not cascaded); disk gets all
+        // three host stored.
+        assert_eq!(
+            moves,
+            vec![
+                TierMove {
+                    tier: Tier::Host,
+                    stored: blocks(0..3),
+                    removed: vec![b(0)],
+                },
+                TierMove {
+                    tier: Tier::Disk,
+                    stored: blocks(0..3),
+                    removed: vec![],
+                },
+            ]
+        );
+        // 3 blocks x 16 tokens x 114,688 bytes = 5,505,024 bytes each way.
+        assert_eq!(t.bytes().written, [5_505_024, 5_505_024]);
+        assert_eq!(t.resident(), [2, 3]);
+        // Host's write: 0.05 ms to the first byte + 5,505,024 / 25 = 220,201 ns: ends at
+        // 270,201. Disk's is queued then: 270,201 + 50,000 + 220,201 = 540,402.
+        // Block 0 is on disk only; read back at 0, it waits for that write, then 0.05 ms and
+        // 1,835,008 / 25 = 73,400 ns: 540,402 + 50,000 + 73,400 = 663,802.
+        assert_eq!(t.lookup(&blocks(0..3)), [2, 1]);
+        assert_eq!(t.load(&[b(0)], 0), (663_802, [0, 1]));
+        // Host drops block 1 for block 3: disk already holds 1, and takes only 3.
+        moves.clear();
+        t.offload(&[b(3)], 0, &mut moves);
+        assert_eq!(moves[0].removed, vec![b(1)]);
+        assert_eq!(moves[1].stored, vec![b(3)]);
+        assert_eq!(t.resident(), [2, 4]);
+        // Written back (the default), the same first offload gives disk only what host dropped.
+        let mut back = tiers(2, Some(4));
+        back.offload(&blocks(0..3), 0, &mut Vec::new());
+        assert_eq!(back.bytes().written, [5_505_024, 16 * QWEN3_0_6B]);
+    }
+
+    #[test]
     fn a_tier_of_no_capacity_holds_nothing_and_passes_nothing_on() {
         let mut t = tiers(0, Some(4));
         let mut moves = Vec::new();
@@ -764,6 +840,7 @@ mod tests {
                 ..spec(Tier::Host, 0)
             }],
             write_through: false,
+            disk_write_through: false,
             shared_host: Some(pool.clone()),
         })
     }

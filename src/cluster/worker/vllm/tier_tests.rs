@@ -28,6 +28,7 @@ fn tiered_with(host: usize, write_through: bool) -> StepScheduler<()> {
             first_byte_ms: 0.05,
         }],
         write_through,
+        disk_write_through: false,
         shared_host: None,
     }))
 }
