@@ -1,7 +1,9 @@
 //! Least-loaded selection, the lab rule's second and third steps (the least load, then the lowest
 //! worker number): a scan over candidates, an O(1) tracker of the least-loaded worker for
 //! loads that only grow (the lab router's routed counts), and an O(log n) one for loads that
-//! also shrink (a policy's requests in flight), which also tracks the most loaded.
+//! also shrink (a policy's requests in flight), which also tracks the most loaded. And a
+//! uniform draw among equal best values (`count_equal`, `nth_equal`, `lowest_random_tie`), for
+//! the policies that score every worker.
 
 /// Among `candidates` (worker indices in increasing order, all with the same, deepest overlap),
 /// the one with the least `load`, the lowest index on ties. `None` if there is no candidate.
@@ -27,8 +29,43 @@ pub fn count_equal(values: &[(usize, f64)], best: f64) -> usize {
 /// The worker of the `k`-th (from 0) of `values` (worker, value) equal to `best`, in their
 /// order: a uniform choice among equals is `nth_equal(values, best, rng.below(count))`, with
 /// no list of them made.
-pub fn nth_equal(values: &[(usize, f64)], best: f64, k: usize) -> Option<usize> {
-    values.iter().filter(|v| v.1 == best).nth(k).map(|v| v.0)
+pub fn nth_equal(
+    values: impl IntoIterator<Item = (usize, f64)>,
+    best: f64,
+    k: usize,
+) -> Option<usize> {
+    values
+        .into_iter()
+        .filter(|v| v.1 == best)
+        .nth(k)
+        .map(|v| v.0)
+}
+
+/// The worker of the lowest of `costs` (worker, cost), a uniformly random one (from the run's
+/// generator) among equal lowest costs (no draw when one is lowest); `None` without costs. The
+/// least cost and its ties are counted in one pass (NaNs are never lowest), the chosen one found
+/// by [`nth_equal`] in a second.
+#[inline(never)] // out of its caller's scan, whose registers it would share: its least stays in one
+pub fn lowest_random_tie(
+    costs: impl Iterator<Item = (usize, f64)> + Clone,
+    rng: &mut crate::rng::SimRng,
+) -> Option<usize> {
+    let mut min = f64::INFINITY;
+    let mut count = 0;
+    for (_, c) in costs.clone() {
+        if c < min {
+            min = c;
+            count = 1;
+        } else if c == min {
+            count += 1;
+        }
+    }
+    let k = match count {
+        0 => return None,
+        1 => 0,
+        n => rng.below(n),
+    };
+    nth_equal(costs, min, k)
 }
 
 /// The least-loaded of *all* workers (the lowest index on ties), kept up to date as loads grow
@@ -414,6 +451,47 @@ mod tests {
                 most.set(w, loads[w]);
                 assert_eq!((tree.load(w), most.load(w)), (loads[w], loads[w]));
             }
+        }
+    }
+
+    #[test]
+    fn the_one_pass_choice_is_the_two_pass_rule() {
+        // Costs with many ties, infinities, NaNs and both zeros: the one-pass choice picks the worker
+        // the rule as first written picks (the least cost by `f64::min`, its equals counted, the
+        // k-th of them drawn) and draws the same numbers.
+        use crate::rng::{RngKind, SimRng};
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let values = [0.0, -0.0, 1.0, 2.5, f64::INFINITY, f64::NAN];
+        for case in 0..2_000 {
+            let n = rng.gen_range(0..40);
+            let costs: Vec<f64> = (0..n)
+                .map(|_| match rng.gen_range(0..3u8) {
+                    0 => values[rng.gen_range(0..values.len())],
+                    k => f64::from(k),
+                })
+                .collect();
+            let pairs: Vec<(usize, f64)> = costs.iter().copied().enumerate().collect();
+            let mut a = SimRng::new(RngKind::Chacha, case);
+            let mut b = SimRng::new(RngKind::Chacha, case);
+            let two_pass = {
+                let min = pairs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+                match count_equal(&pairs, min) {
+                    0 => None,
+                    1 => nth_equal(pairs.iter().copied(), min, 0),
+                    n => nth_equal(pairs.iter().copied(), min, b.below(n)),
+                }
+            };
+            assert_eq!(
+                lowest_random_tie(costs.iter().copied().enumerate(), &mut a),
+                two_pass,
+                "{costs:?}"
+            );
+            assert_eq!(
+                a.below(1 << 20),
+                b.below(1 << 20),
+                "the same draws: {costs:?}"
+            );
         }
     }
 }

@@ -76,6 +76,7 @@ use crate::router::lab_rule::LoadView;
 use crate::router::loads::LoadBook;
 use crate::router::lower_tiers::LowerTiers;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
+use crate::router::select::lowest_random_tie;
 use crate::router::ttl::TtlIndex;
 use crate::router::Decision;
 
@@ -530,33 +531,6 @@ fn held_prefix(blocks: &[BlockHash], held: impl Fn(&BlockHash) -> bool) -> usize
     }
     let hi = probe.min(blocks.len());
     lo + blocks[lo..hi].partition_point(held)
-}
-
-/// The worker of the lowest of `costs` (worker, cost), a uniformly random one (from the run's
-/// generator) among equal lowest costs (no draw when one is lowest); `None` without costs. The
-/// least cost and its ties are counted in one pass (NaNs are never lowest), the chosen one found
-/// in a second.
-#[inline(never)] // out of `decide`, whose registers it would share: its least stays in one
-fn lowest_random_tie(
-    costs: impl Iterator<Item = (usize, f64)> + Clone,
-    rng: &mut SimRng,
-) -> Option<usize> {
-    let mut min = f64::INFINITY;
-    let mut count = 0;
-    for (_, c) in costs.clone() {
-        if c < min {
-            min = c;
-            count = 1;
-        } else if c == min {
-            count += 1;
-        }
-    }
-    let k = match count {
-        0 => return None,
-        1 => 0,
-        n => rng.below(n),
-    };
-    costs.filter(|c| c.1 == min).nth(k).map(|c| c.0)
 }
 
 /// The softmax weight of a cost among `costs`, exp(−(cost − min) / ((max − min) · temperature))

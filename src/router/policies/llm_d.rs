@@ -215,7 +215,7 @@ impl RoutingPolicy for LlmD {
         if tied == 0 {
             return None;
         }
-        let worker = nth_equal(&self.scores, best, rng.below(tied))?;
+        let worker = nth_equal(self.scores.iter().copied(), best, rng.below(tied))?;
         tracing::debug!(scores = ?self.scores, worker, "llm-d decision");
         Some(Decision {
             worker: WorkerId::at(worker),

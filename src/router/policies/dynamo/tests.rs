@@ -501,43 +501,6 @@ fn each_worker_s_counters_follow_its_active_requests() {
 }
 
 #[test]
-fn the_one_pass_choice_is_the_two_pass_rule() {
-    // Costs with many ties, infinities, NaNs and both zeros: the one-pass choice picks the worker
-    // the rule as first written picks (the least cost by `f64::min`, its equals counted, the
-    // k-th of them drawn) and draws the same numbers.
-    use crate::router::select::{count_equal, nth_equal};
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-    let values = [0.0, -0.0, 1.0, 2.5, f64::INFINITY, f64::NAN];
-    for case in 0..2_000 {
-        let n = rng.gen_range(0..40);
-        let costs: Vec<f64> = (0..n)
-            .map(|_| match rng.gen_range(0..3u8) {
-                0 => values[rng.gen_range(0..values.len())],
-                k => f64::from(k),
-            })
-            .collect();
-        let pairs: Vec<(usize, f64)> = costs.iter().copied().enumerate().collect();
-        let mut a = SimRng::new(RngKind::Chacha, case);
-        let mut b = SimRng::new(RngKind::Chacha, case);
-        let two_pass = {
-            let min = pairs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
-            match count_equal(&pairs, min) {
-                0 => None,
-                1 => nth_equal(&pairs, min, 0),
-                n => nth_equal(&pairs, min, b.below(n)),
-            }
-        };
-        assert_eq!(
-            lowest_random_tie(costs.iter().copied().enumerate(), &mut a),
-            two_pass,
-            "{costs:?}"
-        );
-        assert_eq!(a.below(1 << 20), b.below(1 << 20), "the same draws: {costs:?}");
-    }
-}
-
-#[test]
 fn counts_convert_to_the_same_float_as_the_unsigned_conversion() {
     let edges = [
         0,
