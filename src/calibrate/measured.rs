@@ -97,6 +97,13 @@ const REQUIRED: [&str; 10] = [
 
 /// Parses a measurements file's text; `path` names it in errors (`file:line: column: what`).
 pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
+    // The csv crate places a record after a `\r\n` at its `\n` and so counts a CRLF file's lines
+    // one short: read such a file with `\n` endings (the bundled measurements are CRLF).
+    let text = if text.contains("\r\n") {
+        std::borrow::Cow::Owned(text.replace("\r\n", "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
     let mut reader = csv::ReaderBuilder::new()
         .flexible(false)
         .from_reader(text.as_bytes());
@@ -126,17 +133,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
         optional("kv_cache_dtype"),
     );
     let mut out = Measurements::default();
-    // The csv crate counts a `\r\n` file's lines one short; a record's line is counted here
-    // from its byte offset instead (newlines before its first character, plus one).
-    let mut lines = LineCounter::new(text);
     for record in reader.records() {
         let record = record.map_err(|e| {
-            let line = e.position().map_or(0, |p| lines.line_at(p.byte() as usize));
+            let line = e.position().map_or(0, |p| p.line() as usize);
             Error::field(path, line, "line", e.to_string())
         })?;
-        let line = record
-            .position()
-            .map_or(0, |p| lines.line_at(p.byte() as usize));
+        let line = record.position().map_or(0, |p| p.line() as usize);
         let get = |name: &str| record.get(at[name]).unwrap_or("").trim();
         let opt = |col: Option<usize>| col.and_then(|i| record.get(i)).unwrap_or("").trim();
         if record.iter().all(|f| f.trim().is_empty()) {
@@ -219,46 +221,6 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
         return Err(Error::file(path, "no measured rows of aggregated serving"));
     }
     Ok(out)
-}
-
-/// The 1-based line of a byte offset of a text, for offsets met in increasing order (each
-/// byte of the text is scanned once in all).
-struct LineCounter<'a> {
-    text: &'a [u8],
-    /// The offset counted up to, and the line it is on.
-    at: usize,
-    line: usize,
-}
-
-impl<'a> LineCounter<'a> {
-    fn new(text: &'a str) -> Self {
-        LineCounter {
-            text: text.as_bytes(),
-            at: 0,
-            line: 1,
-        }
-    }
-
-    /// The line of the first character at or after `byte` that ends no line (`byte` at or
-    /// after the last one asked): the csv crate places a record after `\r\n` at the `\n`.
-    fn line_at(&mut self, byte: usize) -> usize {
-        let mut byte = byte.min(self.text.len());
-        while self
-            .text
-            .get(byte)
-            .is_some_and(|&b| b == b'\r' || b == b'\n')
-        {
-            byte += 1;
-        }
-        if byte > self.at {
-            self.line += self.text[self.at..byte]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count();
-            self.at = byte;
-        }
-        self.line
-    }
 }
 
 #[cfg(test)]
