@@ -331,23 +331,21 @@ impl Deployment {
         let kv_bytes_per_token_per_gpu =
             model.kv_bytes_per_token_per_gpu(s.tp, kv_dtype.bytes(s.precision));
         let kv_bytes_per_gpu = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, engine);
-        let one_seq = EngineMemory {
-            max_num_seqs: 1,
+        // What weights and the rest leave for the sampler's reserve (under TensorRT-LLM's rule
+        // before the engine takes its share of it), and that reserve per running request.
+        let per_seq = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64;
+        let no_seqs = EngineMemory {
+            max_num_seqs: 0,
             ..engine
         };
-        if kv_bytes_per_gpu <= 0.0
-            && kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, one_seq) > 0.0
-        {
-            // The weights fit; the sampler's reserve for that many running requests does not.
-            let per_seq = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64;
-            // What weights and the rest leave for the reserve (before the engine's share, under
-            // TensorRT-LLM's rule, which takes it of what is left).
-            let left = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, one_seq);
-            let room = if engine.of_free {
-                left / engine.utilization
+        let room = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, no_seqs)
+            / if engine.of_free {
+                engine.utilization
             } else {
-                left
-            } + per_seq;
+                1.0
+            };
+        if kv_bytes_per_gpu <= 0.0 && room > per_seq {
+            // The weights fit; the sampler's reserve for that many running requests does not.
             return Err(bad(
                 engine.max_num_seqs_key,
                 engine.max_num_seqs,
