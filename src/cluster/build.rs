@@ -305,13 +305,12 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
                 d2h_gbps: t.d2h_gbps,
                 h2d_gbps: t.h2d_gbps,
                 first_byte_ms: t.first_byte_ms,
+                write_through: t.write_through,
             })
             .collect();
     (!tiers.is_empty()).then_some(TiersSetup {
         block_bytes,
         tiers,
-        write_through: s.kv.write_through(),
-        disk_write_through: s.kv.disk_write_through(),
         shared_host: None,
     })
 }

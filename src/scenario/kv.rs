@@ -88,17 +88,6 @@ pub struct TierSettings {
 }
 
 impl KvSettings {
-    /// Whether blocks are written to host as the device stores them (`write_through`).
-    pub fn write_through(&self) -> bool {
-        self.host.as_ref().and_then(|h| h.write_policy) == Some(WritePolicy::WriteThrough)
-    }
-
-    /// Whether blocks are written to disk as host stores them (`[kv.disk] write_policy =
-    /// "write_through"`).
-    pub fn disk_write_through(&self) -> bool {
-        self.disk.as_ref().and_then(|d| d.write_policy) == Some(WritePolicy::WriteThrough)
-    }
-
     /// Whether the host tier is one pool for the whole cluster (`[kv.host] scope = "cluster"`).
     pub fn host_shared(&self) -> bool {
         self.host
@@ -129,6 +118,7 @@ impl KvSettings {
                 d2h_gbps: t.d2h_gbps.unwrap_or(gbps),
                 h2d_gbps: t.h2d_gbps.unwrap_or(gbps),
                 first_byte_ms: t.first_byte_ms.unwrap_or(first_byte_ms),
+                write_through: t.write_policy == Some(WritePolicy::WriteThrough),
             }
         };
         let mut out = Vec::new();
@@ -151,6 +141,9 @@ pub struct ResolvedTier {
     pub h2d_gbps: f64,
     /// Ms to a transfer's first byte.
     pub first_byte_ms: f64,
+    /// Written as the tier above stores a block (`write_policy = "write_through"`), not as it
+    /// drops one.
+    pub write_through: bool,
 }
 
 /// Checks `[kv.host]` and `[kv.disk]`.

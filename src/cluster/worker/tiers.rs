@@ -99,6 +99,10 @@ pub struct TierSpec {
     pub h2d_gbps: f64,
     /// Time to a transfer's first byte, ms.
     pub first_byte_ms: f64,
+    /// Whether a block is written here as the tier above stores it (write-through: host as the
+    /// device stores, disk as host stores), rather than as the tier above drops it (the
+    /// default).
+    pub write_through: bool,
 }
 
 /// A worker's lower tiers, top down (host, then disk), and the bytes of one block.
@@ -108,11 +112,6 @@ pub struct TiersSetup {
     pub block_bytes: u64,
     /// The tiers below the device, highest first.
     pub tiers: Vec<TierSpec>,
-    /// Blocks go to host as the device stores them (write-through), not as it evicts them.
-    pub write_through: bool,
-    /// Blocks go to disk as host stores them (write-through from host: the disk holds host's
-    /// blocks too), not as host drops them ([`Tiers::offload`]).
-    pub disk_write_through: bool,
     /// The cluster's shared host pool (`[kv.host] scope = "cluster"`: the host tier's blocks
     /// live there, its capacity the pool's; the host spec gives this worker's lanes). `None`:
     /// the worker's own host tier.
@@ -488,8 +487,6 @@ pub type TierHits = [usize; 2];
 #[derive(Clone, Debug)]
 pub struct Tiers {
     block_bytes: u64,
-    write_through: bool,
-    disk_write_through: bool,
     stores: Vec<Store>,
     bytes: TierBytes,
 }
@@ -500,8 +497,6 @@ impl Tiers {
         debug_assert!(setup.tiers.len() <= 2, "host and disk at most");
         Tiers {
             block_bytes: setup.block_bytes,
-            write_through: setup.write_through,
-            disk_write_through: setup.disk_write_through,
             stores: setup
                 .tiers
                 .iter()
@@ -514,9 +509,10 @@ impl Tiers {
         }
     }
 
-    /// Whether blocks go to host as the device stores them (else as it evicts them).
+    /// Whether blocks go to the first tier (host) as the device stores them (else as it evicts
+    /// them).
     pub fn write_through(&self) -> bool {
-        self.write_through
+        self.stores.first().is_some_and(|s| s.spec.write_through)
     }
 
     /// The bytes moved so far.
@@ -535,8 +531,8 @@ impl Tiers {
 
     /// Writes `blocks` at `now` (in order: the blocks the device evicted, or under write-through
     /// the blocks it stored) to the first tier, cascading what each tier drops to the next; a
-    /// block the tier holds is only touched. Under `disk_write_through` the blocks host newly
-    /// stores go on to disk instead, queued on disk's write lane when their host write ends, and
+    /// block the tier holds is only touched. A tier written through takes the blocks the tier
+    /// above newly stores instead, queued on disk's write lane when their host write ends, and
     /// what host drops is gone. Appends what changed to `moves`.
     pub fn offload(&mut self, evicted: &[BlockHash], now: Nanos, moves: &mut Vec<TierMove>) {
         if !evicted.is_empty() && !self.stores.is_empty() {
@@ -579,12 +575,12 @@ impl Tiers {
         if let Home::Shared(h) = &store.home {
             h.0.borrow_mut().record(tier, &stored, &removed);
         }
-        let next = level + 1 < self.stores.len();
-        let cascade = if next && self.disk_write_through {
+        let next = self.stores.get(level + 1).map(|s| s.spec.write_through);
+        let cascade = if next == Some(true) {
             // aisimulate-core 0.13: each block whose host write completes is handed to disk.
             Some((stored.clone(), ready))
         } else {
-            (next && !removed.is_empty()).then(|| (removed.clone(), now))
+            (next.is_some() && !removed.is_empty()).then(|| (removed.clone(), now))
         };
         out.push(TierMove {
             tier,
@@ -673,6 +669,7 @@ mod tests {
             d2h_gbps: 25.0,
             h2d_gbps: 25.0,
             first_byte_ms: 0.05,
+            write_through: false,
         }
     }
 
@@ -682,8 +679,6 @@ mod tests {
         Tiers::new(&TiersSetup {
             block_bytes: 16 * QWEN3_0_6B,
             tiers: t,
-            write_through: false,
-            disk_write_through: false,
             shared_host: None,
         })
     }
@@ -761,9 +756,13 @@ mod tests {
     fn a_disk_written_through_takes_what_host_stores_once_host_has_written_it() {
         let mut t = Tiers::new(&TiersSetup {
             block_bytes: 16 * QWEN3_0_6B,
-            tiers: vec![spec(Tier::Host, 2), spec(Tier::Disk, 4)],
-            write_through: false,
-            disk_write_through: true,
+            tiers: vec![
+                spec(Tier::Host, 2),
+                TierSpec {
+                    write_through: true,
+                    ..spec(Tier::Disk, 4)
+                },
+            ],
             shared_host: None,
         });
         let mut moves = Vec::new();
@@ -839,8 +838,6 @@ mod tests {
                 h2d_gbps: h2d,
                 ..spec(Tier::Host, 0)
             }],
-            write_through: false,
-            disk_write_through: false,
             shared_host: Some(pool.clone()),
         })
     }

@@ -26,9 +26,8 @@ fn tiered_with(host: usize, write_through: bool) -> StepScheduler<()> {
             d2h_gbps: 25.0,
             h2d_gbps: 25.0,
             first_byte_ms: 0.05,
+            write_through,
         }],
-        write_through,
-        disk_write_through: false,
         shared_host: None,
     }))
 }
