@@ -45,13 +45,13 @@
 //! one branch-free pass, then finds the least cost and counts its ties in one more; at 512
 //! workers that halved `decide`'s own time (docs/BENCHMARKS.md, "A 1,024-worker run").
 //!
-//! With `router_temperature` 0 and no lower tiers (the defaults) a decision does not cost every
-//! worker: it costs the workers holding a prefix of the prompt (listed by both indexes' walks,
+//! With `router_temperature` 0 and no lower tiers (the defaults), on more than 64 workers, a
+//! decision does not cost every worker: it costs the workers holding a prefix of the prompt (listed by both indexes' walks,
 //! `KvIndex::holder_overlaps`), then the others in increasing order of their load until none can
 //! reach the least cost (`dynamo/by_load.rs`). The least cost, its ties and the draw among them
 //! are the scan's (a unit test compares every decision of a 130-worker run under three settings;
 //! debug runs compare every decision). On the cluster-scale workload at 512 workers that took
-//! the instructions per request from 141,600 to 111,500 (docs/BENCHMARKS.md, "Deciding without
+//! the instructions per request from 142,500 to 111,200 (docs/BENCHMARKS.md, "Deciding without
 //! costing every worker").
 //!
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
@@ -109,23 +109,30 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     Ok(Box::new(Dynamo::new(setup)?))
 }
 
-/// What the router tracks of the workers' active requests, as a struct of arrays: the scan of
-/// [`Dynamo::decide`] reads only the counters, each a contiguous `Vec` indexed by worker (8
-/// bytes a worker each), not a table of each worker's blocks beside them.
+/// What the router tracks of the workers' active requests: a decision reads only the counters,
+/// 24 bytes a worker in one `Vec` (one cache line for a worker costed out of order, as the
+/// holders of a prefix are), not a table of each worker's blocks beside them.
 #[derive(Clone, Debug, Default)]
 struct Loads {
     /// Per worker, the distinct prompt blocks of its active requests, with how many requests
     /// hold each, but their own tails
     /// ([`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)).
     blocks: Vec<HashMap<BlockHash, u32, BlockHashBuilder>>,
-    /// Per worker, its decode blocks before a new request: `blocks[w].len()` plus the blocks of
-    /// its active requests' own tails (each is distinct, no other request names it, so a count
-    /// stands for their names).
-    held: Vec<usize>,
-    /// Per worker, its active requests' uncached prompt tokens not yet past their first token.
-    prefill_tokens: Vec<u64>,
-    /// Per worker, its active requests.
-    requests: Vec<u64>,
+    /// Per worker, its counters.
+    counters: Vec<Counters>,
+}
+
+/// One worker's counters of its active requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counters {
+    /// Its active requests' uncached prompt tokens not yet past their first token.
+    prefill_tokens: u64,
+    /// Its decode blocks before a new request: `blocks[w].len()` plus the blocks of its active
+    /// requests' own tails (each is distinct, no other request names it, so a count stands for
+    /// their names).
+    held: usize,
+    /// Its active requests.
+    requests: u64,
 }
 
 impl Loads {
@@ -133,9 +140,7 @@ impl Loads {
     fn new(workers: usize) -> Loads {
         Loads {
             blocks: vec![HashMap::default(); workers],
-            held: vec![0; workers],
-            prefill_tokens: vec![0; workers],
-            requests: vec![0; workers],
+            counters: vec![Counters::default(); workers],
         }
     }
 }
@@ -171,7 +176,8 @@ struct Dynamo {
     /// read), when every worker is costed.
     costs: Vec<f64>,
     /// The workers by their load, when the least cost is found without costing every worker
-    /// (`router_temperature` 0; not while a worker has lower tiers).
+    /// (`router_temperature` 0 and more than [`SCAN_UP_TO_WORKERS`]; not while a worker has
+    /// lower tiers).
     by_load: Option<LoadOrder>,
     /// The workers holding a prefix of the prompt being decided, in the router's index and
     /// among their active blocks, then both, each worker once.
@@ -252,14 +258,8 @@ impl Dynamo {
             active_depths: Vec::new(),
             active: HashMap::default(),
             costs: Vec::new(),
-            by_load: (s.router_temperature == 0.0).then(|| {
-                LoadOrder::new(
-                    setup.workers,
-                    s.prefill_load_scale,
-                    s.decode_active_request_weight,
-                    setup.block_size.max(1) as f64,
-                )
-            }),
+            by_load: (s.router_temperature == 0.0 && setup.workers > SCAN_UP_TO_WORKERS)
+                .then(|| load_order(setup.workers, &s, setup.block_size)),
             holders: Vec::new(),
             active_holders: Vec::new(),
             prefixed: Prefixed::new(setup.workers),
@@ -284,13 +284,14 @@ impl Dynamo {
             let n = blocks.entry(b).or_insert(0);
             *n += 1;
             if *n == 1 {
-                loads.held[w] += 1;
+                loads.counters[w].held += 1;
                 self.active_index.store(w, std::slice::from_ref(&b));
             }
         }
-        loads.held[w] += req.blocks.own_tail();
-        loads.prefill_tokens[w] += prefill_tokens;
-        loads.requests[w] += 1;
+        let c = &mut loads.counters[w];
+        c.held += req.blocks.own_tail();
+        c.prefill_tokens += prefill_tokens;
+        c.requests += 1;
         self.reorder(w);
         self.active.insert(
             req.id,
@@ -306,13 +307,8 @@ impl Dynamo {
     /// Keeps `worker`'s place in [`Dynamo::by_load`] after its counters changed.
     fn reorder(&mut self, worker: usize) {
         if let Some(order) = &mut self.by_load {
-            let loads = &self.loads;
-            order.set(
-                worker,
-                loads.prefill_tokens[worker],
-                loads.held[worker],
-                loads.requests[worker],
-            );
+            let c = self.loads.counters[worker];
+            order.set(worker, c.prefill_tokens, c.held, c.requests);
         }
     }
 
@@ -328,7 +324,7 @@ impl Dynamo {
             // The least prefill load only scales the credit's decay.
             min_prefill: if s.overlap_score_credit_decay > 0.0 {
                 book.up_workers()
-                    .map(|w| self.loads.prefill_tokens[w])
+                    .map(|w| self.loads.counters[w].prefill_tokens)
                     .min()
                     .unwrap_or(0)
             } else {
@@ -351,16 +347,15 @@ impl Dynamo {
         let loads = &self.loads;
         let mut costs = std::mem::take(&mut self.costs);
         costs.clear();
-        costs.resize(loads.held.len(), 0.0);
+        costs.resize(loads.counters.len(), 0.0);
         match &self.lower {
             // One branch-free pass over the counters' arrays.
             None => {
-                let counters = loads.prefill_tokens.iter().zip(&loads.held).zip(&loads.requests);
                 let prefixes = self.overlaps.iter().zip(&self.active_depths);
-                for ((cost, ((&prefill, &held), &requests)), (&overlap, &depth)) in
-                    costs.iter_mut().zip(counters).zip(prefixes)
+                for ((cost, c), (&overlap, &depth)) in
+                    costs.iter_mut().zip(&loads.counters).zip(prefixes)
                 {
-                    *cost = terms.cost(prefill, overlap, None, held, depth, requests);
+                    *cost = terms.cost(c.prefill_tokens, overlap, None, c.held, depth, c.requests);
                 }
             }
             Some(lower) => {
@@ -369,13 +364,14 @@ impl Dynamo {
                     let [host, disk] = lower.continuation(w, &req.blocks[overlap..]);
                     let tiers =
                         s.host_cache_hit_weight * host as f64 + s.disk_cache_hit_weight * disk as f64;
+                    let c = loads.counters[w];
                     costs[w] = terms.cost(
-                        loads.prefill_tokens[w],
+                        c.prefill_tokens,
                         overlap,
                         Some(tiers),
-                        loads.held[w],
+                        c.held,
                         self.active_depths[w],
-                        loads.requests[w],
+                        c.requests,
                     );
                 }
             }
@@ -419,9 +415,9 @@ impl Dynamo {
         least.clear();
         for &(w, overlap, depth) in &prefixed.entries {
             if book.up(w) {
-                let (prefill, held, requests) =
-                    (loads.prefill_tokens[w], loads.held[w], loads.requests[w]);
-                least.offer(w, terms.cost(prefill, overlap, None, held, depth, requests));
+                let c = loads.counters[w];
+                let cost = terms.cost(c.prefill_tokens, overlap, None, c.held, depth, c.requests);
+                least.offer(w, cost);
             }
         }
         // A worker without a prefix costs its load plus this.
@@ -433,9 +429,8 @@ impl Dynamo {
             if !book.up(w) || prefixed.get(w).is_some() {
                 continue;
             }
-            let (prefill, held, requests) =
-                (loads.prefill_tokens[w], loads.held[w], loads.requests[w]);
-            least.offer(w, terms.cost(prefill, 0, None, held, 0, requests));
+            let c = loads.counters[w];
+            least.offer(w, terms.cost(c.prefill_tokens, 0, None, c.held, 0, c.requests));
         }
         least.workers.sort_unstable();
         tracing::debug!(cost = least.cost, workers = ?least.workers, "dynamo decision");
@@ -487,10 +482,26 @@ impl Dynamo {
             "block names are chained"
         );
         debug_assert!(
-            table.len() <= self.loads.held[worker],
+            table.len() <= self.loads.counters[worker].held,
             "decode blocks count the worker's named blocks"
         );
     }
+}
+
+/// Up to this many workers a decision costs every worker even when it need not: the order by
+/// load costs more to keep than the scan it saves (the conversation replay on 8 workers at 4x,
+/// Dynamo's router: 0.9 % more instructions with the order; on the cluster-scale workload at 64
+/// workers, even).
+const SCAN_UP_TO_WORKERS: usize = 64;
+
+/// The workers by load for these settings (all idle).
+fn load_order(workers: usize, s: &Settings, block_size: usize) -> LoadOrder {
+    LoadOrder::new(
+        workers,
+        s.prefill_load_scale,
+        s.decode_active_request_weight,
+        block_size.max(1) as f64,
+    )
 }
 
 /// What a decision's cost formula takes from the request and the settings, the same for every
@@ -622,7 +633,7 @@ impl RoutingPolicy for Dynamo {
 
     fn on_prefill_done(&mut self, _worker: WorkerId, request: RequestId) {
         if let Some(a) = self.active.get_mut(&request) {
-            self.loads.prefill_tokens[a.worker] -= a.prefill_tokens;
+            self.loads.counters[a.worker].prefill_tokens -= a.prefill_tokens;
             a.prefill_tokens = 0;
             let w = a.worker;
             self.reorder(w);
@@ -639,15 +650,16 @@ impl RoutingPolicy for Dynamo {
             self.index.remove(w, &gone);
         }
         let loads = &mut self.loads;
-        loads.prefill_tokens[w] -= a.prefill_tokens;
-        loads.requests[w] -= 1;
-        loads.held[w] -= a.own_tail;
+        let c = &mut loads.counters[w];
+        c.prefill_tokens -= a.prefill_tokens;
+        c.requests -= 1;
+        c.held -= a.own_tail;
         for b in &a.blocks {
             if let std::collections::hash_map::Entry::Occupied(mut n) = loads.blocks[w].entry(*b) {
                 *n.get_mut() -= 1;
                 if *n.get() == 0 {
                     n.remove();
-                    loads.held[w] -= 1;
+                    loads.counters[w].held -= 1;
                     self.active_index.remove(w, std::slice::from_ref(b));
                 }
             }
@@ -656,7 +668,7 @@ impl RoutingPolicy for Dynamo {
     }
 
     fn on_event(&mut self, event: &KvEvent) {
-        if !LowerTiers::apply(&mut self.lower, self.loads.held.len(), event) {
+        if !LowerTiers::apply(&mut self.lower, self.loads.counters.len(), event) {
             self.index.apply(event);
         }
     }

@@ -487,18 +487,17 @@ fn each_worker_s_counters_follow_its_active_requests() {
             let mine = open.iter().filter(|o| o.1 == w);
             let tails: usize = mine.clone().map(|o| o.2).sum();
             let prefill: u64 = mine.clone().map(|o| o.3).sum();
-            assert_eq!(p.loads.held[w], p.loads.blocks[w].len() + tails, "worker {w}, request {id}");
-            assert_eq!(p.loads.prefill_tokens[w], prefill, "worker {w}, request {id}");
-            assert_eq!(p.loads.requests[w], mine.count() as u64, "worker {w}, request {id}");
+            let c = p.loads.counters[w];
+            assert_eq!(c.held, p.loads.blocks[w].len() + tails, "worker {w}, request {id}");
+            assert_eq!(c.prefill_tokens, prefill, "worker {w}, request {id}");
+            assert_eq!(c.requests, mine.count() as u64, "worker {w}, request {id}");
         }
     }
     assert!(open.len() > 50, "workers held many requests at once");
     for (done, w, _, _) in std::mem::take(&mut open) {
         p.on_finished(WorkerId::at(w), done);
     }
-    assert!(p.loads.held.iter().all(|&x| x == 0));
-    assert!(p.loads.prefill_tokens.iter().all(|&x| x == 0));
-    assert!(p.loads.requests.iter().all(|&x| x == 0));
+    assert!(p.loads.counters.iter().all(|&c| c == Counters::default()));
     assert!(p.loads.blocks.iter().all(HashMap::is_empty));
 }
 
@@ -599,6 +598,8 @@ fn a_worker_without_the_prefix_is_not_costed_once_its_load_cannot_win() {
     // 3 + 6 = 9: no load of 0 or more can bring them to 9, so the decision costs worker 2
     // alone.
     let mut p = dynamo_on(5, "use_kv_events = false");
+    assert!(p.by_load.is_none(), "5 workers are scanned");
+    p.by_load = Some(load_order(5, &p.settings, 4));
     let r = request(1, 0..24);
     let req = route_req(&r);
     p.index.store(2, &r.1[..3]);
