@@ -30,6 +30,7 @@ use crate::deployment::{gpu, KvDtype};
 use crate::error::{Error, Result};
 use crate::run::REQUESTS_PER_CLIENT;
 use crate::scenario::EngineKind;
+
 /// The distinct prompts aiperf's synthetic dataset holds when `--num-dataset-entries` is not
 /// given (`InputDefaults.NUM_DATASET_ENTRIES` / `PromptDefaults.NUM` = 100 in aiperf 0.3.0 to
 /// 0.5.0, `aiperf/common/config/config_defaults.py`), which AIConfigurator's generated
