@@ -40,6 +40,11 @@ fn bucket_of(value: u64) -> usize {
     (((u64::from(shift) + 1) << SUB_BITS) | sub) as usize
 }
 
+/// One histogram several owners add to: the cluster's inter-token gaps, which every worker's
+/// engine adds to (one histogram a few tens of KiB, instead of one per worker, which at hundreds
+/// of workers no longer fit a core's cache), read once by the report.
+pub type SharedHistogram = std::rc::Rc<std::cell::RefCell<LogHistogram>>;
+
 /// The middle of bucket `index`'s range.
 fn middle_of(index: usize) -> f64 {
     let index = index as u64;

@@ -6,7 +6,12 @@
 //! worker of the deployment, behind nothing. The default request count is AIConfigurator's
 //! benchmark convention, [`REQUESTS_PER_CLIENT`] per client (`aiperf --num-requests`
 //! = 20 x concurrency in `bench_run.sh.j2`; its warm-up requests are not measured, and a
-//! warm-up changes nothing here: random prompts leave no reusable cache). `--protocol
+//! warm-up changes nothing here: random prompts leave no reusable cache). `--prompt-pool N`
+//! draws every prompt from `N` distinct ones instead (aiperf's synthetic dataset, 100 entries by
+//! default, which AIConfigurator's `bench_run.sh` leaves as it is:
+//! [`protocol::AIPERF_DATASET_ENTRIES`]), so the server's prefix cache hits on repeats: `N`
+//! shared-prefix groups, each prompt its group's first `isl - 1` tokens and one fresh one.
+//! `--protocol
 //! inferencemax` runs InferenceMAX's convention instead ([`protocol`]: lengths drawn from the top
 //! fifth of `isl` and `osl`, 10 requests per client, vLLM's token budget 8,192).
 //!
@@ -68,6 +73,9 @@ pub struct BenchSpec {
     pub concurrency: usize,
     /// Requests in all (`None`: the protocol's requests per client x concurrency).
     pub requests: Option<usize>,
+    /// Distinct prompts the clients draw from, uniformly (`None`: every prompt its own;
+    /// `bench --prompt-pool`).
+    pub prompt_pool: Option<usize>,
     /// The benchmark's convention: request lengths and count, the server's limits.
     pub protocol: Protocol,
     /// A profile file `calibrate` wrote (`None`: the engine's bundled one).
@@ -123,8 +131,8 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
          [deployment]\nmodel = {model:?}\ngpu = {gpu:?}\ntp = {tp}\nprecision = {precision:?}\n\
          kv_dtype = {kv:?}\nmax_model_len = {len}\n\
          [engine]\nkind = {engine:?}\n\
-         [workload]\nkind = \"synthetic\"\nrequests = {requests}\ngroups = 1\n\
-         shared_prefix_tokens = 0\ninput = {input}\noutput = {output}\nconcurrency = {c}\n\
+         [workload]\nkind = \"synthetic\"\nrequests = {requests}\n{prompts}\
+         output = {output}\nconcurrency = {c}\n\
          [cluster]\nworkers = 1\nblock_size = 16\n\
          {limits}\
          [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
@@ -137,7 +145,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
             .server_kv_dtype(spec.engine, &spec.gpu, spec.kv_dtype)
             .name(),
         engine = spec.engine.name(),
-        input = length_dist(spec.protocol, spec.isl),
+        prompts = prompts(spec)?,
         output = length_dist(spec.protocol, spec.osl),
         c = spec.concurrency,
         len = u64::from(spec.isl) + u64::from(spec.osl),
@@ -156,6 +164,41 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         );
     }
     parse_scenario(Path::new("bench"), &text, &set).map_err(as_flag_error)
+}
+
+/// The bench workload's prompts, as scenario keys. Without a pool, one group with no shared
+/// prefix: every prompt is fresh tokens. With a pool of `N` (`--prompt-pool`), `N` groups drawn
+/// uniformly (`zipf_s = 0`), each prompt its group's `isl - 1` shared tokens and one fresh one:
+/// the prompts of a group are the same text as far as a prefix cache sees, which stores and
+/// matches whole blocks only and takes a hit one token short of the prompt (vLLM's rule). aiperf
+/// draws its entries by `shuffle` (each once per `N` requests); uniform draws with replacement
+/// repeat prompts as often on average. The warm-up requests aiperf sends before measuring are
+/// not simulated: the first request of each prompt misses in the measured run.
+fn prompts(spec: &BenchSpec) -> Result<String> {
+    let Some(pool) = spec.prompt_pool else {
+        return Ok(format!(
+            "groups = 1\nshared_prefix_tokens = 0\ninput = {}\n",
+            length_dist(spec.protocol, spec.isl)
+        ));
+    };
+    let (min, max) = spec.protocol.length_range(spec.isl);
+    if min != max {
+        return Err(Error::arg(
+            "--prompt-pool",
+            format!(
+                "needs every prompt isl tokens; --protocol {} varies them",
+                spec.protocol.name()
+            ),
+        ));
+    }
+    if spec.isl < 2 {
+        return Err(Error::arg("--prompt-pool", "needs --isl 2 or more"));
+    }
+    Ok(format!(
+        "groups = {pool}\nzipf_s = 0.0\nshared_prefix_tokens = {}\n\
+         input = {{ dist = \"fixed\", tokens = 1 }}\n",
+        spec.isl - 1
+    ))
 }
 
 /// A workload length of nominal `tokens` under `protocol`, as a scenario's inline table.
@@ -238,6 +281,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("deployment.max_model_len", "--isl"),
     ("timing.profile", "--profile"),
     ("workload.requests", "--requests"),
+    ("workload.groups", "--prompt-pool"),
     ("workload.input", "--isl"),
     ("workload.output", "--osl"),
     ("workload.concurrency", "--concurrency"),
@@ -336,5 +380,60 @@ impl BenchReport {
             out.push_str(&format!("warning: {w}\n"));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(isl: u32, prompt_pool: Option<usize>, protocol: Protocol) -> BenchSpec {
+        BenchSpec {
+            model: "Qwen/Qwen3-32B".into(),
+            gpu: "h100_sxm".into(),
+            tp: 2,
+            precision: Precision::Bf16,
+            kv_dtype: KvDtype::Auto,
+            engine: EngineKind::Vllm,
+            isl,
+            osl: 100,
+            concurrency: 8,
+            requests: None,
+            prompt_pool,
+            protocol,
+            profile: None,
+            set: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_prompt_pool_is_groups_sharing_all_but_the_last_token() {
+        let pool = Some(protocol::AIPERF_DATASET_ENTRIES);
+        assert_eq!(
+            prompts(&spec(1000, pool, Protocol::Aiconfigurator)).unwrap(),
+            "groups = 100\nzipf_s = 0.0\nshared_prefix_tokens = 999\n\
+             input = { dist = \"fixed\", tokens = 1 }\n"
+        );
+        assert_eq!(
+            prompts(&spec(1000, None, Protocol::Aiconfigurator)).unwrap(),
+            "groups = 1\nshared_prefix_tokens = 0\ninput = { dist = \"fixed\", tokens = 1000 }\n"
+        );
+        // The scenario parses it: 100 groups of 999 shared tokens, 20 requests per client.
+        let s = scenario(&spec(1000, pool, Protocol::Aiconfigurator)).unwrap();
+        let crate::scenario::Workload::Synthetic(w) = &s.workload else {
+            panic!("a bench workload is synthetic");
+        };
+        assert_eq!(
+            (w.groups, w.shared_prefix_tokens, w.requests),
+            (100, 999, 160)
+        );
+        assert_eq!(w.zipf_s, 0.0);
+        for bad in [
+            spec(1000, pool, Protocol::InferenceMax),
+            spec(1, pool, Protocol::Aiconfigurator),
+        ] {
+            let e = prompts(&bad).unwrap_err().to_string();
+            assert!(e.contains("--prompt-pool"), "{e}");
+        }
     }
 }

@@ -30,6 +30,15 @@ use crate::deployment::{gpu, KvDtype};
 use crate::error::{Error, Result};
 use crate::run::REQUESTS_PER_CLIENT;
 use crate::scenario::EngineKind;
+
+/// The distinct prompts aiperf's synthetic dataset holds when `--num-dataset-entries` is not
+/// given (`InputDefaults.NUM_DATASET_ENTRIES` / `PromptDefaults.NUM` = 100 in aiperf 0.3.0 to
+/// 0.5.0, `aiperf/common/config/config_defaults.py`), which AIConfigurator's generated
+/// `bench_run.sh` (`generator/config/backend_templates/benchmark/bench_run.sh.j2` at 095f58a5)
+/// does not give: its 20 x concurrency requests (and 2 x concurrency warm-up requests) reuse
+/// 100 prompts, drawn by aiperf's default `shuffle` sampler (each once per 100 requests). The
+/// value `bench --prompt-pool` is meant for when predicting that script.
+pub const AIPERF_DATASET_ENTRIES: usize = 100;
 /// Requests per client under InferenceMAX's (`--num-prompts $(( CONC * 10 ))`).
 pub const INFERENCEMAX_REQUESTS_PER_CLIENT: usize = 10;
 /// InferenceMAX's `--random-range-ratio`: lengths are drawn from `int(len x ratio) ..= len`.

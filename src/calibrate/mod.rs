@@ -52,10 +52,22 @@ pub fn group_name(g: &Group) -> String {
     format!("{} {} {}", g.0, g.1, g.2)
 }
 
+/// How every row's benchmark is set up beyond what the row itself says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Setup {
+    /// Scenario overrides for every row, such as the engine's settings as the measured servers
+    /// ran (`calibrate --set`).
+    pub set: Vec<Override>,
+    /// The distinct prompts the clients of rows under AIConfigurator's protocol draw from
+    /// (`calibrate --prompt-pool`, as `bench --prompt-pool`); `None`: every prompt its own.
+    /// Rows under InferenceMAX's protocol keep their own prompts.
+    pub prompt_pool: Option<usize>,
+}
+
 /// The benchmark a measured row ran, under the protocol the row shows
-/// ([`Protocol::of_row`]; `set`: scenario overrides for every row, such as the engine's settings
-/// as the measured servers ran).
-pub fn spec_of(row: &MeasuredRow, engine: EngineKind, set: &[Override]) -> BenchSpec {
+/// ([`Protocol::of_row`]), set up as `setup` says.
+pub fn spec_of(row: &MeasuredRow, engine: EngineKind, setup: &Setup) -> BenchSpec {
+    let protocol = Protocol::of_row(&row.version, row.isl, row.osl);
     BenchSpec {
         model: row.model.clone(),
         gpu: row.gpu.clone(),
@@ -67,9 +79,12 @@ pub fn spec_of(row: &MeasuredRow, engine: EngineKind, set: &[Override]) -> Bench
         osl: row.osl,
         concurrency: row.concurrency,
         requests: None,
-        protocol: Protocol::of_row(&row.version, row.isl, row.osl),
+        prompt_pool: setup
+            .prompt_pool
+            .filter(|_| protocol == Protocol::Aiconfigurator),
+        protocol,
         profile: None,
-        set: set.to_vec(),
+        set: setup.set.clone(),
     }
 }
 
@@ -108,7 +123,7 @@ impl Prediction {
 pub fn predict(
     rows: &[MeasuredRow],
     engine: EngineKind,
-    set: &[Override],
+    setup: &Setup,
     profile: &Profile,
     jobs: usize,
     done: &(dyn Fn() + Sync),
@@ -118,7 +133,7 @@ pub fn predict(
         jobs,
         |row| {
             let mut features = FeatureTotals::default();
-            let spec = spec_of(row, engine, set);
+            let spec = spec_of(row, engine, setup);
             let report = bench::run_with_profile(&spec, profile.clone(), Some(&mut features))
                 .map_err(|e| at_row(row, e))?;
             Ok(Prediction {
@@ -212,7 +227,7 @@ pub struct Calibration {
 pub fn calibrate(
     rows: &[MeasuredRow],
     engine: EngineKind,
-    set: &[Override],
+    setup: &Setup,
     start: &Profile,
     jitter_ms: f64,
     jobs: usize,
@@ -226,10 +241,10 @@ pub fn calibrate(
         ..start.clone()
     };
     for _ in 0..ROUNDS {
-        let predictions = predict(rows, engine, set, &profile, jobs, done)?;
+        let predictions = predict(rows, engine, setup, &profile, jobs, done)?;
         profile = fit(rows, &predictions, jitter_ms);
     }
-    let predictions = predict(rows, engine, set, &profile, jobs, done)?;
+    let predictions = predict(rows, engine, setup, &profile, jobs, done)?;
     Ok(Calibration {
         profile,
         predictions,

@@ -54,10 +54,16 @@ pub struct BenchArgs {
     #[arg(long, value_parser = at_least_one)]
     concurrency: usize,
     /// Requests in all (default: the protocol's, 20 x concurrency for AIConfigurator's aiperf
-    /// convention, 10 x for InferenceMAX's; warm-up requests are not counted, and random prompts
-    /// leave nothing for them to warm).
+    /// convention, 10 x for InferenceMAX's; warm-up requests are neither counted nor simulated:
+    /// random prompts leave nothing for them to warm, pooled ones (--prompt-pool) would).
     #[arg(long, value_parser = at_least_one)]
     requests: Option<usize>,
+    /// Draws every prompt from this many distinct ones (default: every prompt its own), so the
+    /// server's prefix cache hits on repeats: aiperf's synthetic dataset, 100 entries unless
+    /// --num-dataset-entries says otherwise, as AIConfigurator's generated bench_run.sh leaves
+    /// it. Needs fixed prompt lengths (--protocol aiconfigurator).
+    #[arg(long, value_parser = at_least_one)]
+    prompt_pool: Option<usize>,
     /// The benchmark's convention: aiconfigurator (every prompt isl and answer osl tokens, the
     /// server's token budget concurrency + isl + 1,500) or inferencemax (lengths uniform over
     /// 0.8 x to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell, else bf16).
@@ -112,6 +118,7 @@ impl BenchArgs {
             osl: tokens("--osl", self.osl)?,
             concurrency: self.concurrency,
             requests: self.requests,
+            prompt_pool: self.prompt_pool,
             protocol: self.protocol,
             profile: self.profile.clone(),
             set: self.set.clone(),
@@ -174,6 +181,10 @@ pub struct CalibrateArgs {
     /// the measured servers ran, e.g. --set engine.vllm.max_num_batched_tokens=2048.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<Override>,
+    /// Replays every row of AIConfigurator's protocol with its prompts drawn from this many
+    /// distinct ones (bench --prompt-pool; default: every prompt its own).
+    #[arg(long, value_parser = at_least_one)]
+    prompt_pool: Option<usize>,
     /// Rows simulated at once (default: the number of CPUs).
     #[arg(long, value_parser = at_least_one)]
     jobs: Option<usize>,
@@ -223,6 +234,10 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             None => Profile::start(),
         };
     let jitter = a.jitter_ms.unwrap_or(start.request_jitter_ms);
+    let setup = cal::Setup {
+        set: a.set.clone(),
+        prompt_pool: a.prompt_pool,
+    };
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let rounds = if a.check { 1 } else { cal::ROUNDS + 1 };
     let bar = Progress::new(
@@ -237,10 +252,10 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             request_jitter_ms: jitter,
             ..start.clone()
         };
-        let predictions = cal::predict(&rows, a.engine, &a.set, &p, jobs, &tick)?;
+        let predictions = cal::predict(&rows, a.engine, &setup, &p, jobs, &tick)?;
         (p, predictions)
     } else {
-        let c = cal::calibrate(&rows, a.engine, &a.set, &start, jitter, jobs, &tick)?;
+        let c = cal::calibrate(&rows, a.engine, &setup, &start, jitter, jobs, &tick)?;
         (c.profile, c.predictions)
     };
     bar.finish();
@@ -265,8 +280,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         for (g, _, _) in &groups {
             let (train, test): (Vec<_>, Vec<_>) =
                 rows.iter().cloned().partition(|r| &cal::group_of(r) != g);
-            let fitted = cal::calibrate(&train, a.engine, &a.set, &start, jitter, jobs, &|| ())?;
-            let predicted = cal::predict(&test, a.engine, &a.set, &fitted.profile, jobs, &|| ())?;
+            let fitted = cal::calibrate(&train, a.engine, &setup, &start, jitter, jobs, &|| ())?;
+            let predicted = cal::predict(&test, a.engine, &setup, &fitted.profile, jobs, &|| ())?;
             let (n, e) = cal::errors(test.iter().zip(&predicted));
             held.push((g.clone(), n, e));
         }
@@ -314,6 +329,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                     .as_ref()
                     .map(|p| format!(" --profile {}", p.display())),
                 a.jitter_ms.map(|j| format!(" --jitter-ms {j}")),
+                a.prompt_pool.map(|n| format!(" --prompt-pool {n}")),
             ]
             .into_iter()
             .flatten()

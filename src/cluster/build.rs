@@ -1,6 +1,7 @@
 //! Wiring: a validated [`Scenario`] and its workload become a ready-to-run simulation, laid out
 //! as its [`Topology`] says.
 
+use crate::sketch::SharedHistogram;
 use std::rc::Rc;
 
 use crate::engine::{ms_to_ns, ActorId, Simulation};
@@ -51,6 +52,8 @@ pub fn populate(
     } = instruments;
     let topo = Topology::of(s);
     let routable = topo.routable().len();
+    // The cluster's one histogram of gaps between tokens, which every worker's engine adds to.
+    let itl = SharedHistogram::default();
     // Loss attribution's ground truth, unless the scenario turns attribution off.
     let truth = s.router.attribute_misses.then(Truth::shared);
     let entry = registry::entry(&s.router.policy).expect("a validated scenario names a policy");
@@ -153,6 +156,7 @@ pub fn populate(
     for slot in topo.workers() {
         let mut engine = EngineSetup {
             record_features,
+            itl: itl.clone(),
             ..engine_setup(s, hw, slot.role)
         };
         if let Some(t) = engine.tiers.as_mut().filter(|_| s.kv.host_shared()) {
@@ -212,6 +216,7 @@ pub fn populate(
         audit,
         learns,
         feed,
+        itl,
     }
 }
 
@@ -243,6 +248,8 @@ pub struct Built {
     pub learns: bool,
     /// The client's feed of requests (the run watches what its requests in flight hold).
     pub feed: SharedFeed,
+    /// The gaps between consecutive tokens of every request, ns, as the workers add them.
+    pub itl: SharedHistogram,
 }
 
 /// A worker's engine, from the scenario, its deployment and its role.
@@ -256,6 +263,7 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
         max_model_len: hw.of(role).map(|d| d.max_model_len),
         record_features: false,
         tiers: tiers_setup(s, hw, role),
+        itl: SharedHistogram::default(),
         rules: match s.engine.kind {
             EngineKind::Vllm => EngineRules::Vllm(vllm_rules(s)),
             EngineKind::Trtllm => {

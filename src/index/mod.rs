@@ -310,6 +310,8 @@ mod tests {
         assert_eq!(depth, 4);
         assert_eq!(overlaps, vec![2, 1, 4]);
         assert_eq!(scratch.best().collect::<Vec<_>>(), vec![2]);
+        holders_agree(&index, &req, &overlaps);
+        holders_agree(&index, &names(9, 2), &[0, 0, 0]);
     }
 
     #[test]
@@ -336,6 +338,21 @@ mod tests {
         let mut overlaps = Vec::new();
         index.overlaps(&req, &mut MatchScratch::default(), &mut overlaps);
         assert_eq!(overlaps, vec![1, 0]);
+        holders_agree(&index, &req, &overlaps);
+    }
+
+    /// [`KvIndex::holder_overlaps`] lists exactly the workers of `expected` (every worker's
+    /// overlap) with an overlap, each with it, and returns the deepest.
+    fn holders_agree(index: &KvIndex, req: &[BlockHash], expected: &[usize]) {
+        let mut holders = vec![(7, 7)];
+        let depth = index.holder_overlaps(req, &mut MatchScratch::default(), &mut holders);
+        holders.sort_unstable();
+        let want: Vec<(usize, usize)> = (0..expected.len())
+            .filter(|&w| expected[w] > 0)
+            .map(|w| (w, expected[w]))
+            .collect();
+        assert_eq!(holders, want);
+        assert_eq!(depth, expected.iter().copied().max().unwrap_or(0));
     }
 
     #[test]
@@ -379,6 +396,7 @@ mod tests {
             let expected: Vec<usize> = reference.iter().map(|s| crate::overlap(&req, s)).collect();
             assert_eq!(overlaps, expected, "step {step}");
             assert_eq!(depth, *expected.iter().max().unwrap());
+            holders_agree(&index, &req, &expected);
             let mut scratch = MatchScratch::default();
             for len in 0..=req.len() {
                 let d = index.find_matches(&req[..len], &mut scratch);
@@ -452,6 +470,7 @@ mod tests {
                 .collect();
             assert_eq!(overlaps, expected, "step {step}");
             assert_eq!(depth, *expected.iter().max().unwrap());
+            holders_agree(&index, &req, &expected);
             let mut scratch = MatchScratch::default();
             let d = index.find_matches(&req, &mut scratch);
             let best: Vec<usize> = scratch.best().collect();

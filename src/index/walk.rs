@@ -89,6 +89,26 @@ impl KvIndex {
         depth
     }
 
+    /// Like [`KvIndex::overlaps`], but lists only the workers with an overlap: appends
+    /// `(worker, overlap)` for every worker holding at least the prompt's first block to
+    /// `holders` (cleared first; in no particular order). The cost is the walk's and the holders',
+    /// not the worker count's.
+    pub fn holder_overlaps(
+        &self,
+        hashes: &[BlockHash],
+        scratch: &mut MatchScratch,
+        holders: &mut Vec<(usize, usize)>,
+    ) -> usize {
+        holders.clear();
+        let depth = self.walk::<true>(hashes.iter().copied(), scratch, |worker, overlap| {
+            holders.push((worker, overlap))
+        });
+        if depth > 0 {
+            holders.extend(worker_set::iter(&scratch.active).map(|worker| (worker, depth)));
+        }
+        depth
+    }
+
     /// The walk behind the matching functions. With `TRACK`, `dropped_out(worker, depth)` is called
     /// for every worker that held the first `depth` (> 0) blocks but not the next.
     #[inline]
@@ -178,16 +198,20 @@ impl KvIndex {
                 }
                 let held = self.set(value);
                 let mut any = 0;
+                // Whether a candidate drops out here: along a shared prefix, rarely, so the
+                // search for who dropped out runs only then.
+                let mut dropped = 0;
                 for ((next, &active), &held) in
                     scratch.next.iter_mut().zip(&scratch.active).zip(held)
                 {
                     *next = active & held;
                     any |= *next;
+                    dropped |= active & !held;
                 }
                 if any == 0 {
                     return depth;
                 }
-                if TRACK && depth > 0 {
+                if TRACK && depth > 0 && dropped != 0 {
                     for (word_index, (&active, &next)) in
                         scratch.active.iter().zip(&scratch.next).enumerate()
                     {

@@ -44,6 +44,8 @@ pub struct Finished<'a> {
     pub trace: Option<TraceRows>,
     /// The index audit, when the run keeps one.
     pub audit: Option<SharedAudit>,
+    /// The gaps between consecutive tokens of every request, ns.
+    pub itl: &'a LogHistogram,
 }
 
 /// The report of a finished run, without its warnings (`warnings::of_run` reads the report),
@@ -61,6 +63,7 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
         last_delivery_ns,
         trace,
         audit,
+        itl,
     } = run;
     assert!(!routers.is_empty(), "at least one router");
     let mut tally = std::mem::take(&mut client.tally);
@@ -92,7 +95,6 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
     for b in workers.iter().filter_map(|w| w.tier_bytes()) {
         tier_bytes += b;
     }
-    let mut itl = LogHistogram::default();
     let mut preempted = 0;
     let per_worker = workers
         .iter()
@@ -100,7 +102,6 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
         .enumerate()
         .map(|(w, (worker, slot))| {
             let sched = worker.scheduler_stats();
-            itl += worker.itl();
             preempted += sched.preemptions;
             WorkerReport {
                 name: slot.name.clone(),
@@ -196,7 +197,7 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
         e2e_ms: Percentiles::of_ns(tally.e2e_ns),
         queue_ms: Percentiles::of_ns(tally.queue_ns),
         tpot_ms: Percentiles::of_sorted(&tpot),
-        itl_ms: Percentiles::of_sketch(&itl),
+        itl_ms: Percentiles::of_sketch(itl),
         throughput_rps: per_second(tally.acks - tally.rejected, duration_ns),
         output_tokens_per_s: per_second(tally.output_tokens, duration_ns),
         duration_ms: round_py(duration_ns as f64 / 1e6, 3),

@@ -15,6 +15,7 @@ mod writers;
 pub use profiler::REQUESTS_PER_CLIENT;
 pub use session::Session;
 
+use crate::sketch::SharedHistogram;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -213,6 +214,7 @@ fn report(
     sim: Simulation<Node>,
     trace: Option<TraceRows>,
     audit: Option<SharedAudit>,
+    itl: SharedHistogram,
     learns: bool,
     features: Option<&mut FeatureTotals>,
 ) -> (Report, u64) {
@@ -260,6 +262,7 @@ fn report(
         last_delivery_ns,
         trace,
         audit,
+        itl: &itl.borrow(),
     });
     report.warnings = crate::warnings::of_run(s, &report, decisions, learns);
     (report, duration_ns)

@@ -141,7 +141,7 @@ fn calibration_replays_each_row_under_its_protocol() {
         .rows;
     let specs: Vec<_> = rows
         .iter()
-        .map(|r| calibrate::spec_of(r, EngineKind::Vllm, &[]))
+        .map(|r| calibrate::spec_of(r, EngineKind::Vllm, &calibrate::Setup::default()))
         .collect();
     assert_eq!(specs[0].protocol, dynsim::bench::Protocol::InferenceMax);
     assert_eq!(specs[1].protocol, dynsim::bench::Protocol::Aiconfigurator);
@@ -168,5 +168,67 @@ fn leave_one_out_on_a_single_group_is_refused() {
     assert!(
         err.contains("--leave-one-out") && err.contains("two (model, GPU, precision) groups"),
         "{err}"
+    );
+}
+
+/// `--prompt-pool 1`: one client sends the same 100-token prompt three times. The prompt fills
+/// six 16-token blocks (96 tokens; the seventh holds 4 tokens and is never cached); the first
+/// request computes all of it, each repeat finds the six blocks cached: 2 x 96 = 192 of 300
+/// prompt tokens reused. Without a pool nothing is.
+#[test]
+fn a_prompt_pool_of_one_hits_every_full_block_of_each_repeat() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "bench",
+            "--model",
+            "Qwen/Qwen3-32B",
+            "--gpu",
+            "h100_sxm",
+            "--tp",
+            "2",
+            "--isl",
+            "100",
+            "--osl",
+            "5",
+            "--concurrency",
+            "1",
+            "--requests",
+            "3",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&args)).expect("one JSON object")
+    };
+    let pooled = run(&["--prompt-pool", "1"]);
+    assert_eq!(pooled["prompt_blocks"], 18);
+    assert_eq!(pooled["cached_blocks"], 12);
+    assert_eq!(pooled["prefix_reuse"], 0.64);
+    let own = run(&[]);
+    assert_eq!(own["cached_blocks"], 0);
+    assert_eq!(own["prefix_reuse"], 0.0);
+    // The repeats skip their prefill: a lower mean TTFT than three fresh prompts.
+    assert!(pooled["ttft_ms"]["mean"].as_f64() < own["ttft_ms"]["mean"].as_f64());
+    let e = bad(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--isl",
+        "100",
+        "--osl",
+        "5",
+        "--concurrency",
+        "1",
+        "--protocol",
+        "inferencemax",
+        "--prompt-pool",
+        "100",
+    ]);
+    assert!(
+        e.contains("--prompt-pool") && e.contains("inferencemax"),
+        "{e}"
     );
 }

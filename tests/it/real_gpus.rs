@@ -335,8 +335,15 @@ fn the_feature_clock_reproduces_the_runs_own_means() {
     let rows = small_rows();
     assert!(rows.len() >= 4, "{} rows", rows.len());
     let profile = Profile::start();
-    let predictions =
-        calibrate::predict(&rows, EngineKind::Vllm, &[], &profile, 2, &|| ()).unwrap();
+    let predictions = calibrate::predict(
+        &rows,
+        EngineKind::Vllm,
+        &calibrate::Setup::default(),
+        &profile,
+        2,
+        &|| (),
+    )
+    .unwrap();
     for (row, p) in rows.iter().zip(&predictions) {
         let (ttft, tpot) = calibrate::linear_means(p, &profile, &row.gpu);
         assert!(
@@ -361,10 +368,26 @@ fn calibration_on_a_subset_beats_its_start() {
     let rows = small_rows();
     let mut start = Profile::start();
     start.step.iter_mut().for_each(|c| *c *= 3.0);
-    let before = calibrate::predict(&rows, EngineKind::Vllm, &[], &start, 2, &|| ()).unwrap();
+    let before = calibrate::predict(
+        &rows,
+        EngineKind::Vllm,
+        &calibrate::Setup::default(),
+        &start,
+        2,
+        &|| (),
+    )
+    .unwrap();
     let (_, before) = calibrate::errors(rows.iter().zip(&before));
-    let fitted =
-        calibrate::calibrate(&rows, EngineKind::Vllm, &[], &start, 0.0, 2, &|| ()).unwrap();
+    let fitted = calibrate::calibrate(
+        &rows,
+        EngineKind::Vllm,
+        &calibrate::Setup::default(),
+        &start,
+        0.0,
+        2,
+        &|| (),
+    )
+    .unwrap();
     let (_, after) = calibrate::errors(rows.iter().zip(&fitted.predictions));
     assert!(
         after.ttft_mape + after.tpot_mape < 0.5 * (before.ttft_mape + before.tpot_mape),

@@ -30,7 +30,6 @@ use super::engine::{self, Engine, EngineSetup, SchedulerStats};
 use super::plan::{LogItem, Planned};
 use super::seq::Seq;
 use crate::protocol::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
-use crate::sketch::LogHistogram;
 
 /// The KV link between prefill and decode workers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -220,11 +219,6 @@ impl Worker {
     /// Its engine's counters.
     pub fn scheduler_stats(&self) -> SchedulerStats {
         self.sched.stats()
-    }
-
-    /// Gaps between consecutive tokens it produced, ns.
-    pub fn itl(&self) -> &LogHistogram {
-        self.sched.itl()
     }
 
     /// The most KV blocks its running requests held at once.

@@ -28,7 +28,7 @@ use crate::engine::Nanos;
 use crate::hash::BlockHash;
 use crate::ids::RequestId;
 use crate::protocol::signals::WorkerSignals;
-use crate::sketch::LogHistogram;
+use crate::sketch::SharedHistogram;
 
 use super::held_by::SharedHeldBy;
 use super::kv::KvPool;
@@ -72,8 +72,6 @@ pub trait Engine<T> {
     fn signals(&self) -> WorkerSignals;
     /// The counters.
     fn stats(&self) -> SchedulerStats;
-    /// Gaps between consecutive tokens of a request, ns.
-    fn itl(&self) -> &LogHistogram;
     /// The device cache's levels now.
     fn kv(&self) -> KvLevels;
     /// A read-only view of the device cache, for the ground truth of loss attribution.
@@ -210,6 +208,9 @@ pub struct EngineSetup {
     pub tiers: Option<TiersSetup>,
     /// The engine and its own rules.
     pub rules: EngineRules,
+    /// Where it adds the gaps between consecutive tokens of its requests, ns: the cluster's one
+    /// histogram, which every worker's engine shares.
+    pub itl: SharedHistogram,
 }
 
 /// Each engine's own rules.
@@ -231,5 +232,9 @@ pub fn build<T: 'static>(setup: &EngineSetup) -> Box<dyn Engine<T>> {
         EngineRules::Trtllm(r) => r.scheduler_config(setup),
         EngineRules::Sglang(r) => r.scheduler_config(setup),
     };
-    Box::new(vllm::StepScheduler::new(cfg).with_tiers(setup.tiers.as_ref()))
+    Box::new(
+        vllm::StepScheduler::new(cfg)
+            .with_tiers(setup.tiers.as_ref())
+            .with_itl(setup.itl.clone()),
+    )
 }

@@ -45,6 +45,15 @@
 //! one branch-free pass, then finds the least cost and counts its ties in one more; at 512
 //! workers that halved `decide`'s own time (docs/BENCHMARKS.md, "A 1,024-worker run").
 //!
+//! With `router_temperature` 0 and no lower tiers (the defaults), on more than 64 workers, a
+//! decision does not cost every worker: it costs the workers holding a prefix of the prompt (listed by both indexes' walks,
+//! `KvIndex::holder_overlaps`), then the others in increasing order of their load until none can
+//! reach the least cost (`dynamo/by_load.rs`). The least cost, its ties and the draw among them
+//! are the scan's (a unit test compares every decision of a 130-worker run under three settings;
+//! debug runs compare every decision). On the cluster-scale workload at 512 workers that took
+//! the instructions per request from 142,500 to 111,200 (docs/BENCHMARKS.md, "Deciding without
+//! costing every worker").
+//!
 //! Settings, `[router.dynamo]` (Dynamo's defaults): `overlap_score_credit` (1.0),
 //! `overlap_score_credit_decay` (0.0), `prefill_load_scale` (1.0),
 //! `decode_active_request_weight` (0.0), `router_temperature` (0.0), `use_kv_events` (true),
@@ -80,9 +89,11 @@ use crate::router::select::lowest_random_tie;
 use crate::router::ttl::TtlIndex;
 use crate::router::Decision;
 
+mod by_load;
 mod retention;
 mod settings;
 
+use by_load::{may_reach, Least, LoadOrder, Prefixed};
 use retention::RankLru;
 pub use settings::{CachePolicy, Settings};
 
@@ -98,23 +109,30 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     Ok(Box::new(Dynamo::new(setup)?))
 }
 
-/// What the router tracks of the workers' active requests, as a struct of arrays: the scan of
-/// [`Dynamo::decide`] reads only the counters, each a contiguous `Vec` indexed by worker (8
-/// bytes a worker each), not a table of each worker's blocks beside them.
+/// What the router tracks of the workers' active requests: a decision reads only the counters,
+/// 24 bytes a worker in one `Vec` (one cache line for a worker costed out of order, as the
+/// holders of a prefix are), not a table of each worker's blocks beside them.
 #[derive(Clone, Debug, Default)]
 struct Loads {
     /// Per worker, the distinct prompt blocks of its active requests, with how many requests
     /// hold each, but their own tails
     /// ([`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)).
     blocks: Vec<HashMap<BlockHash, u32, BlockHashBuilder>>,
-    /// Per worker, its decode blocks before a new request: `blocks[w].len()` plus the blocks of
-    /// its active requests' own tails (each is distinct, no other request names it, so a count
-    /// stands for their names).
-    held: Vec<usize>,
-    /// Per worker, its active requests' uncached prompt tokens not yet past their first token.
-    prefill_tokens: Vec<u64>,
-    /// Per worker, its active requests.
-    requests: Vec<u64>,
+    /// Per worker, its counters.
+    counters: Vec<Counters>,
+}
+
+/// One worker's counters of its active requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counters {
+    /// Its active requests' uncached prompt tokens not yet past their first token.
+    prefill_tokens: u64,
+    /// Its decode blocks before a new request: `blocks[w].len()` plus the blocks of its active
+    /// requests' own tails (each is distinct, no other request names it, so a count stands for
+    /// their names).
+    held: usize,
+    /// Its active requests.
+    requests: u64,
 }
 
 impl Loads {
@@ -122,9 +140,7 @@ impl Loads {
     fn new(workers: usize) -> Loads {
         Loads {
             blocks: vec![HashMap::default(); workers],
-            held: vec![0; workers],
-            prefill_tokens: vec![0; workers],
-            requests: vec![0; workers],
+            counters: vec![Counters::default(); workers],
         }
     }
 }
@@ -157,8 +173,18 @@ struct Dynamo {
     active_depths: Vec<usize>,
     active: HashMap<RequestId, Active, IdBuilder>,
     /// Each worker's cost of the request being decided, by worker (a down worker's is never
-    /// read).
+    /// read), when every worker is costed.
     costs: Vec<f64>,
+    /// The workers by their load, when the least cost is found without costing every worker
+    /// (`router_temperature` 0 and more than [`SCAN_UP_TO_WORKERS`]; not while a worker has
+    /// lower tiers).
+    by_load: Option<LoadOrder>,
+    /// The workers holding a prefix of the prompt being decided, in the router's index and
+    /// among their active blocks, then both, each worker once.
+    holders: Vec<(usize, usize)>,
+    active_holders: Vec<(usize, usize)>,
+    prefixed: Prefixed,
+    least: Least,
     /// (worker, cost) of the up workers, made only when the choice is sampled.
     pairs: Vec<(usize, f64)>,
     block_size: usize,
@@ -232,6 +258,12 @@ impl Dynamo {
             active_depths: Vec::new(),
             active: HashMap::default(),
             costs: Vec::new(),
+            by_load: (s.router_temperature == 0.0 && setup.workers > SCAN_UP_TO_WORKERS)
+                .then(|| load_order(setup.workers, &s, setup.block_size)),
+            holders: Vec::new(),
+            active_holders: Vec::new(),
+            prefixed: Prefixed::new(setup.workers),
+            least: Least::default(),
             pairs: Vec::new(),
             block_size: setup.block_size.max(1),
             lru,
@@ -252,13 +284,15 @@ impl Dynamo {
             let n = blocks.entry(b).or_insert(0);
             *n += 1;
             if *n == 1 {
-                loads.held[w] += 1;
+                loads.counters[w].held += 1;
                 self.active_index.store(w, std::slice::from_ref(&b));
             }
         }
-        loads.held[w] += req.blocks.own_tail();
-        loads.prefill_tokens[w] += prefill_tokens;
-        loads.requests[w] += 1;
+        let c = &mut loads.counters[w];
+        c.held += req.blocks.own_tail();
+        c.prefill_tokens += prefill_tokens;
+        c.requests += 1;
+        self.reorder(w);
         self.active.insert(
             req.id,
             Active {
@@ -268,6 +302,169 @@ impl Dynamo {
                 prefill_tokens,
             },
         );
+    }
+
+    /// Keeps `worker`'s place in [`Dynamo::by_load`] after its counters changed.
+    fn reorder(&mut self, worker: usize) {
+        if let Some(order) = &mut self.by_load {
+            let c = self.loads.counters[worker];
+            order.set(worker, c.prefill_tokens, c.held, c.requests);
+        }
+    }
+
+    /// What the cost formula takes from `req` and the settings.
+    fn terms(&self, req: &RouteRequest<'_>, book: &LoadBook) -> Terms {
+        let s = self.settings;
+        Terms {
+            settings: s,
+            bs: self.block_size as f64,
+            request_blocks: u64::from(req.input_tokens).div_ceil(self.block_size as u64),
+            input_tokens: u64::from(req.input_tokens),
+            prompt_blocks: req.blocks.len(),
+            // The least prefill load only scales the credit's decay.
+            min_prefill: if s.overlap_score_credit_decay > 0.0 {
+                book.up_workers()
+                    .map(|w| self.loads.counters[w].prefill_tokens)
+                    .min()
+                    .unwrap_or(0)
+            } else {
+                0
+            },
+        }
+    }
+
+    /// Every worker's cost of `req` into [`Dynamo::costs`] (a down worker's is a number too and
+    /// never chosen), with every worker's overlap and active depth.
+    fn scan(&mut self, req: &RouteRequest<'_>, book: &LoadBook, terms: &Terms) {
+        self.index
+            .overlaps(&req.blocks, &mut self.scratch, &mut self.overlaps);
+        self.active_index.overlaps(
+            &req.blocks,
+            &mut self.active_scratch,
+            &mut self.active_depths,
+        );
+        let s = self.settings;
+        let loads = &self.loads;
+        let mut costs = std::mem::take(&mut self.costs);
+        costs.clear();
+        costs.resize(loads.counters.len(), 0.0);
+        match &self.lower {
+            // One branch-free pass over the counters' arrays.
+            None => {
+                let prefixes = self.overlaps.iter().zip(&self.active_depths);
+                for ((cost, c), (&overlap, &depth)) in
+                    costs.iter_mut().zip(&loads.counters).zip(prefixes)
+                {
+                    *cost = terms.cost(c.prefill_tokens, overlap, None, c.held, depth, c.requests);
+                }
+            }
+            Some(lower) => {
+                for w in book.up_workers() {
+                    let overlap = self.overlaps[w];
+                    let [host, disk] = lower.continuation(w, &req.blocks[overlap..]);
+                    let tiers =
+                        s.host_cache_hit_weight * host as f64 + s.disk_cache_hit_weight * disk as f64;
+                    let c = loads.counters[w];
+                    costs[w] = terms.cost(
+                        c.prefill_tokens,
+                        overlap,
+                        Some(tiers),
+                        c.held,
+                        self.active_depths[w],
+                        c.requests,
+                    );
+                }
+            }
+        }
+        self.costs = costs;
+        if cfg!(debug_assertions) {
+            for w in book.up_workers() {
+                self.check_active_depth(w, &req.blocks, self.active_depths[w]);
+            }
+        }
+    }
+
+    /// The least-cost worker (a seeded draw among equal costs) and its overlap, costing the
+    /// workers that hold a prefix of the prompt (in the index or among their active blocks) and,
+    /// in increasing load, the others until none can reach the least (`by_load.rs`): the choice
+    /// of [`Dynamo::scan`] and [`lowest_random_tie`], which debug runs check on every decision.
+    fn least_by_load(
+        &mut self,
+        req: &RouteRequest<'_>,
+        book: &LoadBook,
+        terms: &Terms,
+        rng: &mut SimRng,
+    ) -> Option<(usize, usize)> {
+        self.index
+            .holder_overlaps(&req.blocks, &mut self.scratch, &mut self.holders);
+        self.active_index.holder_overlaps(
+            &req.blocks,
+            &mut self.active_scratch,
+            &mut self.active_holders,
+        );
+        let prefixed = &mut self.prefixed;
+        prefixed.start();
+        for &(w, overlap) in &self.holders {
+            prefixed.entry(w).1 = overlap;
+        }
+        for &(w, depth) in &self.active_holders {
+            prefixed.entry(w).2 = depth;
+        }
+        let loads = &self.loads;
+        let least = &mut self.least;
+        least.clear();
+        for &(w, overlap, depth) in &prefixed.entries {
+            if book.up(w) {
+                let c = loads.counters[w];
+                let cost = terms.cost(c.prefill_tokens, overlap, None, c.held, depth, c.requests);
+                least.offer(w, cost);
+            }
+        }
+        // A worker without a prefix costs its load plus this.
+        let prompt_part = terms.cost(0, 0, None, 0, 0, 0);
+        for (load, w) in self.by_load.as_ref()?.ascending() {
+            if !may_reach(load + prompt_part, least.cost) {
+                break;
+            }
+            if !book.up(w) || prefixed.get(w).is_some() {
+                continue;
+            }
+            let c = loads.counters[w];
+            least.offer(w, terms.cost(c.prefill_tokens, 0, None, c.held, 0, c.requests));
+        }
+        least.workers.sort_unstable();
+        tracing::debug!(cost = least.cost, workers = ?least.workers, "dynamo decision");
+        let worker = match least.workers.len() {
+            0 => return None,
+            1 => least.workers[0],
+            n => least.workers[rng.below(n)],
+        };
+        let overlap = prefixed.get(worker).map_or(0, |p| p.1);
+        if cfg!(debug_assertions) {
+            self.check_least(req, book, terms, worker, overlap);
+        }
+        Some((worker, overlap))
+    }
+
+    /// Checks (debug runs) that [`Dynamo::least_by_load`]'s least cost and ties are the full
+    /// scan's, and `overlap` the `worker`'s overlap.
+    fn check_least(
+        &mut self,
+        req: &RouteRequest<'_>,
+        book: &LoadBook,
+        terms: &Terms,
+        worker: usize,
+        overlap: usize,
+    ) {
+        self.scan(req, book, terms);
+        let mut least = Least::default();
+        least.clear();
+        for w in book.up_workers() {
+            least.offer(w, self.costs[w]);
+        }
+        assert_eq!(least.cost.to_bits(), self.least.cost.to_bits(), "the least cost");
+        assert_eq!(least.workers, self.least.workers, "the workers at the least cost");
+        assert_eq!(self.overlaps[worker], overlap, "the chosen worker's overlap");
     }
 
     /// Checks (debug runs) that `worker`'s depth from the index of active blocks is its prefix
@@ -285,10 +482,26 @@ impl Dynamo {
             "block names are chained"
         );
         debug_assert!(
-            table.len() <= self.loads.held[worker],
+            table.len() <= self.loads.counters[worker].held,
             "decode blocks count the worker's named blocks"
         );
     }
+}
+
+/// Up to this many workers a decision costs every worker even when it need not: the order by
+/// load costs more to keep than the scan it saves (the conversation replay on 8 workers at 4x,
+/// Dynamo's router: 0.9 % more instructions with the order; on the cluster-scale workload at 64
+/// workers, even).
+const SCAN_UP_TO_WORKERS: usize = 64;
+
+/// The workers by load for these settings (all idle).
+fn load_order(workers: usize, s: &Settings, block_size: usize) -> LoadOrder {
+    LoadOrder::new(
+        workers,
+        s.prefill_load_scale,
+        s.decode_active_request_weight,
+        block_size.max(1) as f64,
+    )
 }
 
 /// What a decision's cost formula takes from the request and the settings, the same for every
@@ -368,86 +581,31 @@ impl RoutingPolicy for Dynamo {
         if !self.settings.use_kv_events && self.lru.is_empty() {
             self.ttl.expire(req.now, &mut self.index);
         }
-        self.index
-            .overlaps(&req.blocks, &mut self.scratch, &mut self.overlaps);
-        self.active_index.overlaps(
-            &req.blocks,
-            &mut self.active_scratch,
-            &mut self.active_depths,
-        );
-        let s = self.settings;
-        let loads = &self.loads;
-        let terms = Terms {
-            settings: s,
-            bs: self.block_size as f64,
-            request_blocks: u64::from(req.input_tokens).div_ceil(self.block_size as u64),
-            input_tokens: u64::from(req.input_tokens),
-            prompt_blocks: req.blocks.len(),
-            // The least prefill load only scales the credit's decay.
-            min_prefill: if s.overlap_score_credit_decay > 0.0 {
-                book.up_workers()
-                    .map(|w| loads.prefill_tokens[w])
-                    .min()
-                    .unwrap_or(0)
-            } else {
-                0
-            },
-        };
-        let mut costs = std::mem::take(&mut self.costs);
-        costs.clear();
-        costs.resize(loads.held.len(), 0.0);
-        match &self.lower {
-            // Every worker's cost, up or not (a down worker's counters are numbers too; it is
-            // never chosen), in one branch-free pass over the counters' arrays.
-            None => {
-                let counters = loads.prefill_tokens.iter().zip(&loads.held).zip(&loads.requests);
-                let prefixes = self.overlaps.iter().zip(&self.active_depths);
-                for ((cost, ((&prefill, &held), &requests)), (&overlap, &depth)) in
-                    costs.iter_mut().zip(counters).zip(prefixes)
-                {
-                    *cost = terms.cost(prefill, overlap, None, held, depth, requests);
-                }
-            }
-            Some(lower) => {
-                for w in book.up_workers() {
-                    let overlap = self.overlaps[w];
-                    let [host, disk] = lower.continuation(w, &req.blocks[overlap..]);
-                    let tiers =
-                        s.host_cache_hit_weight * host as f64 + s.disk_cache_hit_weight * disk as f64;
-                    costs[w] = terms.cost(
-                        loads.prefill_tokens[w],
-                        overlap,
-                        Some(tiers),
-                        loads.held[w],
-                        self.active_depths[w],
-                        loads.requests[w],
-                    );
-                }
-            }
-        }
-        if cfg!(debug_assertions) {
-            for w in book.up_workers() {
-                self.check_active_depth(w, &req.blocks, self.active_depths[w]);
-            }
-        }
-        let worker = if s.router_temperature > 0.0 {
-            let mut pairs = std::mem::take(&mut self.pairs);
-            pairs.clear();
-            pairs.extend(book.up_workers().map(|w| (w, costs[w])));
-            let worker = sample(&pairs, s.router_temperature, rng);
-            self.pairs = pairs;
-            worker
-        } else if book.all_up() {
-            lowest_random_tie(costs.iter().copied().enumerate(), rng)
+        let terms = self.terms(req, book);
+        let (worker, overlap) = if self.by_load.is_some() && self.lower.is_none() {
+            self.least_by_load(req, book, &terms, rng)?
         } else {
-            lowest_random_tie(book.up_workers().map(|w| (w, costs[w])), rng)
+            self.scan(req, book, &terms);
+            let costs = &self.costs;
+            let worker = if self.settings.router_temperature > 0.0 {
+                let mut pairs = std::mem::take(&mut self.pairs);
+                pairs.clear();
+                pairs.extend(book.up_workers().map(|w| (w, costs[w])));
+                let worker = sample(&pairs, self.settings.router_temperature, rng);
+                self.pairs = pairs;
+                worker
+            } else if book.all_up() {
+                lowest_random_tie(costs.iter().copied().enumerate(), rng)
+            } else {
+                lowest_random_tie(book.up_workers().map(|w| (w, costs[w])), rng)
+            };
+            tracing::debug!(?costs, worker, "dynamo decision");
+            let worker = worker?;
+            (worker, self.overlaps[worker])
         };
-        tracing::debug!(?costs, worker, "dynamo decision");
-        self.costs = costs;
-        let worker = worker?;
         Some(Decision {
             worker: WorkerId::at(worker),
-            predicted_blocks: self.overlaps[worker],
+            predicted_blocks: overlap,
         })
     }
 
@@ -475,8 +633,10 @@ impl RoutingPolicy for Dynamo {
 
     fn on_prefill_done(&mut self, _worker: WorkerId, request: RequestId) {
         if let Some(a) = self.active.get_mut(&request) {
-            self.loads.prefill_tokens[a.worker] -= a.prefill_tokens;
+            self.loads.counters[a.worker].prefill_tokens -= a.prefill_tokens;
             a.prefill_tokens = 0;
+            let w = a.worker;
+            self.reorder(w);
         }
     }
 
@@ -490,23 +650,25 @@ impl RoutingPolicy for Dynamo {
             self.index.remove(w, &gone);
         }
         let loads = &mut self.loads;
-        loads.prefill_tokens[w] -= a.prefill_tokens;
-        loads.requests[w] -= 1;
-        loads.held[w] -= a.own_tail;
+        let c = &mut loads.counters[w];
+        c.prefill_tokens -= a.prefill_tokens;
+        c.requests -= 1;
+        c.held -= a.own_tail;
         for b in &a.blocks {
             if let std::collections::hash_map::Entry::Occupied(mut n) = loads.blocks[w].entry(*b) {
                 *n.get_mut() -= 1;
                 if *n.get() == 0 {
                     n.remove();
-                    loads.held[w] -= 1;
+                    loads.counters[w].held -= 1;
                     self.active_index.remove(w, std::slice::from_ref(b));
                 }
             }
         }
+        self.reorder(w);
     }
 
     fn on_event(&mut self, event: &KvEvent) {
-        if !LowerTiers::apply(&mut self.lower, self.loads.held.len(), event) {
+        if !LowerTiers::apply(&mut self.lower, self.loads.counters.len(), event) {
             self.index.apply(event);
         }
     }

@@ -181,14 +181,16 @@ impl Session<'_> {
             topology,
             audit,
             learns,
+            itl,
             trace_rows,
             features,
             membership,
             mut recorder,
             ..
         } = self;
-        let (mut r, duration_ns) =
-            report(&s, &hw, &topology, sim, trace_rows, audit, learns, features);
+        let (mut r, duration_ns) = report(
+            &s, &hw, &topology, sim, trace_rows, audit, itl, learns, features,
+        );
         r.gpu_seconds = membership.gpu_seconds(duration_ns);
         r.replicas = membership.replicas();
         r.scale_events = membership.events().to_vec();

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::protocol::messages::Msg;
 use crate::report::TraceRows;
 use crate::scenario::{Pool, Scenario};
+use crate::sketch::SharedHistogram;
 
 use super::recorder::Recorder;
 use super::writers::{TraceSink, MARKS_BATCH};
@@ -40,6 +41,8 @@ pub struct Session<'a> {
     sim: Simulation<Node>,
     topology: Topology,
     audit: Option<SharedAudit>,
+    /// The gaps between tokens the workers add to.
+    itl: SharedHistogram,
     learns: bool,
     feed: SharedFeed,
     trace_rows: Option<TraceRows>,
@@ -92,6 +95,7 @@ impl<'a> Session<'a> {
             audit,
             learns,
             feed,
+            itl,
         } = populate(
             s,
             &hw,
@@ -126,6 +130,7 @@ impl<'a> Session<'a> {
             audit,
             learns,
             feed,
+            itl,
             trace_rows: built.trace,
             writer: None,
             progress: hooks.progress,

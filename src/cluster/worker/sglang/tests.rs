@@ -33,6 +33,7 @@ fn engine(r: SglangRules, capacity: Option<usize>) -> StepScheduler<()> {
         record_features: false,
         tiers: None,
         rules: EngineRules::Sglang(r),
+        itl: Default::default(),
     };
     StepScheduler::new(r.scheduler_config(&setup))
 }

@@ -43,7 +43,7 @@ use std::rc::Rc;
 use crate::engine::Nanos;
 use crate::ids::RequestId;
 use crate::protocol::signals::WorkerSignals;
-use crate::sketch::LogHistogram;
+use crate::sketch::{LogHistogram, SharedHistogram};
 
 use crate::hash::BlockHash;
 
@@ -183,7 +183,9 @@ pub struct StepScheduler<T> {
     pub(super) running: VecDeque<Seq<T>>,
     plan: Option<Plan>,
     pub(super) stats: SchedulerStats,
-    itl: LogHistogram,
+    /// Where it adds the gaps between consecutive tokens of a request, ns (its own, or the
+    /// cluster's: [`StepScheduler::with_itl`]).
+    itl: SharedHistogram,
     /// Buffers kept for their allocations: a spent plan's, and the stretch's block crossings.
     spare: Option<Plan>,
     pub(super) crossings: Vec<(u64, usize)>,
@@ -217,7 +219,7 @@ impl<T> StepScheduler<T> {
             running: VecDeque::new(),
             plan: None,
             stats: SchedulerStats::default(),
-            itl: LogHistogram::default(),
+            itl: SharedHistogram::default(),
             spare: None,
             crossings: Vec::new(),
             waiting_tokens: 0,
@@ -257,9 +259,16 @@ impl<T> StepScheduler<T> {
         self.stats
     }
 
-    /// Gaps between consecutive tokens of a request, ns.
-    pub fn itl(&self) -> &LogHistogram {
-        &self.itl
+    /// Gaps between consecutive tokens of a request, ns (of every engine sharing its histogram).
+    pub fn itl(&self) -> std::cell::Ref<'_, LogHistogram> {
+        self.itl.borrow()
+    }
+
+    /// Adds its gaps between tokens to `itl` (shared with other engines) instead of its own.
+    pub fn with_itl(mut self, itl: SharedHistogram) -> Self {
+        debug_assert!(self.itl.borrow().count() == 0, "before any token");
+        self.itl = itl;
+        self
     }
 
     /// Requests waiting to be admitted.
@@ -475,18 +484,20 @@ impl<T> StepScheduler<T> {
         if plan.stretch {
             let n = self.running.len() as u64;
             self.stats.batch_tokens += n * steps;
+            let mut itl = self.itl.borrow_mut();
             for s in &mut self.running {
                 let last = s
                     .last_token_ns
                     .expect("a decoding request has produced a token");
-                self.itl.add(plan.ends[0] - last, 1);
+                itl.add(plan.ends[0] - last, 1);
                 s.computed += steps;
                 s.generated += steps;
                 s.last_token_ns = Some(*plan.ends.last().expect("non-empty"));
             }
             for w in plan.ends.windows(2) {
-                self.itl.add(w[1] - w[0], n);
+                itl.add(w[1] - w[0], n);
             }
+            drop(itl);
             self.retire(&mut out);
             self.sglang_applied(steps - 1);
             self.probe_applied(&out);
@@ -507,7 +518,7 @@ impl<T> StepScheduler<T> {
                         s.first_token_ns = Some(t);
                         out.first_tokens.push(s.id());
                     }
-                    Some(last) => self.itl.add(t - last, 1),
+                    Some(last) => self.itl.borrow_mut().add(t - last, 1),
                 }
                 s.last_token_ns = Some(t);
                 s.generated += 1;
@@ -871,10 +882,6 @@ impl<T> Engine<T> for StepScheduler<T> {
 
     fn stats(&self) -> SchedulerStats {
         self.stats
-    }
-
-    fn itl(&self) -> &LogHistogram {
-        &self.itl
     }
 
     fn kv(&self) -> KvLevels {

@@ -335,6 +335,31 @@ fn ttft_and_tpot_of_a_lone_request_follow_the_step_durations() {
 }
 
 #[test]
+fn engines_sharing_a_histogram_add_what_each_would_alone() {
+    // The lone request above on two engines sharing one histogram: it holds both engines' 10
+    // gaps, the same weights as the two engines' own histograms merged.
+    let alone: Vec<crate::sketch::LogHistogram> = (0..2)
+        .map(|_| {
+            let mut s = StepScheduler::new(config(8192, None));
+            s.enqueue(request(0, 1, 1500, 11));
+            run(&mut s);
+            let h = s.itl().clone();
+            h
+        })
+        .collect();
+    let shared = crate::sketch::SharedHistogram::default();
+    for _ in 0..2 {
+        let mut s = StepScheduler::new(config(8192, None)).with_itl(shared.clone());
+        s.enqueue(request(0, 1, 1500, 11));
+        run(&mut s);
+    }
+    let mut merged = alone[0].clone();
+    merged += &alone[1];
+    assert_eq!(shared.borrow().count(), 20);
+    assert!(*shared.borrow() == merged);
+}
+
+#[test]
 fn a_preempted_request_is_recomputed_and_every_step_time_follows_its_batch() {
     // 6 blocks of 4 tokens (24 tokens of KV). A and B (distinct 8-token prompts, 10 output
     // tokens each) prefill together, then decode side by side; at 12 tokens each they hold 6

@@ -124,6 +124,8 @@ fn costs(p: &mut Dynamo, r: &(RequestId, Vec<BlockHash>, u32)) -> (u32, Vec<(usi
     let mut rng = SimRng::new(RngKind::Chacha, 1);
     let req = route_req(r);
     let d = p.decide(&req, &loads, &mut rng).unwrap();
+    let terms = p.terms(&req, &loads);
+    p.scan(&req, &loads, &terms);
     (d.worker.0, p.costs.iter().copied().enumerate().collect())
 }
 
@@ -485,18 +487,17 @@ fn each_worker_s_counters_follow_its_active_requests() {
             let mine = open.iter().filter(|o| o.1 == w);
             let tails: usize = mine.clone().map(|o| o.2).sum();
             let prefill: u64 = mine.clone().map(|o| o.3).sum();
-            assert_eq!(p.loads.held[w], p.loads.blocks[w].len() + tails, "worker {w}, request {id}");
-            assert_eq!(p.loads.prefill_tokens[w], prefill, "worker {w}, request {id}");
-            assert_eq!(p.loads.requests[w], mine.count() as u64, "worker {w}, request {id}");
+            let c = p.loads.counters[w];
+            assert_eq!(c.held, p.loads.blocks[w].len() + tails, "worker {w}, request {id}");
+            assert_eq!(c.prefill_tokens, prefill, "worker {w}, request {id}");
+            assert_eq!(c.requests, mine.count() as u64, "worker {w}, request {id}");
         }
     }
     assert!(open.len() > 50, "workers held many requests at once");
     for (done, w, _, _) in std::mem::take(&mut open) {
         p.on_finished(WorkerId::at(w), done);
     }
-    assert!(p.loads.held.iter().all(|&x| x == 0));
-    assert!(p.loads.prefill_tokens.iter().all(|&x| x == 0));
-    assert!(p.loads.requests.iter().all(|&x| x == 0));
+    assert!(p.loads.counters.iter().all(|&c| c == Counters::default()));
     assert!(p.loads.blocks.iter().all(HashMap::is_empty));
 }
 
@@ -520,4 +521,129 @@ fn counts_convert_to_the_same_float_as_the_unsigned_conversion() {
     for v in edges.into_iter().chain(draws) {
         assert_eq!(count_f64(v).to_bits(), (v as f64).to_bits(), "{v}");
     }
+}
+
+#[test]
+fn the_choice_by_load_is_the_full_scan_s_choice() {
+    // 130 workers (three words of the index's sets), some down, requests sharing prefixes come
+    // and go in approximate mode (the decisions fill the index), under several settings: every
+    // decision's least cost, its ties, the chosen worker, its overlap and the generator's state
+    // after the draw are those of costing every worker. Ties are frequent (integer costs, idle
+    // workers), and the decay and the request weight make the costs fractional.
+    use rand::{Rng, SeedableRng};
+    let n = 130;
+    for settings in [
+        "use_kv_events = false",
+        "use_kv_events = false\nprefill_load_scale = 0.3\ndecode_active_request_weight = 0.7",
+        "use_kv_events = false\noverlap_score_credit_decay = 1.5\noverlap_score_credit = 2.0",
+    ] {
+        let mut p = dynamo_on(n, settings);
+        assert!(p.by_load.is_some());
+        let mut book = LoadBook::new(n, LoadKind::Routed);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let mut draws = SimRng::new(RngKind::Chacha, 3);
+        let mut open: Vec<(RequestId, usize)> = Vec::new();
+        let mut ties_seen = 0;
+        for id in 0..3_000u64 {
+            if rng.gen_bool(0.02) {
+                let w = rng.gen_range(0..n);
+                book.set_up(WorkerId::at(w), !book.up(w) || book.up_count() == 1);
+            }
+            let prefix = rng.gen_range(0..6u32) * 1_000;
+            let shared = rng.gen_range(0..5u32) * 4;
+            let t: Vec<u32> = (prefix..prefix + shared)
+                .chain(100_000 + id as u32 * 16..100_000 + id as u32 * 16 + 8)
+                .collect();
+            let blocks = block_hashes(&t, 4);
+            let req = RouteRequest {
+                id: RequestId(id),
+                blocks: (&blocks).into(),
+                input_tokens: t.len() as u32 + rng.gen_range(0..3),
+                session: None,
+                now: 0,
+            };
+            let terms = p.terms(&req, &book);
+            let mut by_scan = draws.clone();
+            p.scan(&req, &book, &terms);
+            let scanned =
+                lowest_random_tie(book.up_workers().map(|w| (w, p.costs[w])), &mut by_scan);
+            let (worker, overlap) = p.least_by_load(&req, &book, &terms, &mut draws).unwrap();
+            assert_eq!(Some(worker), scanned, "{settings}: request {id}");
+            assert_eq!(overlap, p.overlaps[worker], "{settings}: request {id}");
+            assert_eq!(draws.below(1 << 30), by_scan.below(1 << 30), "the same draws");
+            ties_seen += usize::from(p.least.workers.len() > 1);
+            let d = Decision {
+                worker: WorkerId::at(worker),
+                predicted_blocks: overlap,
+            };
+            p.on_routed(&req, &d);
+            open.push((req.id, worker));
+            if rng.gen_bool(0.4) {
+                let i = rng.gen_range(0..open.len());
+                p.on_prefill_done(WorkerId::at(open[i].1), open[i].0);
+            }
+            if rng.gen_bool(0.45) {
+                let (done, w) = open.swap_remove(rng.gen_range(0..open.len()));
+                p.on_finished(WorkerId::at(w), done);
+            }
+        }
+        assert!(ties_seen > 100, "{settings}: {ties_seen} decisions among ties");
+    }
+}
+
+#[test]
+fn a_worker_without_the_prefix_is_not_costed_once_its_load_cannot_win() {
+    // Four idle workers and one busy one; worker 2 holds the prompt's 3 blocks. The idle
+    // workers without it cost 6 + 6 = 12 (prefill 24 / 4, decode 6 new) against worker 2's
+    // 3 + 6 = 9: no load of 0 or more can bring them to 9, so the decision costs worker 2
+    // alone.
+    let mut p = dynamo_on(5, "use_kv_events = false");
+    assert!(p.by_load.is_none(), "5 workers are scanned");
+    p.by_load = Some(load_order(5, &p.settings, 4));
+    let r = request(1, 0..24);
+    let req = route_req(&r);
+    p.index.store(2, &r.1[..3]);
+    let book = LoadBook::new(5, LoadKind::Routed);
+    let terms = p.terms(&req, &book);
+    let mut rng = SimRng::new(RngKind::Chacha, 1);
+    let (worker, overlap) = p.least_by_load(&req, &book, &terms, &mut rng).unwrap();
+    assert_eq!((worker, overlap), (2, 3));
+    assert_eq!(p.least.cost, 9.0);
+    assert_eq!(p.least.workers, vec![2]);
+    assert_eq!(p.least.offers, 1, "only the holder is costed");
+    // With worker 0 holding 2 of the blocks (cost 4 + 6 = 10) and worker 4 busy (its load puts
+    // it at 12 + 5), the idle workers still cannot reach 9: two are costed.
+    p.index.store(0, &r.1[..2]);
+    let busy = request(2, 100..120);
+    let d = Decision {
+        worker: WorkerId(4),
+        predicted_blocks: 0,
+    };
+    p.on_routed(&route_req(&busy), &d);
+    let (worker, _) = p.least_by_load(&req, &book, &terms, &mut rng).unwrap();
+    assert_eq!((worker, p.least.offers), (2, 2));
+    // Once worker 2 is busy too (prefill 20 tokens: 5 more, decode 5 more: 19), worker 0 wins
+    // at 10; the idle workers (12) are still out of reach: the two holders are costed.
+    let other = request(3, 200..220);
+    let d = Decision {
+        worker: WorkerId(2),
+        predicted_blocks: 0,
+    };
+    p.on_routed(&route_req(&other), &d);
+    let (worker, _) = p.least_by_load(&req, &book, &terms, &mut rng).unwrap();
+    assert_eq!(p.least.cost, 10.0);
+    assert_eq!((worker, p.least.offers), (0, 2));
+    // Worker 0 busy as well: now the idle workers 1 and 3 tie at 12 with nobody below them,
+    // and the walk by load costs them and stops at the first busy worker (load 10: 22).
+    let third = request(4, 300..320);
+    let d = Decision {
+        worker: WorkerId(0),
+        predicted_blocks: 0,
+    };
+    p.on_routed(&route_req(&third), &d);
+    let (worker, _) = p.least_by_load(&req, &book, &terms, &mut rng).unwrap();
+    assert_eq!(p.least.cost, 12.0);
+    assert_eq!(p.least.workers, vec![1, 3]);
+    assert!([1, 3].contains(&worker));
+    assert_eq!(p.least.offers, 4, "the holders 0 and 2, then 1 and 3");
 }
