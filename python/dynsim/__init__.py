@@ -99,6 +99,7 @@ def bench(
     set: Sets = None,
     model_file: Union[None, str, "os.PathLike[str]"] = None,
     protocol: str = "aiconfigurator",
+    prompt_pool: Optional[int] = None,
 ) -> Dict[str, Any]:
     """One deployment under a closed-loop benchmark: what ``dynsim bench --json`` prints.
 
@@ -106,7 +107,8 @@ def bench(
     replaces ``model`` as ``--model-file`` does): ``model`` a bundled Hugging Face id or
     alias, ``gpu`` one of a100_sxm, h100_sxm, h200_sxm, b200_sxm, gb200, b300_sxm, gb300,
     l40s; ``protocol`` aiconfigurator or inferencemax; ``requests`` defaults to the
-    protocol's (20 or 10) x ``concurrency``.
+    protocol's (20 or 10) x ``concurrency``; ``prompt_pool`` (``--prompt-pool``) draws every
+    prompt from that many distinct ones (default: every prompt its own).
     """
     sets, json_sets = _sets(set)
     return json.loads(
@@ -126,6 +128,7 @@ def bench(
             json_sets,
             None if model_file is None else os.fspath(model_file),
             protocol,
+            None if prompt_pool is None else int(prompt_pool),
         )
     )
 

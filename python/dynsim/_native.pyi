@@ -23,6 +23,8 @@ def bench_json(
     sets: List[str],
     json_sets: List[Tuple[str, str]],
     model_file: Optional[str],
+    protocol: str,
+    prompt_pool: Optional[int],
 ) -> str:
     """One deployment under a closed-loop benchmark; returns `bench --json`'s text."""
 

@@ -127,7 +127,7 @@ fn named<T: std::str::FromStr>(flag: &str, value: &str, names: &[&str]) -> Resul
 /// `dynsim bench`: one deployment under a closed-loop benchmark; returns `bench --json`'s
 /// text. `model_file` replaces `model` as `--model-file` does.
 #[pyfunction]
-#[pyo3(signature = (model, gpu, isl, osl, concurrency, tp, precision, kv_dtype, engine, requests, profile, sets, json_sets, model_file, protocol))]
+#[pyo3(signature = (model, gpu, isl, osl, concurrency, tp, precision, kv_dtype, engine, requests, profile, sets, json_sets, model_file, protocol, prompt_pool))]
 #[allow(clippy::too_many_arguments)]
 fn bench_json(
     py: Python<'_>,
@@ -146,6 +146,7 @@ fn bench_json(
     json_sets: Vec<(String, String)>,
     model_file: Option<PathBuf>,
     protocol: &str,
+    prompt_pool: Option<usize>,
 ) -> PyResult<String> {
     let spec = (|| {
         let model = match (model, model_file) {
@@ -198,6 +199,9 @@ fn bench_json(
             osl: tokens("--osl", osl)?,
             concurrency: positive("--concurrency", concurrency)?,
             requests: requests.map(|n| positive("--requests", n)).transpose()?,
+            prompt_pool: prompt_pool
+                .map(|n| positive("--prompt-pool", n))
+                .transpose()?,
             protocol: named("--protocol", protocol, &Protocol::NAMES)?,
             profile,
             set,

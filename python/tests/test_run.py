@@ -118,6 +118,16 @@ def test_bench_equals_the_clis_bench_json(dynsim_bin):
         concurrency=4, requests=24, protocol="inferencemax",
     )
     assert py == cli
+    cli = cli_json(dynsim_bin, "bench", *args, "--prompt-pool", "3")
+    py = dynsim.bench(
+        "Qwen/Qwen3-32B", gpu="h100_sxm", precision="fp8", isl=1000, osl=50,
+        concurrency=4, requests=24, prompt_pool=3,
+    )
+    assert py == cli
+    assert py["prefix_reuse"] > 0, "repeated prompts hit the prefix cache"
+    with pytest.raises(dynsim.ScenarioError, match=r"^--prompt-pool: must be at least 1"):
+        dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", isl=1, osl=1, concurrency=1,
+                     prompt_pool=0)
     with pytest.raises(dynsim.ScenarioError, match=r'^--protocol: "aic" is not one of'):
         dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", isl=1, osl=1, concurrency=1,
                      protocol="aic")
