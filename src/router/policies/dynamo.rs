@@ -93,7 +93,7 @@ mod by_load;
 mod retention;
 mod settings;
 
-use by_load::{may_reach, Least, LoadOrder, Prefixed};
+use by_load::{count_f64, may_reach, Least, LoadOrder, Prefixed};
 use retention::RankLru;
 pub use settings::{CachePolicy, Settings};
 
@@ -553,18 +553,6 @@ impl Terms {
         s.prefill_load_scale * (prefill - credit).max(0.0)
             + decode
             + s.decode_active_request_weight * count_f64(requests)
-    }
-}
-
-/// `x as f64`, exactly: below 2^63 (every count and token sum here) by the signed conversion,
-/// one instruction on x86-64, where the unsigned one takes several; the scan over the workers
-/// does four per worker.
-#[inline(always)]
-fn count_f64(x: u64) -> f64 {
-    if x >> 63 == 0 {
-        x as i64 as f64
-    } else {
-        x as f64
     }
 }
 
