@@ -45,8 +45,8 @@
 //! one branch-free pass, then finds the least cost and counts its ties in one more; at 512
 //! workers that halved `decide`'s own time (docs/BENCHMARKS.md, "A 1,024-worker run").
 //!
-//! With `router_temperature` 0 and no lower tiers (the defaults), on more than 64 workers, a
-//! decision does not cost every worker: it costs the workers holding a prefix of the prompt (listed by both indexes' walks,
+//! With `router_temperature` 0 and no lower tiers (the defaults), on more than 64 workers all
+//! up, a decision does not cost every worker: it costs the workers holding a prefix of the prompt (listed by both indexes' walks,
 //! `KvIndex::holder_overlaps`), then the others in increasing order of their load until none can
 //! reach the least cost (`dynamo/by_load.rs`). The least cost, its ties and the draw among them
 //! are the scan's (a unit test compares every decision of a 130-worker run under three settings;
@@ -177,7 +177,7 @@ struct Dynamo {
     costs: Vec<f64>,
     /// The workers by their load, when the least cost is found without costing every worker
     /// (`router_temperature` 0 and more than [`SCAN_UP_TO_WORKERS`]; not while a worker has
-    /// lower tiers).
+    /// lower tiers or is down).
     by_load: Option<LoadOrder>,
     /// The workers holding a prefix of the prompt being decided, in the router's index and
     /// among their active blocks, then both, each worker once.
@@ -570,7 +570,10 @@ impl RoutingPolicy for Dynamo {
             self.ttl.expire(req.now, &mut self.index);
         }
         let terms = self.terms(req, book);
-        let (worker, overlap) = if self.by_load.is_some() && self.lower.is_none() {
+        // While a worker is down (a fault, or an empty slot of a scaling pool) the scan: the
+        // order by load would step over every down worker with a load below the least.
+        let (worker, overlap) = if self.by_load.is_some() && self.lower.is_none() && book.all_up()
+        {
             self.least_by_load(req, book, &terms, rng)?
         } else {
             self.scan(req, book, &terms);
