@@ -177,7 +177,8 @@ fn leave_one_out_on_a_single_group_is_refused() {
 /// prompt tokens reused. Without a pool nothing is.
 #[test]
 fn a_prompt_pool_of_one_hits_every_full_block_of_each_repeat() {
-    let run = |extra: &[&str]| -> serde_json::Value {
+    // One client of Qwen3-32B on 2 x H100, 100 + 5 tokens, then `extra`.
+    let args = |extra: &[&'static str]| -> Vec<&'static str> {
         let mut args = vec![
             "bench",
             "--model",
@@ -192,12 +193,14 @@ fn a_prompt_pool_of_one_hits_every_full_block_of_each_repeat() {
             "5",
             "--concurrency",
             "1",
-            "--requests",
-            "3",
-            "--json",
         ];
         args.extend_from_slice(extra);
-        serde_json::from_str(&ok(&args)).expect("one JSON object")
+        args
+    };
+    let run = |extra: &[&'static str]| -> serde_json::Value {
+        let mut a = args(&["--requests", "3", "--json"]);
+        a.extend_from_slice(extra);
+        serde_json::from_str(&ok(&a)).expect("one JSON object")
     };
     let pooled = run(&["--prompt-pool", "1"]);
     assert_eq!(pooled["prompt_blocks"], 18);
@@ -208,25 +211,12 @@ fn a_prompt_pool_of_one_hits_every_full_block_of_each_repeat() {
     assert_eq!(own["prefix_reuse"], 0.0);
     // The repeats skip their prefill: a lower mean TTFT than three fresh prompts.
     assert!(pooled["ttft_ms"]["mean"].as_f64() < own["ttft_ms"]["mean"].as_f64());
-    let e = bad(&[
-        "bench",
-        "--model",
-        "Qwen/Qwen3-32B",
-        "--gpu",
-        "h100_sxm",
-        "--tp",
-        "2",
-        "--isl",
-        "100",
-        "--osl",
-        "5",
-        "--concurrency",
-        "1",
+    let e = bad(&args(&[
         "--protocol",
         "inferencemax",
         "--prompt-pool",
         "100",
-    ]);
+    ]));
     assert!(
         e.contains("--prompt-pool") && e.contains("inferencemax"),
         "{e}"

@@ -614,33 +614,18 @@ fn a_worker_without_the_prefix_is_not_costed_once_its_load_cannot_win() {
     // With worker 0 holding 2 of the blocks (cost 4 + 6 = 10) and worker 4 busy (its load puts
     // it at 12 + 5), the idle workers still cannot reach 9: two are costed.
     p.index.store(0, &r.1[..2]);
-    let busy = request(2, 100..120);
-    let d = Decision {
-        worker: WorkerId(4),
-        predicted_blocks: 0,
-    };
-    p.on_routed(&route_req(&busy), &d);
+    busy(&mut p, &request(2, 100..120), 4, false);
     let (worker, _) = p.least_by_load(&req, &book, &terms, &mut rng).unwrap();
     assert_eq!((worker, p.least.offers), (2, 2));
     // Once worker 2 is busy too (prefill 20 tokens: 5 more, decode 5 more: 19), worker 0 wins
     // at 10; the idle workers (12) are still out of reach: the two holders are costed.
-    let other = request(3, 200..220);
-    let d = Decision {
-        worker: WorkerId(2),
-        predicted_blocks: 0,
-    };
-    p.on_routed(&route_req(&other), &d);
+    busy(&mut p, &request(3, 200..220), 2, false);
     let (worker, _) = p.least_by_load(&req, &book, &terms, &mut rng).unwrap();
     assert_eq!(p.least.cost, 10.0);
     assert_eq!((worker, p.least.offers), (0, 2));
     // Worker 0 busy as well: now the idle workers 1 and 3 tie at 12 with nobody below them,
     // and the walk by load costs them and stops at the first busy worker (load 10: 22).
-    let third = request(4, 300..320);
-    let d = Decision {
-        worker: WorkerId(0),
-        predicted_blocks: 0,
-    };
-    p.on_routed(&route_req(&third), &d);
+    busy(&mut p, &request(4, 300..320), 0, false);
     let (worker, _) = p.least_by_load(&req, &book, &terms, &mut rng).unwrap();
     assert_eq!(p.least.cost, 12.0);
     assert_eq!(p.least.workers, vec![1, 3]);
