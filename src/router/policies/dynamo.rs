@@ -46,9 +46,9 @@
 //! workers that halved `decide`'s own time (docs/BENCHMARKS.md, "A 1,024-worker run").
 //!
 //! With `router_temperature` 0 and no lower tiers (the defaults), on more than 64 workers all
-//! up, a decision does not cost every worker: it costs the workers holding a prefix of the prompt (listed by both indexes' walks,
-//! `KvIndex::holder_overlaps`), then the others in increasing order of their load until none can
-//! reach the least cost (`dynamo/by_load.rs`). The least cost, its ties and the draw among them
+//! up, a decision does not cost every worker: it costs the workers holding a prefix of the
+//! prompt (listed by both indexes' walks, `KvIndex::holder_overlaps`), then the others in
+//! increasing order of their load until none can reach the least cost (`dynamo/by_load.rs`). The least cost, its ties and the draw among them
 //! are the scan's (a unit test compares every decision of a 130-worker run under three settings;
 //! debug runs compare every decision). On the cluster-scale workload at 512 workers that took
 //! the instructions per request from 142,500 to 111,200 (docs/BENCHMARKS.md, "Deciding without
@@ -433,12 +433,9 @@ impl Dynamo {
             least.offer(w, terms.cost(c.prefill_tokens, 0, None, c.held, 0, c.requests));
         }
         least.workers.sort_unstable();
-        tracing::debug!(cost = least.cost, workers = ?least.workers, "dynamo decision");
-        let worker = match least.workers.len() {
-            0 => return None,
-            1 => least.workers[0],
-            n => least.workers[rng.below(n)],
-        };
+        tracing::debug!(cost = least.cost, workers = ?least.workers, costed = least.offers, "dynamo decision");
+        // The scan's draw among the ties, over the ties alone.
+        let worker = lowest_random_tie(least.workers.iter().map(|&w| (w, least.cost)), rng)?;
         let overlap = prefixed.get(worker).map_or(0, |p| p.1);
         if cfg!(debug_assertions) {
             self.check_least(req, book, terms, worker, overlap);
