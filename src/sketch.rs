@@ -18,9 +18,9 @@ const SUB: u64 = 1 << SUB_BITS;
 pub struct LogHistogram {
     /// Weights by bucket, from bucket `first` on: values below 2^10 have a bucket each; above,
     /// each power of two is cut into 2^10 equal buckets. Only the span from the lowest bucket
-    /// added to the highest is kept: a worker's step times fill a few powers of two far from
-    /// zero, so a histogram from bucket 0 would be 200-odd KiB per worker, mostly zeros, and its
-    /// few written lines would lie pages apart.
+    /// added to the highest is kept: gaps between tokens fill a few powers of two far from zero,
+    /// so a histogram from bucket 0 would be 200-odd KiB, mostly zeros, and its few written
+    /// lines would lie pages apart.
     buckets: Vec<u64>,
     /// The bucket `buckets[0]` counts.
     first: usize,

@@ -11,9 +11,9 @@
 //! default, which AIConfigurator's `bench_run.sh` leaves as it is:
 //! [`protocol::AIPERF_DATASET_ENTRIES`]), so the server's prefix cache hits on repeats: `N`
 //! shared-prefix groups, each prompt its group's first `isl - 1` tokens and one fresh one.
-//! `--protocol
-//! inferencemax` runs InferenceMAX's convention instead ([`protocol`]: lengths drawn from the top
-//! fifth of `isl` and `osl`, 10 requests per client, vLLM's token budget 8,192).
+//! `--protocol inferencemax` runs InferenceMAX's convention instead ([`protocol`]: lengths
+//! drawn from the top fifth of `isl` and `osl`, 10 requests per client, vLLM's token budget
+//! 8,192).
 //!
 //! By default the server is configured as AIConfigurator configures the deployments it benchmarks (its
 //! generator, `generator/rule_plugin/benchmark/vllm.rule`, at 095f58a5): `max_num_seqs` = the

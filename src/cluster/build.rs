@@ -1,7 +1,6 @@
 //! Wiring: a validated [`Scenario`] and its workload become a ready-to-run simulation, laid out
 //! as its [`Topology`] says.
 
-use crate::sketch::SharedHistogram;
 use std::rc::Rc;
 
 use crate::engine::{ms_to_ns, ActorId, Simulation};
@@ -13,6 +12,7 @@ use crate::scenario::{
     AdmissionKind, EngineKind, Fault, PreemptionKind, ReplicaSync, Scenario, SchedulePolicyKind,
     Spread,
 };
+use crate::sketch::SharedHistogram;
 use crate::workload::source::Recipe;
 
 use super::audit::{IndexAudit, SharedAudit};

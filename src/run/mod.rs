@@ -15,7 +15,6 @@ mod writers;
 pub use profiler::REQUESTS_PER_CLIENT;
 pub use session::Session;
 
-use crate::sketch::SharedHistogram;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::report::{Finished, Report, TraceRows};
 use crate::rng::SimRng;
 use crate::scenario::{Scenario, TraceFormat, Workload};
+use crate::sketch::SharedHistogram;
 use crate::workload::lab::PrefixRepeat;
 use crate::workload::source::Recipe;
 use crate::workload::synthetic::SyntheticStream;
