@@ -292,11 +292,13 @@ fn ok_or_miss(ok: bool) -> &'static str {
 pub fn run(args: Vec<String>) -> Result<()> {
     const USAGE: &str = "usage: dynamo-replay side-by-side TRACE [--workers N] [--speedups 1,4,8] \
 [--seed N] [--engine vllm|sglang] [--num-gpu-blocks N] [--host-blocks N] \
-[--host-scope worker|cluster] [--disk-blocks N] [--disk-gbps 10] [--disk-first-byte-ms 0.1]";
+[--host-scope worker|cluster] [--disk-blocks N] [--disk-gbps 10] [--disk-first-byte-ms 0.1] \
+[--dynsim-only]";
     let mut trace: Option<PathBuf> = None;
     let mut workers = 8;
     let mut speedups = vec![1.0, 4.0, 8.0];
     let mut seed = None;
+    let mut dynsim_only = false;
     let mut setup = Setup {
         sglang: false,
         num_gpu_blocks: None,
@@ -351,6 +353,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
             "--disk-first-byte-ms" => {
                 disk.first_byte_ms = it.next().context("--disk-first-byte-ms L")?.parse()?
             }
+            "--dynsim-only" => dynsim_only = true,
             s if s.starts_with('-') => bail!("unknown flag {s}\n{USAGE}"),
             s => trace = Some(PathBuf::from(s)),
         }
@@ -364,6 +367,9 @@ pub fn run(args: Vec<String>) -> Result<()> {
         }
     }
     let (base_rate, prompt_tokens) = arrival_rate(&trace)?;
+    if dynsim_only {
+        return print_dynsim_only(&setup, &trace, workers, &speedups, seed, prompt_tokens);
+    }
     let tiered = setup.host_blocks.is_some();
     let disked = setup.disk.is_some();
     let host_header = match (tiered, disked) {
@@ -429,6 +435,40 @@ pub fn run(args: Vec<String>) -> Result<()> {
                 d.wall_s,
                 s.wall_s,
                 d.wall_s / s.wall_s
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `--dynsim-only`: dynsim's side of each row alone, in the table's column order (for
+/// re-measuring dynsim's side after a change to dynsim only; Dynamo's side, deterministic for a
+/// seed, is the table's).
+fn print_dynsim_only(
+    setup: &Setup,
+    trace: &Path,
+    workers: usize,
+    speedups: &[f64],
+    seed: Option<u64>,
+    prompt_tokens: u64,
+) -> Result<()> {
+    println!("| speedup | router | prefix reuse | host(+disk) reuse | disk read | TTFT p50 ms | TTFT p90 ms | TPOT p50 ms | req/s | wall s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for &speedup in speedups {
+        for kv in [false, true] {
+            let s = dynsim(setup, trace, workers, speedup, kv, seed)?;
+            let disk =
+                s.disk_read_bytes as f64 / KV_BYTES_PER_TOKEN as f64 / prompt_tokens.max(1) as f64;
+            println!(
+                "| {speedup} | {} | {:.4} | {:.4} | {disk:.4} | {:.1} | {:.1} | {:.2} | {:.3} | {:.3} |",
+                if kv { "kv (dynamo)" } else { "rr" },
+                s.reuse,
+                s.host_reuse,
+                s.ttft_p50,
+                s.ttft_p90,
+                s.tpot_p50,
+                s.rps,
+                s.wall_s
             );
         }
     }

@@ -44,6 +44,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::hash::BlockHash;
+use crate::protocol::kv_event::Tier;
 
 use crate::engine::Nanos;
 
@@ -189,6 +190,28 @@ impl KvPool {
         match &mut self.tiers {
             Some(t) if !blocks.is_empty() => t.load(blocks, now),
             _ => (now, [0; 2]),
+        }
+    }
+
+    /// Touches the blocks of `blocks` a host tier written through holds, last first
+    /// ([`Tiers::touch_host`]); nothing without one.
+    pub fn touch_host(&mut self, blocks: &[BlockHash]) {
+        if let Some(t) = &mut self.tiers {
+            t.touch_host(blocks);
+        }
+    }
+
+    /// After a store whose `changes` wrote blocks to host (written through), touches `prefix`,
+    /// the storing request's blocks up to its last one stored, last first, as vLLM's connector
+    /// does after each store it submits for a request (`_get_reqs_to_store`); a store that wrote
+    /// nothing new touches nothing, as there.
+    pub fn touch_after_store(&mut self, changes: &Changes, prefix: &[BlockHash]) {
+        if changes
+            .lower
+            .iter()
+            .any(|m| m.tier == Tier::Host && !m.stored.is_empty())
+        {
+            self.touch_host(prefix);
         }
     }
 

@@ -5,11 +5,22 @@
 //!   lower tier (host); blocks that tier drops for room, least recently used first, are written
 //!   to the next (disk); what the last tier drops is gone. With `[kv.host] write_policy =
 //!   "write_through"` a block is written to host when the device stores it (computed, or loaded
-//!   back: then only touched) and eviction moves nothing, as the crate's vLLM adapter and vLLM's
+//!   back from disk) and eviction moves nothing, as the crate's vLLM adapter and vLLM's
 //!   connector store each computed prompt block; a host no larger than the device then mostly
-//!   repeats what the device holds. A block a tier already holds is only
-//!   touched (made most recently used): tiers are inclusive, so a block loaded back to the device
-//!   keeps its lower copy, and evicting it again moves no bytes.
+//!   repeats what the device holds. Written back, a block a tier already holds is only touched
+//!   (made most recently used): tiers are inclusive, so a block loaded back to the device keeps
+//!   its lower copy, and evicting it again moves no bytes.
+//! - **Recency under write-through, as vLLM's offloading connector keeps it.** Host stores only
+//!   the blocks it lacks and leaves the others where they are (`LRUOffloadingManager.prepare_store`
+//!   in `vllm/v1/kv_offload/lru_manager.py`); the scheduler then touches the request's blocks up
+//!   to the last one stored, last block first, if the store wrote anything
+//!   (`OffloadingConnectorScheduler._get_reqs_to_store` in
+//!   `vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py`), and touches every
+//!   prompt block host holds each time it looks a waiting request up, admitted or not
+//!   (`get_num_new_matched_tokens` there; [`Tiers::touch_host`]). So a shared prefix the device
+//!   keeps serving stays fresh on host too. vLLM main, read Dec 4 2026; aisimulate-core 0.13.0
+//!   does the same (`engine/scheduler/vllm/host_offload.rs`), touching every prompt block after
+//!   a store where vLLM touches those up to the last stored.
 //! - **Load.** A request whose cached prefix on the device stops short looks the blocks after it
 //!   up in the lower tiers (each block from the highest tier holding it, up to the first block no
 //!   tier holds) and loads them back to the device instead of recomputing them; its step waits
@@ -43,8 +54,8 @@
 //! (write-through) and loads asynchronously, the request waiting in `WaitingForRemoteKv` while
 //! other requests run; dynsim writes a block when the device evicts it (write-back, the brief's
 //! rule) unless `write_policy = "write_through"` (then at the start of the step that stores the
-//! block, where the crate writes when the step completes, and a copy host already holds is
-//! touched, where the crate leaves it), and holds the step that admits the loading request until
+//! block, where the crate writes when the step completes and makes the block most recently used
+//! then), and holds the step that admits the loading request until
 //! the load ends (the batch waits with it). A disk block is read straight to the device over the disk tier's read lane (not
 //! staged through host).
 //!
@@ -531,7 +542,8 @@ impl Tiers {
 
     /// Writes `blocks` at `now` (in order: the blocks the device evicted, or under write-through
     /// the blocks it stored) to the first tier, cascading what each tier drops to the next; a
-    /// block the tier holds is only touched. A tier written through takes the blocks the tier
+    /// block the tier holds is only touched (left where it is by host written through, whose
+    /// scheduler touches the request's prefix instead). A tier written through takes the blocks the tier
     /// above newly stores instead, queued on disk's write lane when their host write ends, and
     /// what host drops is gone. Appends what changed to `moves`.
     pub fn offload(&mut self, evicted: &[BlockHash], now: Nanos, moves: &mut Vec<TierMove>) {
@@ -552,13 +564,17 @@ impl Tiers {
         if store.capacity_blocks() == 0 {
             return;
         }
+        // Host written through from the device stores only the blocks it lacks and leaves the
+        // others where they are (vLLM's `LRUOffloadingManager.prepare_store`); the scheduler
+        // then touches the request's prefix ([`Tiers::touch_host`]).
+        let touch_held = !(level == 0 && store.spec.write_through);
         let stored = store.with(|r| {
             let mut stored = Vec::new();
             for &b in blocks {
-                if r.entries.contains_key(&b) {
-                    r.touch(b);
-                } else {
+                if !r.entries.contains_key(&b) {
                     stored.push(b);
+                } else if touch_held {
+                    r.touch(b);
                 }
             }
             stored
@@ -590,6 +606,25 @@ impl Tiers {
         if let Some((blocks, at)) = cascade {
             self.put_into(level + 1, &blocks, at, out);
         }
+    }
+
+    /// Makes the blocks of `blocks` that host holds its most recently used, last block first
+    /// (so the first ends most recent), as vLLM's offloading connector touches a request's
+    /// blocks each time it looks the request up and after each store it submits for it
+    /// (`OffloadingConnectorScheduler.get_num_new_matched_tokens` and `_get_reqs_to_store`,
+    /// `LRUOffloadingManager.touch`, which walks the list in reverse). Only a host tier written
+    /// through from the device is touched (the connector's rule); otherwise nothing changes.
+    pub fn touch_host(&mut self, blocks: &[BlockHash]) {
+        let Some(host) = self.stores.first_mut().filter(|s| s.spec.write_through) else {
+            return;
+        };
+        host.with(|r| {
+            for &b in blocks.iter().rev() {
+                if r.entries.contains_key(&b) {
+                    r.touch(b);
+                }
+            }
+        });
     }
 
     /// The tier (index) holding `block` that a load would read it from: the highest.
@@ -922,5 +957,57 @@ mod tests {
             pool.borrow_mut().drain(1).is_empty(),
             "down: reports nothing"
         );
+    }
+
+    /// A host tier of `host` blocks written through from the device.
+    fn written_through(host: usize) -> Tiers {
+        Tiers::new(&TiersSetup {
+            block_bytes: 16 * QWEN3_0_6B,
+            tiers: vec![TierSpec {
+                write_through: true,
+                ..spec(Tier::Host, host)
+            }],
+            shared_host: None,
+        })
+    }
+
+    #[test]
+    fn touching_a_prefix_walks_it_last_first_so_its_first_block_ends_most_recent() {
+        // Host holds 0, 1, 2 (stored in that order). Touching [0, 1, 2, 9] (9 not held) walks
+        // 9, 2, 1, 0: recency, least first, is 2, 1, 0. Storing 3 then 4 drops 2, then 1.
+        let mut t = written_through(3);
+        t.offload(&blocks(0..3), 0, &mut Vec::new());
+        t.touch_host(&[b(0), b(1), b(2), b(9)]);
+        let mut moves = Vec::new();
+        t.offload(&blocks(3..5), 0, &mut moves);
+        assert_eq!(moves[0].removed, vec![b(2), b(1)]);
+        assert_eq!(t.lookup(&[b(0)]), [1, 0]);
+        // Written back, the touch is not the connector's: nothing moves.
+        let mut back = tiers(3, None);
+        back.offload(&blocks(0..3), 0, &mut Vec::new());
+        back.touch_host(&[b(0), b(1), b(2)]);
+        let mut moves = Vec::new();
+        back.offload(&blocks(3..4), 0, &mut moves);
+        assert_eq!(moves[0].removed, vec![b(0)]);
+    }
+
+    #[test]
+    fn host_written_through_stores_only_what_it_lacks_and_leaves_the_rest_where_it_is() {
+        // Host holds 0, 1, 2. Writing [0, 3] through stores 3 alone, dropping the least
+        // recently used, 0, although 0 was just written again (vLLM's prepare_store filters
+        // held blocks without touching them); written back, 0 would be touched and 1 dropped.
+        let mut t = written_through(3);
+        t.offload(&blocks(0..3), 0, &mut Vec::new());
+        let mut moves = Vec::new();
+        t.offload(&[b(0), b(3)], 0, &mut moves);
+        assert_eq!(
+            (moves[0].stored.clone(), moves[0].removed.clone()),
+            (vec![b(3)], vec![b(0)])
+        );
+        let mut back = tiers(3, None);
+        back.offload(&blocks(0..3), 0, &mut Vec::new());
+        let mut moves = Vec::new();
+        back.offload(&[b(0), b(3)], 0, &mut moves);
+        assert_eq!(moves[0].removed, vec![b(1)]);
     }
 }

@@ -102,6 +102,11 @@ impl<T> StepScheduler<T> {
             out.rejected.push(s);
             return Admit::Rejected;
         }
+        if self.tiered && head.kind == SeqKind::Prompt {
+            // Each lookup of a waiting request touches its blocks on host, whether it is then
+            // admitted or not (vLLM's offloading connector, `get_num_new_matched_tokens`).
+            self.pool.borrow_mut().touch_host(head.names());
+        }
         let (held, remembered, start) = self.head_start();
         let pin = (start / bs as u64) as usize;
         let pin = if head.kind == SeqKind::Prompt { pin } else { 0 };
@@ -185,6 +190,9 @@ impl<T> StepScheduler<T> {
                 pin > held || changes.is_empty(),
                 "a cached prefix is only pinned"
             );
+            if self.tiered {
+                (self.pool.borrow_mut()).touch_after_store(&changes, &s.spec.blocks[..pin]);
+            }
             s.held_named = pin;
             if !changes.is_empty() {
                 // Blocks loaded back from a lower tier are stored on the device.

@@ -726,6 +726,9 @@ impl<T> StepScheduler<T> {
             &mut s.slots,
             s.unlisted_from.saturating_sub(s.held_named),
         );
+        if self.tiered {
+            (self.pool.borrow_mut()).touch_after_store(&changes, &s.spec.blocks[..named_after]);
+        }
         s.held_named = named_after;
         s.private = private_after;
         if !changes.is_empty() {

@@ -4,6 +4,7 @@
 use super::tests::{config, prefill_ns, request, run, run_from, BLOCK};
 use super::{LogItem, StepScheduler};
 use crate::cluster::worker::tiers::{TierSpec, TiersSetup};
+use crate::hash::BlockHash;
 use crate::ids::RequestId;
 use crate::protocol::kv_event::Tier;
 
@@ -168,4 +169,46 @@ fn without_tiers_the_same_requests_recompute() {
         .unwrap();
     assert_eq!((first.cached_tokens, first.host_tokens), (0, 0));
     assert!(s.pool().tiers().is_none());
+}
+
+/// Family `family`'s four blocks, as [`request`] names a 16-token prompt of it.
+fn family_blocks(family: u32) -> Vec<BlockHash> {
+    request(99, family, 16, 1).names().to_vec()
+}
+
+/// `device` device blocks over a host tier of `host` written through (25 GB/s each way).
+fn written_through(device: usize, host: usize) -> StepScheduler<()> {
+    StepScheduler::new(config(8192, Some(device))).with_tiers(Some(&TiersSetup {
+        block_bytes: BLOCK_BYTES,
+        tiers: vec![TierSpec {
+            tier: Tier::Host,
+            capacity_blocks: host,
+            d2h_gbps: 25.0,
+            h2d_gbps: 25.0,
+            first_byte_ms: 0.05,
+            write_through: true,
+        }],
+        shared_host: None,
+    }))
+}
+
+#[test]
+fn each_lookup_touches_the_requests_host_blocks_so_a_prefix_the_device_serves_stays_on_host() {
+    // Eight device blocks over eight host blocks, written through. A (family 1) and B (family
+    // 2) run: host holds A's 4 blocks, then B's 4, and is full. C repeats A and is served from
+    // the device, storing nothing; its lookup touches A's host copies (vLLM's offloading
+    // connector), so D (family 3), written through, drops B's blocks from host, not A's, the
+    // least recently stored.
+    let mut s = written_through(8, 8);
+    let mut now = 0;
+    for (id, family) in [(0, 1), (1, 2), (2, 1), (3, 3)] {
+        s.enqueue(request(id, family, 16, 1));
+        let (_, ends) = run_from(&mut s, now);
+        now = *ends.last().unwrap();
+    }
+    let pool = s.pool();
+    let host = pool.tiers().unwrap();
+    assert_eq!(host.lookup(&family_blocks(1)), [4, 0]);
+    assert_eq!(host.lookup(&family_blocks(2)), [0, 0]);
+    assert_eq!(host.lookup(&family_blocks(3)), [4, 0]);
 }
