@@ -212,3 +212,26 @@ fn each_lookup_touches_the_requests_host_blocks_so_a_prefix_the_device_serves_st
     assert_eq!(host.lookup(&family_blocks(2)), [0, 0]);
     assert_eq!(host.lookup(&family_blocks(3)), [4, 0]);
 }
+
+#[test]
+fn a_store_that_writes_to_host_touches_the_requests_prefix_last_first() {
+    // As above, host holds A's 4 blocks then B's 4. C extends A by 2 blocks (24 tokens of
+    // family 1): served A from the device, it computes A4 and A5, which host stores, dropping
+    // B0 and B1; the store then touches C's blocks A0..A5 last first (vLLM's connector after
+    // `prepare_store`), so recency, least first, is B2 B3 A5 A4 A3 A2 A1 A0. D (family 3)
+    // drops 4 of them: B2 B3 A5 A4, and A's first 4 blocks stay (stored in order without the
+    // touch, A4 and A5 would be the most recent and A2 A3 would go).
+    let mut s = written_through(8, 8);
+    let mut now = 0;
+    for (id, family, prompt) in [(0, 1, 16), (1, 2, 16), (2, 1, 24), (3, 3, 16)] {
+        s.enqueue(request(id, family, prompt, 1));
+        let (_, ends) = run_from(&mut s, now);
+        now = *ends.last().unwrap();
+    }
+    let a = request(99, 1, 24, 1).names().to_vec();
+    let pool = s.pool();
+    let host = pool.tiers().unwrap();
+    assert_eq!(host.lookup(&a), [4, 0]);
+    assert_eq!(host.lookup(&a[4..]), [0, 0]);
+    assert_eq!(host.lookup(&family_blocks(2)), [0, 0]);
+}
