@@ -15,7 +15,8 @@
 //! `worker_local`, with `--disk-gbps` each way, 10 by default, and `--disk-first-byte-ms`, 0.1 by
 //! default, the crate's defaults; dynsim's `[kv.disk]` with the same figures, written through
 //! from host as the crate writes it, and its `dynamo` policy's `disk_cache_hit_weight` 0, since
-//! the crate publishes no disk residency to its router).
+//! the crate publishes no disk residency to its router). `--dynsim-only` runs dynsim's side
+//! alone, to re-measure a table after a change to dynsim only.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
