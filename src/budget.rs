@@ -7,7 +7,9 @@
 //! upper bound on the distinct prompt blocks the workload can create:
 //! - KV caches without a capacity (`cluster.kv_capacity_blocks = "unbounded"`) keep every block
 //!   they computed; with a capacity they hold at most that many;
-//! - routers fed by KV events keep an index of what the workers hold (one per replica);
+//! - routers fed by KV events keep an index of what the workers hold (one per replica), of
+//!   the blocks other requests could name when nothing reads requests' own tails (the workload
+//!   says how many at most: [`Recipe::listed_blocks`](crate::workload::source::Recipe::listed_blocks));
 //! - some policies remember their own decisions without forgetting (`kv`,
 //!   `vllm-prefix-aware`, `sglang` up to its cap): [`RoutingPolicy::history_bytes`];
 //! - the built workload itself (a trace's table, the lab's order);
@@ -89,6 +91,11 @@ pub struct Inputs {
     pub kv_capacity_blocks: Option<u64>,
     /// Whether the routers keep an index fed by KV events.
     pub events_index: bool,
+    /// An upper bound on the distinct prompt blocks some request names before its own tail.
+    pub listed_blocks: u64,
+    /// Whether the routers leave requests' own tails out of their index (nothing reads them:
+    /// no faults, no index audit, no loss attribution), so it holds at most the listed blocks.
+    pub own_tails_unread: bool,
     /// Whether misses are attributed (each pool remembers a capacity of lost blocks).
     pub attribute_misses: bool,
     /// Router replicas (each keeps its own index).
@@ -133,12 +140,18 @@ pub fn estimate(i: &Inputs) -> Estimate {
     let held = i
         .kv_capacity_blocks
         .map_or(i.distinct_blocks, |cap| cap.min(i.distinct_blocks));
+    let indexed = if i.own_tails_unread {
+        held.min(i.listed_blocks)
+    } else {
+        held
+    };
     let parts = [
         ("KV caches", held.saturating_mul(POOL_BYTES_PER_BLOCK)),
         (
             "routers' indexes",
             if i.events_index {
-                held.saturating_mul(INDEX_BYTES_PER_BLOCK)
+                indexed
+                    .saturating_mul(INDEX_BYTES_PER_BLOCK)
                     .saturating_mul(i.replicas)
             } else {
                 0
@@ -268,6 +281,32 @@ mod tests {
         assert_eq!(
             estimate(&three).total() - estimate(&one).total(),
             2 * 1000 * INDEX_BYTES_PER_BLOCK
+        );
+    }
+
+    #[test]
+    fn an_index_that_leaves_own_tails_unread_holds_at_most_the_listed_blocks() {
+        // 1M distinct blocks, of which 512 are named by more than their own request: read,
+        // each of 2 replicas indexes all 1M; unread, the 512. The caches hold all either way.
+        let read = Inputs {
+            distinct_blocks: 1_000_000,
+            listed_blocks: 512,
+            kv_capacity_blocks: Some(16_000_000),
+            events_index: true,
+            replicas: 2,
+            ..Inputs::default()
+        };
+        let unread = Inputs {
+            own_tails_unread: true,
+            ..read
+        };
+        assert_eq!(
+            estimate(&read).total(),
+            1_000_000 * (POOL_BYTES_PER_BLOCK + 2 * INDEX_BYTES_PER_BLOCK)
+        );
+        assert_eq!(
+            estimate(&unread).total(),
+            1_000_000 * POOL_BYTES_PER_BLOCK + 2 * 512 * INDEX_BYTES_PER_BLOCK
         );
     }
 }

@@ -232,7 +232,7 @@ pub struct Instruments {
 /// Whether the routers may leave requests' own tails unread ([`RouterSetup::own_tails_unread`]):
 /// no request is routed twice (no faults, hence no hand-backs), and nothing reads other
 /// requests' blocks (no index audit for a policy that learns from events, no loss attribution).
-fn own_tails_unread(s: &Scenario, learns: bool) -> bool {
+pub(crate) fn own_tails_unread(s: &Scenario, learns: bool) -> bool {
     s.faults.is_empty() && !(learns && s.router.audit_index) && !s.router.attribute_misses
 }
 

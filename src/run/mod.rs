@@ -322,6 +322,8 @@ fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
         distinct_blocks: recipe.distinct_blocks(),
         kv_capacity_blocks: total_capacity,
         events_index: sample.learns_from_events() && s.bus.publish,
+        listed_blocks: recipe.listed_blocks(),
+        own_tails_unread: crate::cluster::build::own_tails_unread(s, sample.learns_from_events()),
         attribute_misses: s.router.attribute_misses,
         replicas,
         history_bytes: sample

@@ -31,6 +31,7 @@ pub struct Recipe {
     total: usize,
     first_turns: usize,
     distinct_blocks: u64,
+    listed_blocks: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -64,6 +65,7 @@ impl Recipe {
         let distinct_blocks = shape.distinct_blocks(block_size);
         Recipe {
             distinct_blocks,
+            listed_blocks: distinct_blocks,
             kind: Kind::Lab {
                 shape,
                 order: order.into(),
@@ -88,6 +90,7 @@ impl Recipe {
             total: params.requests,
             first_turns: checked.sessions,
             distinct_blocks: checked.distinct_blocks,
+            listed_blocks: checked.listed_blocks,
             kind: Kind::Synthetic {
                 params,
                 block_size,
@@ -102,6 +105,7 @@ impl Recipe {
             total: table.len(),
             first_turns: table.first_turns(),
             distinct_blocks: table.blocks(),
+            listed_blocks: table.listed_blocks(),
             kind: Kind::Table(Arc::new(table)),
         }
     }
@@ -119,6 +123,13 @@ impl Recipe {
     /// An upper bound on the distinct prompt blocks the workload creates.
     pub fn distinct_blocks(&self) -> u64 {
         self.distinct_blocks
+    }
+
+    /// An upper bound on the distinct prompt blocks some request names before its own tail
+    /// ([`RequestSpec::unshared_from`](super::RequestSpec::unshared_from)): what a router's index
+    /// can hold when own tails go unread.
+    pub fn listed_blocks(&self) -> u64 {
+        self.listed_blocks
     }
 
     /// Bytes the recipe itself holds (the lab's order, a trace's table).

@@ -264,6 +264,10 @@ pub struct Checked {
     /// given to [`SyntheticStream::check`]: every group's shared prefix, and each session's
     /// longest prompt beyond it (later turns repeat the earlier ones).
     pub distinct_blocks: u64,
+    /// An upper bound on those blocks that some request names before its own tail
+    /// ([`RequestSpec::unshared_from`]): every group's shared prefix when requests have own
+    /// tails, else all of them.
+    pub listed_blocks: u64,
 }
 
 impl SyntheticStream {
@@ -328,6 +332,11 @@ impl SyntheticStream {
             rng: stream.rng,
             sessions,
             distinct_blocks,
+            listed_blocks: if own_tails_unshared(p) {
+                (p.groups as u64 * shared).min(distinct_blocks)
+            } else {
+                distinct_blocks
+            },
         })
     }
 
@@ -694,6 +703,10 @@ mod tests {
         }
         assert!(listed.len() <= 16, "{} listed blocks", listed.len());
         assert!(listed.iter().all(|b| !owners.contains_key(b)));
+        // The memory estimate's bound on them: every group's prefix block, 16.
+        let checked = SyntheticStream::check(&p, 16, SimRng::new(RngKind::Chacha, 3)).unwrap();
+        assert_eq!(checked.listed_blocks, 16);
+        assert!(checked.distinct_blocks >= (listed.len() + owners.len()) as u64);
         assert!(
             owners.len() > 5_000,
             "own tails were marked: {}",

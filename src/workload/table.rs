@@ -388,6 +388,31 @@ impl TraceTable {
                 .sum::<u64>()
     }
 
+    /// Prompt blocks of all its requests together before their own tails (an upper bound on
+    /// the distinct blocks some request names before its own tail,
+    /// [`RequestSpec::unshared_from`]).
+    pub fn listed_blocks(&self) -> u64 {
+        let passes = self.len().div_ceil(self.rows.len()) as u64;
+        passes
+            * self
+                .rows
+                .iter()
+                .map(|r| {
+                    let ids = u64::from(r.ids_len);
+                    match (self.naming, r.first_unshared_id) {
+                        (Naming::Unique { .. }, _) => 0,
+                        (Naming::Chain, u32::MAX) => ids,
+                        (Naming::Chain, k) => u64::from(k).min(ids),
+                        (Naming::Rechunk { ratio, block_size }, k) => {
+                            let blocks =
+                                (u64::from(r.input) / block_size as u64).min(ids * ratio as u64);
+                            (u64::from(k.min(r.ids_len)) * ratio as u64).min(blocks)
+                        }
+                    }
+                })
+                .sum::<u64>()
+    }
+
     /// Bytes the table holds.
     pub fn bytes(&self) -> u64 {
         self.rows.capacity() as u64 * ROW_BYTES + self.ids.capacity() as u64 * 8

@@ -207,3 +207,45 @@ fn per_worker_allocations_are_estimated_before_the_run_allocates_them() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("workers 152.0 MiB"), "{stderr}");
 }
+
+/// A router that leaves requests' own tails out of its index (nothing reads them: no faults, no
+/// index audit, no loss attribution) is estimated with the blocks other requests could name,
+/// not every block: 5,000 requests of 64 own-tail blocks (16-token blocks, a 256-token shared
+/// prefix of 4 groups and 1,024 tokens of its own each) and unbounded caches run under a 41 MiB
+/// budget, where the same run with the index audited (which reads every block) is refused for
+/// its 29.3 MiB index.
+#[test]
+fn an_index_without_own_tails_is_estimated_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "tails.toml",
+        "[workload]\nkind = \"synthetic\"\nrequests = 5000\ngroups = 4\n\
+         shared_prefix_tokens = 256\nrate_per_s = 40.0\n\
+         input = { dist = \"fixed\", tokens = 1024 }\noutput = { dist = \"fixed\", tokens = 8 }\n\
+         [cluster]\nworkers = 4\nblock_size = 16\nkv_capacity_blocks = \"unbounded\"\n\
+         [router]\npolicy = \"dynamo\"\nattribute_misses = false\naudit_index = false\n\
+         [bus]\npublish = true\n",
+    );
+    let run = |extra: &[&str]| {
+        dynsim()
+            .env("DYNSIM_MEMORY_GIB", "0.04")
+            .args(["run", &scenario, "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let unread = run(&[]);
+    assert!(
+        unread.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unread.stderr)
+    );
+    let audited = run(&["--set", "router.audit_index=true"]);
+    assert_eq!(audited.status.code(), Some(2));
+    let line = String::from_utf8(audited.stderr).unwrap();
+    assert!(
+        line.contains("routers' indexes 29.3 MiB") && line.contains("budget of 41.0 MiB"),
+        "{line}"
+    );
+}

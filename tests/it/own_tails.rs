@@ -229,9 +229,11 @@ fn a_trace_row_names_its_own_tail_from_its_first_unshared_id() {
             &opts(block_size),
         )
         .unwrap();
-        (0..t.len())
-            .map(|i| t.spec(i).unshared_from)
-            .collect::<Vec<_>>()
+        let from: Vec<usize> = (0..t.len()).map(|i| t.spec(i).unshared_from).collect();
+        // What the memory estimate counts for an index without own tails: every row's blocks
+        // before its own tail.
+        assert_eq!(t.listed_blocks(), from.iter().sum::<usize>() as u64);
+        from
     };
     // One block per id: ids 7 and 8 are each named by one row only; 9 by two; 5 by one row
     // (twice in it).
