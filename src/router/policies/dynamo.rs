@@ -112,12 +112,19 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
 /// What the router tracks of the workers' active requests: a decision reads only the counters,
 /// 24 bytes a worker in one `Vec` (one cache line for a worker costed out of order, as the
 /// holders of a prefix are), not a table of each worker's blocks beside them.
+///
+/// Which prompt blocks each worker's active requests hold (but their own tails,
+/// [`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)) is
+/// [`Dynamo::active_index`]: a worker holds a block there while at least one of its active
+/// requests names it. The requests past the first that name a block are counted in
+/// [`Loads::shared`], so a block one request names costs one probe of that index to add and
+/// one to take away, not a probe of a table of counts beside it (most blocks: a trace's
+/// prefixes are mostly one session's, named by one request at a time).
 #[derive(Clone, Debug, Default)]
 struct Loads {
-    /// Per worker, the distinct prompt blocks of its active requests, with how many requests
-    /// hold each, but their own tails
-    /// ([`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)).
-    blocks: Vec<HashMap<BlockHash, u32, BlockHashBuilder>>,
+    /// Per worker, the blocks more than one of its active requests name, with how many
+    /// requests beyond the first name each.
+    shared: Vec<HashMap<BlockHash, u32, BlockHashBuilder>>,
     /// Per worker, its counters.
     counters: Vec<Counters>,
 }
@@ -127,8 +134,8 @@ struct Loads {
 struct Counters {
     /// Its active requests' uncached prompt tokens not yet past their first token.
     prefill_tokens: u64,
-    /// Its decode blocks before a new request: `blocks[w].len()` plus the blocks of its active
-    /// requests' own tails (each is distinct, no other request names it, so a count stands for
+    /// Its decode blocks before a new request: the blocks it holds in [`Dynamo::active_index`]
+    /// plus the blocks of its active requests' own tails (each is distinct, no other request names it, so a count stands for
     /// their names).
     held: usize,
     /// Its active requests.
@@ -139,7 +146,7 @@ impl Loads {
     /// No active requests on `workers` workers.
     fn new(workers: usize) -> Loads {
         Loads {
-            blocks: vec![HashMap::default(); workers],
+            shared: vec![HashMap::default(); workers],
             counters: vec![Counters::default(); workers],
         }
     }
@@ -164,9 +171,9 @@ struct Dynamo {
     scratch: MatchScratch,
     overlaps: Vec<usize>,
     loads: Loads,
-    /// The workers' [`Loads::blocks`] (the keys) as one index, so that a decision finds
-    /// every worker's active prefix of the prompt in one walk over its blocks instead of hash
-    /// probes into each worker's table.
+    /// Each worker's distinct prompt blocks of its active requests, as one index, so that a
+    /// decision finds every worker's active prefix of the prompt in one walk over its blocks
+    /// ([`Loads`] counts the requests past the first that name a block).
     active_index: KvIndex,
     active_scratch: MatchScratch,
     /// Each worker's active prefix of the prompt being decided.
@@ -278,14 +285,20 @@ impl Dynamo {
         let cached = d.predicted_blocks as u64 * self.block_size as u64;
         let prefill_tokens = u64::from(req.input_tokens).saturating_sub(cached);
         let loads = &mut self.loads;
-        let blocks = &mut loads.blocks[w];
         let named = req.blocks.named();
+        let shared = &mut loads.shared[w];
         for &b in named {
-            let n = blocks.entry(b).or_insert(0);
-            *n += 1;
-            if *n == 1 {
+            // A block several active requests name is counted in the small table alone.
+            if let Some(n) = shared.get_mut(&b) {
+                *n += 1;
+                continue;
+            }
+            let before = self.active_index.entries();
+            self.active_index.store(w, std::slice::from_ref(&b));
+            if self.active_index.entries() > before {
                 loads.counters[w].held += 1;
-                self.active_index.store(w, std::slice::from_ref(&b));
+            } else {
+                shared.insert(b, 1);
             }
         }
         let c = &mut loads.counters[w];
@@ -467,20 +480,22 @@ impl Dynamo {
     /// Checks (debug runs) that `worker`'s depth from the index of active blocks is its prefix
     /// of `blocks` in its own table, and that the table agrees with its count of decode blocks.
     fn check_active_depth(&self, worker: usize, blocks: &[BlockHash], depth: usize) {
-        let table = &self.loads.blocks[worker];
+        let holds = |b: &BlockHash| self.active_index.holds(worker, *b);
         debug_assert_eq!(
             depth,
-            held_prefix(blocks, |b| table.contains_key(b)),
-            "the index of active blocks agrees with the worker's own table"
+            held_prefix(blocks, holds),
+            "the walk of active blocks agrees with a search of the worker's"
         );
         debug_assert_eq!(
             depth,
-            blocks.iter().take_while(|b| table.contains_key(b)).count(),
+            blocks.iter().take_while(|b| holds(b)).count(),
             "block names are chained"
         );
         debug_assert!(
-            table.len() <= self.loads.counters[worker].held,
-            "decode blocks count the worker's named blocks"
+            self.loads.shared[worker]
+                .keys()
+                .all(|b| self.active_index.holds(worker, *b)),
+            "a block named twice is named once"
         );
     }
 }
@@ -642,11 +657,17 @@ impl RoutingPolicy for Dynamo {
         c.prefill_tokens -= a.prefill_tokens;
         c.requests -= 1;
         c.held -= a.own_tail;
+        let shared = &mut loads.shared[w];
         for b in &a.blocks {
-            if let std::collections::hash_map::Entry::Occupied(mut n) = loads.blocks[w].entry(*b) {
-                *n.get_mut() -= 1;
-                if *n.get() == 0 {
-                    n.remove();
+            match shared.get_mut(b) {
+                // Another active request of the worker names it too.
+                Some(n) => {
+                    *n -= 1;
+                    if *n == 0 {
+                        shared.remove(b);
+                    }
+                }
+                None => {
                     loads.counters[w].held -= 1;
                     self.active_index.remove(w, std::slice::from_ref(b));
                 }

@@ -2,6 +2,7 @@
 //! softmax sampling, seeded ties and approximate mode.
 
 use super::*;
+use std::collections::HashSet;
 use crate::hash::block_hashes;
 use crate::protocol::kv_event::Blocks;
 use crate::rng::RngKind;
@@ -416,7 +417,7 @@ fn the_index_of_active_blocks_gives_each_worker_s_own_table_prefix() {
     let loads = LoadBook::new(n, LoadKind::Routed);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     let mut sim_rng = SimRng::new(RngKind::Chacha, 1);
-    let mut open: Vec<(RequestId, u32)> = Vec::new();
+    let mut open: Vec<(RequestId, u32, Vec<BlockHash>)> = Vec::new();
     for id in 0..3_000u64 {
         let prefix = rng.gen_range(0..5u32) * 1_000;
         let tail = rng.gen_range(0..4u32) * 4;
@@ -427,14 +428,18 @@ fn the_index_of_active_blocks_gives_each_worker_s_own_table_prefix() {
         let r = (r.0, r.1[..rng.gen_range(1..=r.1.len())].to_vec(), r.2);
         p.decide(&route_req(&r), &loads, &mut sim_rng).unwrap();
         for w in 0..n {
-            let walk = r.1.iter().take_while(|b| p.loads.blocks[w].contains_key(*b)).count();
+            // The blocks the worker's open requests name, from the requests themselves.
+            let active: HashSet<BlockHash> = (open.iter().filter(|o| o.1 as usize == w))
+                .flat_map(|o| o.2.iter().copied())
+                .collect();
+            let walk = r.1.iter().take_while(|b| active.contains(*b)).count();
             assert_eq!(p.active_depths[w], walk, "worker {w}, request {id}");
         }
         let worker = rng.gen_range(0..n as u32);
         busy(&mut p, &r, worker, false);
-        open.push((r.0, worker));
+        open.push((r.0, worker, r.1.clone()));
         if rng.gen_bool(0.45) && !open.is_empty() {
-            let (done, w) = open.swap_remove(rng.gen_range(0..open.len()));
+            let (done, w, _) = open.swap_remove(rng.gen_range(0..open.len()));
             p.on_finished(WorkerId(w), done);
         }
     }
@@ -450,8 +455,8 @@ fn each_worker_s_counters_follow_its_active_requests() {
     let n = 5;
     let mut p = dynamo_on(n, "");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
-    // (id, worker, own tail blocks, prefill tokens still counted)
-    let mut open: Vec<(RequestId, usize, usize, u64)> = Vec::new();
+    // (id, worker, own tail blocks, prefill tokens still counted, named blocks)
+    let mut open: Vec<(RequestId, usize, usize, u64, Vec<BlockHash>)> = Vec::new();
     for id in 0..2_000u64 {
         let prefix = rng.gen_range(0..4u32) * 1_000;
         let tail = rng.gen_range(0..4u32);
@@ -473,14 +478,21 @@ fn each_worker_s_counters_follow_its_active_requests() {
             predicted_blocks: predicted,
         };
         p.on_routed(&req, &d);
-        open.push((RequestId(id), w, tail as usize, t.len() as u64 - predicted as u64 * 4));
+        let named = blocks[..blocks.len() - tail as usize].to_vec();
+        open.push((
+            RequestId(id),
+            w,
+            tail as usize,
+            t.len() as u64 - predicted as u64 * 4,
+            named,
+        ));
         if rng.gen_bool(0.3) {
             let i = rng.gen_range(0..open.len());
             p.on_prefill_done(WorkerId::at(open[i].1), open[i].0);
             open[i].3 = 0;
         }
         if rng.gen_bool(0.45) {
-            let (done, w, _, _) = open.swap_remove(rng.gen_range(0..open.len()));
+            let (done, w, _, _, _) = open.swap_remove(rng.gen_range(0..open.len()));
             p.on_finished(WorkerId::at(w), done);
         }
         for w in 0..n {
@@ -488,17 +500,20 @@ fn each_worker_s_counters_follow_its_active_requests() {
             let tails: usize = mine.clone().map(|o| o.2).sum();
             let prefill: u64 = mine.clone().map(|o| o.3).sum();
             let c = p.loads.counters[w];
-            assert_eq!(c.held, p.loads.blocks[w].len() + tails, "worker {w}, request {id}");
+            let named: HashSet<BlockHash> = mine.clone().flat_map(|o| o.4.iter().copied()).collect();
+            assert_eq!(c.held, named.len() + tails, "worker {w}, request {id}");
+            assert!(named.iter().all(|b| p.active_index.holds(w, *b)));
             assert_eq!(c.prefill_tokens, prefill, "worker {w}, request {id}");
             assert_eq!(c.requests, mine.count() as u64, "worker {w}, request {id}");
         }
     }
     assert!(open.len() > 50, "workers held many requests at once");
-    for (done, w, _, _) in std::mem::take(&mut open) {
+    for (done, w, _, _, _) in std::mem::take(&mut open) {
         p.on_finished(WorkerId::at(w), done);
     }
     assert!(p.loads.counters.iter().all(|&c| c == Counters::default()));
-    assert!(p.loads.blocks.iter().all(HashMap::is_empty));
+    assert!(p.loads.shared.iter().all(HashMap::is_empty));
+    assert_eq!(p.active_index.entries(), 0);
 }
 
 #[test]
