@@ -46,6 +46,9 @@ pub struct FirstAdmission {
 pub struct Seq<T> {
     /// The actor's data about the request.
     pub payload: T,
+    /// `spec.id`, kept beside the counters: every step names each request it schedules, and
+    /// the spec is another allocation (a cache miss a request and step on a busy worker).
+    id: RequestId,
     pub(super) spec: Arc<RequestSpec>,
     pub(super) kind: SeqKind,
     /// Computed on the decode side of a disaggregated pair: never handed off.
@@ -90,6 +93,7 @@ impl<T> Seq<T> {
         };
         Seq {
             payload,
+            id: spec.id,
             kind: SeqKind::Prompt,
             decode_side,
             prompt,
@@ -125,7 +129,7 @@ impl<T> Seq<T> {
 
     /// The request's id.
     pub fn id(&self) -> RequestId {
-        self.spec.id
+        self.id
     }
 
     /// The workload's description of it.

@@ -692,10 +692,16 @@ impl<T> StepScheduler<T> {
     /// Blocks running request `s` takes from the available ones to compute `n` more tokens.
     pub(super) fn need(&self, s: &Seq<T>, n: u64) -> usize {
         let (named_after, private_after) = s.blocks_for(s.computed + n, self.cfg.block_size);
-        let new = self.pool.borrow().unpinned_among(
-            &s.names()[s.held_named..named_after.max(s.held_named)],
-            s.unlisted_from.saturating_sub(s.held_named),
-        );
+        // Most steps add no named block (a decode token inside its last block): its names,
+        // behind the request's spec, are not read then.
+        let new = if named_after > s.held_named {
+            self.pool.borrow().unpinned_among(
+                &s.names()[s.held_named..named_after],
+                s.unlisted_from.saturating_sub(s.held_named),
+            )
+        } else {
+            0
+        };
         (new + private_after).saturating_sub(s.private)
     }
 
