@@ -8,8 +8,9 @@
 //! - KV caches without a capacity (`cluster.kv_capacity_blocks = "unbounded"`) keep every block
 //!   they computed; with a capacity they hold at most that many;
 //! - routers fed by KV events keep an index of what the workers hold (one per replica), of
-//!   the blocks other requests could name when nothing reads requests' own tails (the workload
-//!   says how many at most: [`Recipe::listed_blocks`](crate::workload::source::Recipe::listed_blocks));
+//!   the blocks other requests could name when nothing reads requests' own tails (the
+//!   workload says how many at most:
+//!   [`Recipe::listed_blocks`](crate::workload::source::Recipe::listed_blocks));
 //! - some policies remember their own decisions without forgetting (`kv`,
 //!   `vllm-prefix-aware`, `sglang` up to its cap): [`RoutingPolicy::history_bytes`];
 //! - the built workload itself (a trace's table, the lab's order);
@@ -94,7 +95,8 @@ pub struct Inputs {
     /// An upper bound on the distinct prompt blocks some request names before its own tail.
     pub listed_blocks: u64,
     /// Whether the routers leave requests' own tails out of their index (nothing reads them:
-    /// no faults, no index audit, no loss attribution), so it holds at most the listed blocks.
+    /// no faults, no index audit, no loss attribution), so it holds at most the listed blocks,
+    /// each with a set of holders that may span every worker.
     pub own_tails_unread: bool,
     /// Whether misses are attributed (each pool remembers a capacity of lost blocks).
     pub attribute_misses: bool,
@@ -140,19 +142,25 @@ pub fn estimate(i: &Inputs) -> Estimate {
     let held = i
         .kv_capacity_blocks
         .map_or(i.distinct_blocks, |cap| cap.min(i.distinct_blocks));
-    let indexed = if i.own_tails_unread {
+    // Without own tails an index holds the blocks other requests name, blocks many workers
+    // may hold at once: each is charged a whole set of holders past one word too.
+    let index_per_replica = if i.own_tails_unread {
+        let set = if i.workers > 64 {
+            8 * i.workers.div_ceil(64)
+        } else {
+            0
+        };
         held.min(i.listed_blocks)
+            .saturating_mul(INDEX_BYTES_PER_BLOCK + set)
     } else {
-        held
+        held.saturating_mul(INDEX_BYTES_PER_BLOCK)
     };
     let parts = [
         ("KV caches", held.saturating_mul(POOL_BYTES_PER_BLOCK)),
         (
             "routers' indexes",
             if i.events_index {
-                indexed
-                    .saturating_mul(INDEX_BYTES_PER_BLOCK)
-                    .saturating_mul(i.replicas)
+                index_per_replica.saturating_mul(i.replicas)
             } else {
                 0
             },
@@ -307,6 +315,15 @@ mod tests {
         assert_eq!(
             estimate(&unread).total(),
             1_000_000 * POOL_BYTES_PER_BLOCK + 2 * 512 * INDEX_BYTES_PER_BLOCK
+        );
+        // On 1,024 workers each listed block may be held by all: a set of 16 words beside it.
+        let wide = Inputs {
+            workers: 1024,
+            ..unread
+        };
+        assert_eq!(
+            estimate(&wide).total() - estimate(&unread).total(),
+            1024 * (WORKER_BYTES + REPLICA_BYTES_PER_WORKER) + 2 * 512 * 16 * 8
         );
     }
 }
