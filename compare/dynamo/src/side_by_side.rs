@@ -442,7 +442,8 @@ pub fn run(args: Vec<String>) -> Result<()> {
     Ok(())
 }
 
-/// `--dynsim-only`: dynsim's side of each row alone, in the table's column order (for
+/// `--dynsim-only`: dynsim's side of each row alone, in one layout of ten columns whatever the
+/// tiers (for
 /// re-measuring dynsim's side after a change to dynsim only; Dynamo's side, deterministic for a
 /// seed, is the table's).
 fn print_dynsim_only(

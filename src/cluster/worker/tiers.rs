@@ -20,7 +20,12 @@
 //!   (`get_num_new_matched_tokens` there; [`Tiers::touch_host`]). So a shared prefix the device
 //!   keeps serving stays fresh on host too. vLLM main, read Dec 4 2026; aisimulate-core 0.13.0
 //!   does the same (`engine/scheduler/vllm/host_offload.rs`), touching every prompt block after
-//!   a store where vLLM touches those up to the last stored.
+//!   a store where vLLM touches those up to the last stored. Where dynsim differs from vLLM: a
+//!   load makes the blocks it reads most recent, in prompt order (as the crate does when the
+//!   load completes; vLLM's `prepare_load` only pins them); a step's stores and their touches
+//!   come before its lookups (vLLM looks up while scheduling and stores afterwards); and only
+//!   prompt blocks are written (vLLM writes generated tokens' blocks too). docs/FIDELITY.md
+//!   ("How dynsim's host keeps the crate's recency") lists these.
 //! - **Load.** A request whose cached prefix on the device stops short looks the blocks after it
 //!   up in the lower tiers (each block from the highest tier holding it, up to the first block no
 //!   tier holds) and loads them back to the device instead of recomputing them; its step waits
@@ -543,9 +548,9 @@ impl Tiers {
     /// Writes `blocks` at `now` (in order: the blocks the device evicted, or under write-through
     /// the blocks it stored) to the first tier, cascading what each tier drops to the next; a
     /// block the tier holds is only touched (left where it is by host written through, whose
-    /// scheduler touches the request's prefix instead). A tier written through takes the blocks the tier
-    /// above newly stores instead, queued on disk's write lane when their host write ends, and
-    /// what host drops is gone. Appends what changed to `moves`.
+    /// scheduler touches the request's prefix instead). A tier written through takes the
+    /// blocks the tier above newly stores instead, queued on disk's write lane when their host
+    /// write ends, and what host drops is gone. Appends what changed to `moves`.
     pub fn offload(&mut self, evicted: &[BlockHash], now: Nanos, moves: &mut Vec<TierMove>) {
         if !evicted.is_empty() && !self.stores.is_empty() {
             self.put_into(0, evicted, now, moves);
@@ -625,6 +630,14 @@ impl Tiers {
                 }
             }
         });
+    }
+
+    /// Host's blocks, least recently used first (for tests of its recency).
+    #[cfg(test)]
+    pub(crate) fn host_recency(&self) -> Vec<BlockHash> {
+        self.stores
+            .first()
+            .map_or_else(Vec::new, |s| s.peek(Residency::in_lru_order))
     }
 
     /// The tier (index) holding `block` that a load would read it from: the highest.
@@ -1008,6 +1021,30 @@ mod tests {
         back.offload(&blocks(0..3), 0, &mut Vec::new());
         let mut moves = Vec::new();
         back.offload(&[b(0), b(3)], 0, &mut moves);
+        assert_eq!(moves[0].removed, vec![b(1)]);
+    }
+
+    #[test]
+    fn a_worker_touching_the_shared_pool_touches_it_for_every_worker() {
+        // One pool of 3 blocks, written through by both workers. A writes 0, 1, 2; B's lookup
+        // touches 0, so A's next write drops 1, the least recently used for both.
+        let pool = SharedHost::new(3);
+        let through = || {
+            Tiers::new(&TiersSetup {
+                block_bytes: 16 * QWEN3_0_6B,
+                tiers: vec![TierSpec {
+                    write_through: true,
+                    ..spec(Tier::Host, 0)
+                }],
+                shared_host: Some(pool.clone()),
+            })
+        };
+        let (mut wa, mut wb) = (through(), through());
+        wa.offload(&blocks(0..3), 0, &mut Vec::new());
+        wb.touch_host(&[b(0)]);
+        assert_eq!(wa.host_recency(), vec![b(1), b(2), b(0)]);
+        let mut moves = Vec::new();
+        wa.offload(&blocks(3..4), 0, &mut moves);
         assert_eq!(moves[0].removed, vec![b(1)]);
     }
 }

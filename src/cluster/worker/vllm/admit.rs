@@ -191,7 +191,9 @@ impl<T> StepScheduler<T> {
                 "a cached prefix is only pinned"
             );
             if self.tiered {
-                (self.pool.borrow_mut()).touch_after_store(&changes, &s.spec.blocks[..pin]);
+                self.pool
+                    .borrow_mut()
+                    .touch_after_store(&changes, &s.spec.blocks[..pin]);
             }
             s.held_named = pin;
             if !changes.is_empty() {

@@ -733,7 +733,9 @@ impl<T> StepScheduler<T> {
             s.unlisted_from.saturating_sub(s.held_named),
         );
         if self.tiered {
-            (self.pool.borrow_mut()).touch_after_store(&changes, &s.spec.blocks[..named_after]);
+            self.pool
+                .borrow_mut()
+                .touch_after_store(&changes, &s.spec.blocks[..named_after]);
         }
         s.held_named = named_after;
         s.private = private_after;

@@ -65,7 +65,8 @@ fn write_through_writes_blocks_as_they_are_stored_and_evicting_moves_nothing() {
         [8 * BLOCK_BYTES, 0]
     );
     // C repeats A and loads 3 blocks back from host (capped one token short), as under
-    // write-back: 105,050 ns (see above). Its stored blocks are on host already: only touched.
+    // write-back: 105,050 ns (see above). Its stored blocks are on host already: nothing is
+    // written (host written through leaves them where they are; the lookup touched them).
     let now = *ends.last().unwrap();
     s.enqueue(request(2, 1, 16, 1));
     let p = s.plan(now).unwrap();
@@ -234,4 +235,33 @@ fn a_store_that_writes_to_host_touches_the_requests_prefix_last_first() {
     assert_eq!(host.lookup(&a), [4, 0]);
     assert_eq!(host.lookup(&a[4..]), [0, 0]);
     assert_eq!(host.lookup(&family_blocks(2)), [0, 0]);
+}
+
+#[test]
+fn a_waiting_request_blocked_for_room_still_touches_its_host_blocks() {
+    // Four device blocks over twelve host blocks, written through. A (family 1) and B (family 2)
+    // leave host holding A's blocks, then B's. R (12 tokens, 4 output) runs and holds the device;
+    // C repeats A and cannot be admitted beside it, yet its lookup touched A's host blocks,
+    // last first (vLLM's connector looks a waiting request up, and touches, before it knows
+    // whether the request fits).
+    let mut s = written_through(4, 12);
+    let mut now = 0;
+    for (id, family) in [(0, 1), (1, 2)] {
+        s.enqueue(request(id, family, 16, 1));
+        let (_, ends) = run_from(&mut s, now);
+        now = *ends.last().unwrap();
+    }
+    s.enqueue(request(2, 3, 12, 4));
+    now = s.plan(now).unwrap().end;
+    s.apply();
+    s.enqueue(request(3, 1, 16, 1));
+    s.plan(now).unwrap();
+    assert!(s.running_mut(RequestId(3)).is_none(), "C waits");
+    let a = family_blocks(1);
+    let pool = s.pool();
+    let recency = pool.tiers().unwrap().host_recency();
+    assert_eq!(recency[recency.len() - 4..], [a[3], a[2], a[1], a[0]]);
+    // B's blocks are now the oldest, its last first (B's store touched them last first).
+    let b = family_blocks(2);
+    assert_eq!(recency[..4], [b[3], b[2], b[1], b[0]]);
 }
