@@ -47,7 +47,8 @@ pub struct Seq<T> {
     /// The actor's data about the request.
     pub payload: T,
     /// `spec.id`, kept beside the counters: every step names each request it schedules, and
-    /// the spec is another allocation (a cache miss a request and step on a busy worker).
+    /// reading it through the spec, another allocation, cost a cache miss per request and step
+    /// on a busy worker.
     id: RequestId,
     pub(super) spec: Arc<RequestSpec>,
     pub(super) kind: SeqKind,

@@ -32,17 +32,18 @@
 //!
 //! Cost of a decision: a cost per worker, O(workers) by rule, as in Dynamo's selector. Every
 //! worker's prefix of the request among its active requests' blocks comes from one walk of a
-//! second index holding those blocks (a block enters when a worker's count of it goes from 0 to 1
-//! and leaves when it returns to 0), as recent Dynamo sources do with a registry of active
+//! second index holding those blocks (a block enters when the first of a worker's active requests
+//! names it and leaves with the last), as recent Dynamo sources do with a registry of active
 //! prompts whose `compute_overlap_depths` gives every worker's depth in one pass; a debug
-//! assertion checks each depth against the worker's own table. An earlier measurement found that
+//! assertion checks each walked depth against a search of the same index (a unit test checks
+//! the depths against the open requests' blocks themselves). An earlier measurement found that
 //! index 14 % dearer on a whole 8-worker run; re-measured with the holders table beside it
 //! (Dec 4 2026, the conversation trace at 4x, Dynamo's router, 8 workers, paired whole-process
 //! runs against the build before it, 9 pairs on a busy machine): median CPU ratio 0.86, no cost
 //! seen; at 512 workers it takes `decide` from 32 % to 11 % of the run (docs/BENCHMARKS.md).
 //! The scan itself reads each worker's counters from contiguous arrays (`Loads`: prefill tokens,
-//! decode blocks, requests; its table of active blocks apart) and writes every worker's cost in
-//! one branch-free pass, then finds the least cost and counts its ties in one more; at 512
+//! decode blocks, requests; the blocks themselves are in the index) and writes every worker's
+//! cost in one branch-free pass, then finds the least cost and counts its ties in one more; at 512
 //! workers that halved `decide`'s own time (docs/BENCHMARKS.md, "A 1,024-worker run").
 //!
 //! With `router_temperature` 0 and no lower tiers (the defaults), on more than 64 workers all
@@ -135,8 +136,8 @@ struct Counters {
     /// Its active requests' uncached prompt tokens not yet past their first token.
     prefill_tokens: u64,
     /// Its decode blocks before a new request: the blocks it holds in [`Dynamo::active_index`]
-    /// plus the blocks of its active requests' own tails (each is distinct, no other request names it, so a count stands for
-    /// their names).
+    /// plus the blocks of its active requests' own tails (each is distinct, no other request
+    /// names it, so a count stands for their names).
     held: usize,
     /// Its active requests.
     requests: u64,
@@ -477,8 +478,9 @@ impl Dynamo {
         assert_eq!(self.overlaps[worker], overlap, "the chosen worker's overlap");
     }
 
-    /// Checks (debug runs) that `worker`'s depth from the index of active blocks is its prefix
-    /// of `blocks` in its own table, and that the table agrees with its count of decode blocks.
+    /// Checks (debug runs) that `worker`'s depth from the walk of the index of active blocks is
+    /// its prefix of `blocks` found by searching the same index, and that every block its small
+    /// table counts is one the index says it holds.
     fn check_active_depth(&self, worker: usize, blocks: &[BlockHash], depth: usize) {
         let holds = |b: &BlockHash| self.active_index.holds(worker, *b);
         debug_assert_eq!(

@@ -1,8 +1,9 @@
 //! `dynamo` on hand-computed decisions: the cost formula, credit decay, the request weight,
 //! softmax sampling, seeded ties and approximate mode.
 
-use super::*;
 use std::collections::HashSet;
+
+use super::*;
 use crate::hash::block_hashes;
 use crate::protocol::kv_event::Blocks;
 use crate::rng::RngKind;
@@ -407,10 +408,10 @@ fn lower_tier_blocks_earn_dynamo_s_host_and_disk_weights() {
 }
 
 #[test]
-fn the_index_of_active_blocks_gives_each_worker_s_own_table_prefix() {
+fn the_index_of_active_blocks_gives_each_worker_s_prefix_among_its_open_requests() {
     // 130 workers (past one word of the index's sets): requests of 5 prefixes of 8 blocks with
     // tails of 0 to 3 blocks come and go on random workers; before each, every worker's active
-    // prefix from the index equals a walk of its own table of active blocks.
+    // prefix from the index equals a walk of the blocks its open requests name.
     use rand::{Rng, SeedableRng};
     let n = 130;
     let mut p = dynamo_on(n, "");
