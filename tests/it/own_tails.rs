@@ -238,6 +238,30 @@ fn a_trace_row_names_its_own_tail_from_its_first_unshared_id() {
     // One block per id: ids 7 and 8 are each named by one row only; 9 by two; 5 by one row
     // (twice in it).
     assert_eq!(unshared(32), vec![2, 2, 2, 2, 0]);
+    // Played again and again (each pass names its blocks apart), the bound still holds: every
+    // block some request names before its own tail, over all passes, is counted.
+    let t =
+        dynsim::workload::mooncake::read_mooncake(Path::new("t.jsonl"), text.as_bytes(), &opts(32))
+            .unwrap()
+            .replayed(None, Some(0.012))
+            .unwrap();
+    assert!(t.len() > 10, "{} requests: several passes", t.len());
+    let listed: std::collections::HashSet<_> = (0..t.len())
+        .flat_map(|i| {
+            let r = t.spec(i);
+            r.blocks[..r.unshared_from].to_vec()
+        })
+        .collect();
+    assert!(
+        listed.len() as u64 <= t.listed_blocks(),
+        "{} > {}",
+        listed.len(),
+        t.listed_blocks()
+    );
+    // Rows at 0-4 ms, a pass every 5 ms, 12 ms played: two whole passes and the first two
+    // rows of a third. A pass names 3 distinct blocks before own tails ([1], [1 2], [1 9]),
+    // each pass its own, and the third's two rows 2: 8, against a bound of 3 passes x 8.
+    assert_eq!((t.len(), listed.len(), t.listed_blocks()), (12, 8, 24));
     // Re-chunked into 16-token blocks (at most input / 16 of them: 6, 4, 4, 4, 4).
     assert_eq!(unshared(16), vec![4, 4, 4, 4, 0]);
 }
