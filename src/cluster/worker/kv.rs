@@ -83,6 +83,9 @@ pub struct KvPool {
     tiers: Option<Box<Tiers>>,
     /// The time of the step being planned (when its evictions are offloaded).
     now: Nanos,
+    /// Stores a host written through takes after the step's lookups
+    /// ([`KvPool::write_through_later`]).
+    through: Vec<Through>,
     /// Tests keep what they acquired here.
     #[cfg(test)]
     scratch_held: Vec<(Vec<BlockHash>, Vec<u32>)>,
@@ -112,6 +115,17 @@ pub fn presized_bytes() -> u64 {
 
 /// The pins' top bit: the block is not in the name table.
 const UNLISTED: u32 = 1 << 31;
+
+/// One request's device stores of a step, kept for a host written through.
+#[derive(Clone, Debug)]
+struct Through {
+    /// The request was first admitted in this step.
+    admitted: bool,
+    /// Its newly stored blocks, in runs.
+    runs: Vec<Vec<BlockHash>>,
+    /// Its blocks up to its last one stored, touched after the store.
+    prefix: Vec<BlockHash>,
+}
 
 /// What storing blocks did, for KV events: runs of newly stored blocks with their parents, and
 /// the blocks evicted to make room (in eviction order).
@@ -156,6 +170,7 @@ impl KvPool {
             peak_active: 0,
             tiers: None,
             now: 0,
+            through: Vec::new(),
             #[cfg(test)]
             scratch_held: Vec::new(),
         }
@@ -201,18 +216,53 @@ impl KvPool {
         }
     }
 
-    /// After a store whose `changes` wrote blocks to host (written through), touches `prefix`,
-    /// the storing request's blocks up to its last one stored, last first, as vLLM's connector
-    /// does after each store it submits for a request (`_get_reqs_to_store`); a store that wrote
-    /// nothing new touches nothing, as there.
-    pub fn touch_after_store(&mut self, changes: &Changes, prefix: &[BlockHash]) {
-        if changes
-            .lower
-            .iter()
-            .any(|m| m.tier == Tier::Host && !m.stored.is_empty())
-        {
-            self.touch_host(prefix);
+    /// Under a host written through, keeps the blocks `changes` newly stored on the device for
+    /// host, with `prefix` (the storing request's blocks up to its last one stored) to touch
+    /// after them: [`KvPool::flush_through`] writes them once the step's waiting requests have
+    /// been looked up, as vLLM submits a step's stores after scheduling it
+    /// (`build_connector_meta` → `_get_reqs_to_store`). `admitted`: the request was first
+    /// admitted in this step (vLLM stores those first). Nothing without such a host.
+    pub fn write_through_later(&mut self, changes: &Changes, prefix: &[BlockHash], admitted: bool) {
+        if changes.stored.is_empty() || !self.tiers.as_ref().is_some_and(|t| t.write_through()) {
+            return;
         }
+        self.through.push(Through {
+            admitted,
+            runs: changes.stored.iter().map(|(_, r)| r.clone()).collect(),
+            prefix: prefix.to_vec(),
+        });
+    }
+
+    /// Writes the step's stores kept by [`KvPool::write_through_later`] to host, the first
+    /// admitted requests' first, then the others', each in the order it was kept (vLLM's
+    /// `yield_req_data`: new requests, then cached ones); after a store that wrote something,
+    /// touches its request's prefix, last block first (`_get_reqs_to_store`). Returns what the
+    /// lower tiers changed, for the step's KV events.
+    pub fn flush_through(&mut self) -> Vec<TierMove> {
+        let mut lower = Vec::new();
+        let (Some(t), false) = (self.tiers.as_mut(), self.through.is_empty()) else {
+            return lower;
+        };
+        let kept = std::mem::take(&mut self.through);
+        let order = kept.iter().filter(|k| k.admitted);
+        for k in order.chain(kept.iter().filter(|k| !k.admitted)) {
+            let from = lower.len();
+            for r in &k.runs {
+                t.offload(r, self.now, &mut lower);
+            }
+            let wrote = lower[from..]
+                .iter()
+                .any(|m| m.tier == Tier::Host && !m.stored.is_empty());
+            if wrote {
+                t.touch_host(&k.prefix);
+            }
+        }
+        lower
+    }
+
+    /// When the step being planned starts (tiered pools only; see [`KvPool::set_now`]).
+    pub fn now(&self) -> Nanos {
+        self.now
     }
 
     /// The capacity in blocks (`None`: unbounded).
@@ -366,7 +416,6 @@ impl KvPool {
         // One probe per block: pin it if held, else store it pinned at once (pinned blocks are
         // never evicted, so making room afterwards cannot take them).
         let mut prev = parent;
-        let first_run = changes.stored.len();
         let mut run: Option<(Option<BlockHash>, Vec<BlockHash>)> = None;
         held.reserve(blocks.len());
         for (k, &b) in blocks.iter().enumerate() {
@@ -418,12 +467,6 @@ impl KvPool {
         }
         if let Some(r) = run {
             changes.stored.push(r);
-        }
-        if let Some(t) = self.tiers.as_mut().filter(|t| t.write_through()) {
-            // Write-through: what the device stores goes to host now.
-            for (_, r) in &changes.stored[first_run..] {
-                t.offload(r, self.now, &mut changes.lower);
-            }
         }
         changes.own_tail = blocks.len().saturating_sub(unlisted_from);
         debug_assert!(

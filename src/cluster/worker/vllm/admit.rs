@@ -191,9 +191,7 @@ impl<T> StepScheduler<T> {
                 "a cached prefix is only pinned"
             );
             if self.tiered {
-                self.pool
-                    .borrow_mut()
-                    .touch_after_store(&changes, &s.spec.blocks[..pin]);
+                (self.pool.borrow_mut()).write_through_later(&changes, &s.spec.blocks[..pin], true);
             }
             s.held_named = pin;
             if !changes.is_empty() {

@@ -369,6 +369,16 @@ impl<T> StepScheduler<T> {
             }
             break (preempted, admitted);
         };
+        if self.tiered {
+            // A host written through takes the step's stores now, after its lookups.
+            let lower = self.pool.borrow_mut().flush_through();
+            if !lower.is_empty() {
+                out.log.push(LogItem::Kv(Changes {
+                    lower,
+                    ..Changes::default()
+                }));
+            }
+        }
         if work.is_empty() && self.running.is_empty() && !self.waiting.is_empty() {
             // An idle worker has every block to give: a head it cannot admit never will be.
             // Admission rejects such requests up front; this is the net under that rule.
@@ -733,9 +743,9 @@ impl<T> StepScheduler<T> {
             s.unlisted_from.saturating_sub(s.held_named),
         );
         if self.tiered {
-            self.pool
-                .borrow_mut()
-                .touch_after_store(&changes, &s.spec.blocks[..named_after]);
+            let mut pool = self.pool.borrow_mut();
+            let admitted = s.first.is_some_and(|f| f.at_ns == pool.now());
+            pool.write_through_later(&changes, &s.spec.blocks[..named_after], admitted);
         }
         s.held_named = named_after;
         s.private = private_after;

@@ -265,3 +265,43 @@ fn a_waiting_request_blocked_for_room_still_touches_its_host_blocks() {
     let b = family_blocks(2);
     assert_eq!(recency[..4], [b[3], b[2], b[1], b[0]]);
 }
+
+#[test]
+fn a_step_writes_through_after_it_looks_its_waiting_requests_up() {
+    // Six device blocks over twelve host blocks, written through, 16 tokens a step. A (family
+    // 1) and B (family 2) leave host A3 A2 A1 A0 B3 B2 B1 B0 (least recent first). R (family
+    // 3, 20 tokens) and C (A's prompt) arrive: R's first 16 tokens store R0..R3 (host full);
+    // in the next step R's last block R4 is stored while C, blocked for room, is looked up.
+    // vLLM looks C up (touching A's blocks) before it submits R's store, so R4 drops B3;
+    // storing first would have dropped A3.
+    let mut s = StepScheduler::new(config(16, Some(6))).with_tiers(Some(&TiersSetup {
+        block_bytes: BLOCK_BYTES,
+        tiers: vec![TierSpec {
+            tier: Tier::Host,
+            capacity_blocks: 12,
+            d2h_gbps: 25.0,
+            h2d_gbps: 25.0,
+            first_byte_ms: 0.05,
+            write_through: true,
+        }],
+        shared_host: None,
+    }));
+    let mut now = 0;
+    for (id, family) in [(0, 1), (1, 2)] {
+        s.enqueue(request(id, family, 16, 1));
+        let (_, ends) = run_from(&mut s, now);
+        now = *ends.last().unwrap();
+    }
+    s.enqueue(request(2, 3, 20, 4));
+    s.enqueue(request(3, 1, 16, 1));
+    now = s.plan(now).unwrap().end;
+    s.apply();
+    s.plan(now).unwrap();
+    assert!(s.running_mut(RequestId(3)).is_none(), "C waits");
+    let pool = s.pool();
+    let host = pool.tiers().unwrap();
+    assert_eq!(host.lookup(&family_blocks(1)), [4, 0], "A stays on host");
+    let b = family_blocks(2);
+    assert_eq!(host.lookup(&b[3..]), [0, 0], "B3 went");
+    assert_eq!(host.lookup(&b[..3]), [3, 0]);
+}
