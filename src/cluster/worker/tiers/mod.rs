@@ -17,14 +17,16 @@
 //!   (`OffloadingConnectorScheduler._get_reqs_to_store` in
 //!   `vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py`), and touches every
 //!   prompt block host holds each time it looks a waiting request up, admitted or not
-//!   (`get_num_new_matched_tokens` there; [`Tiers::touch_host`]). So a shared prefix the device
-//!   keeps serving stays fresh on host too. vLLM main, read Dec 4 2026; aisimulate-core 0.13.0
-//!   does the same (`engine/scheduler/vllm/host_offload.rs`), touching every prompt block after
-//!   a store where vLLM touches those up to the last stored. Where dynsim differs from vLLM: a
-//!   load makes the blocks it reads most recent, in prompt order (as the crate does when the
-//!   load completes; vLLM's `prepare_load` only pins them); a step's stores and their touches
-//!   come before its lookups (vLLM looks up while scheduling and stores afterwards); and only
-//!   prompt blocks are written (vLLM writes generated tokens' blocks too). docs/FIDELITY.md
+//!   (`get_num_new_matched_tokens` there; [`Tiers::touch_host`]). A step's stores reach host
+//!   after the step has looked its waiting requests up, newly admitted requests' first
+//!   (`build_connector_meta` submits them after `schedule()`, `yield_req_data` new requests
+//!   before cached ones; `KvPool::write_through_later` and `KvPool::flush_through`). So a shared
+//!   prefix the device keeps serving stays fresh on host too. vLLM main, read Dec 4 2026;
+//!   aisimulate-core 0.13.0 does the same (`engine/scheduler/vllm/host_offload.rs`), touching
+//!   every prompt block after a store where vLLM touches those up to the last stored. Where
+//!   dynsim differs from vLLM: a load makes the blocks it reads most recent, in prompt order
+//!   (as the crate does when the load completes; vLLM's `prepare_load` only pins them); and
+//!   only prompt blocks are written (vLLM writes generated tokens' blocks too). docs/FIDELITY.md
 //!   ("How dynsim's host keeps the crate's recency") lists these.
 //! - **Load.** A request whose cached prefix on the device stops short looks the blocks after it
 //!   up in the lower tiers (each block from the highest tier holding it, up to the first block no
