@@ -3,27 +3,15 @@
 use dynsim::calibrate::{self, measured};
 use dynsim::scenario::EngineKind;
 
-use crate::common::{bad, ok};
+use crate::common::{bad, ok, qwen32b_bench};
 
 fn bench(protocol: &str) -> serde_json::Value {
-    let text = ok(&[
-        "bench",
-        "--model",
-        "Qwen/Qwen3-32B",
-        "--gpu",
-        "h100_sxm",
-        "--tp",
-        "2",
-        "--isl",
+    let text = ok(&qwen32b_bench(
         "1000",
-        "--osl",
         "50",
-        "--concurrency",
         "4",
-        "--protocol",
-        protocol,
-        "--json",
-    ]);
+        &["--protocol", protocol, "--json"],
+    ));
     serde_json::from_str(&text).expect("one JSON object")
 }
 
@@ -177,26 +165,8 @@ fn leave_one_out_on_a_single_group_is_refused() {
 /// prompt tokens reused. Without a pool nothing is.
 #[test]
 fn a_prompt_pool_of_one_hits_every_full_block_of_each_repeat() {
-    // One client of Qwen3-32B on 2 x H100, 100 + 5 tokens, then `extra`.
-    let args = |extra: &[&'static str]| -> Vec<&'static str> {
-        let mut args = vec![
-            "bench",
-            "--model",
-            "Qwen/Qwen3-32B",
-            "--gpu",
-            "h100_sxm",
-            "--tp",
-            "2",
-            "--isl",
-            "100",
-            "--osl",
-            "5",
-            "--concurrency",
-            "1",
-        ];
-        args.extend_from_slice(extra);
-        args
-    };
+    // One client of 100 + 5 tokens, then `extra`.
+    let args = |extra: &[&'static str]| qwen32b_bench("100", "5", "1", extra);
     let run = |extra: &[&'static str]| -> serde_json::Value {
         let mut a = args(&["--requests", "3", "--json"]);
         a.extend_from_slice(extra);

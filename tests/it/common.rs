@@ -116,3 +116,29 @@ pub fn push_disagg_and_restart(
         ));
     }
 }
+
+/// `bench` of Qwen3-32B on 2 x H100: `clients` clients of `isl` + `osl` tokens, then `extra`.
+pub fn qwen32b_bench<'a>(
+    isl: &'a str,
+    osl: &'a str,
+    clients: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "bench",
+        "--model",
+        "Qwen/Qwen3-32B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "2",
+        "--isl",
+        isl,
+        "--osl",
+        osl,
+        "--concurrency",
+        clients,
+    ];
+    args.extend_from_slice(extra);
+    args
+}

@@ -35,23 +35,7 @@ fn llama8b_bench(extra: &[&str]) -> serde_json::Value {
 
 /// `bench` of Qwen3-32B on 2 x H100, 8 clients of 1,024 + 128 tokens, then `extra`.
 fn qwen_bench<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "bench",
-        "--model",
-        "Qwen/Qwen3-32B",
-        "--gpu",
-        "h100_sxm",
-        "--tp",
-        "2",
-        "--isl",
-        "1024",
-        "--osl",
-        "128",
-        "--concurrency",
-        "8",
-    ];
-    args.extend_from_slice(extra);
-    args
+    crate::common::qwen32b_bench("1024", "128", "8", extra)
 }
 
 #[test]

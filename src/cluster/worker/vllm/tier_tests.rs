@@ -19,7 +19,13 @@ fn tiered() -> StepScheduler<()> {
 /// Four device blocks, a host tier of `host` blocks (25 GB/s each way, 0.05 ms to the first
 /// byte), written back on eviction or through on store.
 fn tiered_with(host: usize, write_through: bool) -> StepScheduler<()> {
-    StepScheduler::new(config(8192, Some(4))).with_tiers(Some(&TiersSetup {
+    over_host(8192, 4, host, write_through)
+}
+
+/// A scheduler of `budget` tokens a step and `device` device blocks over a host tier of `host`
+/// blocks (25 GB/s each way, 0.05 ms to the first byte), written back or through.
+fn over_host(budget: usize, device: usize, host: usize, write_through: bool) -> StepScheduler<()> {
+    StepScheduler::new(config(budget, Some(device))).with_tiers(Some(&TiersSetup {
         block_bytes: BLOCK_BYTES,
         tiers: vec![TierSpec {
             tier: Tier::Host,
@@ -179,18 +185,7 @@ fn family_blocks(family: u32) -> Vec<BlockHash> {
 
 /// `device` device blocks over a host tier of `host` written through (25 GB/s each way).
 fn written_through(device: usize, host: usize) -> StepScheduler<()> {
-    StepScheduler::new(config(8192, Some(device))).with_tiers(Some(&TiersSetup {
-        block_bytes: BLOCK_BYTES,
-        tiers: vec![TierSpec {
-            tier: Tier::Host,
-            capacity_blocks: host,
-            d2h_gbps: 25.0,
-            h2d_gbps: 25.0,
-            first_byte_ms: 0.05,
-            write_through: true,
-        }],
-        shared_host: None,
-    }))
+    over_host(8192, device, host, true)
 }
 
 #[test]
@@ -274,18 +269,7 @@ fn a_step_writes_through_after_it_looks_its_waiting_requests_up() {
     // in the next step R's last block R4 is stored while C, blocked for room, is looked up.
     // vLLM looks C up (touching A's blocks) before it submits R's store, so R4 drops B3;
     // storing first would have dropped A3.
-    let mut s = StepScheduler::new(config(16, Some(6))).with_tiers(Some(&TiersSetup {
-        block_bytes: BLOCK_BYTES,
-        tiers: vec![TierSpec {
-            tier: Tier::Host,
-            capacity_blocks: 12,
-            d2h_gbps: 25.0,
-            h2d_gbps: 25.0,
-            first_byte_ms: 0.05,
-            write_through: true,
-        }],
-        shared_host: None,
-    }));
+    let mut s = over_host(16, 6, 12, true);
     let mut now = 0;
     for (id, family) in [(0, 1), (1, 2)] {
         s.enqueue(request(id, family, 16, 1));
