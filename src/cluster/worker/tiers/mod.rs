@@ -310,10 +310,13 @@ impl Tiers {
         let stored = store.with(|r| {
             let mut stored = Vec::new();
             for &b in blocks {
-                if !r.entries.contains_key(&b) {
+                let held = if touch_held {
+                    r.touch(b)
+                } else {
+                    r.entries.contains_key(&b)
+                };
+                if !held {
                     stored.push(b);
-                } else if touch_held {
-                    r.touch(b);
                 }
             }
             stored
@@ -359,9 +362,7 @@ impl Tiers {
         };
         host.with(|r| {
             for &b in blocks.iter().rev() {
-                if r.entries.contains_key(&b) {
-                    r.touch(b);
-                }
+                r.touch(b);
             }
         });
     }
@@ -401,7 +402,8 @@ impl Tiers {
         for &b in blocks {
             let level = self.source(b).expect("a lookup prefix");
             let written = self.stores[level].with(|r| {
-                r.touch(b);
+                let held = r.touch(b);
+                debug_assert!(held, "a lookup prefix is held");
                 r.entries[&b].ready
             });
             ready[level] = ready[level].max(written);

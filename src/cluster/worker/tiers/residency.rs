@@ -53,11 +53,16 @@ impl Residency {
         }
     }
 
-    /// Makes `block` (held) the most recently used.
-    pub(super) fn touch(&mut self, block: BlockHash) {
-        let stamp = self.stamp();
-        self.entries.get_mut(&block).expect("held").stamp = stamp;
-        self.push(stamp, block);
+    /// Makes `block` the most recently used if the tier holds it (one probe); returns whether
+    /// it does.
+    pub(super) fn touch(&mut self, block: BlockHash) -> bool {
+        let Some(entry) = self.entries.get_mut(&block) else {
+            return false;
+        };
+        self.clock += 1;
+        entry.stamp = self.clock;
+        self.push(self.clock, block);
+        true
     }
 
     /// Stores `block` (not held), readable from `ready`, dropping the least recently used block
