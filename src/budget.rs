@@ -145,11 +145,9 @@ pub fn estimate(i: &Inputs) -> Estimate {
     // Without own tails an index holds the blocks other requests name, blocks many workers
     // may hold at once: each is charged a whole set of holders past one word too.
     let index_per_replica = if i.own_tails_unread {
-        let set = if i.workers > 64 {
-            8 * i.workers.div_ceil(64)
-        } else {
-            0
-        };
+        // One word holds the set inline (the index's own layout); past it the set spills.
+        let words = crate::worker_set::words_for(usize::try_from(i.workers).unwrap_or(usize::MAX));
+        let set = if words > 1 { 8 * words as u64 } else { 0 };
         held.min(i.listed_blocks)
             .saturating_mul(INDEX_BYTES_PER_BLOCK + set)
     } else {
