@@ -294,6 +294,8 @@ impl Dynamo {
                 *n += 1;
                 continue;
             }
+            // The index counts the (block, worker) pairs it holds: one more means this is the
+            // worker's first active request naming the block.
             let before = self.active_index.entries();
             self.active_index.store(w, std::slice::from_ref(&b));
             if self.active_index.entries() > before {
