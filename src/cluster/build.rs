@@ -25,7 +25,8 @@ use super::router_actor::{GapRecovery, Placement, RouterActor, RouterSetup};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
-use super::worker::engine::{EngineRules, EngineSetup};
+use super::worker::engine::EngineSetup;
+use super::worker::engines::EngineRules;
 use super::worker::sglang::{SchedulePolicy, SglangRules};
 use super::worker::tiers::{SharedHost, TierSpec, TiersSetup};
 use super::worker::trtllm::TrtllmRules;
@@ -168,6 +169,7 @@ pub fn populate(
             index: slot.id,
             role: slot.role,
             engine,
+            rules: engine_rules(s),
             host_peers: host_peers.clone(),
             publish: s.bus.publish,
             replay_buffer,
@@ -264,18 +266,22 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
         record_features: false,
         tiers: tiers_setup(s, hw, role),
         itl: SharedHistogram::default(),
-        rules: match s.engine.kind {
-            EngineKind::Vllm => EngineRules::Vllm(vllm_rules(s)),
-            EngineKind::Trtllm => {
-                let t = &s.engine.trtllm;
-                EngineRules::Trtllm(TrtllmRules {
-                    max_batch_size: s.max_num_seqs(),
-                    max_num_tokens: s.max_num_batched_tokens(),
-                    enable_chunked_prefill: t.enable_chunked_prefill,
-                })
-            }
-            EngineKind::Sglang => EngineRules::Sglang(sglang_rules(s)),
-        },
+    }
+}
+
+/// The engine a worker runs under `s`, with its own rules.
+fn engine_rules(s: &Scenario) -> EngineRules {
+    match s.engine.kind {
+        EngineKind::Vllm => EngineRules::Vllm(vllm_rules(s)),
+        EngineKind::Trtllm => {
+            let t = &s.engine.trtllm;
+            EngineRules::Trtllm(TrtllmRules {
+                max_batch_size: s.max_num_seqs(),
+                max_num_tokens: s.max_num_batched_tokens(),
+                enable_chunked_prefill: t.enable_chunked_prefill,
+            })
+        }
+        EngineKind::Sglang => EngineRules::Sglang(sglang_rules(s)),
     }
 }
 

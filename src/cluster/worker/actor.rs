@@ -26,7 +26,8 @@ use super::super::board::SignalBoard;
 use super::super::probes::Probes;
 use super::super::timeline::{note, Mark};
 use super::super::topology::Role;
-use super::engine::{self, Engine, EngineSetup, SchedulerStats};
+use super::engine::{Engine, EngineSetup, SchedulerStats};
+use super::engines::{self, EngineRules};
 use super::plan::{LogItem, Planned};
 use super::seq::Seq;
 use crate::protocol::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
@@ -50,6 +51,8 @@ pub struct WorkerSetup {
     pub role: Role,
     /// Its engine's settings.
     pub engine: EngineSetup,
+    /// Which engine it runs, with that engine's own rules.
+    pub rules: EngineRules,
     /// Whether it publishes KV events.
     pub publish: bool,
     /// Events kept for replay (0: none, when no router asks for replays).
@@ -138,7 +141,7 @@ pub struct Worker {
 impl Worker {
     /// A worker with an empty cache; a routable one shows its KV pool to the ground truth.
     pub fn new(setup: WorkerSetup) -> Self {
-        let sched = engine::build(&setup.engine);
+        let sched = engines::build(&setup.engine, &setup.rules);
         if let Some(truth) = setup
             .probes
             .truth

@@ -8,18 +8,19 @@
 //! reads the engine's load signals for the routers, its counters for the report, and hands the
 //! run's ground truth a read-only view of its device cache ([`CacheView`]).
 //!
-//! Each engine lives in its own folder with its own rules: [`vllm`], vLLM v1's
-//! step scheduler (running requests first, chunked prefill, preemption by recomputation), and
-//! [`trtllm`], TensorRT-LLM's default capacity scheduler on vLLM's step loop
-//! (each admitted request's KV reserved through its completion, never evicted), and [`sglang`],
-//! SGLang's scheduler on the same loop (prefill batches first, admission against a reserve of
-//! future output, retraction when decode runs out of KV).
+//! Each engine lives in its own folder with its own rules: [`vllm`](super::vllm), vLLM v1's
+//! step scheduler (running requests first, chunked prefill, preemption by recomputation),
+//! [`trtllm`](super::trtllm), TensorRT-LLM's default capacity scheduler on vLLM's step loop
+//! (each admitted request's KV reserved through its completion, never evicted), and
+//! [`sglang`](super::sglang), SGLang's scheduler on the same loop (prefill batches first,
+//! admission against a reserve of future output, retraction when decode runs out of KV).
 //!
 //! What engines share lives beside this file: a request's state ([`Seq`]), the block pool with
 //! its prefix lookup, pins and eviction ([`kv`](super::kv)), what a plan tells the actor
 //! ([`plan`](super::plan)) and step times ([`timing`](super::timing)). Adding an engine is a
-//! folder, a variant of [`EngineRules`] and a line in [`build`]: no actor, bus or router code
-//! changes.
+//! folder, a variant of [`EngineRules`](super::engines::EngineRules) and a line in
+//! [`build`](super::engines::build): no actor, bus or router code changes. This file names no
+//! engine: the engines depend on it, never the other way round.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -37,7 +38,6 @@ use super::probe::FeatureTotals;
 use super::seq::Seq;
 use super::tiers::{TierBytes, TiersSetup};
 use super::timing::TimingModel;
-use super::{sglang, trtllm, vllm};
 
 /// A worker's engine: a step scheduler over its KV blocks, for requests carrying the actor's
 /// data `T`.
@@ -186,7 +186,8 @@ impl CacheView {
     }
 }
 
-/// Everything an engine is built from: what every engine shares, and its own rules.
+/// What every engine is built from, whichever it is (its own rules are
+/// [`EngineRules`](super::engines::EngineRules)).
 #[derive(Clone, Debug)]
 pub struct EngineSetup {
     /// Tokens per KV block.
@@ -206,35 +207,34 @@ pub struct EngineSetup {
     pub record_features: bool,
     /// The host and disk tiers below the device (`None`: none; [`tiers`](super::tiers)).
     pub tiers: Option<TiersSetup>,
-    /// The engine and its own rules.
-    pub rules: EngineRules,
     /// Where it adds the gaps between consecutive tokens of its requests, ns: the cluster's one
     /// histogram, which every worker's engine shares.
     pub itl: SharedHistogram,
 }
 
-/// Each engine's own rules.
-#[derive(Clone, Debug, PartialEq)]
-pub enum EngineRules {
-    /// vLLM v1.
-    Vllm(vllm::VllmRules),
-    /// TensorRT-LLM (`GUARANTEED_NO_EVICT`).
-    Trtllm(trtllm::TrtllmRules),
-    /// SGLang.
-    Sglang(sglang::SglangRules),
-}
+/// The pool answers the ground truth's questions from its own lookups.
+impl CachedBlocks for KvPool {
+    fn cached_prefix(&self, blocks: &[BlockHash]) -> usize {
+        KvPool::cached_prefix(self, blocks)
+    }
 
-/// Builds the engine `setup` describes: every engine runs on vLLM's step loop, over a pool
-/// with the same lower tiers.
-pub fn build<T: 'static>(setup: &EngineSetup) -> Box<dyn Engine<T>> {
-    let cfg = match &setup.rules {
-        EngineRules::Vllm(r) => vllm::SchedulerConfig::of(setup, r),
-        EngineRules::Trtllm(r) => r.scheduler_config(setup),
-        EngineRules::Sglang(r) => r.scheduler_config(setup),
-    };
-    Box::new(
-        vllm::StepScheduler::new(cfg)
-            .with_tiers(setup.tiers.as_ref())
-            .with_itl(setup.itl.clone()),
-    )
+    fn remembered_prefix(&self, blocks: &[BlockHash]) -> usize {
+        KvPool::remembered_prefix(self, blocks)
+    }
+
+    fn holds(&self, block: BlockHash) -> bool {
+        KvPool::contains(self, block)
+    }
+
+    fn remembers(&self, block: BlockHash) -> bool {
+        KvPool::remembers(self, block)
+    }
+
+    fn lost_recently(&self, block: BlockHash) -> bool {
+        KvPool::lost_recently(self, block)
+    }
+
+    fn report_to(&mut self, held_by: SharedHeldBy, worker: u32) {
+        KvPool::report_to(self, held_by, worker)
+    }
 }

@@ -1,6 +1,7 @@
 //! A worker: an engine (a step scheduler over a KV block pool) wrapped in a thin actor.
 //!
-//! - [`engine`]: the interface the actor drives, and how an engine is built from its setup.
+//! - [`engine`]: the interface the actor drives and the settings every engine shares;
+//!   [`engines`]: each engine's own rules and the one place that builds an engine from them.
 //! - The engines, one folder each with its own rules: [`vllm`] (vLLM v1's step scheduler:
 //!   running requests first, then waiting ones FIFO, within a token budget and a sequence limit;
 //!   chunked prefill, prefix caching, KV growth and preemption; decode stretches planned at
@@ -19,6 +20,7 @@
 
 pub mod actor;
 pub mod engine;
+pub mod engines;
 mod events;
 pub mod evicted;
 pub mod held_by;

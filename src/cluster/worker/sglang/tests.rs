@@ -5,7 +5,7 @@
 use super::{
     ratio_after_retraction, reserved_output, retraction_victim, SchedulePolicy, SglangRules,
 };
-use crate::cluster::worker::engine::{EngineRules, EngineSetup};
+use crate::cluster::worker::engine::EngineSetup;
 use crate::cluster::worker::vllm::tests::{request, run, run_from, BLOCK};
 use crate::cluster::worker::vllm::StepScheduler;
 use crate::scenario::Timing;
@@ -32,7 +32,6 @@ fn engine(r: SglangRules, capacity: Option<usize>) -> StepScheduler<()> {
         max_model_len: None,
         record_features: false,
         tiers: None,
-        rules: EngineRules::Sglang(r),
         itl: Default::default(),
     };
     StepScheduler::new(r.scheduler_config(&setup))
