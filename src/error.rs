@@ -75,6 +75,17 @@ pub struct Invalid {
     pub problem: String,
 }
 
+impl Invalid {
+    /// The error for `key` set to `value`, which `problem` says is wrong.
+    pub fn new(key: &str, value: impl ToString, problem: &str) -> Invalid {
+        Invalid {
+            key: key.to_string(),
+            value: value.to_string(),
+            problem: problem.to_string(),
+        }
+    }
+}
+
 /// Shorthand for results in dynsim.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

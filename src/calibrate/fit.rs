@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use super::measured::MeasuredRow;
 use super::nnls;
 use super::{Prediction, TPOT_WEIGHT};
+use crate::deployment::features::{Features, FEATURES, GPU_FEATURES, RATE_FEATURES};
 use crate::deployment::profile::Profile;
-use crate::deployment::roofline::{Features, FEATURES, GPU_FEATURES, RATE_FEATURES};
 
 /// Fits the step coefficients and the request overhead to `rows` from their `predictions` under
 /// the schedule those runs took, the per-request jitter held at `jitter_ms`.

@@ -23,11 +23,11 @@ use std::collections::BTreeMap;
 
 use crate::bench::{self, BenchSpec, Protocol};
 use crate::cluster::worker::probe::FeatureTotals;
+use crate::deployment::features::{dot, Features, FEATURES};
 use crate::deployment::model;
 use crate::deployment::profile::{
     FitError, GpuCoefficients, Profile, ProfileFile, RequestCoefficients, StepCoefficients,
 };
-use crate::deployment::roofline::{dot, Features, FEATURES};
 use crate::error::{Error, Result};
 use crate::scenario::{EngineKind, Override};
 pub use fit::fit;

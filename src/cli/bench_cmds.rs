@@ -445,7 +445,7 @@ fn predictions_csv(
     rows: &[crate::calibrate::measured::MeasuredRow],
     p: &[crate::calibrate::Prediction],
 ) -> String {
-    use crate::deployment::roofline::FEATURE_NAMES;
+    use crate::deployment::features::FEATURE_NAMES;
     let mut out = String::from(
         "id,line,model,gpu,precision,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,measured_tpot_ms,predicted_tpot_ms,preemptions",
     );

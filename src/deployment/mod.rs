@@ -31,6 +31,7 @@
 //! byte plus one fp8 scale per 16 weights), embeddings, output head and norms in bf16 (as the
 //! FP8/FP4 checkpoints keep them), split evenly over the tensor-parallel GPUs.
 
+pub mod features;
 pub mod gpu;
 pub mod model;
 pub mod profile;

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use super::features::{Features, FEATURES, FEATURE_NAMES, GPU_FEATURES};
 use super::gpu::GpuSpec;
-use super::roofline::{Features, FEATURES, FEATURE_NAMES, GPU_FEATURES};
 use crate::error::{Error, Result};
 
 /// The coefficients of a step's features, by name (see [`FEATURE_NAMES`]).

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::{bad, Invalid};
 use super::Scenario;
+use crate::error::Invalid;
 
 /// The most blocks a tier may hold (2^32).
 const MAX_TIER_BLOCKS: usize = 1 << 32;
@@ -149,7 +149,7 @@ pub struct ResolvedTier {
 /// Checks `[kv.host]` and `[kv.disk]`.
 pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     if s.kv.disk.is_some() && s.kv.host.is_none() {
-        return Err(bad(
+        return Err(Invalid::new(
             "kv.disk",
             "a table",
             "needs [kv.host]: the disk tier takes the blocks host memory drops",
@@ -160,14 +160,14 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         let key = |k: &str| format!("kv.{name}.{k}");
         if t.scope == TierScope::Cluster {
             if name == "disk" {
-                return Err(bad(
+                return Err(Invalid::new(
                     &key("scope"),
                     "\"cluster\"",
                     "is not modelled for disk (only [kv.host] may be shared); use \"worker\"",
                 ));
             }
             if s.kv.disk.is_some() {
-                return Err(bad(
+                return Err(Invalid::new(
                     &key("scope"),
                     "\"cluster\"",
                     "with [kv.disk] is not modelled (a shared host's drops have no one disk to \
@@ -175,7 +175,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                 ));
             }
             if s.disagg.enabled {
-                return Err(bad(
+                return Err(Invalid::new(
                     &key("scope"),
                     "\"cluster\"",
                     "with disagg.enabled is not modelled (prefill and decode workers would share \
@@ -185,14 +185,14 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
         match (t.capacity_blocks, t.capacity_gb) {
             (Some(_), Some(_)) => {
-                return Err(bad(
+                return Err(Invalid::new(
                     &key("capacity_gb"),
                     "set",
                     "and capacity_blocks are both set: give one",
                 ))
             }
             (None, None) => {
-                return Err(bad(
+                return Err(Invalid::new(
                     &key("capacity_blocks"),
                     "absent",
                     "is needed (or capacity_gb)",
@@ -201,7 +201,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             (None, Some(gb)) => {
                 up_to_1e9(&key("capacity_gb"), gb)?;
                 if !s.has_deployment() {
-                    return Err(bad(
+                    return Err(Invalid::new(
                         &key("capacity_gb"),
                         format!("{gb:?}"),
                         "needs a [deployment] (the model's KV bytes per block); without one, give \
@@ -211,7 +211,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             }
             (Some(n), None) => {
                 if n > MAX_TIER_BLOCKS {
-                    return Err(bad(
+                    return Err(Invalid::new(
                         &key("capacity_blocks"),
                         n,
                         &format!("must be at most {MAX_TIER_BLOCKS}"),
@@ -235,7 +235,11 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
 /// A finite number from 0 to 1e9.
 fn up_to_1e9(key: &str, x: f64) -> Result<(), Invalid> {
     if !x.is_finite() || !(0.0..=1e9).contains(&x) {
-        return Err(bad(key, format!("{x:?}"), "must be a number from 0 to 1e9"));
+        return Err(Invalid::new(
+            key,
+            format!("{x:?}"),
+            "must be a number from 0 to 1e9",
+        ));
     }
     Ok(())
 }

@@ -18,25 +18,20 @@ use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::workload::synthetic::SyntheticStream;
 
-/// The error for `key` set to `value`, which `problem` says is wrong.
-pub(super) fn bad(key: &str, value: impl ToString, problem: &str) -> Invalid {
-    Invalid {
-        key: key.to_string(),
-        value: value.to_string(),
-        problem: problem.to_string(),
-    }
-}
-
 fn at_least_one(key: &str, n: usize) -> Result<(), Invalid> {
     if n == 0 {
-        return Err(bad(key, n, "must be at least 1"));
+        return Err(Invalid::new(key, n, "must be at least 1"));
     }
     Ok(())
 }
 
 fn non_negative(key: &str, x: f64) -> Result<(), Invalid> {
     if !x.is_finite() || x < 0.0 {
-        return Err(bad(key, format!("{x:?}"), "must be a finite number >= 0"));
+        return Err(Invalid::new(
+            key,
+            format!("{x:?}"),
+            "must be a finite number >= 0",
+        ));
     }
     Ok(())
 }
@@ -45,7 +40,7 @@ fn non_negative(key: &str, x: f64) -> Result<(), Invalid> {
 fn time_ms(key: &str, x: f64) -> Result<(), Invalid> {
     non_negative(key, x)?;
     if x > MAX_MS {
-        return Err(bad(
+        return Err(Invalid::new(
             key,
             format!("{x:?}"),
             "must be at most 1e12 ms (about 31.7 years)",
@@ -56,14 +51,18 @@ fn time_ms(key: &str, x: f64) -> Result<(), Invalid> {
 
 fn at_most(key: &str, n: usize, max: usize) -> Result<(), Invalid> {
     if n > max {
-        return Err(bad(key, n, &format!("must be at most {max}")));
+        return Err(Invalid::new(key, n, &format!("must be at most {max}")));
     }
     Ok(())
 }
 
 fn positive(key: &str, x: f64) -> Result<(), Invalid> {
     if !x.is_finite() || x <= 0.0 {
-        return Err(bad(key, format!("{x:?}"), "must be a finite number > 0"));
+        return Err(Invalid::new(
+            key,
+            format!("{x:?}"),
+            "must be a finite number > 0",
+        ));
     }
     Ok(())
 }
@@ -102,7 +101,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
             at_least_one("workload.reps", w.reps)?;
             let requests = w.prefixes.saturating_mul(w.reps);
             if requests > MAX_REQUESTS {
-                return Err(bad(
+                return Err(Invalid::new(
                     "workload.prefixes",
                     w.prefixes,
                     &format!(
@@ -116,7 +115,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
                 .saturating_add(w.tail_len as u64)
                 .saturating_add(u64::from(w.output_tokens));
             if context > MAX_CONTEXT_TOKENS {
-                return Err(bad(
+                return Err(Invalid::new(
                     "workload.tail_len",
                     w.tail_len,
                     &format!(
@@ -128,7 +127,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
             time_ms("workload.interval_ms", w.interval_ms)?;
             let last_ms = w.interval_ms * (requests - 1) as f64;
             if last_ms > MAX_MS {
-                return Err(bad(
+                return Err(Invalid::new(
                     "workload.interval_ms",
                     format!("{:?}", w.interval_ms),
                     &format!(
@@ -141,7 +140,11 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         }
         Workload::Trace(t) => {
             if t.path.is_empty() {
-                return Err(bad("workload.path", "\"\"", "must name a trace file"));
+                return Err(Invalid::new(
+                    "workload.path",
+                    "\"\"",
+                    "must name a trace file",
+                ));
             }
             at_least_one("workload.trace_block_size", t.trace_block_size)?;
             positive("workload.speedup", t.speedup)?;
@@ -153,22 +156,22 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
             }
             if let Some(schedule) = &t.speedup_schedule {
                 if t.speedup != 1.0 {
-                    return Err(bad(
+                    return Err(Invalid::new(
                         "workload.speedup",
                         format!("{:?}", t.speedup),
                         "is replaced by workload.speedup_schedule: remove one of them",
                     ));
                 }
-                schedule
-                    .validate()
-                    .map_err(|(k, m)| bad(&format!("workload.speedup_schedule.{k}"), "", &m))?;
+                schedule.validate().map_err(|(k, m)| {
+                    Invalid::new(&format!("workload.speedup_schedule.{k}"), "", &m)
+                })?;
             }
             if let Some(d) = t.duration_s {
                 positive("workload.duration_s", d)?;
                 time_ms("workload.duration_s", d * 1e3)?;
             }
             if t.concurrency.is_some() && (t.speedup_schedule.is_some() || t.duration_s.is_some()) {
-                return Err(bad(
+                return Err(Invalid::new(
                     "workload.concurrency",
                     t.concurrency.unwrap_or(0),
                     "is a closed loop, which ignores arrival times: remove it, or \
@@ -178,11 +181,11 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         }
         Workload::Synthetic(p) => {
             p.validate()
-                .map_err(|(key, problem)| bad(&format!("workload.{key}"), "", &problem))?;
+                .map_err(|(key, problem)| Invalid::new(&format!("workload.{key}"), "", &problem))?;
             // The draws themselves: every arrival within the clock, every request within the
             // longest context.
             SyntheticStream::check(p, s.block_size(), SimRng::new(s.rng, s.seed))
-                .map_err(|(key, problem)| bad(&format!("workload.{key}"), "", &problem))?;
+                .map_err(|(key, problem)| Invalid::new(&format!("workload.{key}"), "", &problem))?;
         }
     }
     let c = &s.cluster;
@@ -193,7 +196,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
 
     let b = &s.bus;
     if !(0.0..=1.0).contains(&b.drop_rate) {
-        return Err(bad(
+        return Err(Invalid::new(
             "bus.drop_rate",
             format!("{:?}", b.drop_rate),
             "is outside 0..=1",
@@ -209,7 +212,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         time_ms(&format!("bus.outages[{i}].start_ms"), w.start_ms)?;
         time_ms(&format!("bus.outages[{i}].end_ms"), w.end_ms)?;
         if w.end_ms <= w.start_ms {
-            return Err(bad(
+            return Err(Invalid::new(
                 &format!("bus.outages[{i}].end_ms"),
                 format!("{:?}", w.end_ms),
                 "must be after start_ms",
@@ -224,7 +227,11 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         ("timing.decode_coeffs", t.decode_coeffs),
     ] {
         if coeffs.iter().any(|x| !x.is_finite()) {
-            return Err(bad(name, format!("{coeffs:?}"), "must be finite numbers"));
+            return Err(Invalid::new(
+                name,
+                format!("{coeffs:?}"),
+                "must be finite numbers",
+            ));
         }
     }
     time_ms("timing.decode_floor_ms", t.decode_floor_ms)?;
@@ -255,7 +262,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         at_most("disagg.prefill_workers", d.prefill_workers, MAX_WORKERS)?;
         at_most("disagg.decode_workers", d.decode_workers, MAX_WORKERS)?;
         if d.colocated && d.prefill_workers != d.decode_workers {
-            return Err(bad(
+            return Err(Invalid::new(
                 "disagg.decode_workers",
                 d.decode_workers,
                 "must equal prefill_workers when colocated (each GPU runs one of each)",
@@ -271,14 +278,14 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
         ("disagg.model.dtype_bytes", d.model.dtype_bytes),
     ] {
         if v == 0 {
-            return Err(bad(name, v, "must be at least 1"));
+            return Err(Invalid::new(name, v, "must be at least 1"));
         }
     }
     let m = &d.model;
     if crate::disagg::checked_kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, m.dtype_bytes)
         .is_none()
     {
-        return Err(bad(
+        return Err(Invalid::new(
             "disagg.model.layers",
             m.layers,
             "makes the KV bytes per token overflow 64 bits",
@@ -299,7 +306,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
                 down_ms,
             } => {
                 if *worker >= workers {
-                    return Err(bad(
+                    return Err(Invalid::new(
                         &format!("faults[{i}].worker"),
                         worker,
                         &format!("is not a worker (there are {workers}: 0..{workers})"),
@@ -317,7 +324,7 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
                     w == worker && *a < at_ms + down_ms && *at_ms < a + d
                 });
                 if overlaps {
-                    return Err(bad(
+                    return Err(Invalid::new(
                         &format!("faults[{i}].at_ms"),
                         format!("{at_ms:?}"),
                         "overlaps an earlier restart of the same worker",
@@ -337,7 +344,7 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
     let d = Timing::default();
     let kind = s.timing_kind();
     if kind == TimingKind::Roofline && !s.has_deployment() {
-        return Err(bad(
+        return Err(Invalid::new(
             "timing.model",
             "\"roofline\"",
             "needs a [deployment] (model, gpu, tp, precision) to time its steps",
@@ -379,7 +386,7 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
         .into_iter()
         .find(|(_, changed, _, model)| *changed && *model != kind)
     {
-        Some((key, _, value, model)) => Err(bad(
+        Some((key, _, value, model)) => Err(Invalid::new(
             key,
             value,
             &format!(
@@ -399,7 +406,7 @@ fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
     let c = g.chunked_prefill_size;
     let bs = s.block_size() as i64;
     if c != -1 && (c <= 0 || c % bs != 0) {
-        return Err(bad(
+        return Err(Invalid::new(
             "engine.sglang.chunked_prefill_size",
             c,
             &format!(
@@ -409,7 +416,7 @@ fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
         ));
     }
     if g.max_prefill_tokens == 0 {
-        return Err(bad(
+        return Err(Invalid::new(
             "engine.sglang.max_prefill_tokens",
             0,
             "must be at least 1",
@@ -417,7 +424,7 @@ fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
     }
     let k = g.schedule_conservativeness;
     if !(k.is_finite() && k >= 0.0) {
-        return Err(bad(
+        return Err(Invalid::new(
             "engine.sglang.schedule_conservativeness",
             format!("{k:?}"),
             "must be a finite number, 0 or more",
@@ -547,7 +554,7 @@ fn inactive_engine(s: &Scenario) -> Result<(), Invalid> {
         .into_iter()
         .find(|(_, changed, _, engine)| *changed && *engine != kind)
     {
-        Some((key, _, value, engine)) => Err(bad(
+        Some((key, _, value, engine)) => Err(Invalid::new(
             key,
             value,
             &format!(
@@ -584,7 +591,7 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
         ),
     ] {
         if !(u.is_finite() && u > 0.0 && u <= 1.0) {
-            return Err(bad(key, format!("{u:?}"), "must be in (0, 1]"));
+            return Err(Invalid::new(key, format!("{u:?}"), "must be in (0, 1]"));
         }
     }
     let d = &s.disagg;
@@ -594,7 +601,7 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
             ("disagg.decode_deployment", d.decode_deployment.is_some()),
         ] {
             if given {
-                return Err(bad(
+                return Err(Invalid::new(
                     key,
                     "",
                     "only applies with disagg.enabled = true (use [deployment] otherwise)",
@@ -604,7 +611,7 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
     }
     if s.has_deployment() {
         if let Limit::Count(n) = s.cluster.kv_capacity_blocks {
-            return Err(bad(
+            return Err(Invalid::new(
                 "cluster.kv_capacity_blocks",
                 n,
                 "is derived from the [deployment] (the KV its engine finds in memory): remove it, \
@@ -614,14 +621,14 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
             ));
         }
         if d.model != crate::disagg::ModelShape::default() {
-            return Err(bad(
+            return Err(Invalid::new(
                 "disagg.model.layers",
                 d.model.layers,
                 "is derived from the [deployment]'s model: remove [disagg.model]",
             ));
         }
         if s.disagg.enabled && s.deployment_of(super::Pool::Prefill).is_none() {
-            return Err(bad(
+            return Err(Invalid::new(
                 "disagg.prefill_deployment",
                 "",
                 "is needed: the decode workers have a deployment, so the prefill workers need one \
@@ -630,7 +637,7 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
         }
         if s.disagg.enabled && !s.disagg.colocated && s.deployment_of(super::Pool::Decode).is_none()
         {
-            return Err(bad(
+            return Err(Invalid::new(
                 "disagg.decode_deployment",
                 "",
                 "is needed: the prefill workers have a deployment, so the decode workers need one \
@@ -658,7 +665,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     at_most("router.replicas", r.replicas, MAX_REPLICAS)?;
     let known = || registry::names().join(", ");
     if registry::entry(&r.policy).is_none() {
-        return Err(bad(
+        return Err(Invalid::new(
             "router.policy",
             format!("{:?}", r.policy),
             &format!("is not a policy (one of {})", known()),
@@ -681,7 +688,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
                     known()
                 ),
             };
-            return Err(bad(&format!("router.{name}"), value, &problem));
+            return Err(Invalid::new(&format!("router.{name}"), value, &problem));
         };
         let setup = PolicySetup {
             name: entry.name,
@@ -699,7 +706,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
             .into_iter()
             .filter(|n| registry::reads_signals(n, None))
             .collect();
-        return Err(bad(
+        return Err(Invalid::new(
             "router.signal_refresh_ms",
             format!("{:?}", r.signal_refresh_ms),
             &format!(
@@ -718,7 +725,7 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
             .into_iter()
             .filter(|n| registry::reads_load_kind(n, None))
             .collect();
-        return Err(bad(
+        return Err(Invalid::new(
             "router.load",
             "\"in-flight\"".to_string(),
             &format!(

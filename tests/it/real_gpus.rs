@@ -378,7 +378,7 @@ fn calibration_on_a_subset_beats_its_start() {
         "before {before:?}, after {after:?}"
     );
     // Rates never beat the datasheet, on any GPU.
-    for k in 0..dynsim::deployment::roofline::RATE_FEATURES {
+    for k in 0..dynsim::deployment::features::RATE_FEATURES {
         assert!(fitted.profile.step[k] >= 1.0, "{:?}", fitted.profile.step);
     }
     for own in fitted.profile.gpu_rates.values() {

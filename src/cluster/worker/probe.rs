@@ -1,5 +1,5 @@
 //! A feature clock: a worker's time kept, beside nanoseconds, as the sum of its steps' roofline
-//! features ([`crate::deployment::roofline::Features`]), for `dynsim calibrate`.
+//! features ([`crate::deployment::features::Features`]), for `dynsim calibrate`.
 //!
 //! A roofline step lasts `coefficients · features`, so a stretch of steps lasts the coefficients
 //! dotted with their features' sum. Stamping each request with the clock's reading when it joins
@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::deployment::roofline::{Features, FEATURES};
+use crate::deployment::features::{Features, FEATURES};
 use crate::engine::Nanos;
 use crate::hashers::IdBuilder;
 use crate::ids::RequestId;
