@@ -53,7 +53,7 @@ use super::plan::{Admit, Work};
 pub use super::plan::{Applied, LogItem, Planned};
 use super::probe::{FeatureClock, FeatureTotals};
 use super::seq::{Seq, SeqKind};
-use super::sglang::SglangRules;
+use super::sglang::rules::SglangRules;
 use super::tiers::TiersSetup;
 use super::timing::{StepWork, TimingModel};
 
