@@ -310,22 +310,27 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
         |d| d.kv_bytes_per_token,
     );
     let block_bytes = bytes_per_token.saturating_mul(s.block_size() as u64);
-    let tiers: Vec<TierSpec> =
-        s.kv.resolved(block_bytes)
-            .into_iter()
-            .map(|t| TierSpec {
-                tier: if t.disk { Tier::Disk } else { Tier::Host },
-                capacity_blocks: t.capacity_blocks,
-                d2h_gbps: t.d2h_gbps,
-                h2d_gbps: t.h2d_gbps,
-                first_byte_ms: t.first_byte_ms,
-                write_through: t.write_through,
-            })
-            .collect();
+    let resolved = s.kv.resolved(block_bytes);
+    let min_load_tokens = resolved
+        .iter()
+        .find(|t| !t.disk)
+        .map_or(0, |t| t.min_load_tokens);
+    let tiers: Vec<TierSpec> = resolved
+        .into_iter()
+        .map(|t| TierSpec {
+            tier: if t.disk { Tier::Disk } else { Tier::Host },
+            capacity_blocks: t.capacity_blocks,
+            d2h_gbps: t.d2h_gbps,
+            h2d_gbps: t.h2d_gbps,
+            first_byte_ms: t.first_byte_ms,
+            write_through: t.write_through,
+        })
+        .collect();
     (!tiers.is_empty()).then_some(TiersSetup {
         block_bytes,
         tiers,
         shared_host: None,
+        min_load_tokens,
     })
 }
 

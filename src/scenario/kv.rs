@@ -85,6 +85,13 @@ pub struct TierSettings {
     /// holding host's blocks too, as aisimulate-core 0.13's G3 tier below its vLLM host adapter).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write_policy: Option<WritePolicy>,
+    /// `[kv.host]` only: a prefix continuing on the lower tiers for fewer than this many tokens
+    /// is recomputed, not loaded back (absent: 0, any continuation is loaded). After SGLang
+    /// HiCache's `load_back_threshold` (10 tokens, fixed in 0.5.6.post2's
+    /// `HiRadixCache.load_back`: the whole host continuation or none of it); it binds only
+    /// when blocks are shorter than it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_load_tokens: Option<u64>,
 }
 
 impl KvSettings {
@@ -119,6 +126,7 @@ impl KvSettings {
                 h2d_gbps: t.h2d_gbps.unwrap_or(gbps),
                 first_byte_ms: t.first_byte_ms.unwrap_or(first_byte_ms),
                 write_through: t.write_policy == Some(WritePolicy::WriteThrough),
+                min_load_tokens: t.min_load_tokens.unwrap_or(0),
             }
         };
         let mut out = Vec::new();
@@ -144,6 +152,8 @@ pub struct ResolvedTier {
     /// Written as the tier above stores a block (`write_policy = "write_through"`), not as it
     /// drops one.
     pub write_through: bool,
+    /// Fewest tokens of a lower continuation that are loaded back (`[kv.host]` only; 0: any).
+    pub min_load_tokens: u64,
 }
 
 /// Checks `[kv.host]` and `[kv.disk]`.
@@ -180,6 +190,23 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                     "\"cluster\"",
                     "with disagg.enabled is not modelled (prefill and decode workers would share \
                      one pool); use \"worker\"",
+                ));
+            }
+        }
+        if let Some(n) = t.min_load_tokens {
+            if name == "disk" {
+                return Err(Invalid::new(
+                    &key("min_load_tokens"),
+                    n,
+                    "is a [kv.host] setting (it applies to the whole lower continuation); set \
+                     it there",
+                ));
+            }
+            if n > MAX_TIER_BLOCKS as u64 {
+                return Err(Invalid::new(
+                    &key("min_load_tokens"),
+                    n,
+                    &format!("must be at most {MAX_TIER_BLOCKS}"),
                 ));
             }
         }

@@ -156,6 +156,14 @@ fn bad_tier_settings_are_refused_in_one_line() {
             "[kv.host]\ncapacity_blocks = 10\nh2d_gbps = -1.0\n",
             "kv.host.h2d_gbps",
         ),
+        (
+            "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_blocks = 10\nmin_load_tokens = 10\n",
+            "kv.disk.min_load_tokens",
+        ),
+        (
+            "[kv.host]\ncapacity_blocks = 10\nmin_load_tokens = 4294967297\n",
+            "kv.host.min_load_tokens",
+        ),
     ] {
         let path = write(dir.path(), "bad.toml", &format!("{SMALL_DEVICE}{extra}"));
         let line = bad(&["run", &path]);

@@ -43,6 +43,12 @@ impl KvPool {
         self.tiers.as_ref().map_or([0; 2], |t| t.lookup(blocks))
     }
 
+    /// Fewest tokens of a lower continuation that are loaded back (`[kv.host]
+    /// min_load_tokens`; 0, any, without tiers).
+    pub fn min_load_tokens(&self) -> u64 {
+        self.tiers.as_ref().map_or(0, |t| t.min_load_tokens())
+    }
+
     /// Loads `blocks` (a [`KvPool::lower_prefix`] prefix) back from the lower tiers, queued at
     /// `now`: when the last arrives, and the blocks read from each tier ([`Tiers::load`]). The
     /// caller then acquires them like any block it stores.

@@ -31,7 +31,9 @@
 //! - **Load.** A request whose cached prefix on the device stops short looks the blocks after it
 //!   up in the lower tiers (each block from the highest tier holding it, up to the first block no
 //!   tier holds) and loads them back to the device instead of recomputing them; its step waits
-//!   until the last byte has arrived ([`Tiers::load`] says when).
+//!   until the last byte has arrived ([`Tiers::load`] says when). A continuation shorter than
+//!   `[kv.host] min_load_tokens` is recomputed instead ([`TiersSetup::min_load_tokens`], SGLang
+//!   HiCache's `load_back_threshold`).
 //! - **Transfers.** Each tier has a write lane (into it: device → host for the host tier, host →
 //!   disk for the disk tier, at `d2h_gbps`) and a read lane (out of it to the device, at
 //!   `h2d_gbps`). A lane serves its transfers FIFO: one queued at `t` starts its first byte at
@@ -139,6 +141,10 @@ pub struct TiersSetup {
     /// live there, its capacity the pool's; the host spec gives this worker's lanes). `None`:
     /// the worker's own host tier.
     pub shared_host: Option<SharedHost>,
+    /// Fewest tokens of a lower continuation that a request loads back; a shorter one is
+    /// recomputed (`[kv.host] min_load_tokens`, after SGLang HiCache's `load_back_threshold`;
+    /// 0: any is loaded).
+    pub min_load_tokens: u64,
 }
 
 /// Where a tier's blocks live: its worker's own, or the cluster's shared host pool.
@@ -239,6 +245,7 @@ pub struct Tiers {
     block_bytes: u64,
     stores: Vec<Store>,
     bytes: TierBytes,
+    min_load_tokens: u64,
 }
 
 impl Tiers {
@@ -256,7 +263,13 @@ impl Tiers {
                 })
                 .collect(),
             bytes: TierBytes::default(),
+            min_load_tokens: setup.min_load_tokens,
         }
+    }
+
+    /// Fewest tokens of a lower continuation that are loaded back ([`TiersSetup`]).
+    pub fn min_load_tokens(&self) -> u64 {
+        self.min_load_tokens
     }
 
     /// Whether blocks go to the first tier (host) as the device stores them (else as it evicts

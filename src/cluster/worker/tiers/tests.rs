@@ -32,6 +32,7 @@ fn tiers(host: usize, disk: Option<usize>) -> Tiers {
         block_bytes: 16 * QWEN3_0_6B,
         tiers: t,
         shared_host: None,
+        min_load_tokens: 0,
     })
 }
 
@@ -116,6 +117,7 @@ fn a_disk_written_through_takes_what_host_stores_once_host_has_written_it() {
             },
         ],
         shared_host: None,
+        min_load_tokens: 0,
     });
     let mut moves = Vec::new();
     t.offload(&blocks(0..3), 0, &mut moves);
@@ -191,6 +193,7 @@ fn sharing(pool: &SharedHost, d2h: f64, h2d: f64) -> Tiers {
             ..spec(Tier::Host, 0)
         }],
         shared_host: Some(pool.clone()),
+        min_load_tokens: 0,
     })
 }
 
@@ -285,6 +288,7 @@ fn written_through(host: usize) -> Tiers {
             ..spec(Tier::Host, host)
         }],
         shared_host: None,
+        min_load_tokens: 0,
     })
 }
 
@@ -341,6 +345,7 @@ fn a_worker_touching_the_shared_pool_touches_it_for_every_worker() {
                 ..spec(Tier::Host, 0)
             }],
             shared_host: Some(pool.clone()),
+            min_load_tokens: 0,
         })
     };
     let (mut wa, mut wb) = (through(), through());

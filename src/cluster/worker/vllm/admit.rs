@@ -64,7 +64,16 @@ impl<T> StepScheduler<T> {
                 };
                 let held_tokens = ((held + lower) as u64 * bs as u64).min(head.prompt);
                 let cap = (Self::head_target(head) - 1) / bs as u64 * bs as u64;
-                (held, remembered, held_tokens.min(cap))
+                let start = held_tokens.min(cap);
+                // A lower continuation shorter than `[kv.host] min_load_tokens` is recomputed
+                // (SGLang HiCache's `load_back_threshold`: all of it or none).
+                let on_device = (held as u64 * bs as u64).min(head.prompt).min(cap);
+                let start = if start - on_device < pool.min_load_tokens() {
+                    on_device
+                } else {
+                    start
+                };
+                (held, remembered, start)
             }
         }
     }

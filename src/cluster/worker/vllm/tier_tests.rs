@@ -25,6 +25,17 @@ fn tiered_with(host: usize, write_through: bool) -> StepScheduler<()> {
 /// A scheduler of `budget` tokens a step and `device` device blocks over a host tier of `host`
 /// blocks (25 GB/s each way, 0.05 ms to the first byte), written back or through.
 fn over_host(budget: usize, device: usize, host: usize, write_through: bool) -> StepScheduler<()> {
+    over_host_loading(budget, device, host, write_through, 0)
+}
+
+/// [`over_host`], loading back only lower continuations of at least `min_load_tokens` tokens.
+fn over_host_loading(
+    budget: usize,
+    device: usize,
+    host: usize,
+    write_through: bool,
+    min_load_tokens: u64,
+) -> StepScheduler<()> {
     StepScheduler::new(config(budget, Some(device))).with_tiers(Some(&TiersSetup {
         block_bytes: BLOCK_BYTES,
         tiers: vec![TierSpec {
@@ -36,6 +47,7 @@ fn over_host(budget: usize, device: usize, host: usize, write_through: bool) -> 
             write_through,
         }],
         shared_host: None,
+        min_load_tokens,
     }))
 }
 
@@ -161,6 +173,29 @@ fn a_prefix_evicted_to_host_is_loaded_back_and_its_step_waits_for_it() {
     let bytes = s.pool().tiers().unwrap().bytes();
     assert_eq!(bytes.read, [3 * 1_835_008 / 4, 0]);
     assert_eq!(bytes.written, [2 * 1_835_008, 0]);
+}
+
+#[test]
+fn a_host_continuation_shorter_than_min_load_tokens_is_recomputed() {
+    // As above: C's continuation on host is 12 tokens (3 blocks of 4, capped one token short of
+    // its 16). At a minimum of 12 it loads (105,050 ns, then 4 tokens computed); at 13 it is
+    // recomputed whole, as without tiers: 16 tokens, nothing read, nothing cached.
+    for (min, end_after, cached, read) in [
+        (12, 105_050 + prefill_ns(4), 12, 3 * BLOCK_BYTES),
+        (13, prefill_ns(16), 0, 0),
+    ] {
+        let mut s = over_host_loading(8192, 4, 8, false, min);
+        let now = a_then_b_then_a_again(&mut s);
+        let p = s.plan(now).unwrap();
+        assert_eq!(p.end, now + end_after, "min_load_tokens {min}");
+        let first = s
+            .running_mut(RequestId(2))
+            .unwrap()
+            .first_admission()
+            .unwrap();
+        assert_eq!((first.cached_tokens, first.host_tokens), (cached, cached));
+        assert_eq!(s.pool().tiers().unwrap().bytes().read, [read, 0]);
+    }
 }
 
 #[test]
