@@ -310,7 +310,8 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
         |d| d.kv_bytes_per_token,
     );
     let block_bytes = bytes_per_token.saturating_mul(s.block_size() as u64);
-    let resolved = s.kv.resolved(block_bytes);
+    let resolved =
+        s.kv.resolved(block_bytes, hw.kv_capacity(s, role), s.block_size());
     let min_load_tokens = resolved
         .iter()
         .find(|t| !t.disk)

@@ -62,12 +62,20 @@ pub enum WritePolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TierSettings {
-    /// Blocks it holds per worker, or in all under `scope = "cluster"` (give this or
-    /// `capacity_gb`).
+    /// Blocks it holds per worker, or in all under `scope = "cluster"` (give this,
+    /// `capacity_gb` or, for `[kv.host]`, `capacity_ratio`).
     pub capacity_blocks: Option<usize>,
     /// GB (1e9 bytes) it holds per worker (in all under `scope = "cluster"`), in blocks of the
     /// `[deployment]` model's KV (needs a `[deployment]`; give this or `capacity_blocks`).
     pub capacity_gb: Option<f64>,
+    /// `[kv.host]` only: host holds this many times its worker's device blocks, as SGLang
+    /// HiCache sizes its host pool (`--hicache-ratio`, 2.0 by default in 0.5.6.post2;
+    /// `HostKVCache.__init__`: the device's tokens times the ratio, rounded down to whole
+    /// blocks, plus one block). From 1 (SGLang requires a host larger than the device) to 1e9;
+    /// needs a bounded device (a `[deployment]` or `cluster.kv_capacity_blocks`); not with
+    /// `scope = "cluster"`. Give one of this, `capacity_blocks` and `capacity_gb`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_ratio: Option<f64>,
     /// Bandwidth into the tier, GB/s; 0 = no limit (absent: aisimulate-core 0.13's defaults,
     /// 32 for host, 10 for disk).
     pub d2h_gbps: Option<f64>,
@@ -108,17 +116,27 @@ impl KvSettings {
     }
 
     /// Each configured tier, highest first, with its defaults, its capacity in blocks of
-    /// `block_bytes`. Call on a validated scenario.
-    pub fn resolved(&self, block_bytes: u64) -> Vec<ResolvedTier> {
+    /// `block_bytes` (a `capacity_ratio` of `device_blocks` blocks of `block_size` tokens; 0
+    /// without a device bound). Call on a validated scenario.
+    pub fn resolved(
+        &self,
+        block_bytes: u64,
+        device_blocks: Option<usize>,
+        block_size: usize,
+    ) -> Vec<ResolvedTier> {
         let one = |disk: bool, t: &TierSettings| {
             // aisimulate-core 0.13's defaults (`engine/config.rs`): host 32 GB/s and no
             // first-byte time (`NativeHostOffloadConfig`), disk 10 GB/s and 0.1 ms
             // (`G3OffloadConfig`).
             let (gbps, first_byte_ms) = if disk { (10.0, 0.1) } else { (32.0, 0.0) };
-            let capacity = t.capacity_blocks.unwrap_or_else(|| {
-                let gb = t.capacity_gb.unwrap_or(0.0);
-                (gb * 1e9 / block_bytes.max(1) as f64).floor() as usize
-            });
+            let capacity = match (t.capacity_blocks, t.capacity_ratio) {
+                (Some(n), _) => n,
+                (None, Some(ratio)) => host_blocks_by_ratio(device_blocks, block_size, ratio),
+                (None, None) => {
+                    let gb = t.capacity_gb.unwrap_or(0.0);
+                    (gb * 1e9 / block_bytes.max(1) as f64).floor() as usize
+                }
+            };
             ResolvedTier {
                 disk,
                 capacity_blocks: capacity,
@@ -134,6 +152,19 @@ impl KvSettings {
         out.extend(self.disk.as_ref().map(|t| one(true, t)));
         out
     }
+}
+
+/// Host blocks for `ratio` times a device of `device_blocks` blocks of `block_size` tokens, as
+/// SGLang 0.5.6.post2 sizes its host pool (`mem_cache/memory_pool_host.py`,
+/// `HostKVCache.__init__`: `size = int(device_pool.size * host_to_device_ratio)` tokens, then
+/// `size // page_size + 1` pages, a page being a block here); 0 without a device bound.
+pub fn host_blocks_by_ratio(device_blocks: Option<usize>, block_size: usize, ratio: f64) -> usize {
+    let Some(device) = device_blocks else {
+        return 0;
+    };
+    let bs = block_size.max(1) as u64;
+    let tokens = ((device as u64).saturating_mul(bs) as f64 * ratio).floor();
+    (tokens as u64 / bs).saturating_add(1) as usize
 }
 
 /// One tier with its defaults filled in.
@@ -210,6 +241,46 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                 ));
             }
         }
+        if let Some(r) = t.capacity_ratio {
+            let k = key("capacity_ratio");
+            if name == "disk" {
+                return Err(Invalid::new(
+                    &k,
+                    r,
+                    "is a [kv.host] setting (SGLang's host pool); give the disk capacity_blocks \
+                     or capacity_gb",
+                ));
+            }
+            if !r.is_finite() || !(1.0..=1e9).contains(&r) {
+                return Err(Invalid::new(
+                    &k,
+                    format!("{r:?}"),
+                    "must be a number from 1 to 1e9 (SGLang requires a host larger than the device)",
+                ));
+            }
+            if t.capacity_blocks.is_some() || t.capacity_gb.is_some() {
+                return Err(Invalid::new(
+                    &k,
+                    format!("{r:?}"),
+                    "is set with capacity_blocks or capacity_gb: give one",
+                ));
+            }
+            if t.scope == TierScope::Cluster {
+                return Err(Invalid::new(
+                    &k,
+                    format!("{r:?}"),
+                    "with scope = \"cluster\" is not modelled (a pool has no one device); give \
+                     capacity_blocks or capacity_gb",
+                ));
+            }
+            if !s.has_deployment() && s.cluster.kv_capacity_blocks.count().is_none() {
+                return Err(Invalid::new(
+                    &k,
+                    format!("{r:?}"),
+                    "needs a bounded device: a [deployment] or cluster.kv_capacity_blocks",
+                ));
+            }
+        }
         match (t.capacity_blocks, t.capacity_gb) {
             (Some(_), Some(_)) => {
                 return Err(Invalid::new(
@@ -218,11 +289,12 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                     "and capacity_blocks are both set: give one",
                 ))
             }
+            (None, None) if t.capacity_ratio.is_some() => {}
             (None, None) => {
                 return Err(Invalid::new(
                     &key("capacity_blocks"),
                     "absent",
-                    "is needed (or capacity_gb)",
+                    "is needed (or capacity_gb, or for [kv.host] capacity_ratio)",
                 ))
             }
             (None, Some(gb)) => {
@@ -269,4 +341,23 @@ fn up_to_1e9(key: &str, x: f64) -> Result<(), Invalid> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_blocks_by_ratio;
+
+    #[test]
+    fn a_host_ratio_rounds_the_devices_tokens_down_to_blocks_and_adds_one() {
+        // SGLang's default 2.0 on 4,096 blocks of 64 tokens: 524,288 tokens, 8,192 blocks, +1.
+        assert_eq!(host_blocks_by_ratio(Some(4096), 64, 2.0), 8193);
+        // 1.0 still gives one block more than the device (SGLang's host > device).
+        assert_eq!(host_blocks_by_ratio(Some(4096), 64, 1.0), 4097);
+        // 3 blocks of 4 tokens x 1.5 = 18 tokens: 4 whole blocks, +1.
+        assert_eq!(host_blocks_by_ratio(Some(3), 4, 1.5), 5);
+        // 10 blocks of 16 x 1.3 = 208.00000000000003 tokens (as Python computes it): 13, +1.
+        assert_eq!(host_blocks_by_ratio(Some(10), 16, 1.3), 14);
+        // An unbounded device gives no host.
+        assert_eq!(host_blocks_by_ratio(None, 16, 2.0), 0);
+    }
 }

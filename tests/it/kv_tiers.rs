@@ -105,6 +105,17 @@ fn a_write_through_host_the_size_of_the_device_mostly_repeats_it() {
 }
 
 #[test]
+fn a_host_sized_by_ratio_is_the_device_times_it_plus_one_block() {
+    // 96 device blocks of 16 tokens x 4.0 = 6,144 tokens: 384 blocks, plus one (SGLang's
+    // `HostKVCache`): the same run as 385 blocks given outright, and not as 384.
+    let tail = "d2h_gbps = 25.0\nh2d_gbps = 25.0\n";
+    let by_ratio = run(&format!("[kv.host]\ncapacity_ratio = 4.0\n{tail}"), &[]);
+    let given = run(&format!("[kv.host]\ncapacity_blocks = 385\n{tail}"), &[]);
+    assert_eq!(by_ratio, given);
+    assert_ne!(by_ratio, run(HOST, &[]));
+}
+
+#[test]
 fn tier_events_reach_a_trace_with_their_tier() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "t.toml", &format!("{SMALL_DEVICE}{HOST}"));
@@ -163,6 +174,19 @@ fn bad_tier_settings_are_refused_in_one_line() {
         (
             "[kv.host]\ncapacity_blocks = 10\nmin_load_tokens = 4294967297\n",
             "kv.host.min_load_tokens",
+        ),
+        ("[kv.host]\ncapacity_ratio = 0.5\n", "kv.host.capacity_ratio"),
+        (
+            "[kv.host]\ncapacity_ratio = 2.0\ncapacity_blocks = 10\n",
+            "kv.host.capacity_ratio",
+        ),
+        (
+            "[kv.host]\ncapacity_ratio = 2.0\nscope = \"cluster\"\n",
+            "kv.host.capacity_ratio",
+        ),
+        (
+            "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_ratio = 2.0\n",
+            "kv.disk.capacity_ratio",
         ),
     ] {
         let path = write(dir.path(), "bad.toml", &format!("{SMALL_DEVICE}{extra}"));
