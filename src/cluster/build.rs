@@ -8,6 +8,7 @@ use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
 use crate::router::stream::OnGap;
+use crate::scenario::kv::SELECTIVE_WRITE_HITS;
 use crate::scenario::{
     AdmissionKind, EngineKind, Fault, PreemptionKind, ReplicaSync, Scenario, SchedulePolicyKind,
     Spread,
@@ -312,10 +313,14 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
     let block_bytes = bytes_per_token.saturating_mul(s.block_size() as u64);
     let resolved =
         s.kv.resolved(block_bytes, hw.kv_capacity(s, role), s.block_size());
-    let min_load_tokens = resolved
-        .iter()
-        .find(|t| !t.disk)
-        .map_or(0, |t| t.min_load_tokens);
+    let host = resolved.iter().find(|t| !t.disk);
+    let min_load_tokens = host.map_or(0, |t| t.min_load_tokens);
+    // SGLang HiCache's `write_through_selective` writes a block at its second hit.
+    let selective_hits = if host.is_some_and(|t| t.selective) {
+        SELECTIVE_WRITE_HITS
+    } else {
+        0
+    };
     let tiers: Vec<TierSpec> = resolved
         .into_iter()
         .map(|t| TierSpec {
@@ -332,6 +337,7 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
         tiers,
         shared_host: None,
         min_load_tokens,
+        selective_hits,
     })
 }
 

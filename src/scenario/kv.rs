@@ -56,7 +56,18 @@ pub enum WritePolicy {
     /// vLLM host adapter do; eviction then moves no bytes. Disk: when host stores it, as
     /// aisimulate-core 0.13's G3 tier does; what host drops is then gone.
     WriteThrough,
+    /// `[kv.host]` only: a block is written to host once it has been hit twice on the device,
+    /// as SGLang HiCache's `write_through_selective` (0.5.6.post2, `HiRadixCache`:
+    /// `write_through_threshold` 2, `_inc_hit_count` on each `insert`): a request's full prompt
+    /// blocks are hit when its prompt has been computed (unless that token is its last) and when
+    /// it finishes, so a prompt goes to host at its request's finish, or at a second request's
+    /// sooner. Eviction then moves nothing, as under `write_through`.
+    WriteThroughSelective,
 }
+
+/// Hits on the device after which `write_through_selective` writes a block to host (SGLang
+/// 0.5.6.post2's `HiRadixCache.write_through_threshold` for any policy but `write_through`).
+pub const SELECTIVE_WRITE_HITS: u32 = 2;
 
 /// `[kv.host]` or `[kv.disk]`: one lower tier of each worker.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -87,8 +98,9 @@ pub struct TierSettings {
     /// `worker` (each worker its own) or, for `[kv.host]`, `cluster` (one pool every worker
     /// offloads to and loads from, [`crate::cluster::worker::tiers::HostPool`]).
     pub scope: TierScope,
-    /// `[kv.host]`: `write_back` (absent: blocks go to host when the device evicts them) or
-    /// `write_through` (when the device stores them). `[kv.disk]`: `write_back` (absent: blocks
+    /// `[kv.host]`: `write_back` (absent: blocks go to host when the device evicts them),
+    /// `write_through` (when the device stores them) or `write_through_selective` (at their
+    /// second hit on the device, as SGLang HiCache's policy of that name). `[kv.disk]`: `write_back` (absent: blocks
     /// go to disk when host drops them) or `write_through` (when host stores them, the disk then
     /// holding host's blocks too, as aisimulate-core 0.13's G3 tier below its vLLM host adapter).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -143,7 +155,11 @@ impl KvSettings {
                 d2h_gbps: t.d2h_gbps.unwrap_or(gbps),
                 h2d_gbps: t.h2d_gbps.unwrap_or(gbps),
                 first_byte_ms: t.first_byte_ms.unwrap_or(first_byte_ms),
-                write_through: t.write_policy == Some(WritePolicy::WriteThrough),
+                write_through: matches!(
+                    t.write_policy,
+                    Some(WritePolicy::WriteThrough | WritePolicy::WriteThroughSelective)
+                ),
+                selective: t.write_policy == Some(WritePolicy::WriteThroughSelective),
                 min_load_tokens: t.min_load_tokens.unwrap_or(0),
             }
         };
@@ -185,6 +201,9 @@ pub struct ResolvedTier {
     pub write_through: bool,
     /// Fewest tokens of a lower continuation that are loaded back (`[kv.host]` only; 0: any).
     pub min_load_tokens: u64,
+    /// Written through only after [`SELECTIVE_WRITE_HITS`] hits (`write_through_selective`;
+    /// `write_through` is then set too).
+    pub selective: bool,
 }
 
 /// Checks `[kv.host]` and `[kv.disk]`.
@@ -223,6 +242,13 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                      one pool); use \"worker\"",
                 ));
             }
+        }
+        if name == "disk" && t.write_policy == Some(WritePolicy::WriteThroughSelective) {
+            return Err(Invalid::new(
+                &key("write_policy"),
+                "\"write_through_selective\"",
+                "is a [kv.host] policy (SGLang HiCache's); use \"write_back\" or \"write_through\"",
+            ));
         }
         if let Some(n) = t.min_load_tokens {
             if name == "disk" {

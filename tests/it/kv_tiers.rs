@@ -116,6 +116,18 @@ fn a_host_sized_by_ratio_is_the_device_times_it_plus_one_block() {
 }
 
 #[test]
+fn a_selectively_written_host_is_written_and_read() {
+    // Every prompt here is hit twice on its own (its prefill, then its finish after 5 to 20
+    // tokens), so host takes blocks and later turns load them.
+    let r = run(
+        &format!("{HOST}write_policy = \"write_through_selective\"\n"),
+        &[],
+    );
+    assert!(r.kv_offload_bytes.unwrap().host > 0);
+    assert!(r.reuse_by_tier.unwrap().host > 0.0);
+}
+
+#[test]
 fn tier_events_reach_a_trace_with_their_tier() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "t.toml", &format!("{SMALL_DEVICE}{HOST}"));
@@ -176,6 +188,10 @@ fn bad_tier_settings_are_refused_in_one_line() {
             "kv.host.min_load_tokens",
         ),
         ("[kv.host]\ncapacity_ratio = 0.5\n", "kv.host.capacity_ratio"),
+        (
+            "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_blocks = 10\nwrite_policy = \"write_through_selective\"\n",
+            "kv.disk.write_policy",
+        ),
         (
             "[kv.host]\ncapacity_ratio = 2.0\ncapacity_blocks = 10\n",
             "kv.host.capacity_ratio",

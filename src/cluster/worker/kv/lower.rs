@@ -74,7 +74,11 @@ impl KvPool {
     /// (`build_connector_meta` → `_get_reqs_to_store`). `admitted`: the request was first
     /// admitted in this step (vLLM stores those first). Nothing without such a host.
     pub fn write_through_later(&mut self, changes: &Changes, prefix: &[BlockHash], admitted: bool) {
-        if changes.stored.is_empty() || !self.tiers.as_ref().is_some_and(|t| t.write_through()) {
+        let through = self
+            .tiers
+            .as_ref()
+            .is_some_and(|t| t.write_through() && !t.selective());
+        if changes.stored.is_empty() || !through {
             return;
         }
         self.through.push(Through {
@@ -107,6 +111,22 @@ impl KvPool {
             if wrote {
                 t.touch_host(&k.prefix);
             }
+        }
+        lower
+    }
+
+    /// Whether host is written through selectively (`write_through_selective`).
+    pub fn selective(&self) -> bool {
+        self.tiers.as_ref().is_some_and(|t| t.selective())
+    }
+
+    /// Under `write_through_selective`, a hit on each of `blocks` (held here), writing those
+    /// whose hits reach the threshold to host at the step's start ([`Tiers::hit`]). Returns what
+    /// the lower tiers changed, for the step's KV events.
+    pub fn hit(&mut self, blocks: &[BlockHash]) -> Vec<TierMove> {
+        let mut lower = Vec::new();
+        if let Some(t) = &mut self.tiers {
+            t.hit(blocks, self.now, &mut lower);
         }
         lower
     }

@@ -538,8 +538,11 @@ impl KvPool {
                 }
             }
         }
-        if let Some(t) = self.tiers.as_mut().filter(|t| !t.write_through()) {
-            t.offload(&changes.evicted[first..], self.now, &mut changes.lower);
+        if let Some(t) = self.tiers.as_mut() {
+            if !t.write_through() {
+                t.offload(&changes.evicted[first..], self.now, &mut changes.lower);
+            }
+            t.forget_hits(&changes.evicted[first..]);
         }
     }
 }

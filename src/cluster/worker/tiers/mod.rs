@@ -28,6 +28,17 @@
 //!   (as the crate does when the load completes; vLLM's `prepare_load` only pins them); and
 //!   only prompt blocks are written (vLLM writes generated tokens' blocks too). docs/FIDELITY.md
 //!   ("How dynsim's host keeps the crate's recency") lists these.
+//! - **Written through selectively** (`[kv.host] write_policy = "write_through_selective"`,
+//!   [`TiersSetup::selective_hits`]), as SGLang HiCache's policy of that name (0.5.6.post2,
+//!   `mem_cache/hiradix_cache.py`: `HiRadixCache.insert` → `_inc_hit_count` → `write_backup`,
+//!   `write_through_threshold` 2): a block is written to host at its second hit on the device,
+//!   a hit being an insert into SGLang's radix tree covering it: a request's full prompt blocks
+//!   when its prefill completes (unless that token is its last) and when it finishes
+//!   (`cache_unfinished_req`, `cache_finished_req`). dynsim counts them at the start of the
+//!   step whose results SGLang would insert (its writes being at a step's start, as under
+//!   `write_through`); a block the device evicts loses its hits (SGLang's node leaves the tree
+//!   unless host holds it). Eviction moves nothing, as under `write_through`, and lookups
+//!   touch host as they do there.
 //! - **Load.** A request whose cached prefix on the device stops short looks the blocks after it
 //!   up in the lower tiers (each block from the highest tier holding it, up to the first block no
 //!   tier holds) and loads them back to the device instead of recomputing them; its step waits
@@ -106,8 +117,11 @@ mod tests;
 pub use lane::Lane;
 pub use pool::{HostPool, SharedHost};
 
+use std::collections::HashMap;
+
 use crate::engine::Nanos;
 use crate::hash::BlockHash;
+use crate::hashers::BlockHashBuilder;
 use crate::protocol::kv_event::Tier;
 use residency::Residency;
 
@@ -145,6 +159,10 @@ pub struct TiersSetup {
     /// recomputed (`[kv.host] min_load_tokens`, after SGLang HiCache's `load_back_threshold`;
     /// 0: any is loaded).
     pub min_load_tokens: u64,
+    /// Hits on the device after which a block is written to host (`[kv.host] write_policy =
+    /// "write_through_selective"`, SGLang HiCache's, 2; the host spec is then written through);
+    /// 0: not selective.
+    pub selective_hits: u32,
 }
 
 /// Where a tier's blocks live: its worker's own, or the cluster's shared host pool.
@@ -246,6 +264,9 @@ pub struct Tiers {
     stores: Vec<Store>,
     bytes: TierBytes,
     min_load_tokens: u64,
+    selective_hits: u32,
+    /// Under `write_through_selective`, each device block's hits since the device stored it.
+    hits: HashMap<BlockHash, u32, BlockHashBuilder>,
 }
 
 impl Tiers {
@@ -264,6 +285,45 @@ impl Tiers {
                 .collect(),
             bytes: TierBytes::default(),
             min_load_tokens: setup.min_load_tokens,
+            selective_hits: setup.selective_hits,
+            hits: HashMap::default(),
+        }
+    }
+
+    /// Whether host is written selectively: a block at its `selective_hits`-th hit on the
+    /// device ([`Tiers::hit`]), not as the device stores it.
+    pub fn selective(&self) -> bool {
+        self.selective_hits > 0
+    }
+
+    /// Under `write_through_selective`, one insert into SGLang's radix tree: a hit on each of
+    /// `blocks` (held on the device), and each block host lacks whose hits reach the threshold
+    /// is written to host at `now`, in order (`HiRadixCache._inc_hit_count` → `write_backup`).
+    /// Appends what changed to `moves`; nothing when not selective.
+    pub fn hit(&mut self, blocks: &[BlockHash], now: Nanos, moves: &mut Vec<TierMove>) {
+        if !self.selective() || self.stores.is_empty() {
+            return;
+        }
+        let mut due = Vec::new();
+        for &b in blocks {
+            let n = self.hits.entry(b).or_insert(0);
+            *n += 1;
+            if *n >= self.selective_hits && !self.stores[0].holds(b) {
+                due.push(b);
+            }
+        }
+        if !due.is_empty() {
+            self.put_into(0, &due, now, moves);
+        }
+    }
+
+    /// The device evicted `blocks`: their hits are gone with them (SGLang's node, not on host,
+    /// leaves the tree; on host it is written already).
+    pub fn forget_hits(&mut self, blocks: &[BlockHash]) {
+        if self.selective() {
+            for b in blocks {
+                self.hits.remove(b);
+            }
         }
     }
 
@@ -436,6 +496,7 @@ impl Tiers {
     /// Forgets every block of its own tiers (the worker restarted: its host memory and disk
     /// cache are gone); a shared host pool is the cluster's and keeps its blocks.
     pub fn clear(&mut self) {
+        self.hits.clear();
         for s in &mut self.stores {
             if let Home::Own(r) = &mut s.home {
                 r.clear();

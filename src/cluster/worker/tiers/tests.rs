@@ -33,6 +33,7 @@ fn tiers(host: usize, disk: Option<usize>) -> Tiers {
         tiers: t,
         shared_host: None,
         min_load_tokens: 0,
+        selective_hits: 0,
     })
 }
 
@@ -118,6 +119,7 @@ fn a_disk_written_through_takes_what_host_stores_once_host_has_written_it() {
         ],
         shared_host: None,
         min_load_tokens: 0,
+        selective_hits: 0,
     });
     let mut moves = Vec::new();
     t.offload(&blocks(0..3), 0, &mut moves);
@@ -194,6 +196,7 @@ fn sharing(pool: &SharedHost, d2h: f64, h2d: f64) -> Tiers {
         }],
         shared_host: Some(pool.clone()),
         min_load_tokens: 0,
+        selective_hits: 0,
     })
 }
 
@@ -289,6 +292,7 @@ fn written_through(host: usize) -> Tiers {
         }],
         shared_host: None,
         min_load_tokens: 0,
+        selective_hits: 0,
     })
 }
 
@@ -346,6 +350,7 @@ fn a_worker_touching_the_shared_pool_touches_it_for_every_worker() {
             }],
             shared_host: Some(pool.clone()),
             min_load_tokens: 0,
+            selective_hits: 0,
         })
     };
     let (mut wa, mut wb) = (through(), through());

@@ -419,6 +419,9 @@ impl<T> StepScheduler<T> {
         if stretch {
             self.extend_stretch(&mut ends, step.decode_kv_tokens, &mut out.log);
         }
+        if self.tiered && self.pool.borrow().selective() {
+            self.insert_hits(&work, ends.len() as u64, &mut out.log);
+        }
         if let Some(probe) = self.probe.as_deref_mut() {
             let r = self
                 .cfg
@@ -751,6 +754,42 @@ impl<T> StepScheduler<T> {
         s.private = private_after;
         if !changes.is_empty() {
             log.push(LogItem::Kv(changes));
+        }
+    }
+
+    /// Under `[kv.host] write_policy = "write_through_selective"`, the inserts SGLang's radix
+    /// tree takes as the planned step's results come in, each a hit on the request's full
+    /// prompt blocks ([`KvPool::hit`]): a request whose prefill the step completes and whose
+    /// token is not its last (`cache_unfinished_req`), and a request the step finishes
+    /// (`cache_finished_req`, which inserts the prompt; once if both). `steps`: the steps
+    /// planned (a stretch's requests each decode that many tokens).
+    fn insert_hits(&mut self, work: &[Work], steps: u64, log: &mut Vec<LogItem>) {
+        let bs = self.cfg.block_size as u64;
+        let mut lower = Vec::new();
+        let mut work = work.iter().peekable();
+        for s in &self.running {
+            let Some(w) = work.next_if(|w| w.id == s.id()) else {
+                continue;
+            };
+            // Whether the step's work ends in a token, and whether it completes a prefill.
+            let (token, prefill) = if steps > 1 {
+                (true, false)
+            } else {
+                (s.computed + w.tokens == s.target(), s.computed < s.prompt)
+            };
+            let generated = s.generated + steps;
+            let finishes = generated >= s.output
+                || (self.cfg.prefill_only && !s.decode_side && generated >= 1);
+            if token && (prefill || finishes) {
+                let full = ((s.prompt / bs) as usize).min(s.held_named);
+                lower.extend(self.pool.borrow_mut().hit(&s.spec.blocks[..full]));
+            }
+        }
+        if !lower.is_empty() {
+            log.push(LogItem::Kv(Changes {
+                lower,
+                ..Changes::default()
+            }));
         }
     }
 

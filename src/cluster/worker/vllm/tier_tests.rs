@@ -48,6 +48,7 @@ fn over_host_loading(
         }],
         shared_host: None,
         min_load_tokens,
+        selective_hits: 0,
     }))
 }
 
@@ -196,6 +197,64 @@ fn a_host_continuation_shorter_than_min_load_tokens_is_recomputed() {
         assert_eq!((first.cached_tokens, first.host_tokens), (cached, cached));
         assert_eq!(s.pool().tiers().unwrap().bytes().read, [read, 0]);
     }
+}
+
+/// Four device blocks over a host of eight (25 GB/s, 0.05 ms) written through selectively:
+/// a block at its second hit (SGLang HiCache's `write_through_selective`).
+fn selective() -> StepScheduler<()> {
+    StepScheduler::new(config(8192, Some(4))).with_tiers(Some(&TiersSetup {
+        block_bytes: BLOCK_BYTES,
+        tiers: vec![TierSpec {
+            tier: Tier::Host,
+            capacity_blocks: 8,
+            d2h_gbps: 25.0,
+            h2d_gbps: 25.0,
+            first_byte_ms: 0.05,
+            write_through: true,
+        }],
+        shared_host: None,
+        min_load_tokens: 0,
+        selective_hits: 2,
+    }))
+}
+
+#[test]
+fn write_through_selective_writes_a_block_at_its_second_hit() {
+    let written = |s: &StepScheduler<()>| {
+        let b = s.pool().tiers().unwrap().bytes().written;
+        (b[0] / BLOCK_BYTES, b[1])
+    };
+    let mut s = selective();
+    // A (family 1: 16 tokens, 4 blocks; 1 token out) finishes in its prefill step: one
+    // insert, one hit on each block; nothing is written (write-through would write 4).
+    s.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(&mut s);
+    assert_eq!(written(&s), (0, 0));
+    // B repeats A: 3 blocks cached (capped one token short), the 4th, A's, recomputed into the
+    // same block; it finishes in that step: a second hit on all 4, which are written.
+    s.enqueue(request(1, 1, 16, 1));
+    let (_, ends) = run_from(&mut s, *ends.last().unwrap());
+    assert_eq!(written(&s), (4, 0));
+    // C (family 2: 12 tokens, 3 blocks; 2 tokens out): its prefill completes without
+    // finishing, a first hit (nothing written; making room evicts A's blocks, on host already,
+    // moving nothing); its decode step finishes it, a second hit: its 3 blocks are written.
+    s.enqueue(request(2, 2, 12, 2));
+    let p = s.plan(*ends.last().unwrap()).unwrap();
+    s.apply();
+    assert_eq!(written(&s), (4, 0));
+    let p = s.plan(p.end).unwrap();
+    s.apply();
+    assert_eq!(written(&s), (7, 0));
+    // D (family 3: 12 tokens; 5 out) decodes its last 4 tokens in one stretch of 4 steps, which
+    // finishes it: the second hit comes with the stretch, and its 3 blocks are written.
+    s.enqueue(request(3, 3, 12, 5));
+    let p = s.plan(p.end).unwrap();
+    s.apply();
+    assert_eq!(written(&s), (7, 0));
+    let p = s.plan(p.end).unwrap();
+    assert_eq!(p.steps, 4, "a stretch to the finish");
+    s.apply();
+    assert_eq!(written(&s), (10, 0));
 }
 
 #[test]
