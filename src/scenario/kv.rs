@@ -100,9 +100,10 @@ pub struct TierSettings {
     pub scope: TierScope,
     /// `[kv.host]`: `write_back` (absent: blocks go to host when the device evicts them),
     /// `write_through` (when the device stores them) or `write_through_selective` (at their
-    /// second hit on the device, as SGLang HiCache's policy of that name). `[kv.disk]`: `write_back` (absent: blocks
-    /// go to disk when host drops them) or `write_through` (when host stores them, the disk then
-    /// holding host's blocks too, as aisimulate-core 0.13's G3 tier below its vLLM host adapter).
+    /// second hit on the device, as SGLang HiCache's policy of that name). `[kv.disk]`:
+    /// `write_back` (absent: blocks go to disk when host drops them) or `write_through` (when
+    /// host stores them, the disk then holding host's blocks too, as aisimulate-core 0.13's G3
+    /// tier below its vLLM host adapter).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write_policy: Option<WritePolicy>,
     /// `[kv.host]` only: a prefix continuing on the lower tiers for fewer than this many tokens
