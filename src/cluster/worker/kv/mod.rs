@@ -41,9 +41,11 @@
 //! reads the queue in order and removes the name from the table.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::rc::Rc;
 
 use crate::hash::BlockHash;
+use crate::hashers::BlockHashBuilder;
 
 use crate::engine::Nanos;
 
@@ -91,6 +93,9 @@ pub struct KvPool {
     /// Stores a host written through takes after the step's lookups
     /// ([`KvPool::write_through_later`]).
     through: Vec<Through>,
+    /// While a fence stands ([`KvPool::fence`]), the names stored since it was put up: blocks
+    /// that a step being planned will compute, which [`KvPool::cached_prefix`] does not count.
+    fresh: Option<HashSet<BlockHash, BlockHashBuilder>>,
     /// Tests keep what they acquired here.
     #[cfg(test)]
     scratch_held: Vec<(Vec<BlockHash>, Vec<u32>)>,
@@ -165,6 +170,7 @@ impl KvPool {
             tiers: None,
             now: 0,
             through: Vec::new(),
+            fresh: None,
             #[cfg(test)]
             scratch_held: Vec::new(),
         }
@@ -284,9 +290,33 @@ impl KvPool {
         self.slot(block).is_some_and(|s| s.pins > 0)
     }
 
-    /// Blocks of `blocks` held, counted from the front.
+    /// Blocks of `blocks` held, counted from the front; while a fence stands, not counting those
+    /// stored since it went up ([`KvPool::fence`]).
     pub fn cached_prefix(&self, blocks: &[BlockHash]) -> usize {
-        blocks.iter().take_while(|b| self.contains(**b)).count()
+        match &self.fresh {
+            None => blocks.iter().take_while(|b| self.contains(**b)).count(),
+            Some(fresh) => blocks
+                .iter()
+                .take_while(|b| self.contains(**b) && !fresh.contains(*b))
+                .count(),
+        }
+    }
+
+    /// Puts up a fence: until [`KvPool::unfence`], blocks stored from now on are not part of
+    /// any cached prefix. SGLang plans a prefill batch against its radix tree as it stood before
+    /// the batch, and a request's pages enter the tree only after the forward pass computed
+    /// them (`process_batch_result_prefill` → `cache_unfinished_req`), so two requests of one
+    /// batch with the same prefix each compute it. vLLM v1 shares blocks within a step, and
+    /// puts up no fence.
+    pub fn fence(&mut self) {
+        let mut fresh = self.fresh.take().unwrap_or_default();
+        fresh.clear();
+        self.fresh = Some(fresh);
+    }
+
+    /// Takes the fence down: every held block counts again.
+    pub fn unfence(&mut self) {
+        self.fresh = None;
     }
 
     /// Blocks of `blocks` held or remembered, counted from the front.
@@ -353,6 +383,10 @@ impl KvPool {
                     if let Some(Probe::Vacant(at)) = probe {
                         self.index.insert_at(at, b, s);
                         self.tell_held(b);
+                        // (An own tail, unlisted, no other request looks up.)
+                        if let Some(fresh) = &mut self.fresh {
+                            fresh.insert(b);
+                        }
                     }
                     self.pinned += 1;
                     match &mut run {

@@ -117,8 +117,27 @@ impl<T> StepScheduler<T> {
     }
 
     /// `PrefillAdder`: the chunked request's next chunk, then waiting requests in the policy's
-    /// order while the budgets last. Returns whether any request was admitted.
+    /// order while the budgets last, each matched against the cache as it stood before the
+    /// batch (a fence: blocks the batch stores are computed by its forward pass, so a later
+    /// request of the batch recomputes a prefix an earlier one brings; [`KvPool::fence`]).
+    /// Returns whether any request was admitted.
+    ///
+    /// [`KvPool::fence`]: crate::cluster::worker::kv::KvPool::fence
     fn sglang_prefill(
+        &mut self,
+        rules: &SglangRules,
+        now: Nanos,
+        out: &mut Planned<T>,
+        work: &mut Vec<Work>,
+    ) -> bool {
+        self.pool.borrow_mut().fence();
+        let admitted = self.sglang_prefill_fenced(rules, now, out, work);
+        self.pool.borrow_mut().unfence();
+        admitted
+    }
+
+    /// [`StepScheduler::sglang_prefill`] behind its fence.
+    fn sglang_prefill_fenced(
         &mut self,
         rules: &SglangRules,
         now: Nanos,

@@ -230,3 +230,28 @@ fn mixed_chunks_decode_running_requests_in_the_prefill_pass() {
         2
     );
 }
+
+#[test]
+fn a_prefix_two_requests_of_one_prefill_batch_share_is_computed_by_each() {
+    // A and B (family 1, 16 tokens each: 4 blocks of 4) arrive together and form one prefill
+    // batch. SGLang matches both against the tree as it stood before the batch (empty) and
+    // inserts A's pages only after the forward pass: B computes its 16 tokens too, 32 in all
+    // (vLLM v1 would let B reuse A's blocks: 16 + 4). C, the same prompt in the next pass,
+    // finds the 4 blocks cached and computes its last 4 tokens (capped one token short).
+    let mut s = engine(rules(), Some(100));
+    s.enqueue(request(0, 1, 16, 2));
+    s.enqueue(request(1, 1, 16, 2));
+    let p = s.plan(0).unwrap();
+    assert_eq!((p.prefill_tokens, s.running()), (32, 2));
+    let b = s
+        .running_mut(crate::ids::RequestId(1))
+        .unwrap()
+        .first_admission()
+        .unwrap();
+    assert_eq!(b.cached_tokens, 0, "B reuses nothing A brings in the same batch");
+    assert_eq!(s.pool().named(), 4, "the blocks are held once");
+    s.apply();
+    s.enqueue(request(2, 1, 16, 2));
+    let p = s.plan(p.end).unwrap();
+    assert_eq!(p.prefill_tokens, 4, "the next pass reuses them");
+}
