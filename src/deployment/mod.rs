@@ -364,15 +364,33 @@ impl Deployment {
             ));
         }
         if kv_bytes_per_gpu <= 0.0 {
-            // What the GPUs leave for weights and KV once the engine's own reserve is taken.
-            let room = kv_bytes_per_gpu + weight_bytes_per_gpu;
+            // What each GPU leaves for weights and KV once the engine's own reserve is taken:
+            // the KV memory rule with no weights, before TensorRT-LLM's share of what is left
+            // (its share applies to the KV alone, not to the weights).
+            let room = kv_memory_per_gpu(&model, gpu, s.tp, 0.0, engine)
+                / if engine.of_free {
+                    engine.utilization
+                } else {
+                    1.0
+                };
+            let share = if engine.of_free {
+                format!(
+                    "less the engine's reserve; KV gets {} of what the weights leave",
+                    engine.utilization
+                )
+            } else {
+                format!(
+                    "at the engine's memory share {}, less its reserve",
+                    engine.utilization
+                )
+            };
             let fits = min_tp(&model, gpu, s.precision, engine);
             return Err(bad(
                 "deployment.tp",
                 s.tp,
                 &format!(
                     "{} in {} needs {:.1} GB of weights; tp = {} x {} holds {} GB ({:.1} GB for \
-                     weights and KV at the engine's memory share {}, less its reserve): {}",
+                     weights and KV {share}): {}",
                     model.name,
                     s.precision.name(),
                     weight_bytes / 1e9,
@@ -380,7 +398,6 @@ impl Deployment {
                     gpu.name,
                     gpu.memory_gb * s.tp as f64,
                     room.max(0.0) * s.tp as f64 / 1e9,
-                    engine.utilization,
                     fits.map_or(
                         "no tensor parallelism up to 64 GPUs fits it".to_string(),
                         |t| { format!("use tp >= {t}") }
@@ -651,6 +668,47 @@ pub(crate) mod tests {
             e.problem
         );
         assert!(e.problem.ends_with("use tp >= 2"), "{}", e.problem);
+    }
+
+    /// Under TensorRT-LLM's rule (KV a share of what the weights leave) the room the refusal
+    /// gives for weights and KV is what the GPUs hold less the engine's reserve, never more
+    /// than the GPUs' memory (it once said 90.5 GB for one 80 GB H100, and 104.2 GB for two
+    /// 48 GB L40S).
+    #[test]
+    fn weights_that_do_not_fit_under_trtllm_say_a_room_the_gpus_hold() {
+        let trtllm = EngineMemory {
+            utilization: 0.9,
+            of_free: true,
+            max_num_seqs: 8,
+            max_num_seqs_key: "engine.trtllm.max_batch_size",
+        };
+        for (model, gpu, tp, precision) in [
+            ("meta-llama/Llama-3.1-70B", "h100_sxm", 1, Precision::Bf16),
+            ("meta-llama/Llama-3.1-70B", "l40s", 2, Precision::Bf16),
+        ] {
+            let s = settings(model, gpu, tp, precision);
+            let e = Deployment::resolve(&s, model::find(model).unwrap(), trtllm).unwrap_err();
+            assert_eq!(e.key, "deployment.tp");
+            let room: f64 = e
+                .problem
+                .split(" GB (")
+                .nth(1)
+                .and_then(|t| t.split(" GB for weights and KV").next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("{}", e.problem));
+            let g = gpu::find(gpu).unwrap();
+            let usable = (g.memory_gb - DEVICE_RESERVED_GIB) * GIB * tp as f64 / 1e9;
+            assert!(
+                room < usable && room > 0.9 * usable,
+                "{room} of {usable}: {}",
+                e.problem
+            );
+            assert!(
+                e.problem.contains("KV gets 0.9 of what the weights leave"),
+                "{}",
+                e.problem
+            );
+        }
     }
 
     #[test]

@@ -258,6 +258,19 @@ mod tests {
             "Qwen/Qwen3-32B"
         );
         assert!(find("Qwen/Qwen3-33B").is_none());
+        // The quantized checkpoints of each Qwen3 size NVIDIA and Red Hat publish (AIConfigurator
+        // and Dynamo benchmark nvidia/Qwen3-8B-FP8) name its architecture, as Qwen3-32B's do.
+        for size in ["8B", "32B"] {
+            for id in [
+                format!("nvidia/Qwen3-{size}-FP8"),
+                format!("nvidia/Qwen3-{size}-FP4"),
+                format!("nvidia/Qwen3-{size}-NVFP4"),
+                format!("RedHatAI/Qwen3-{size}-FP8-dynamic"),
+            ] {
+                let m = find(&id).unwrap_or_else(|| panic!("{id} is not found"));
+                assert_eq!(m.name, format!("Qwen/Qwen3-{size}"), "{id}");
+            }
+        }
         let mut ids: Vec<String> = catalog()
             .iter()
             .flat_map(|m| {
