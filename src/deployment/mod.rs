@@ -389,14 +389,15 @@ impl Deployment {
                 "deployment.tp",
                 s.tp,
                 &format!(
-                    "{} in {} needs {:.1} GB of weights; tp = {} x {} holds {} GB ({:.1} GB for \
-                     weights and KV {share}): {}",
+                    "{} in {} needs {:.1} GB of weights; tp = {} x {} holds {} GiB = {:.1} GB \
+                     ({:.1} GB for weights and KV {share}): {}",
                     model.name,
                     s.precision.name(),
                     weight_bytes / 1e9,
                     s.tp,
                     gpu.name,
                     gpu.memory_gb * s.tp as f64,
+                    gpu.memory_bytes() * s.tp as f64 / 1e9,
                     room.max(0.0) * s.tp as f64 / 1e9,
                     fits.map_or(
                         "no tensor parallelism up to 64 GPUs fits it".to_string(),
@@ -662,7 +663,7 @@ pub(crate) mod tests {
         assert!(
             e.problem.starts_with(
                 "meta-llama/Llama-3.1-70B in bf16 needs 141.1 GB of weights; tp = 1 x h100_sxm \
-                 holds 80 GB"
+                 holds 80 GiB = 85.9 GB ("
             ),
             "{}",
             e.problem
@@ -703,6 +704,7 @@ pub(crate) mod tests {
                 "{room} of {usable}: {}",
                 e.problem
             );
+            assert!(e.problem.contains(" GiB = "), "{}", e.problem);
             assert!(
                 e.problem.contains("KV gets 0.9 of what the weights leave"),
                 "{}",

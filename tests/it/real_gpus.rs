@@ -123,7 +123,7 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
     };
     let e = run(&["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100_sxm"]);
     assert!(
-        e.starts_with("dynsim: --tp 1: meta-llama/Llama-3.1-70B in bf16 needs 141.1 GB of weights; tp = 1 x h100_sxm holds 80 GB"),
+        e.starts_with("dynsim: --tp 1: meta-llama/Llama-3.1-70B in bf16 needs 141.1 GB of weights; tp = 1 x h100_sxm holds 80 GiB = 85.9 GB"),
         "{e}"
     );
     assert!(e.ends_with("use tp >= 2"), "{e}");
