@@ -160,7 +160,8 @@ pub struct CalibrateArgs {
     /// engine's bundled one).
     #[arg(long, value_name = "PROFILE.toml")]
     profile: Option<PathBuf>,
-    /// Predicts every row with the profile and prints the errors, without fitting.
+    /// Predicts every row with the profile and prints the errors, without fitting (a row whose
+    /// benchmark cannot be set up, such as a deployment bench refuses, is named and left out).
     #[arg(long, conflicts_with_all = ["out", "leave_one_out"])]
     check: bool,
     /// Also fits once per (model, GPU, precision) group without it, and predicts the group
@@ -193,6 +194,32 @@ pub struct CalibrateArgs {
     progress: ProgressMode,
 }
 
+/// `rows` split into those whose benchmark sets up (their deployment resolves, their model and
+/// GPU are known) and those that do not, each with its error.
+fn check_rows(
+    rows: Vec<crate::calibrate::measured::MeasuredRow>,
+    engine: EngineKind,
+    setup: &crate::calibrate::Setup,
+) -> (
+    Vec<crate::calibrate::measured::MeasuredRow>,
+    Vec<(crate::calibrate::measured::MeasuredRow, Error)>,
+) {
+    let mut refused = Vec::new();
+    let kept = rows
+        .into_iter()
+        .filter_map(
+            |row| match bench::scenario(&crate::calibrate::spec_of(&row, engine, setup)) {
+                Ok(_) => Some(row),
+                Err(e) => {
+                    refused.push((row, e));
+                    None
+                }
+            },
+        )
+        .collect();
+    (kept, refused)
+}
+
 /// Fits (or checks) a profile on measured rows and prints the errors per group.
 pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     use crate::calibrate::{self as cal, measured};
@@ -211,6 +238,33 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             &a.measured,
             format!("no aggregated rows of backend {engine:?}"),
         ));
+    }
+    let setup = cal::Setup {
+        set: a.set.clone(),
+        prompt_pool: a.prompt_pool,
+    };
+    // With --check, a row whose benchmark cannot be set up (a model or GPU dynsim does not
+    // know, a deployment it refuses) is left out with a warning naming it, and the others are
+    // predicted: one such row among many no longer leaves no errors at all. A fit still stops
+    // at it.
+    let (rows, refused) = if a.check {
+        check_rows(rows, a.engine, &setup)
+    } else {
+        (rows, Vec::new())
+    };
+    if rows.is_empty() {
+        let (row, e) = &refused[0];
+        return Err(Error::run(
+            format!("measured row {} (line {})", row.id, row.line),
+            format!("{e} (no {engine} row can be predicted)"),
+        ));
+    }
+    for (row, e) in &refused {
+        tracing::warn!(
+            "measured row {} (line {}) is not predicted: {e}",
+            row.id,
+            row.line
+        );
     }
     let groups = rows
         .iter()
@@ -234,10 +288,6 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             None => Profile::start(),
         };
     let jitter = a.jitter_ms.unwrap_or(start.request_jitter_ms);
-    let setup = cal::Setup {
-        set: a.set.clone(),
-        prompt_pool: a.prompt_pool,
-    };
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let rounds = if a.check { 1 } else { cal::ROUNDS + 1 };
     let bar = Progress::new(
@@ -261,12 +311,17 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     bar.finish();
     let (groups, overall) = cal::errors_by_group(&rows, &predictions);
     let mut out = format!(
-        "{} {} rows of {} ({} of other engines, {} not aggregated serving): {}\n",
+        "{} {} rows of {} ({} of other engines, {} not aggregated serving{}): {}\n",
         rows.len(),
         engine,
         a.measured.display(),
-        all.rows.len() - rows.len(),
+        all.rows.len() - rows.len() - refused.len(),
         all.skipped,
+        if refused.is_empty() {
+            String::new()
+        } else {
+            format!(", {} refused, not predicted", refused.len())
+        },
         if a.check {
             "predicted with the profile"
         } else {

@@ -5,7 +5,7 @@ use dynsim::calibrate::{self, measured};
 use dynsim::deployment::profile::Profile;
 use dynsim::scenario::EngineKind;
 
-use crate::common::{bad, ok, write};
+use crate::common::{bad, dynsim, ok, write};
 
 const MEASURED: &str = "data/measurements/aic_silicon_dense_agg_train.csv";
 
@@ -491,6 +491,63 @@ fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
         e.contains(
             "disagg.decode_deployment.model = \"Qwen/Qwen3-8B\" must be the prefill workers' model"
         ),
+        "{e}"
+    );
+}
+
+/// `calibrate --check` predicts the rows it can and names each row whose deployment it refuses,
+/// instead of printing nothing because of one such row (a row of Llama-3.1-70B bf16 on one H100
+/// once made the whole check exit 2).
+#[test]
+fn calibrate_check_leaves_out_a_refused_row_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/measurements/aic_silicon_dense_agg_train.csv"
+    ))
+    .unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let mut csv = format!("{header}\n");
+    for l in lines
+        .filter(|l| l.contains(",vllm,") && l.contains(",1024,128,8,"))
+        .take(2)
+    {
+        csv.push_str(l);
+        csv.push('\n');
+    }
+    let refused =
+        "too_big,vllm,0.12.0,meta-llama/Llama-3.1-70B,h100_sxm,,agg,1024,128,4,1,1,100,10\n";
+    let measured = write(dir.path(), "m.csv", &format!("{csv}{refused}"));
+    let out = dynsim()
+        .args(["calibrate", &measured, "--check", "--jobs", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stdout.starts_with("2 vllm rows")
+            && stdout.contains(
+                "(0 of other engines, 0 not aggregated serving, 1 refused, not predicted)"
+            ),
+        "{stdout}"
+    );
+    assert!(stdout.lines().any(|l| l.starts_with("all ")), "{stdout}");
+    assert!(
+        stderr.contains("measured row too_big (line 4) is not predicted")
+            && stderr.contains("use tp >= 2"),
+        "{stderr}"
+    );
+    // Every row refused: an error, in one line.
+    let only = write(dir.path(), "only.csv", &format!("{header}\n{refused}"));
+    let e = bad(&["calibrate", &only, "--check"]);
+    assert!(
+        e.contains("too_big") && e.contains("no vllm row can be predicted"),
         "{e}"
     );
 }
