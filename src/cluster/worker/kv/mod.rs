@@ -314,6 +314,18 @@ impl KvPool {
         self.fresh = Some(fresh);
     }
 
+    /// Counts `blocks`, stored behind the fence, in cached prefixes after all: their KV is
+    /// whole before the step computes anything (blocks loaded back from a lower tier; SGLang
+    /// loads a host prefix back when it admits the request, and a later request of the batch
+    /// matches the device copy).
+    pub fn ready(&mut self, blocks: &[BlockHash]) {
+        if let Some(fresh) = &mut self.fresh {
+            for b in blocks {
+                fresh.remove(b);
+            }
+        }
+    }
+
     /// Takes the fence down: every held block counts again.
     pub fn unfence(&mut self) {
         self.fresh = None;

@@ -248,10 +248,54 @@ fn a_prefix_two_requests_of_one_prefill_batch_share_is_computed_by_each() {
         .unwrap()
         .first_admission()
         .unwrap();
-    assert_eq!(b.cached_tokens, 0, "B reuses nothing A brings in the same batch");
+    assert_eq!(
+        b.cached_tokens, 0,
+        "B reuses nothing A brings in the same batch"
+    );
     assert_eq!(s.pool().named(), 4, "the blocks are held once");
     s.apply();
     s.enqueue(request(2, 1, 16, 2));
     let p = s.plan(p.end).unwrap();
     assert_eq!(p.prefill_tokens, 4, "the next pass reuses them");
+}
+
+#[test]
+fn a_prefix_loaded_back_in_a_batch_is_shared_by_the_batch_not_loaded_twice() {
+    // 12 device blocks of 4 tokens over a host of 8, written back. A (family 1, 16 tokens: 4
+    // blocks) runs; C (family 2, 40 tokens: 10 blocks) takes 8 free blocks and evicts A's last
+    // 2 to host. D and E (family 1 again) then form one batch: D finds 2 blocks on the device,
+    // loads its 3rd back (its prefix capped one token short) and computes 4 tokens; SGLang loads
+    // a host prefix back as it admits D, so E matches D's device copy (3 blocks) and computes its
+    // last 4 tokens too. Host is read for 1 block, not 2 (E loading it again), and the batch
+    // computes 8 tokens.
+    use crate::cluster::worker::tiers::{TierSpec, TiersSetup};
+    use crate::protocol::kv_event::Tier;
+    let block_bytes = BLOCK as u64 * 114_688;
+    let mut s = engine(rules(), Some(12)).with_tiers(Some(&TiersSetup {
+        block_bytes,
+        tiers: vec![TierSpec {
+            tier: Tier::Host,
+            capacity_blocks: 8,
+            d2h_gbps: 25.0,
+            h2d_gbps: 25.0,
+            first_byte_ms: 0.0,
+            write_through: false,
+        }],
+        shared_host: None,
+        min_load_tokens: 0,
+        selective_hits: 0,
+    }));
+    s.enqueue(request(0, 1, 16, 1));
+    let (_, ends) = run(&mut s);
+    s.enqueue(request(1, 2, 40, 1));
+    let (_, ends) = run_from(&mut s, *ends.last().unwrap());
+    assert_eq!(
+        s.pool().tiers().unwrap().bytes().written,
+        [2 * block_bytes, 0]
+    );
+    s.enqueue(request(2, 1, 16, 2));
+    s.enqueue(request(3, 1, 16, 2));
+    let p = s.plan(*ends.last().unwrap()).unwrap();
+    assert_eq!((p.prefill_tokens, s.running()), (8, 2));
+    assert_eq!(s.pool().tiers().unwrap().bytes().read, [block_bytes, 0]);
 }

@@ -199,6 +199,10 @@ impl<T> StepScheduler<T> {
                 pin > held || changes.is_empty(),
                 "a cached prefix is only pinned"
             );
+            if pin > held {
+                // Loaded, not computed: a later request of an SGLang batch may share them.
+                self.pool.borrow_mut().ready(&s.spec.blocks[held..pin]);
+            }
             if self.tiered {
                 (self.pool.borrow_mut()).write_through_later(&changes, &s.spec.blocks[..pin], true);
             }
