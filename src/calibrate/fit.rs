@@ -16,7 +16,18 @@ use crate::deployment::profile::Profile;
 /// kernels reach different shares of different GPUs' datasheets), the rest and the request
 /// overhead once for all. `step`'s are the GPUs' own weighted by their rows: what a GPU the rows
 /// do not have is predicted with.
-pub fn fit(rows: &[MeasuredRow], predictions: &[Prediction], jitter_ms: f64) -> Profile {
+///
+/// With `rates_from`, the rate coefficients (the first [`RATE_FEATURES`]: GEMMs, weight reads,
+/// attention, KV reads, all-reduces) are that profile's, on each GPU as it would run there
+/// ([`Profile::step_on`]), and only the fixed costs and the request overhead are fitted; the
+/// result keeps that profile's rates for every GPU it names, so a GPU the rows do not have is
+/// predicted at rates measured elsewhere rather than at these rows'.
+pub fn fit(
+    rows: &[MeasuredRow],
+    predictions: &[Prediction],
+    jitter_ms: f64,
+    rates_from: Option<&Profile>,
+) -> Profile {
     let gpus: Vec<&str> = rows
         .iter()
         .map(|r| r.gpu.as_str())
@@ -54,18 +65,35 @@ pub fn fit(rows: &[MeasuredRow], predictions: &[Prediction], jitter_ms: f64) -> 
         a.push(columns(&tpot, gpu, w, false));
         b.push(row.tpot_ms * w);
     }
-    // Rates cannot beat the datasheet: each rate coefficient is 1 plus a non-negative part.
-    let rate_columns: Vec<usize> = (0..gpus.len())
+    // Rates cannot beat the datasheet: each rate coefficient is 1 plus a non-negative part
+    // (or, held, the given one: its column leaves the fit).
+    let held: Option<Vec<Features>> = rates_from.map(|p| {
+        gpus.iter()
+            .map(|name| match crate::deployment::gpu::find(name) {
+                Some(spec) => p.step_on(spec),
+                None => p.step,
+            })
+            .collect()
+    });
+    let rate_columns: Vec<(usize, f64)> = (0..gpus.len())
         .flat_map(|g| (0..RATE_FEATURES).map(move |k| (k, g)))
-        .map(|(k, g)| column(k, g))
-        .collect::<std::collections::BTreeSet<_>>()
+        .map(|(k, g)| {
+            let value = held.as_ref().map_or(1.0, |h| h[g][k]);
+            (column(k, g), value)
+        })
+        .collect::<BTreeMap<_, _>>()
         .into_iter()
         .collect();
-    for (row, y) in a.iter().zip(b.iter_mut()) {
-        *y -= rate_columns.iter().map(|&c| row[c]).sum::<f64>();
+    for (row, y) in a.iter_mut().zip(b.iter_mut()) {
+        *y -= rate_columns.iter().map(|&(c, v)| row[c] * v).sum::<f64>();
+        if held.is_some() {
+            rate_columns.iter().for_each(|&(c, _)| row[c] = 0.0);
+        }
     }
     let mut x = least_absolute(&a, &b);
-    rate_columns.iter().for_each(|&c| x[c] += 1.0);
+    for &(c, v) in &rate_columns {
+        x[c] = if held.is_some() { v } else { x[c] + 1.0 };
+    }
     let mut gpu_rates = BTreeMap::new();
     let mut step = [0.0; FEATURES];
     for &k in &shared {
@@ -78,6 +106,13 @@ pub fn fit(rows: &[MeasuredRow], predictions: &[Prediction], jitter_ms: f64) -> 
             step[k] += share * c;
         }
         gpu_rates.insert(name.to_string(), own);
+    }
+    if let Some(p) = rates_from {
+        // Every GPU the held profile names keeps its rates; the step's rates are its own.
+        step[..RATE_FEATURES].copy_from_slice(&p.step[..RATE_FEATURES]);
+        for (name, own) in &p.gpu_rates {
+            gpu_rates.insert(name.clone(), *own);
+        }
     }
     Profile {
         step,
@@ -187,7 +222,7 @@ mod tests {
                 row(i, gpu, c, 20.0)
             })
             .unzip();
-        let p = fit(&rows, &predictions, 0.0);
+        let p = fit(&rows, &predictions, 0.0, None);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
         for (gpu, want) in [("h100_sxm", &h100), ("b200_sxm", &b200)] {
             let own = p.gpu_rates[gpu];
@@ -209,5 +244,41 @@ mod tests {
             "{}",
             p.request_overhead_ms
         );
+    }
+
+    /// Rows of one GPU whose rates are another profile's and whose fixed costs are their own:
+    /// held at that profile's rates (`rates_from`), the fit finds the fixed costs and the
+    /// request overhead exactly, keeps the held rates on the rows' GPU (even where these rows
+    /// alone would read them otherwise) and carries every GPU the held profile names.
+    #[test]
+    fn rates_held_from_another_profile_leave_only_the_fixed_costs_to_fit() {
+        let mut held = Profile::ones();
+        held.step = [1.4, 1.1, 1.8, 1.3, 1.9, 0.0, 0.0, 0.0, 0.0];
+        held.gpu_rates
+            .insert("h200_sxm".into(), [1.2, 1.05, 1.25, 1.5]);
+        held.gpu_rates
+            .insert("b200_sxm".into(), [2.5, 1.0, 1.0, 3.0]);
+        // On the H200: the held rates (GEMM 1.2, weights 1.05, attention 1.8, KV 1.25,
+        // all-reduce 1.5), and fixed costs 4, 30, 16,000 and 9 us.
+        let truth = [1.2, 1.05, 1.8, 1.25, 1.5, 4.0, 30.0, 16_000.0, 9.0];
+        let (rows, predictions): (Vec<_>, Vec<_>) =
+            (0..16).map(|i| row(i, "h200_sxm", &truth, 200.0)).unzip();
+        let p = fit(&rows, &predictions, 0.0, Some(&held));
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
+        for (k, want) in truth.iter().enumerate().skip(RATE_FEATURES) {
+            assert!(close(p.step[k], *want), "fixed cost {k}: {}", p.step[k]);
+        }
+        assert!(
+            close(p.request_overhead_ms, 200.0),
+            "{}",
+            p.request_overhead_ms
+        );
+        assert_eq!(p.gpu_rates["h200_sxm"], [1.2, 1.05, 1.25, 1.5]);
+        assert_eq!(
+            p.gpu_rates["b200_sxm"],
+            [2.5, 1.0, 1.0, 3.0],
+            "carried over"
+        );
+        assert_eq!(p.step[..RATE_FEATURES], held.step[..RATE_FEATURES]);
     }
 }

@@ -222,14 +222,17 @@ pub struct Calibration {
     pub predictions: Vec<Prediction>,
 }
 
-/// Fits a profile to `rows`, starting from `start`, the jitter held at `jitter_ms`: [`ROUNDS`]
-/// rounds of simulating and fitting, then a last simulation for the errors.
+/// Fits a profile to `rows`, starting from `start`, the jitter held at `jitter_ms` (and the rate
+/// coefficients held at `rates_from`'s, if given: [`fit()`]): [`ROUNDS`] rounds of simulating and
+/// fitting, then a last simulation for the errors.
+#[allow(clippy::too_many_arguments)]
 pub fn calibrate(
     rows: &[MeasuredRow],
     engine: EngineKind,
     setup: &Setup,
     start: &Profile,
     jitter_ms: f64,
+    rates_from: Option<&Profile>,
     jobs: usize,
     done: &(dyn Fn() + Sync),
 ) -> Result<Calibration> {
@@ -242,7 +245,7 @@ pub fn calibrate(
     };
     for _ in 0..ROUNDS {
         let predictions = predict(rows, engine, setup, &profile, jobs, done)?;
-        profile = fit(rows, &predictions, jitter_ms);
+        profile = fit(rows, &predictions, jitter_ms, rates_from);
     }
     let predictions = predict(rows, engine, setup, &profile, jobs, done)?;
     Ok(Calibration {

@@ -160,6 +160,12 @@ pub struct CalibrateArgs {
     /// engine's bundled one).
     #[arg(long, value_name = "PROFILE.toml")]
     profile: Option<PathBuf>,
+    /// Holds the rate coefficients (GEMMs, weight and KV reads, attention, all-reduces) at this
+    /// profile's, per GPU, and fits only the fixed costs and the request overhead: for rows too
+    /// few or too odd to pin a GPU's rates (one deployment of an engine), timed at rates another
+    /// engine's rows measured; the written profile keeps those rates for every GPU they name.
+    #[arg(long, value_name = "PROFILE.toml", conflicts_with = "check")]
+    rates_from: Option<PathBuf>,
     /// Predicts every row with the profile and prints the errors, without fitting (a row whose
     /// benchmark cannot be set up, such as a deployment bench refuses, is named and left out).
     #[arg(long, conflicts_with_all = ["out", "leave_one_out"])]
@@ -288,6 +294,13 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             None => Profile::start(),
         };
     let jitter = a.jitter_ms.unwrap_or(start.request_jitter_ms);
+    let rates_from = match &a.rates_from {
+        Some(path) => Some(Profile::of_file(&profile::parse(
+            path,
+            &crate::error::read_text(path)?,
+        )?)),
+        None => None,
+    };
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let rounds = if a.check { 1 } else { cal::ROUNDS + 1 };
     let bar = Progress::new(
@@ -305,7 +318,16 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         let predictions = cal::predict(&rows, a.engine, &setup, &p, jobs, &tick)?;
         (p, predictions)
     } else {
-        let c = cal::calibrate(&rows, a.engine, &setup, &start, jitter, jobs, &tick)?;
+        let c = cal::calibrate(
+            &rows,
+            a.engine,
+            &setup,
+            &start,
+            jitter,
+            rates_from.as_ref(),
+            jobs,
+            &tick,
+        )?;
         (c.profile, c.predictions)
     };
     bar.finish();
@@ -335,7 +357,16 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         for (g, _, _) in &groups {
             let (train, test): (Vec<_>, Vec<_>) =
                 rows.iter().cloned().partition(|r| &cal::group_of(r) != g);
-            let fitted = cal::calibrate(&train, a.engine, &setup, &start, jitter, jobs, &|| ())?;
+            let fitted = cal::calibrate(
+                &train,
+                a.engine,
+                &setup,
+                &start,
+                jitter,
+                rates_from.as_ref(),
+                jobs,
+                &|| (),
+            )?;
             let predicted = cal::predict(&test, a.engine, &setup, &fitted.profile, jobs, &|| ())?;
             let (n, e) = cal::errors(test.iter().zip(&predicted));
             held.push((g.clone(), n, e));
@@ -383,6 +414,9 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 a.profile
                     .as_ref()
                     .map(|p| format!(" --profile {}", p.display())),
+                a.rates_from
+                    .as_ref()
+                    .map(|p| format!(" --rates-from {}", p.display())),
                 a.jitter_ms.map(|j| format!(" --jitter-ms {j}")),
                 a.prompt_pool.map(|n| format!(" --prompt-pool {n}")),
             ]

@@ -368,6 +368,7 @@ fn calibration_on_a_subset_beats_its_start() {
         &calibrate::Setup::default(),
         &start,
         0.0,
+        None,
         2,
         &|| (),
     )
@@ -550,4 +551,60 @@ fn calibrate_check_leaves_out_a_refused_row_and_names_it() {
         e.contains("too_big") && e.contains("no vllm row can be predicted"),
         "{e}"
     );
+}
+
+#[test]
+fn calibrate_rates_from_holds_another_profiles_rates_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // The header and three SGLang rows of the bundled file (one deployment, H200).
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/measurements/aic_silicon_dense_agg_train.csv"
+    ))
+    .unwrap();
+    let mut lines = text.lines();
+    let mut csv = format!("{}\n", lines.next().unwrap());
+    for l in lines
+        .filter(|l| l.contains(",sglang,") && l.contains(",1000,"))
+        .take(3)
+    {
+        csv.push_str(l);
+        csv.push('\n');
+    }
+    let measured = write(dir.path(), "m.csv", &csv);
+    let vllm = concat!(env!("CARGO_MANIFEST_DIR"), "/data/profiles/vllm.toml");
+    let profile = dir.path().join("p.toml");
+    let out = ok(&[
+        "calibrate",
+        &measured,
+        "--engine",
+        "sglang",
+        "--rates-from",
+        vllm,
+        "--out",
+        profile.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    assert!(out.contains("3 sglang rows"), "{out}");
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(
+        written.contains("--rates-from "),
+        "the header gives the command: {written}"
+    );
+    // Every GPU section of the vLLM profile is carried, rates unchanged (h200_sxm included).
+    let held: toml::Value = toml::from_str(&std::fs::read_to_string(vllm).unwrap()).unwrap();
+    let got: toml::Value = toml::from_str(&written).unwrap();
+    for (gpu, rates) in held["gpu"].as_table().unwrap() {
+        assert_eq!(&got["gpu"][gpu.as_str()], rates, "{gpu}");
+    }
+    for k in [
+        "gemm_compute",
+        "weight_read",
+        "attention_compute",
+        "kv_read",
+        "allreduce",
+    ] {
+        assert_eq!(got["step"][k], held["step"][k], "{k}");
+    }
 }
