@@ -10,8 +10,8 @@ use crate::router::registry;
 use crate::router::stream::OnGap;
 use crate::scenario::kv::SELECTIVE_WRITE_HITS;
 use crate::scenario::{
-    AdmissionKind, EngineKind, Fault, PreemptionKind, ReplicaSync, Scenario, SchedulePolicyKind,
-    Spread,
+    AdmissionKind, EngineKind, Fault, PreemptionKind, PrefillCharge, ReplicaSync, Scenario,
+    SchedulePolicyKind, Spread,
 };
 use crate::sketch::SharedHistogram;
 use crate::workload::source::Recipe;
@@ -299,6 +299,7 @@ fn sglang_rules(s: &Scenario) -> SglangRules {
         max_prefill_tokens: g.max_prefill_tokens as usize,
         schedule_conservativeness: g.schedule_conservativeness,
         enable_mixed_chunk: g.enable_mixed_chunk,
+        charge_chunk: g.max_prefill_tokens_charge == PrefillCharge::Chunk,
     }
 }
 

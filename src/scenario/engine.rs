@@ -161,6 +161,25 @@ pub struct SglangSettings {
     pub schedule_conservativeness: f64,
     /// Decoding requests join a prefill pass's forward (false).
     pub enable_mixed_chunk: bool,
+    /// What a request is checked against what is left of `max_prefill_tokens` by, once the
+    /// pass holds a request: "prompt" (its whole uncached prompt, in pages: SGLang 0.5.6.post2's
+    /// `PrefillAdder.add_one_req`, the default) or "chunk" (only the chunk it would be admitted
+    /// with, so a long prompt's first chunk fills the pass: `aisimulate-core` 0.13's
+    /// `get_new_batch_prefill`, which `scenarios/dynamo-mocker-sglang.toml` follows).
+    pub max_prefill_tokens_charge: PrefillCharge,
+}
+
+/// `engine.sglang.max_prefill_tokens_charge`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefillCharge {
+    /// The request's whole uncached prompt (SGLang's).
+    #[default]
+    Prompt,
+    /// The chunk it would be admitted with (Dynamo's simulator's).
+    Chunk,
 }
 
 impl Default for SglangSettings {
@@ -173,6 +192,7 @@ impl Default for SglangSettings {
             max_prefill_tokens: 16384,
             schedule_conservativeness: 1.0,
             enable_mixed_chunk: false,
+            max_prefill_tokens_charge: PrefillCharge::Prompt,
         }
     }
 }

@@ -26,8 +26,8 @@ use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
 pub use engine::{
-    AdmissionKind, EngineKind, EngineSettings, PreemptionKind, SchedulePolicyKind, SglangSettings,
-    TrtllmSettings, VllmSettings,
+    AdmissionKind, EngineKind, EngineSettings, PreemptionKind, PrefillCharge, SchedulePolicyKind,
+    SglangSettings, TrtllmSettings, VllmSettings,
 };
 pub use load::{load_scenario, Override};
 pub use scaling::{

@@ -549,6 +549,12 @@ fn inactive_engine(s: &Scenario) -> Result<(), Invalid> {
             shown(&g.enable_mixed_chunk),
             EngineKind::Sglang,
         ),
+        (
+            "engine.sglang.max_prefill_tokens_charge",
+            g.max_prefill_tokens_charge != dg.max_prefill_tokens_charge,
+            shown(&g.max_prefill_tokens_charge),
+            EngineKind::Sglang,
+        ),
     ];
     match settings
         .into_iter()

@@ -43,6 +43,9 @@ pub struct SglangRules {
     pub schedule_conservativeness: f64,
     /// Decoding requests join a prefill batch's forward (`--enable-mixed-chunk`; off).
     pub enable_mixed_chunk: bool,
+    /// `max_prefill_tokens` is checked against the chunk a request would be admitted with, as
+    /// Dynamo's simulator does, not against its whole uncached prompt, as SGLang does.
+    pub charge_chunk: bool,
 }
 
 impl SglangRules {

@@ -223,7 +223,7 @@ impl<T> StepScheduler<T> {
                 break; // NO_TOKEN
             }
             let input = ceil_page(extend, bs) as f64;
-            if input >= budget.input && !work.is_empty() {
+            if !rules.charge_chunk && input >= budget.input && !work.is_empty() {
                 break; // over max_prefill_tokens, and not the pass's first
             }
             let n = match budget.chunk {
@@ -238,6 +238,11 @@ impl<T> StepScheduler<T> {
                 _ => extend,
             }
             .min(extend);
+            if rules.charge_chunk && ceil_page(n, bs) as f64 > budget.input {
+                // Dynamo's simulator checks the chunk alone (`get_new_batch_prefill`:
+                // `charged_input_tokens > rem_input_tokens`).
+                break;
+            }
             match self.admit_head(now, n, out) {
                 Admit::Scheduled(w) => {
                     budget.charge(w.tokens, if w.tokens == extend { max_new } else { 0 });

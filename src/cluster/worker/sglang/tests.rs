@@ -18,6 +18,7 @@ fn rules() -> SglangRules {
         max_prefill_tokens: 16384,
         schedule_conservativeness: 1.0,
         enable_mixed_chunk: false,
+        charge_chunk: false,
     }
 }
 
@@ -298,4 +299,28 @@ fn a_prefix_loaded_back_in_a_batch_is_shared_by_the_batch_not_loaded_twice() {
     let p = s.plan(*ends.last().unwrap()).unwrap();
     assert_eq!((p.prefill_tokens, s.running()), (8, 2));
     assert_eq!(s.pool().tiers().unwrap().bytes().read, [block_bytes, 0]);
+}
+
+#[test]
+fn max_prefill_tokens_charges_the_whole_prompt_or_the_chunk() {
+    // Chunks of 16 tokens, max_prefill_tokens 24, blocks of 4. A (8 tokens) opens the pass:
+    // 16 tokens of chunk and 16 of max_prefill_tokens are left. B (40 tokens) is next:
+    // - SGLang's check (`add_one_req`): its whole prompt, 40 >= 16, closes the pass: 8 tokens;
+    // - Dynamo's simulator's: the chunk it would take, 8 tokens (the chunk's 16 - 8, in pages),
+    //   is within 16: B's first chunk joins, 16 tokens.
+    for (charge_chunk, tokens) in [(false, 8), (true, 16)] {
+        let mut s = engine(
+            SglangRules {
+                chunked_prefill_size: Some(16),
+                max_prefill_tokens: 24,
+                charge_chunk,
+                ..rules()
+            },
+            Some(100),
+        );
+        s.enqueue(request(0, 1, 8, 2));
+        s.enqueue(request(1, 2, 40, 2));
+        let p = s.plan(0).unwrap();
+        assert_eq!(p.prefill_tokens, tokens, "charge_chunk {charge_chunk}");
+    }
 }
