@@ -69,7 +69,10 @@
 //! cannot fit the worker's KV is refused. `max_running_requests` defaults to the crate's 256
 //! (SGLang derives it from the memory); priority scheduling and
 //! the other policies (`lof`, `dfs-weight`, `random`) are not modelled. The crate charges
-//! `rem_total` with the chunk alone; SGLang (and dynsim) with the whole `extend`.
+//! `rem_total` with the chunk alone; SGLang (and dynsim) with the whole `extend`. It checks
+//! `max_prefill_tokens` (`rem_input`) with the chunk alone too, where SGLang checks the whole
+//! uncached prompt; `max_prefill_tokens_charge = "chunk"` ([`SglangRules::charge_chunk`])
+//! follows the crate there, and the crate-comparison scenario sets it.
 
 use super::engine::EngineSetup;
 use super::vllm::{Admission, Preemption, SchedulerConfig, VllmRules};
