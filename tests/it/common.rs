@@ -13,13 +13,21 @@ pub fn dynsim() -> Command {
 
 /// Runs `args`, expects success, returns stdout.
 pub fn ok(args: &[&str]) -> String {
+    ok_with_stderr(args).0
+}
+
+/// Runs `args`, expects success, returns stdout and stderr.
+pub fn ok_with_stderr(args: &[&str]) -> (String, String) {
     let out = dynsim().args(args).output().expect("runs");
     assert!(
         out.status.success(),
         "dynsim {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).expect("utf-8")
+    (
+        String::from_utf8(out.stdout).expect("utf-8"),
+        String::from_utf8(out.stderr).expect("utf-8"),
+    )
 }
 
 /// Runs `args`, expects exit code 2 and exactly one line on stderr; returns that line.

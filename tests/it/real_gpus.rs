@@ -5,9 +5,31 @@ use dynsim::calibrate::{self, measured};
 use dynsim::deployment::profile::Profile;
 use dynsim::scenario::EngineKind;
 
-use crate::common::{bad, dynsim, ok, write};
+use crate::common::{bad, ok, ok_with_stderr, write};
 
 const MEASURED: &str = "data/measurements/aic_silicon_dense_agg_train.csv";
+
+/// The bundled measurements' text.
+fn measured_text() -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(MEASURED))
+        .unwrap()
+}
+
+/// The header of the bundled measurements and the first `n` of its rows that hold every one of
+/// `marks`, as a CSV file's text.
+fn measured_subset(marks: &[&str], n: usize) -> String {
+    let text = measured_text();
+    let mut lines = text.lines();
+    let mut csv = format!("{}\n", lines.next().unwrap());
+    for l in lines
+        .filter(|l| marks.iter().all(|m| l.contains(m)))
+        .take(n)
+    {
+        csv.push_str(l);
+        csv.push('\n');
+    }
+    csv
+}
 
 fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("one JSON object")
@@ -297,11 +319,7 @@ fn a_scenario_deployment_derives_kv_and_refuses_hand_set_capacity() {
 
 /// The measured rows of the bundled file this test uses: small enough to simulate in a test.
 fn small_rows() -> Vec<measured::MeasuredRow> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/measurements/aic_silicon_dense_agg_train.csv"
-    ))
-    .unwrap();
+    let text = measured_text();
     let all = measured::parse(std::path::Path::new(MEASURED), &text).unwrap();
     all.rows
         .into_iter()
@@ -391,20 +409,7 @@ fn calibration_on_a_subset_beats_its_start() {
 fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
     let dir = tempfile::tempdir().unwrap();
     // The header and four vLLM rows of the bundled file.
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/measurements/aic_silicon_dense_agg_train.csv"
-    ))
-    .unwrap();
-    let mut lines = text.lines();
-    let mut csv = format!("{}\n", lines.next().unwrap());
-    for l in lines
-        .filter(|l| l.contains(",vllm,") && l.contains(",1024,128,8,"))
-        .take(4)
-    {
-        csv.push_str(l);
-        csv.push('\n');
-    }
+    let csv = measured_subset(&[",vllm,", ",1024,128,8,"], 4);
     let measured = write(dir.path(), "m.csv", &csv);
     let profile = dir.path().join("p.toml");
     let out = ok(&[
@@ -502,35 +507,12 @@ fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
 #[test]
 fn calibrate_check_leaves_out_a_refused_row_and_names_it() {
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/measurements/aic_silicon_dense_agg_train.csv"
-    ))
-    .unwrap();
-    let mut lines = text.lines();
-    let header = lines.next().unwrap();
-    let mut csv = format!("{header}\n");
-    for l in lines
-        .filter(|l| l.contains(",vllm,") && l.contains(",1024,128,8,"))
-        .take(2)
-    {
-        csv.push_str(l);
-        csv.push('\n');
-    }
+    let csv = measured_subset(&[",vllm,", ",1024,128,8,"], 2);
+    let header = csv.lines().next().unwrap();
     let refused =
         "too_big,vllm,0.12.0,meta-llama/Llama-3.1-70B,h100_sxm,,agg,1024,128,4,1,1,100,10\n";
     let measured = write(dir.path(), "m.csv", &format!("{csv}{refused}"));
-    let out = dynsim()
-        .args(["calibrate", &measured, "--check", "--jobs", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let (stdout, stderr) = ok_with_stderr(&["calibrate", &measured, "--check", "--jobs", "1"]);
     assert!(
         stdout.starts_with("2 vllm rows")
             && stdout.contains(
@@ -557,20 +539,7 @@ fn calibrate_check_leaves_out_a_refused_row_and_names_it() {
 fn calibrate_rates_from_holds_another_profiles_rates_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     // The header and three SGLang rows of the bundled file (one deployment, H200).
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/measurements/aic_silicon_dense_agg_train.csv"
-    ))
-    .unwrap();
-    let mut lines = text.lines();
-    let mut csv = format!("{}\n", lines.next().unwrap());
-    for l in lines
-        .filter(|l| l.contains(",sglang,") && l.contains(",1000,"))
-        .take(3)
-    {
-        csv.push_str(l);
-        csv.push('\n');
-    }
+    let csv = measured_subset(&[",sglang,", ",1000,"], 3);
     let measured = write(dir.path(), "m.csv", &csv);
     let vllm = concat!(env!("CARGO_MANIFEST_DIR"), "/data/profiles/vllm.toml");
     let profile = dir.path().join("p.toml");
