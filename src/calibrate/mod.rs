@@ -222,16 +222,14 @@ pub struct Calibration {
     pub predictions: Vec<Prediction>,
 }
 
-/// Fits a profile to `rows`, starting from `start`, the jitter held at `jitter_ms` (and the rate
-/// coefficients held at `rates_from`'s, if given: [`fit()`]): [`ROUNDS`] rounds of simulating and
-/// fitting, then a last simulation for the errors.
-#[allow(clippy::too_many_arguments)]
+/// Fits a profile to `rows`, starting from `start`, whose per-request jitter the fit holds (and
+/// the rate coefficients at `rates_from`'s, if given: [`fit()`]): [`ROUNDS`] rounds of simulating
+/// and fitting, then a last simulation for the errors.
 pub fn calibrate(
     rows: &[MeasuredRow],
     engine: EngineKind,
     setup: &Setup,
     start: &Profile,
-    jitter_ms: f64,
     rates_from: Option<&Profile>,
     jobs: usize,
     done: &(dyn Fn() + Sync),
@@ -239,10 +237,8 @@ pub fn calibrate(
     if rows.is_empty() {
         return Err(Error::run("calibrate", "no rows to fit".to_string()));
     }
-    let mut profile = Profile {
-        request_jitter_ms: jitter_ms,
-        ..start.clone()
-    };
+    let jitter_ms = start.request_jitter_ms;
+    let mut profile = start.clone();
     for _ in 0..ROUNDS {
         let predictions = predict(rows, engine, setup, &profile, jobs, done)?;
         profile = fit(rows, &predictions, jitter_ms, rates_from);

@@ -293,7 +293,11 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             })?),
             None => Profile::start(),
         };
-    let jitter = a.jitter_ms.unwrap_or(start.request_jitter_ms);
+    // The jitter the fit holds (or the check predicts with).
+    let start = Profile {
+        request_jitter_ms: a.jitter_ms.unwrap_or(start.request_jitter_ms),
+        ..start
+    };
     let rates_from = match &a.rates_from {
         Some(path) => Some(Profile::of_file(&profile::parse(
             path,
@@ -310,24 +314,22 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         "row runs",
     );
     let tick = || bar.inc(1);
-    let (profile, predictions) = if a.check {
-        let p = Profile {
-            request_jitter_ms: jitter,
-            ..start.clone()
-        };
-        let predictions = cal::predict(&rows, a.engine, &setup, &p, jobs, &tick)?;
-        (p, predictions)
-    } else {
-        let c = cal::calibrate(
-            &rows,
+    let fit = |rows: &[measured::MeasuredRow], done: &(dyn Fn() + Sync)| {
+        cal::calibrate(
+            rows,
             a.engine,
             &setup,
             &start,
-            jitter,
             rates_from.as_ref(),
             jobs,
-            &tick,
-        )?;
+            done,
+        )
+    };
+    let (profile, predictions) = if a.check {
+        let predictions = cal::predict(&rows, a.engine, &setup, &start, jobs, &tick)?;
+        (start.clone(), predictions)
+    } else {
+        let c = fit(&rows, &tick)?;
         (c.profile, c.predictions)
     };
     bar.finish();
@@ -357,16 +359,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         for (g, _, _) in &groups {
             let (train, test): (Vec<_>, Vec<_>) =
                 rows.iter().cloned().partition(|r| &cal::group_of(r) != g);
-            let fitted = cal::calibrate(
-                &train,
-                a.engine,
-                &setup,
-                &start,
-                jitter,
-                rates_from.as_ref(),
-                jobs,
-                &|| (),
-            )?;
+            let fitted = fit(&train, &|| ())?;
             let predicted = cal::predict(&test, a.engine, &setup, &fitted.profile, jobs, &|| ())?;
             let (n, e) = cal::errors(test.iter().zip(&predicted));
             held.push((g.clone(), n, e));

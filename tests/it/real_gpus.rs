@@ -385,7 +385,6 @@ fn calibration_on_a_subset_beats_its_start() {
         EngineKind::Vllm,
         &calibrate::Setup::default(),
         &start,
-        0.0,
         None,
         2,
         &|| (),
