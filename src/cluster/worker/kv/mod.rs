@@ -93,9 +93,12 @@ pub struct KvPool {
     /// Stores a host written through takes after the step's lookups
     /// ([`KvPool::write_through_later`]).
     through: Vec<Through>,
-    /// While a fence stands ([`KvPool::fence`]), the names stored since it was put up: blocks
-    /// that a step being planned will compute, which [`KvPool::cached_prefix`] does not count.
-    fresh: Option<HashSet<BlockHash, BlockHashBuilder>>,
+    /// Whether a fence stands ([`KvPool::fence`]).
+    fenced: bool,
+    /// While a fence stands, the names stored since it was put up: blocks that a step being
+    /// planned will compute, which [`KvPool::cached_prefix`] does not count (kept between
+    /// fences for its allocation).
+    fresh: HashSet<BlockHash, BlockHashBuilder>,
     /// Tests keep what they acquired here.
     #[cfg(test)]
     scratch_held: Vec<(Vec<BlockHash>, Vec<u32>)>,
@@ -170,7 +173,8 @@ impl KvPool {
             tiers: None,
             now: 0,
             through: Vec::new(),
-            fresh: None,
+            fenced: false,
+            fresh: HashSet::default(),
             #[cfg(test)]
             scratch_held: Vec::new(),
         }
@@ -293,12 +297,13 @@ impl KvPool {
     /// Blocks of `blocks` held, counted from the front; while a fence stands, not counting those
     /// stored since it went up ([`KvPool::fence`]).
     pub fn cached_prefix(&self, blocks: &[BlockHash]) -> usize {
-        match &self.fresh {
-            None => blocks.iter().take_while(|b| self.contains(**b)).count(),
-            Some(fresh) => blocks
+        if self.fenced {
+            blocks
                 .iter()
-                .take_while(|b| self.contains(**b) && !fresh.contains(*b))
-                .count(),
+                .take_while(|b| self.contains(**b) && !self.fresh.contains(*b))
+                .count()
+        } else {
+            blocks.iter().take_while(|b| self.contains(**b)).count()
         }
     }
 
@@ -309,9 +314,8 @@ impl KvPool {
     /// batch with the same prefix each compute it. vLLM v1 shares blocks within a step, and
     /// puts up no fence.
     pub fn fence(&mut self) {
-        let mut fresh = self.fresh.take().unwrap_or_default();
-        fresh.clear();
-        self.fresh = Some(fresh);
+        self.fenced = true;
+        self.fresh.clear();
     }
 
     /// Counts `blocks`, stored behind the fence, in cached prefixes after all: their KV is
@@ -319,16 +323,16 @@ impl KvPool {
     /// loads a host prefix back when it admits the request, and a later request of the batch
     /// matches the device copy).
     pub fn ready(&mut self, blocks: &[BlockHash]) {
-        if let Some(fresh) = &mut self.fresh {
+        if self.fenced {
             for b in blocks {
-                fresh.remove(b);
+                self.fresh.remove(b);
             }
         }
     }
 
     /// Takes the fence down: every held block counts again.
     pub fn unfence(&mut self) {
-        self.fresh = None;
+        self.fenced = false;
     }
 
     /// Blocks of `blocks` held or remembered, counted from the front.
@@ -396,8 +400,8 @@ impl KvPool {
                         self.index.insert_at(at, b, s);
                         self.tell_held(b);
                         // (An own tail, unlisted, no other request looks up.)
-                        if let Some(fresh) = &mut self.fresh {
-                            fresh.insert(b);
+                        if self.fenced {
+                            self.fresh.insert(b);
                         }
                     }
                     self.pinned += 1;
