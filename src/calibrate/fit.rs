@@ -248,8 +248,9 @@ mod tests {
 
     /// Rows of one GPU whose rates are another profile's and whose fixed costs are their own:
     /// held at that profile's rates (`rates_from`), the fit finds the fixed costs and the
-    /// request overhead exactly, keeps the held rates on the rows' GPU (even where these rows
-    /// alone would read them otherwise) and carries every GPU the held profile names.
+    /// request overhead exactly, keeps the held rates on the rows' GPU and carries every GPU
+    /// the held profile names (the B200, which no row has, and the step's own rates, which a
+    /// free fit would take from the H200 rows: both fail without the hold).
     #[test]
     fn rates_held_from_another_profile_leave_only_the_fixed_costs_to_fit() {
         let mut held = Profile::ones();
