@@ -6,9 +6,9 @@
 //! Usage:
 //!   dynamo-replay TRACE --workers N --speedup S --router rr|kv [--trace-block-size 512]
 //!   dynamo-replay side-by-side TRACE [--workers 8] [--speedups 1,4,8] [--seed N]
-//!                 [--engine vllm|sglang] [--num-gpu-blocks N] [--host-blocks N]
-//!                 [--host-scope worker|cluster] [--disk-blocks N] [--disk-gbps 10]
-//!                 [--disk-first-byte-ms 0.1]
+//!                 [--engine vllm|sglang|trtllm] [--block-size 64] [--num-gpu-blocks N]
+//!                 [--host-blocks N] [--host-scope worker|cluster] [--disk-blocks N]
+//!                 [--disk-gbps 10] [--disk-first-byte-ms 0.1]
 //!
 //! `side-by-side` replays the trace through Dynamo's mocker and through dynsim
 //! (`scenarios/dynamo-mocker.toml`: rr against rr, Dynamo's KV router against

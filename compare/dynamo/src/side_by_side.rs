@@ -1,8 +1,9 @@
 //! Dynamo's mocker and dynsim on the same trace, side by side.
 //!
-//! Both sides run the same configuration: `--engine vllm|sglang` picks Dynamo's `backend` and
-//! dynsim's bundled scenario (`scenarios/dynamo-mocker.toml` or `dynamo-mocker-sglang.toml`, both
-//! in the mocker's defaults); `--num-gpu-blocks N` sets the device KV of each worker on both
+//! Both sides run the same configuration: `--engine vllm|sglang|trtllm` picks Dynamo's `backend`
+//! and dynsim's bundled scenario (`scenarios/dynamo-mocker.toml`, `dynamo-mocker-sglang.toml` or
+//! `dynamo-mocker-trtllm.toml`, all in the mocker's defaults, with 64-token blocks;
+//! `--block-size N` sets another on both: Dynamo's `block_size`, dynsim's `cluster.block_size`); `--num-gpu-blocks N` sets the device KV of each worker on both
 //! (Dynamo's `num_gpu_blocks`, dynsim's `cluster.kv_capacity_blocks`); `--host-blocks N` adds a
 //! host tier of N blocks per worker on both (Dynamo's `native_host_offload` with its default
 //! 32 GB/s each way, no first-byte time and `dp_rank_local` scope, and Qwen3-0.6B's 114,688 KV
@@ -45,10 +46,20 @@ struct Disk {
     first_byte_ms: f64,
 }
 
+/// The engine both sides run: Dynamo's `backend`, dynsim's `engine.kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Engine {
+    Vllm,
+    Sglang,
+    Trtllm,
+}
+
 /// What both sides run.
 #[derive(Clone, Copy, Debug)]
 struct Setup {
-    sglang: bool,
+    engine: Engine,
+    /// Tokens per KV block on both sides (64 unless `--block-size`).
+    block_size: usize,
     num_gpu_blocks: Option<usize>,
     host_blocks: Option<usize>,
     /// The host tier is one pool for all workers (else one per worker).
@@ -58,11 +69,15 @@ struct Setup {
 }
 
 impl Setup {
-    /// Dynamo's mocker configuration: the defaults, 64-token blocks, and what the flags set.
+    /// Dynamo's mocker configuration: the defaults, the block size, and what the flags set.
     fn mocker(&self) -> Result<MockerConfig> {
-        let mut engine = json!({ "block_size": 64 });
-        if self.sglang {
-            engine["backend"] = json!("sglang");
+        // 64-token blocks on every backend unless `--block-size`: SGLang's own default page is
+        // 1 token and TensorRT-LLM's (aisimulate-core 0.13, `Backend::default_block_size`) 32.
+        let mut engine = json!({ "block_size": self.block_size });
+        match self.engine {
+            Engine::Vllm => {}
+            Engine::Sglang => engine["backend"] = json!("sglang"),
+            Engine::Trtllm => engine["backend"] = json!("trtllm"),
         }
         if let Some(n) = self.num_gpu_blocks {
             engine["num_gpu_blocks"] = json!(n);
@@ -103,12 +118,12 @@ impl Setup {
             key: key.into(),
             value,
         };
-        let scenario = if self.sglang {
-            "dynamo-mocker-sglang.toml"
-        } else {
-            "dynamo-mocker.toml"
+        let scenario = match self.engine {
+            Engine::Vllm => "dynamo-mocker.toml",
+            Engine::Sglang => "dynamo-mocker-sglang.toml",
+            Engine::Trtllm => "dynamo-mocker-trtllm.toml",
         };
-        let mut out = Vec::new();
+        let mut out = vec![set("cluster.block_size", (self.block_size as i64).into())];
         if let Some(n) = self.num_gpu_blocks {
             out.push(set("cluster.kv_capacity_blocks", (n as i64).into()));
         }
@@ -292,7 +307,7 @@ fn ok_or_miss(ok: bool) -> &'static str {
 
 pub fn run(args: Vec<String>) -> Result<()> {
     const USAGE: &str = "usage: dynamo-replay side-by-side TRACE [--workers N] [--speedups 1,4,8] \
-[--seed N] [--engine vllm|sglang] [--num-gpu-blocks N] [--host-blocks N] \
+[--seed N] [--engine vllm|sglang|trtllm] [--block-size 64] [--num-gpu-blocks N] [--host-blocks N] \
 [--host-scope worker|cluster] [--disk-blocks N] [--disk-gbps 10] [--disk-first-byte-ms 0.1] \
 [--dynsim-only]";
     let mut trace: Option<PathBuf> = None;
@@ -301,7 +316,8 @@ pub fn run(args: Vec<String>) -> Result<()> {
     let mut seed = None;
     let mut dynsim_only = false;
     let mut setup = Setup {
-        sglang: false,
+        engine: Engine::Vllm,
+        block_size: 64,
         num_gpu_blocks: None,
         host_blocks: None,
         host_shared: false,
@@ -326,12 +342,14 @@ pub fn run(args: Vec<String>) -> Result<()> {
             }
             "--seed" => seed = Some(it.next().context("--seed N")?.parse()?),
             "--engine" => {
-                setup.sglang = match it.next().context("--engine vllm|sglang")?.as_str() {
-                    "vllm" => false,
-                    "sglang" => true,
-                    other => bail!("--engine must be vllm or sglang, got {other:?}"),
+                setup.engine = match it.next().context("--engine vllm|sglang|trtllm")?.as_str() {
+                    "vllm" => Engine::Vllm,
+                    "sglang" => Engine::Sglang,
+                    "trtllm" => Engine::Trtllm,
+                    other => bail!("--engine must be vllm, sglang or trtllm, got {other:?}"),
                 }
             }
+            "--block-size" => setup.block_size = it.next().context("--block-size N")?.parse()?,
             "--num-gpu-blocks" => {
                 setup.num_gpu_blocks = Some(it.next().context("--num-gpu-blocks N")?.parse()?)
             }
