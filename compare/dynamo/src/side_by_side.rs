@@ -168,6 +168,8 @@ struct Side {
     ttft_p90: f64,
     tpot_p50: f64,
     rps: f64,
+    /// Requests that ran to completion (dynsim: all but the refused).
+    completed: usize,
     wall_s: f64,
 }
 
@@ -219,6 +221,7 @@ fn dynamo(
         ttft_p90: r.latency.ttft.p90_ms,
         tpot_p50: r.latency.tpot.median_ms,
         rps: r.throughput.request_throughput_rps,
+        completed: r.request_counts.completed_requests,
         wall_s: start.elapsed().as_secs_f64(),
     })
 }
@@ -264,6 +267,7 @@ fn dynsim(
         ttft_p90: r.ttft_ms.p90,
         tpot_p50: r.tpot_ms.p50,
         rps: r.throughput_rps,
+        completed: r.requests - r.rejected as usize,
         wall_s: start.elapsed().as_secs_f64(),
     })
 }
@@ -455,6 +459,17 @@ pub fn run(args: Vec<String>) -> Result<()> {
                 s.wall_s,
                 d.wall_s / s.wall_s
             );
+            if d.completed != s.completed {
+                // Off the table (stderr): the sides ran different requests to completion, e.g.
+                // dynsim refuses one whose to-completion KV exceeds a worker's, which the
+                // crate's TensorRT-LLM backend runs with its output clamped.
+                eprintln!(
+                    "{speedup}x {}: completed requests differ: Dynamo {} / dynsim {}",
+                    if kv { "kv" } else { "rr" },
+                    d.completed,
+                    s.completed
+                );
+            }
         }
     }
     Ok(())
