@@ -208,6 +208,18 @@ fn dynamo(
         None,
         SlaThresholds::default(),
     )?;
+    // For tracing a difference to the request where the two sides part: Dynamo's per-request
+    // records (arrival, worker, first admission, prefix reused, TTFT, end), one JSON line each,
+    // to `$DYNAMO_PER_REQUEST-{speedup}x-{rr|kv}.jsonl`.
+    if let Ok(prefix) = std::env::var("DYNAMO_PER_REQUEST") {
+        let mut out = String::new();
+        for q in &r.per_request {
+            out.push_str(&serde_json::to_string(q)?);
+            out.push('\n');
+        }
+        let router = if kv { "kv" } else { "rr" };
+        std::fs::write(format!("{prefix}-{speedup}x-{router}.jsonl"), out)?;
+    }
     // ReplayReport's first-admission ratio sums over completed requests; so does this.
     let input: usize = r.per_request.iter().map(|q| q.input_length).sum();
     let host: usize = (r.per_request.iter())
