@@ -270,7 +270,7 @@ impl Dynamo {
                 .then(|| load_order(setup.workers, &s, setup.block_size)),
             holders: Vec::new(),
             active_holders: Vec::new(),
-            prefixed: Prefixed::new(setup.workers),
+            prefixed: Prefixed::default(),
             least: Least::default(),
             pairs: Vec::new(),
             block_size: setup.block_size.max(1),
@@ -419,13 +419,7 @@ impl Dynamo {
             &mut self.active_holders,
         );
         let prefixed = &mut self.prefixed;
-        prefixed.start();
-        for &(w, overlap) in &self.holders {
-            prefixed.entry(w).1 = overlap;
-        }
-        for &(w, depth) in &self.active_holders {
-            prefixed.entry(w).2 = depth;
-        }
+        prefixed.merge(&mut self.holders, &mut self.active_holders);
         let loads = &self.loads;
         let least = &mut self.least;
         least.clear();

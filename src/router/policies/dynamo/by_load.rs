@@ -77,58 +77,59 @@ impl LoadOrder {
 }
 
 /// The workers holding a prefix of the prompt being decided, each once, with its overlap in the
-/// router's index and its depth among its active blocks, found by worker in O(1): a per-worker
-/// stamp of the decision that last listed it, so that nothing worker-sized is cleared per
-/// decision.
+/// router's index and its depth among its active blocks, in increasing worker order: the two
+/// walks' lists (each names a worker at most once, and is already in worker order unless a
+/// worker dropped out along the prefix) sorted if they are not, then merged, so that nothing
+/// per worker is read or written to list them (a table indexed by worker was one cache miss
+/// per holder), and a worker is found by a binary search.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Prefixed {
-    /// (worker, overlap, active depth), in the order first listed.
+    /// (worker, overlap, active depth), by worker.
     pub(super) entries: Vec<(usize, usize, usize)>,
-    /// Per worker, (decision, its entry) of the last decision that listed it.
-    slots: Vec<(u32, u32)>,
-    decision: u32,
 }
 
 impl Prefixed {
-    /// For `workers` workers.
-    pub(super) fn new(workers: usize) -> Prefixed {
-        Prefixed {
-            entries: Vec::new(),
-            slots: vec![(0, 0); workers],
-            decision: 0,
+    /// Lists the workers of `overlaps` ((worker, overlap) pairs) and `depths` ((worker, active
+    /// depth) pairs), each with 0 for the one it is missing from; sorts both lists by worker.
+    pub(super) fn merge(&mut self, overlaps: &mut [(usize, usize)], depths: &mut [(usize, usize)]) {
+        by_worker(overlaps);
+        by_worker(depths);
+        let entries = &mut self.entries;
+        entries.clear();
+        entries.reserve(overlaps.len() + depths.len());
+        let (mut i, mut j) = (0, 0);
+        while i < overlaps.len() && j < depths.len() {
+            let ((a, overlap), (b, depth)) = (overlaps[i], depths[j]);
+            if a == b {
+                entries.push((a, overlap, depth));
+                i += 1;
+                j += 1;
+            } else if a < b {
+                entries.push((a, overlap, 0));
+                i += 1;
+            } else {
+                entries.push((b, 0, depth));
+                j += 1;
+            }
         }
+        entries.extend(overlaps[i..].iter().map(|&(w, overlap)| (w, overlap, 0)));
+        entries.extend(depths[j..].iter().map(|&(w, depth)| (w, 0, depth)));
     }
 
-    /// Starts a decision: no worker listed.
-    pub(super) fn start(&mut self) {
-        self.entries.clear();
-        self.decision = self.decision.wrapping_add(1);
-        if self.decision == 0 {
-            // Every 2^32 decisions: stamps of the last round could be mistaken for this one's.
-            self.slots.fill((0, 0));
-            self.decision = 1;
-        }
-    }
-
-    /// `worker`'s entry, listed (with overlap and depth 0) if it was not.
-    #[inline]
-    pub(super) fn entry(&mut self, worker: usize) -> &mut (usize, usize, usize) {
-        let (decision, i) = self.slots[worker];
-        let i = if decision == self.decision {
-            i as usize
-        } else {
-            self.slots[worker] = (self.decision, self.entries.len() as u32);
-            self.entries.push((worker, 0, 0));
-            self.entries.len() - 1
-        };
-        &mut self.entries[i]
-    }
-
-    /// `worker`'s entry in this decision, if listed.
+    /// `worker`'s entry, if listed.
     #[inline]
     pub(super) fn get(&self, worker: usize) -> Option<&(usize, usize, usize)> {
-        let (decision, i) = self.slots[worker];
-        (decision == self.decision).then(|| &self.entries[i as usize])
+        self.entries
+            .binary_search_by_key(&worker, |e| e.0)
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+}
+
+/// Sorts (worker, n) pairs by worker, when they are not already.
+fn by_worker(pairs: &mut [(usize, usize)]) {
+    if !pairs.is_sorted_by_key(|p| p.0) {
+        pairs.sort_unstable_by_key(|p| p.0);
     }
 }
 
@@ -205,23 +206,57 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_is_listed_once_per_decision_and_forgotten_by_the_next() {
-        let mut p = Prefixed::new(4);
-        p.start();
-        p.entry(2).1 = 5;
-        p.entry(0).2 = 1;
-        p.entry(2).2 = 3;
-        assert_eq!(p.entries, vec![(2, 5, 3), (0, 0, 1)]);
+    fn the_holders_are_merged_by_worker_each_once() {
+        let mut p = Prefixed::default();
+        let mut overlaps = vec![(7, 2), (2, 5), (9, 5)];
+        let mut depths = vec![(0, 1), (2, 3), (11, 4)];
+        p.merge(&mut overlaps, &mut depths);
+        assert_eq!(
+            p.entries,
+            vec![(0, 0, 1), (2, 5, 3), (7, 2, 0), (9, 5, 0), (11, 0, 4)]
+        );
         assert_eq!(p.get(2), Some(&(2, 5, 3)));
+        assert_eq!(p.get(11), Some(&(11, 0, 4)));
         assert_eq!(p.get(1), None);
-        p.start();
-        assert_eq!(p.get(2), None);
-        p.entry(1).1 = 7;
-        assert_eq!(p.entries, vec![(1, 7, 0)]);
-        // The stamp wraps: every 2^32 decisions the slots are cleared.
-        p.decision = u32::MAX;
-        p.start();
-        assert_eq!((p.decision, p.get(1)), (1, None));
+        p.merge(&mut [(1, 7)], &mut []);
+        assert_eq!((p.entries.as_slice(), p.get(2)), (&[(1, 7, 0)][..], None));
+        p.merge(&mut [], &mut []);
+        assert!(p.entries.is_empty());
+    }
+
+    #[test]
+    fn merging_is_the_table_of_both_lists_on_random_cases() {
+        // Random disjoint-worker lists in any order, against a map from worker to (overlap,
+        // depth) built from both.
+        use rand::{seq::SliceRandom, Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut p = Prefixed::default();
+        for _ in 0..2_000 {
+            let n = rng.gen_range(1..600);
+            let pick = |rng: &mut rand_chacha::ChaCha8Rng| {
+                let mut ws: Vec<usize> = (0..n).filter(|_| rng.gen_bool(0.2)).collect();
+                if rng.gen_bool(0.5) {
+                    ws.shuffle(rng);
+                }
+                ws.into_iter()
+                    .map(|w| (w, rng.gen_range(1..40)))
+                    .collect::<Vec<_>>()
+            };
+            let (mut overlaps, mut depths) = (pick(&mut rng), pick(&mut rng));
+            let mut want = std::collections::BTreeMap::new();
+            for &(w, o) in &overlaps {
+                want.entry(w).or_insert((0, 0)).0 = o;
+            }
+            for &(w, d) in &depths {
+                want.entry(w).or_insert((0, 0)).1 = d;
+            }
+            p.merge(&mut overlaps, &mut depths);
+            let got: Vec<_> = want.iter().map(|(&w, &(o, d))| (w, o, d)).collect();
+            assert_eq!(p.entries, got);
+            for w in 0..n {
+                assert_eq!(p.get(w).map(|e| (e.1, e.2)), want.get(&w).copied());
+            }
+        }
     }
 
     #[test]
