@@ -122,6 +122,9 @@ pub fn populate(
             bus: topo.bus(),
         };
         let mut loads = LoadBook::new(routable, s.router.load);
+        if !policy.reads_load_trees() {
+            loads.drop_trees();
+        }
         for slot in topo.routable().iter().filter(|w| !w.present) {
             loads.set_present(slot.id, false);
         }

@@ -51,6 +51,9 @@ pub struct LoadBook {
     least_routed: LoadTree,
     least_in_flight: LoadTree,
     most_in_flight: LoadTree,
+    /// Whether the trees are kept (false for a policy that never asks them:
+    /// [`LoadBook::drop_trees`]).
+    trees: bool,
 }
 
 impl LoadBook {
@@ -69,7 +72,30 @@ impl LoadBook {
             least_routed: LoadTree::new(n_workers.max(1)),
             least_in_flight: LoadTree::new(n_workers.max(1)),
             most_in_flight: LoadTree::greatest(n_workers.max(1)),
+            trees: true,
         }
+    }
+
+    /// Stops keeping the trees of loads, for a router whose policy never asks for the least or
+    /// most loaded worker of all
+    /// ([`RoutingPolicy::reads_load_trees`](crate::router::policy::RoutingPolicy::reads_load_trees)):
+    /// each routed and finished request then costs no walk up three trees (9 levels each at
+    /// 512 workers). Asking for them afterwards panics.
+    pub fn drop_trees(&mut self) {
+        self.trees = false;
+    }
+
+    /// The trees, checked to be kept.
+    fn kept_trees(&self) -> (&LoadTree, &LoadTree, &LoadTree) {
+        assert!(
+            self.trees,
+            "the load trees are not kept for this router's policy"
+        );
+        (
+            &self.least_routed,
+            &self.least_in_flight,
+            &self.most_in_flight,
+        )
     }
 
     /// The number of workers.
@@ -106,6 +132,9 @@ impl LoadBook {
     /// Brings the load trees up to date with `worker`'s counts (a worker not in the cluster
     /// is never the least loaded nor the most).
     fn track(&mut self, worker: usize) {
+        if !self.trees {
+            return;
+        }
         if self.present[worker] {
             self.least_routed.set(worker, self.routed[worker]);
             self.least_in_flight.set(worker, self.in_flight[worker]);
@@ -128,7 +157,7 @@ impl LoadBook {
     /// `None` when none is up. O(log n) when all are up, else a scan.
     pub fn least_in_flight(&self) -> Option<usize> {
         if self.all_up() {
-            Some(self.least_in_flight.winner())
+            Some(self.kept_trees().1.winner())
         } else {
             least_loaded(self.up_workers(), |w| self.in_flight[w])
         }
@@ -140,9 +169,10 @@ impl LoadBook {
         if self.in_flight.is_empty() || !self.present.iter().any(|&p| p) {
             return (0, 0);
         }
+        let (_, least, most) = self.kept_trees();
         (
-            self.in_flight[self.least_in_flight.winner()],
-            self.in_flight[self.most_in_flight.winner()],
+            self.in_flight[least.winner()],
+            self.in_flight[most.winner()],
         )
     }
 
@@ -247,9 +277,10 @@ impl LoadView for LoadBook {
         self.up_count == self.up.len()
     }
     fn least_of_all(&self) -> Option<usize> {
+        let (routed, in_flight, _) = self.kept_trees();
         Some(match self.kind {
-            LoadKind::Routed => self.least_routed.winner(),
-            LoadKind::InFlight => self.least_in_flight.winner(),
+            LoadKind::Routed => routed.winner(),
+            LoadKind::InFlight => in_flight.winner(),
         })
     }
 }
@@ -268,6 +299,30 @@ mod tests {
         assert_eq!(book.finished(RequestId(7)), None, "finished once");
         assert_eq!((book.in_flight(1), book.in_flight_blocks(1)), (0, 0));
         assert_eq!(book.routed(), &[0, 1]);
+    }
+
+    #[test]
+    fn a_book_without_trees_keeps_the_counts_and_refuses_the_trees_questions() {
+        let mut kept = LoadBook::new(3, LoadKind::InFlight);
+        let mut book = LoadBook::new(3, LoadKind::InFlight);
+        book.drop_trees();
+        for b in [&mut kept, &mut book] {
+            b.routed_to(RequestId(1), WorkerId(2), 5);
+            b.routed_to(RequestId(2), WorkerId(0), 3);
+            b.set_present(WorkerId(1), false);
+            b.set_present(WorkerId(1), true);
+            b.finished(RequestId(2));
+        }
+        assert_eq!(book.routed(), kept.routed());
+        for w in 0..3 {
+            assert_eq!(
+                (book.in_flight(w), book.in_flight_blocks(w), book.up(w)),
+                (kept.in_flight(w), kept.in_flight_blocks(w), kept.up(w))
+            );
+        }
+        let asked = std::panic::catch_unwind(|| book.least_in_flight());
+        assert!(asked.is_err(), "the trees are not kept");
+        assert_eq!(kept.least_in_flight(), Some(0));
     }
 
     #[test]

@@ -77,6 +77,15 @@ pub trait RoutingPolicy {
         false
     }
 
+    /// Whether it asks the load book for the least or most loaded worker of all
+    /// ([`LoadBook::least_in_flight`](crate::router::loads::LoadBook::least_in_flight),
+    /// `in_flight_range`, the lab rule's `least_of_all`): the book then keeps its trees of
+    /// loads up to date on every routed and finished request; for a policy that does not, it
+    /// keeps only the counts (and refuses those questions).
+    fn reads_load_trees(&self) -> bool {
+        true
+    }
+
     /// Whether it reads `router.load` (the lab rule's second step: requests routed, or in
     /// flight); validation refuses a load other than the default for a policy that does not.
     fn reads_load_kind(&self) -> bool {

@@ -683,6 +683,12 @@ impl RoutingPolicy for Dynamo {
     fn learns_from_events(&self) -> bool {
         self.settings.use_kv_events
     }
+
+    fn reads_load_trees(&self) -> bool {
+        // Its order by load is its own (`by_load.rs`); the book's counts of up workers are all
+        // it reads.
+        false
+    }
 }
 
 /// How many of `blocks`, from the front, are `held`, for a `held` that is true for a prefix of
