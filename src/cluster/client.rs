@@ -68,7 +68,8 @@ impl Feed {
     }
 
     /// What the requests sent and not yet acknowledged hold, bytes (estimated as
-    /// [`crate::budget::IN_FLIGHT_BYTES`] plus 8 per block name).
+    /// [`crate::budget::IN_FLIGHT_BYTES`] plus 8 per name of a prompt block; a session turn's
+    /// answer names, fewer than its prompt's and dropped when it finishes, are not counted).
     pub fn in_flight_bytes(&self) -> u64 {
         self.in_flight_bytes
     }

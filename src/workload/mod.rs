@@ -55,6 +55,13 @@ pub struct RequestSpec {
     /// own tail: a worker keeps them out of its name table, since only this request could look
     /// them up (see [`KvPool`](crate::cluster::worker::kv::KvPool)).
     pub unshared_from: usize,
+    /// Names of the full blocks this request's answer completes, as the next turn of its
+    /// session names them (its prompt repeats this prompt and answer): the blocks from the
+    /// prompt's last partial block through the last one whose tokens all have KV when the
+    /// request finishes (the answer's last token never does). The worker keeps them cached
+    /// when the request finishes, as vLLM and SGLang cache a finished request's generated
+    /// blocks. Empty when nothing names the answer (a trace, a single turn, a last turn).
+    pub answer_blocks: Vec<BlockHash>,
 }
 
 /// How a turn of a multi-turn session depends on the turn before it.

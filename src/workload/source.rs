@@ -261,6 +261,7 @@ impl Source {
                     prefix: Some(k as u64),
                     prefix_blocks: shape.prefix_len / block_size,
                     session: None,
+                    answer_blocks: Vec::new(),
                 }
             }
             Kind::Table(t) => t.spec(id),

@@ -10,7 +10,9 @@
 //! - **Tokens.** Group `g`'s shared prefix is tokens `g*1_000_003 + j` (wrapping `u32`) for
 //!   `j < shared_prefix_tokens`. The first turn's prompt is that prefix plus `input` fresh tokens;
 //!   turn `t`'s prompt is turn `t-1`'s prompt plus its `output` tokens plus new `input` tokens, so
-//!   later turns share every block of the earlier ones. Fresh tokens come from a counter starting
+//!   later turns share every block of the earlier ones; each turn but the last names the blocks
+//!   of the next turn's prompt that its answer completes (`RequestSpec::answer_blocks`), which
+//!   the worker keeps cached when it finishes. Fresh tokens come from a counter starting
 //!   at 2^31, so no two requests share them. `prefix = Some(g)`,
 //!   `prefix_blocks = shared_prefix_tokens / block_size`. With one turn per session the blocks
 //!   from `prefix_blocks` on are the request's own tail (`unshared_from`: no other request can
@@ -401,7 +403,7 @@ impl SyntheticStream {
         let prefix_blocks = p.shared_prefix_tokens as usize / block_size.max(1);
         let mut blocks: Vec<BlockHash> = Vec::new();
         let mut last_output = 0;
-        let mut out = Vec::new();
+        let mut out: Vec<RequestSpec> = Vec::new();
         for turn in 0..turns.min(p.requests - self.made) {
             fresh_tokens(last_output, &mut prompt);
             let input = p.input.sample(rng);
@@ -412,6 +414,10 @@ impl SyntheticStream {
                 let done = blocks.len() * block_size;
                 let parent = blocks.last().copied();
                 extend_block_hashes(&prompt[done..], block_size, parent, &mut blocks);
+                // This prompt repeats the turn before and its answer: name that answer's blocks.
+                if let Some(before) = out.last_mut() {
+                    before.answer_blocks = answer_blocks(before, &blocks, block_size);
+                }
             }
             let id = self.made as u64;
             self.made += 1;
@@ -434,10 +440,28 @@ impl SyntheticStream {
                 prefix: (p.shared_prefix_tokens > 0).then_some(g as u64),
                 prefix_blocks: if block_size > 0 { prefix_blocks } else { 0 },
                 session: session_link,
+                answer_blocks: Vec::new(),
             });
         }
         Some(Ok(out))
     }
+}
+
+/// The blocks of `next_blocks` (the next turn's, whose prompt starts with `turn`'s prompt and
+/// answer) that `turn`'s answer completes: from the prompt's last partial block up to the last
+/// block whose tokens all have KV when `turn` finishes (prompt + output − 1 tokens).
+fn answer_blocks(
+    turn: &RequestSpec,
+    next_blocks: &[BlockHash],
+    block_size: usize,
+) -> Vec<BlockHash> {
+    let prompt = u64::from(turn.input_tokens);
+    let with_kv = prompt + u64::from(turn.output_tokens.max(1)) - 1;
+    let from = (prompt / block_size as u64) as usize;
+    let to = ((with_kv / block_size as u64) as usize).min(next_blocks.len());
+    next_blocks
+        .get(from..to)
+        .map_or_else(Vec::new, <[BlockHash]>::to_vec)
 }
 
 /// Generates the whole workload at once (for tests and small tools; a run streams it with
@@ -577,6 +601,47 @@ mod tests {
             }
         }
         assert_eq!(reqs[9].session.unwrap().session, 2);
+    }
+
+    /// Each turn names the blocks of the next turn's prompt that its answer completes: from
+    /// its prompt's last partial block to the last block whose tokens all have KV when it ends
+    /// (prompt + output − 1 tokens), checked against the next turn's own tokens; a session's
+    /// last turn, and a single turn, name none.
+    #[test]
+    fn a_turn_names_the_blocks_its_answer_completes_as_the_next_turn_does() {
+        let p = SyntheticParams {
+            requests: 9,
+            turns: 3,
+            shared_prefix_tokens: 20,
+            input: LengthDist::Uniform { min: 1, max: 40 },
+            output: LengthDist::Uniform { min: 1, max: 40 },
+            ..SyntheticParams::default()
+        };
+        let reqs = run(&p, 3);
+        let mut named = 0;
+        for (k, r) in reqs.iter().enumerate() {
+            if k % 3 == 2 {
+                assert!(
+                    r.answer_blocks.is_empty(),
+                    "a last turn's answer is never named"
+                );
+                continue;
+            }
+            let next = &reqs[k + 1];
+            let (prompt, with_kv) = (
+                r.input_tokens as usize,
+                (r.input_tokens + r.output_tokens - 1) as usize,
+            );
+            assert_eq!(r.answer_blocks[..], next.blocks[prompt / 16..with_kv / 16]);
+            // The answer's blocks chain on from the prompt's: the next turn's blocks start with
+            // this turn's, then the answer's.
+            assert_eq!(next.blocks[..r.blocks.len()], r.blocks[..]);
+            assert_eq!(r.blocks.len(), prompt / 16);
+            named += r.answer_blocks.len();
+        }
+        assert!(named > 0);
+        let single = SyntheticParams { turns: 1, ..p };
+        assert!(run(&single, 3).iter().all(|r| r.answer_blocks.is_empty()));
     }
 
     #[test]

@@ -472,6 +472,8 @@ impl TraceTable {
                     .map(|a| RequestId(a.0 + pass * self.rows.len() as u64)),
                 delay_ns: l.delay_ns,
             }),
+            // A trace names no answer: its rows give no output's blocks.
+            answer_blocks: Vec::new(),
         }
     }
 }

@@ -497,3 +497,31 @@ fn schema_completions_and_pointers_to_the_right_command() {
     let report: serde_json::Value = serde_json::from_str(&ok(&["run", &empty, "--json"])).unwrap();
     assert_eq!(report["scenario"], "my-empty");
 }
+
+/// A conversation's next turn repeats the answer before it, and the worker keeps that answer's
+/// full blocks cached as vLLM does: two turns of 640-token prompts and answers, 64-token blocks,
+/// one worker with room. Turn 2's 30 blocks find turn 1's 10 prompt blocks and the 9 answer
+/// blocks whose tokens all have KV (the answer's last token has none): 19 of the run's 40 prompt
+/// blocks, where freeing the answer would find 10.
+#[test]
+fn the_next_turn_finds_the_answer_before_it_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "turns.toml",
+        "name = \"turns\"\nseed = 1\n\
+         [workload]\nkind = \"synthetic\"\nrequests = 2\ngroups = 1\nturns = 2\nshared_prefix_tokens = 0\n\
+         input = { dist = \"fixed\", tokens = 640 }\noutput = { dist = \"fixed\", tokens = 640 }\n\
+         [cluster]\nworkers = 1\nblock_size = 64\nkv_capacity_blocks = 1000\n\
+         [router]\npolicy = \"rr\"\n",
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(&["run", &path, "--json"])).unwrap();
+    assert_eq!(
+        (&v["prompt_blocks"], &v["cached_blocks"], &v["prefix_reuse"]),
+        (
+            &serde_json::json!(40),
+            &serde_json::json!(19),
+            &serde_json::json!(0.475)
+        )
+    );
+}

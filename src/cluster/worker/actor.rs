@@ -407,9 +407,12 @@ impl Worker {
     }
 
     fn end_step(&mut self, steps: u32, ctx: &mut Context<'_, Msg>) {
-        let applied = self.sched.apply();
+        let mut applied = self.sched.apply();
         let now = ctx.now();
         self.note_step(now, steps);
+        for changes in std::mem::take(&mut applied.kv) {
+            self.kv_changed(changes, 0, ctx);
+        }
         for request in applied.first_tokens {
             let router = applied
                 .finished

@@ -48,6 +48,9 @@ pub struct Applied<T> {
     pub prefilled: Vec<Seq<T>>,
     /// Requests that produced their first token in the step (prefilled ones included).
     pub first_tokens: Vec<RequestId>,
+    /// Blocks stored as requests finished (their answers' blocks, which the next turns of their
+    /// sessions name): KV events at the step's end.
+    pub kv: Vec<Changes>,
 }
 
 /// What one running request does in the planned step.

@@ -5,9 +5,13 @@
 //!   events report them. A block is pinned while a running request uses it; unpinned, it stays
 //!   cached and becomes evictable.
 //! - **Private blocks** are every other block a request holds: the partial last block of a
-//!   prompt, a named block still being computed, and the blocks its generated tokens fill (their
-//!   contents are unique to the request, so nothing could reuse them). They are freed when the
-//!   request completes or is preempted.
+//!   prompt, a named block still being computed, and the blocks its generated tokens fill. They
+//!   are freed when the request completes or is preempted, but for the full blocks of a finished
+//!   request's answer that the next turn of its session names
+//!   ([`RequestSpec::answer_blocks`](crate::workload::RequestSpec::answer_blocks)): those become
+//!   named blocks, stored and released before the prompt's, as vLLM caches a request's full
+//!   blocks generated tokens included and frees them last first. Nothing else could name an
+//!   answer's blocks (a trace gives no output's tokens).
 //! - **Eviction** takes the evictable block released longest ago: vLLM's free-block queue order.
 //!   A request releases its blocks last block first and pins a prefix whole, so a block is always
 //!   released after every block below it: eviction in release order takes a prompt's tail before

@@ -491,6 +491,7 @@ impl<T> StepScheduler<T> {
             finished: Vec::new(),
             prefilled: Vec::new(),
             first_tokens: Vec::new(),
+            kv: Vec::new(),
         };
         let steps = plan.ends.len() as u64;
         self.stats.steps += steps;
@@ -617,6 +618,11 @@ impl<T> StepScheduler<T> {
                 continue;
             };
             let mut s = self.running.remove(i).expect("in range");
+            if !prefilled {
+                if let Some(changes) = self.keep_answer(&mut s) {
+                    out.kv.push(changes);
+                }
+            }
             // A prefilled request handed back from its decode worker may be sent here again.
             self.free_blocks(&mut s, prefilled);
             if prefilled {
@@ -805,6 +811,45 @@ impl<T> StepScheduler<T> {
         s.slots.clear();
         s.held_named = 0;
         s.private = 0;
+    }
+
+    /// Keeps finished request `s`'s answer cached: the blocks its generated tokens completed,
+    /// which the next turn of its session names ([`RequestSpec::answer_blocks`]), as vLLM v1
+    /// caches every full block up to a request's tokens, generated ones included
+    /// (`KVCacheManager.allocate_slots` in `vllm/v1/core/kv_cache_manager.py`) and SGLang inserts a
+    /// finished request's whole sequence in its radix tree (`cache_finished_req`). That many of
+    /// its private blocks become named ones, stored (or pinned, if held) and released at once,
+    /// before its prompt's blocks: vLLM frees a request's blocks last first, so the answer is
+    /// evicted before the prompt. Returns what was stored, for the KV events; `None` when the
+    /// request names no answer or does not hold its whole prompt's chain (a decode-side request).
+    ///
+    /// [`RequestSpec::answer_blocks`]: crate::workload::RequestSpec::answer_blocks
+    fn keep_answer(&mut self, s: &mut Seq<T>) -> Option<Changes> {
+        let chain = s.spec.blocks.len();
+        let k = s.spec.answer_blocks.len().min(s.private);
+        if k == 0 || s.decode_side || s.held_named != chain {
+            return None;
+        }
+        let answer = &s.spec.answer_blocks[..k];
+        let mut pool = self.pool.borrow_mut();
+        pool.free_private(k);
+        s.private -= k;
+        let mut changes = Changes::default();
+        let mut slots = Vec::with_capacity(k);
+        pool.acquire(
+            s.spec.blocks.last().copied(),
+            answer,
+            0,
+            &mut changes,
+            &mut slots,
+            k,
+        );
+        if self.tiered {
+            let prefix: Vec<BlockHash> = s.spec.blocks.iter().chain(answer).copied().collect();
+            pool.write_through_later(&changes, &prefix, false);
+        }
+        pool.release(&slots, 0);
+        (!changes.is_empty()).then_some(changes)
     }
 
     /// Preempts running request `i`: frees its blocks, forgets its computed tokens, and puts it

@@ -69,6 +69,7 @@ pub(in crate::cluster::worker) fn family_request(
         prefix: None,
         prefix_blocks: 0,
         session: None,
+        answer_blocks: Vec::new(),
     };
     Seq::prompt(Arc::new(spec), (), BLOCK, false)
 }
@@ -492,4 +493,91 @@ fn a_stretch_cut_short_keeps_the_blocks_it_took_ahead() {
 /// A step as the mocker's polynomials see it.
 pub(in crate::cluster::worker) fn work(prefill: u64, decode: Option<f64>) -> StepWork {
     StepWork::polynomial(prefill, decode)
+}
+
+/// Turn 1 of a session (6 prompt tokens, 7 answer tokens) and turn 2, whose 16-token prompt
+/// repeats turn 1's prompt and answer: turn 1 names the answer's blocks as turn 2 does.
+fn two_turns() -> (RequestSpec, RequestSpec) {
+    let tokens: Vec<u32> = (0..16).collect();
+    let second = block_hashes(&tokens, BLOCK);
+    let first = block_hashes(&tokens[..6], BLOCK);
+    assert_eq!(first[..], second[..1], "turn 2 repeats turn 1");
+    let spec = |id: u64, input: u32, output: u32, blocks: Vec<_>, answer: Vec<_>| RequestSpec {
+        id: RequestId(id),
+        arrival_ns: 0,
+        input_tokens: input,
+        output_tokens: output,
+        unshared_from: blocks.len(),
+        blocks,
+        prefix: None,
+        prefix_blocks: 0,
+        session: None,
+        answer_blocks: answer,
+    };
+    // KV for 6 + 7 − 1 = 12 tokens when turn 1 ends: blocks 0..3, the prompt's one and the
+    // answer's two (the prompt's partial block 1, completed by the answer, and block 2).
+    let answer = second[1..3].to_vec();
+    (
+        spec(0, 6, 7, first, answer),
+        spec(1, 16, 1, second, Vec::new()),
+    )
+}
+
+#[test]
+fn a_finished_requests_answer_stays_cached_for_the_next_turn() {
+    let (one, two) = two_turns();
+    let (prompt, answer) = (one.blocks.clone(), one.answer_blocks.clone());
+    let mut s = StepScheduler::new(config(8192, Some(100)));
+    s.enqueue(Seq::prompt(Arc::new(one), (), BLOCK, false));
+    let mut now = 0;
+    let mut stored = Vec::new();
+    while let Some(p) = s.plan(now) {
+        now = p.end;
+        stored.extend(s.apply().kv.into_iter().flat_map(|c| c.stored));
+    }
+    assert_eq!(
+        stored,
+        vec![(Some(prompt[0]), answer.clone())],
+        "stored when it finishes, after the prompt's block"
+    );
+    {
+        let pool = s.pool();
+        assert!(answer
+            .iter()
+            .all(|&b| pool.contains(b) && !pool.is_pinned(b)));
+        assert_eq!(pool.private(), 0, "its private blocks became the answer's");
+    }
+    s.enqueue(Seq::prompt(Arc::new(two), (), BLOCK, false));
+    s.plan(now).unwrap();
+    let first = s
+        .running_mut(RequestId(1))
+        .unwrap()
+        .first_admission()
+        .unwrap();
+    // Without the answer kept, only the prompt's block (4 tokens) would be found.
+    assert_eq!((first.held_blocks, first.cached_tokens), (3, 12));
+}
+
+#[test]
+fn a_kept_answer_is_evicted_before_its_prompt_last_block_first() {
+    // Three blocks of capacity, all cached once turn 1 ends; an unrelated one-block request
+    // evicts the block released longest ago: the answer's last.
+    let (one, _) = two_turns();
+    let (prompt, answer) = (one.blocks.clone(), one.answer_blocks.clone());
+    let mut s = StepScheduler::new(config(8192, Some(3)));
+    s.enqueue(Seq::prompt(Arc::new(one), (), BLOCK, false));
+    run(&mut s);
+    s.enqueue(request(1, 9, 4, 1));
+    let p = s.plan(0).unwrap();
+    let evicted: Vec<_> = p
+        .log
+        .iter()
+        .flat_map(|i| match i {
+            super::LogItem::Kv(c) => c.evicted.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(evicted, vec![answer[1]]);
+    let pool = s.pool();
+    assert!(pool.contains(answer[0]) && pool.contains(prompt[0]));
 }
