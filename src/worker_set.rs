@@ -45,6 +45,20 @@ pub fn len(set: &[u64]) -> usize {
     set.iter().map(|w| w.count_ones() as usize).sum()
 }
 
+/// Calls `f` on each worker in `set`, in increasing order: [`iter`] as a plain loop, for hot
+/// paths (listing a prefix's holders at 512 workers took 1,000 instructions a decision fewer
+/// than extending a list from [`iter`], whose nested iterators the compiler does not flatten).
+#[inline]
+pub fn for_each(set: &[u64], mut f: impl FnMut(usize)) {
+    for (i, &word) in set.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            f(i * 64 + bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+}
+
 /// The workers in `set`, in increasing order.
 pub fn iter(set: &[u64]) -> impl Iterator<Item = usize> + '_ {
     set.iter().enumerate().flat_map(|(i, &word)| {
@@ -85,5 +99,24 @@ mod tests {
         remove(&mut set, 3);
         assert!(is_empty(&set));
         assert_eq!(len(&set), 0);
+    }
+
+    #[test]
+    fn for_each_visits_what_iter_lists_in_order() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for words in [1, 2, 3, 9] {
+            let set: Vec<u64> = (0..words)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x & (x >> 3)
+                })
+                .collect();
+            let mut seen = Vec::new();
+            for_each(&set, |w| seen.push(w));
+            assert_eq!(seen, iter(&set).collect::<Vec<_>>());
+            assert_eq!(seen.len(), len(&set));
+        }
     }
 }

@@ -105,13 +105,7 @@ impl KvIndex {
         });
         if depth > 0 {
             holders.reserve(scratch.best_count());
-            for (i, &word) in scratch.active.iter().enumerate() {
-                let mut bits = word;
-                while bits != 0 {
-                    holders.push((i * 64 + bits.trailing_zeros() as usize, depth));
-                    bits &= bits - 1;
-                }
-            }
+            worker_set::for_each(&scratch.active, |worker| holders.push((worker, depth)));
         }
         depth
     }
