@@ -320,7 +320,7 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
     let host = resolved.iter().find(|t| !t.disk);
     let min_load_tokens = host.map_or(0, |t| t.min_load_tokens);
     // SGLang HiCache's `write_through_selective` writes a block at its second hit.
-    let selective_hits = if host.is_some_and(|t| t.selective) {
+    let selective_hits = if host.is_some_and(|t| t.selective()) {
         SELECTIVE_WRITE_HITS
     } else {
         0
@@ -333,7 +333,7 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
             d2h_gbps: t.d2h_gbps,
             h2d_gbps: t.h2d_gbps,
             first_byte_ms: t.first_byte_ms,
-            write_through: t.write_through,
+            write_through: t.write_through(),
         })
         .collect();
     (!tiers.is_empty()).then_some(TiersSetup {

@@ -156,11 +156,7 @@ impl KvSettings {
                 d2h_gbps: t.d2h_gbps.unwrap_or(gbps),
                 h2d_gbps: t.h2d_gbps.unwrap_or(gbps),
                 first_byte_ms: t.first_byte_ms.unwrap_or(first_byte_ms),
-                write_through: matches!(
-                    t.write_policy,
-                    Some(WritePolicy::WriteThrough | WritePolicy::WriteThroughSelective)
-                ),
-                selective: t.write_policy == Some(WritePolicy::WriteThroughSelective),
+                write_policy: t.write_policy.unwrap_or_default(),
                 min_load_tokens: t.min_load_tokens.unwrap_or(0),
             }
         };
@@ -197,14 +193,24 @@ pub struct ResolvedTier {
     pub h2d_gbps: f64,
     /// Ms to a transfer's first byte.
     pub first_byte_ms: f64,
-    /// Written as the tier above stores a block (`write_policy = "write_through"`), not as it
-    /// drops one.
-    pub write_through: bool,
+    /// When a block is written to it (absent `write_policy`: write-back).
+    pub write_policy: WritePolicy,
     /// Fewest tokens of a lower continuation that are loaded back (`[kv.host]` only; 0: any).
     pub min_load_tokens: u64,
-    /// Written through only after [`SELECTIVE_WRITE_HITS`] hits (`write_through_selective`;
-    /// `write_through` is then set too).
-    pub selective: bool,
+}
+
+impl ResolvedTier {
+    /// Whether a block is written here as the tier above stores it (`write_through`, or
+    /// `write_through_selective` once hit enough), not as the tier above drops it.
+    pub fn write_through(&self) -> bool {
+        self.write_policy != WritePolicy::WriteBack
+    }
+
+    /// Whether a block is written through only after [`SELECTIVE_WRITE_HITS`] hits
+    /// (`write_through_selective`).
+    pub fn selective(&self) -> bool {
+        self.write_policy == WritePolicy::WriteThroughSelective
+    }
 }
 
 /// Checks `[kv.host]` and `[kv.disk]`.
