@@ -59,8 +59,9 @@ pub struct RequestSpec {
     /// session names them (its prompt repeats this prompt and answer): the blocks from the
     /// prompt's last partial block through the last one whose tokens all have KV when the
     /// request finishes (the answer's last token never does). The worker keeps them cached
-    /// when the request finishes, as vLLM and SGLang cache a finished request's generated
-    /// blocks. Empty when nothing names the answer (a trace, a single turn, a last turn).
+    /// when the request finishes, as vLLM v1 caches a request's generated blocks (every engine
+    /// does here; SGLang 0.5.6.post2 does not: docs/FIDELITY.md, "SGLang's scheduler"). Empty
+    /// when nothing names the answer (a trace, a single turn, a last turn).
     pub answer_blocks: Vec<BlockHash>,
 }
 

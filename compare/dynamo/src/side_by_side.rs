@@ -3,7 +3,8 @@
 //! Both sides run the same configuration: `--engine vllm|sglang|trtllm` picks Dynamo's `backend`
 //! and dynsim's bundled scenario (`scenarios/dynamo-mocker.toml`, `dynamo-mocker-sglang.toml` or
 //! `dynamo-mocker-trtllm.toml`, all in the mocker's defaults, with 64-token blocks;
-//! `--block-size N` sets another on both: Dynamo's `block_size`, dynsim's `cluster.block_size`); `--num-gpu-blocks N` sets the device KV of each worker on both
+//! `--block-size N` sets another on both: Dynamo's `block_size`, dynsim's `cluster.block_size`);
+//! `--num-gpu-blocks N` sets the device KV of each worker on both
 //! (Dynamo's `num_gpu_blocks`, dynsim's `cluster.kv_capacity_blocks`); `--host-blocks N` adds a
 //! host tier of N blocks per worker on both (Dynamo's `native_host_offload` with its default
 //! 32 GB/s each way, no first-byte time and `dp_rank_local` scope, and Qwen3-0.6B's 114,688 KV

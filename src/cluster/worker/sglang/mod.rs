@@ -60,10 +60,11 @@
 //!
 //! **Where dynsim differs.** SGLang's default `page_size` is 1 (token granularity); here a page
 //! is `cluster.block_size` tokens (the crate does the same), so a prefix matches in whole
-//! blocks and the in-batch prefix check compares whole blocks. Generated tokens' KV is never
-//! cached; SGLang 0.5.6.post2 caches some (`mem_cache/radix_cache.py`, `cache_finished_req`,
-//! inserts a finished request's `fill_ids`: its prompt and its output as of its last admission,
-//! after a retraction, or its last mixed pass, `ScheduleBatch.mix_with_running`). A retracted request's
+//! blocks and the in-batch prefix check compares whole blocks. Generated tokens' KV is cached
+//! only as a synthetic session turn's answer, all of its full blocks, when it finishes (as vLLM);
+//! SGLang 0.5.6.post2 caches less (`mem_cache/radix_cache.py`, `cache_finished_req`, inserts a
+//! finished request's `fill_ids`: its prompt and its output as of its last admission, after a
+//! retraction, or its last mixed pass, `ScheduleBatch.mix_with_running`). A retracted request's
 //! computed blocks stay cached until evicted (SGLang frees the tokens past the prefix it
 //! matched). A request whose `ceil(prompt) + min(max_new, 4096)` tokens, or whose whole sequence,
 //! cannot fit the worker's KV is refused. `max_running_requests` defaults to the crate's 256

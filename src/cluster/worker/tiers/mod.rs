@@ -26,7 +26,8 @@
 //!   every prompt block after a store where vLLM touches those up to the last stored. Where
 //!   dynsim differs from vLLM: a load makes the blocks it reads most recent, in prompt order
 //!   (as the crate does when the load completes; vLLM's `prepare_load` only pins them); and
-//!   only prompt blocks are written (vLLM writes generated tokens' blocks too). docs/FIDELITY.md
+//!   only prompt blocks are written, and a session turn's answer kept when it finishes (vLLM
+//!   writes every generated block as it fills). docs/FIDELITY.md
 //!   ("How dynsim's host keeps the crate's recency") lists these.
 //! - **Written through selectively** (`[kv.host] write_policy = "write_through_selective"`,
 //!   [`TiersSetup::selective_hits`]), as SGLang HiCache's policy of that name (0.5.6.post2,

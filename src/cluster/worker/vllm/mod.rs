@@ -30,9 +30,10 @@
 //! changes against planning each step alone, `decode_stretches = false`: docs/FIDELITY.md).
 //!
 //! Where dynsim differs from the mocker (on purpose, documented in docs/FIDELITY.md): blocks
-//! filled by generated tokens are private (freed at completion, never cached); a block computed
-//! again by a request whose lookup missed it shares the cached copy instead of holding a
-//! duplicate; a request whose whole sequence cannot fit in the worker's KV is rejected (the
+//! filled by generated tokens are private (freed at completion, never cached, but for a
+//! synthetic session turn's answer, which the next turn names: `StepScheduler::keep_answer`); a
+//! block computed again by a request whose lookup missed it shares the cached copy instead of
+//! holding a duplicate; a request whose whole sequence cannot fit in the worker's KV is rejected (the
 //! mocker rejects on the prompt alone); the admission gate is vLLM's (the first chunk's blocks)
 //! unless `admission = "whole-prompt"` asks for the mocker's (the whole sequence's).
 
@@ -816,8 +817,9 @@ impl<T> StepScheduler<T> {
     /// Keeps finished request `s`'s answer cached: the blocks its generated tokens completed,
     /// which the next turn of its session names ([`RequestSpec::answer_blocks`]), as vLLM v1
     /// caches every full block up to a request's tokens, generated ones included
-    /// (`KVCacheManager.allocate_slots` in `vllm/v1/core/kv_cache_manager.py`) and SGLang inserts a
-    /// finished request's whole sequence in its radix tree (`cache_finished_req`). That many of
+    /// (`KVCacheManager.allocate_slots` in `vllm/v1/core/kv_cache_manager.py`); every engine here
+    /// keeps them, where SGLang 0.5.6.post2's `cache_finished_req` inserts only the output a
+    /// request had at its last admission (docs/FIDELITY.md, "SGLang's scheduler"). That many of
     /// its private blocks become named ones, stored (or pinned, if held) and released at once,
     /// before its prompt's blocks: vLLM frees a request's blocks last first, so the answer is
     /// evicted before the prompt. Returns what was stored, for the KV events; `None` when the
