@@ -499,12 +499,13 @@ fn schema_completions_and_pointers_to_the_right_command() {
 }
 
 /// A conversation's next turn repeats the answer before it, and the worker keeps that answer's
-/// full blocks cached as vLLM does: two turns of 640-token prompts and answers, 64-token blocks,
-/// one worker with room. Turn 2's 30 blocks find turn 1's 10 prompt blocks and the 9 answer
-/// blocks whose tokens all have KV (the answer's last token has none): 19 of the run's 40 prompt
-/// blocks, where freeing the answer would find 10.
+/// full blocks cached as vLLM and TensorRT-LLM do: two turns of 640-token prompts and answers,
+/// 64-token blocks, one worker with room. Turn 2's 30 blocks find turn 1's 10 prompt blocks and
+/// the 9 answer blocks whose tokens all have KV (the answer's last token has none): 19 of the
+/// run's 40 prompt blocks. SGLang caches a finished request's `fill_ids`, which no decode pass
+/// extends past the prompt: 10, as if the answer were freed.
 #[test]
-fn the_next_turn_finds_the_answer_before_it_cached() {
+fn the_next_turn_finds_the_answer_before_it_cached_as_its_engine_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(
         dir.path(),
@@ -515,13 +516,22 @@ fn the_next_turn_finds_the_answer_before_it_cached() {
          [cluster]\nworkers = 1\nblock_size = 64\nkv_capacity_blocks = 1000\n\
          [router]\npolicy = \"rr\"\n",
     );
-    let v: serde_json::Value = serde_json::from_str(&ok(&["run", &path, "--json"])).unwrap();
-    assert_eq!(
-        (&v["prompt_blocks"], &v["cached_blocks"], &v["prefix_reuse"]),
-        (
-            &serde_json::json!(40),
-            &serde_json::json!(19),
-            &serde_json::json!(0.475)
-        )
-    );
+    for (engine, cached, reuse) in [
+        ("vllm", 19, 0.475),
+        ("trtllm", 19, 0.475),
+        ("sglang", 10, 0.25),
+    ] {
+        let kind = format!("engine.kind={engine}");
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&["run", &path, "--set", &kind, "--json"])).unwrap();
+        assert_eq!(
+            (&v["prompt_blocks"], &v["cached_blocks"], &v["prefix_reuse"]),
+            (
+                &serde_json::json!(40),
+                &serde_json::json!(cached),
+                &serde_json::json!(reuse)
+            ),
+            "{engine}"
+        );
+    }
 }

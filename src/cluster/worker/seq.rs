@@ -67,6 +67,11 @@ pub struct Seq<T> {
     /// (`usize::MAX`: none; see [`Seq::list_every_block`]).
     pub(super) unlisted_from: usize,
     pub(super) private: usize,
+    /// The output tokens whose KV the engine's cache keeps, with the prompt's, when the request
+    /// finishes: `None` every full block (vLLM, TensorRT-LLM); under SGLang the output its
+    /// `fill_ids` held at its last admission or mixed pass (`cache_finished_req` inserts
+    /// `fill_ids`, which decode passes do not extend).
+    pub(super) kept_output: Option<u64>,
     pub(super) first: Option<FirstAdmission>,
     pub(super) first_token_ns: Option<Nanos>,
     pub(super) last_token_ns: Option<Nanos>,
@@ -106,6 +111,7 @@ impl<T> Seq<T> {
             slots: Vec::new(),
             unlisted_from: spec.unshared_from,
             private: 0,
+            kept_output: None,
             first: None,
             first_token_ns: None,
             last_token_ns: None,

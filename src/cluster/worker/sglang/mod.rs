@@ -60,11 +60,12 @@
 //!
 //! **Where dynsim differs.** SGLang's default `page_size` is 1 (token granularity); here a page
 //! is `cluster.block_size` tokens (the crate does the same), so a prefix matches in whole
-//! blocks and the in-batch prefix check compares whole blocks. Generated tokens' KV is cached
-//! only as a synthetic session turn's answer, all of its full blocks, when it finishes (as vLLM);
-//! SGLang 0.5.6.post2 caches less (`mem_cache/radix_cache.py`, `cache_finished_req`, inserts a
-//! finished request's `fill_ids`: its prompt and its output as of its last admission, after a
-//! retraction, or its last mixed pass, `ScheduleBatch.mix_with_running`). A retracted request's
+//! blocks and the in-batch prefix check compares whole blocks. A finished request's output is
+//! cached only where it names it (a synthetic session turn's answer, which the next turn
+//! repeats; a trace names no output), and only as far as SGLang caches it: `cache_finished_req`
+//! (`mem_cache/radix_cache.py`) inserts the request's `fill_ids`, its prompt and the output it
+//! had at its last admission (after a retraction) or its last mixed pass
+//! (`ScheduleBatch.mix_with_running`), in whole pages; a decode pass does not extend them. A retracted request's
 //! computed blocks stay cached until evicted (SGLang frees the tokens past the prefix it
 //! matched). A request whose `ceil(prompt) + min(max_new, 4096)` tokens, or whose whole sequence,
 //! cannot fit the worker's KV is refused. `max_running_requests` defaults to the crate's 256

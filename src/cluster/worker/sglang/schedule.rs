@@ -89,6 +89,8 @@ impl<T> StepScheduler<T> {
             if !decoding(s) || self.need(s, 1) > self.pool.borrow().available() {
                 continue;
             }
+            // `mix_with_running` sets its `fill_ids` to the prompt and the output so far.
+            self.running[i].kept_output = Some(self.running[i].generated);
             self.grow(i, 1, &mut out.log);
             work.push(Work { id, tokens: 1 });
         }

@@ -6,7 +6,7 @@ use super::{
     ratio_after_retraction, reserved_output, retraction_victim, SchedulePolicy, SglangRules,
 };
 use crate::cluster::worker::engine::EngineSetup;
-use crate::cluster::worker::vllm::tests::{request, run, run_from, BLOCK};
+use crate::cluster::worker::vllm::tests::{request, run, run_from, two_turns, BLOCK};
 use crate::cluster::worker::vllm::StepScheduler;
 use crate::scenario::Timing;
 
@@ -323,4 +323,56 @@ fn max_prefill_tokens_charges_the_whole_prompt_or_the_chunk() {
         let p = s.plan(0).unwrap();
         assert_eq!(p.prefill_tokens, tokens, "charge_chunk {charge_chunk}");
     }
+}
+
+/// Runs `first` (turn 1 of [`two_turns`]) to its end beside `others`, then admits turn 2 and
+/// returns the blocks turn 1 left cached of its answer and what turn 2 found cached (blocks,
+/// tokens).
+fn answer_kept(
+    r: SglangRules,
+    others: Vec<crate::cluster::worker::seq::Seq<()>>,
+) -> (Vec<bool>, (usize, u64)) {
+    use crate::cluster::worker::seq::Seq;
+    use std::sync::Arc;
+    let (one, two) = two_turns();
+    let answer = one.answer_blocks.clone();
+    let mut s = engine(r, Some(100));
+    s.enqueue(Seq::prompt(Arc::new(one), (), BLOCK, false));
+    others.into_iter().for_each(|o| s.enqueue(o));
+    let (_, ends) = run(&mut s);
+    let kept = answer.iter().map(|&b| s.pool().contains(b)).collect();
+    s.enqueue(Seq::prompt(Arc::new(two), (), BLOCK, false));
+    s.plan(*ends.last().unwrap()).unwrap();
+    let first = s
+        .running_seq(crate::ids::RequestId(1))
+        .unwrap()
+        .first_admission()
+        .unwrap();
+    (kept, (first.held_blocks, first.cached_tokens))
+}
+
+#[test]
+fn a_finished_turn_keeps_its_answer_only_as_far_as_its_fill_ids_reached() {
+    // Turn 1: 6 prompt tokens, 7 answer tokens, 4-token pages; its answer blocks are pages 1
+    // and 2. Alone, its `fill_ids` stay its prompt (6 tokens: no whole page past page 0), so
+    // SGLang caches none of its answer and turn 2 finds page 0 alone (vLLM keeps both pages:
+    // 3 blocks, 12 tokens, in the vLLM engine's test).
+    assert_eq!(
+        answer_kept(rules(), Vec::new()),
+        (vec![false, false], (1, 4))
+    );
+    // Mixed chunks: a 16-token prompt arriving with it is held out of pass 1 by an 8-token
+    // `max_prefill_tokens` and prefilled a page a pass in passes 2 to 5, each a mixed pass that
+    // sets turn 1's `fill_ids` to its prompt and output so far: 4 tokens in pass 5, so 10 tokens
+    // fill pages 0 and 1 and the answer's first page is kept; pass 6 and 7 only decode.
+    let mixed = SglangRules {
+        enable_mixed_chunk: true,
+        max_prefill_tokens: 8,
+        chunked_prefill_size: Some(4),
+        ..rules()
+    };
+    assert_eq!(
+        answer_kept(mixed, vec![request(5, 9, 16, 8)]),
+        (vec![true, false], (2, 8))
+    );
 }

@@ -183,6 +183,10 @@ impl<T> StepScheduler<T> {
             out.log.push(LogItem::Admitted(s.id()));
         }
         s.computed = start;
+        if self.cfg.sglang.is_some() {
+            // SGLang's `fill_ids` as of this admission: the prompt and the output so far.
+            s.kept_output = Some(s.generated);
+        }
         // Room for the slots of every named block it will hold, once (kept across preemptions).
         s.slots.reserve_exact(s.named);
         if pin > 0 {

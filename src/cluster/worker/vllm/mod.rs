@@ -815,20 +815,17 @@ impl<T> StepScheduler<T> {
     }
 
     /// Keeps finished request `s`'s answer cached: the blocks its generated tokens completed,
-    /// which the next turn of its session names ([`RequestSpec::answer_blocks`]), as vLLM v1
-    /// caches every full block up to a request's tokens, generated ones included
-    /// (`KVCacheManager.allocate_slots` in `vllm/v1/core/kv_cache_manager.py`); every engine here
-    /// keeps them, where SGLang 0.5.6.post2's `cache_finished_req` inserts only the output a
-    /// request had at its last admission (docs/FIDELITY.md, "SGLang's scheduler"). That many of
-    /// its private blocks become named ones, stored (or pinned, if held) and released at once,
-    /// before its prompt's blocks: vLLM frees a request's blocks last first, so the answer is
-    /// evicted before the prompt. Returns what was stored, for the KV events; `None` when the
-    /// request names no answer or does not hold its whole prompt's chain (a decode-side request).
+    /// which the next turn of its session names ([`RequestSpec::answer_blocks`]), as far as its
+    /// engine keeps them ([`kept_answer_blocks`]). Those of its private blocks become named
+    /// ones, stored (or pinned, if held) and released at once, before its prompt's blocks: vLLM
+    /// frees a request's blocks last first, so the answer is evicted before the prompt. Returns
+    /// what was stored, for the KV events; `None` when the request names no answer, its engine
+    /// keeps none of it, or it does not hold its whole prompt's chain (a decode-side request).
     ///
     /// [`RequestSpec::answer_blocks`]: crate::workload::RequestSpec::answer_blocks
     fn keep_answer(&mut self, s: &mut Seq<T>) -> Option<Changes> {
         let chain = s.spec.blocks.len();
-        let k = s.spec.answer_blocks.len().min(s.private);
+        let k = kept_answer_blocks(s, self.cfg.block_size).min(s.private);
         if k == 0 || s.decode_side || s.held_named != chain {
             return None;
         }
@@ -1005,5 +1002,30 @@ impl<T> Engine<T> for StepScheduler<T> {
 
     fn feature_totals(&self) -> Option<&FeatureTotals> {
         StepScheduler::feature_totals(self)
+    }
+}
+
+/// How many of finished request `s`'s answer blocks ([`RequestSpec::answer_blocks`]: from the
+/// prompt's partial block to the last block whose tokens all have KV) its engine's cache keeps:
+/// all of them under vLLM v1, which caches every full block up to a request's tokens, generated
+/// ones included (`KVCacheManager.allocate_slots`, `vllm/v1/core/kv_cache_manager.py`), and
+/// TensorRT-LLM, which stores the blocks of all but a request's last token when it releases
+/// them (`WindowBlockManager::storeBlocksForReuse`,
+/// `cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp`); under SGLang 0.5.6.post2, those its
+/// `fill_ids` fill in whole pages (`Seq::kept_output`): `cache_finished_req`
+/// (`mem_cache/radix_cache.py`) inserts `fill_ids` page-aligned, and only an admission
+/// (`Req.init_next_round_input`) or a mixed pass (`ScheduleBatch.mix_with_running`) extends them
+/// past the prompt.
+///
+/// [`RequestSpec::answer_blocks`]: crate::workload::RequestSpec::answer_blocks
+fn kept_answer_blocks<T>(s: &Seq<T>, block_size: usize) -> usize {
+    let all = s.spec.answer_blocks.len();
+    match s.kept_output {
+        None => all,
+        Some(output) => {
+            let bs = block_size as u64;
+            let filled = (s.prompt + output) / bs - s.prompt / bs;
+            all.min(filled as usize)
+        }
     }
 }

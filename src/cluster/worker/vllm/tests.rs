@@ -497,7 +497,7 @@ pub(in crate::cluster::worker) fn work(prefill: u64, decode: Option<f64>) -> Ste
 
 /// Turn 1 of a session (6 prompt tokens, 7 answer tokens) and turn 2, whose 16-token prompt
 /// repeats turn 1's prompt and answer: turn 1 names the answer's blocks as turn 2 does.
-fn two_turns() -> (RequestSpec, RequestSpec) {
+pub(in crate::cluster::worker) fn two_turns() -> (RequestSpec, RequestSpec) {
     let tokens: Vec<u32> = (0..16).collect();
     let second = block_hashes(&tokens, BLOCK);
     let first = block_hashes(&tokens[..6], BLOCK);
