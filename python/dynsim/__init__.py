@@ -106,9 +106,10 @@ def bench(
     The arguments are the CLI's options (``kv_dtype`` is ``--kv-dtype``, ``model_file``
     replaces ``model`` as ``--model-file`` does): ``model`` a bundled Hugging Face id or
     alias, ``gpu`` one of a100_sxm, h100_sxm, h200_sxm, b200_sxm, gb200, b300_sxm, gb300,
-    l40s; ``protocol`` aiconfigurator or inferencemax; ``requests`` defaults to the
-    protocol's (20 or 10) x ``concurrency``; ``prompt_pool`` (``--prompt-pool``) draws every
-    prompt from that many distinct ones (default: every prompt its own).
+    l40s; ``protocol`` aiconfigurator, aiperf or inferencemax; ``requests`` defaults to the
+    protocol's (20, 20 or 10) x ``concurrency``; ``prompt_pool`` (``--prompt-pool``) draws every
+    prompt from that many distinct ones (default: every prompt its own; under aiperf, 100 on
+    vLLM and SGLang).
     """
     sets, json_sets = _sets(set)
     return json.loads(

@@ -125,6 +125,13 @@ def test_bench_equals_the_clis_bench_json(dynsim_bin):
     )
     assert py == cli
     assert py["prefix_reuse"] > 0, "repeated prompts hit the prefix cache"
+    cli = cli_json(dynsim_bin, "bench", *args, "--protocol", "aiperf")
+    py = dynsim.bench(
+        "Qwen/Qwen3-32B", gpu="h100_sxm", precision="fp8", isl=1000, osl=50,
+        concurrency=4, requests=24, protocol="aiperf",
+    )
+    assert py == cli
+    assert py["prefix_reuse"] > 0, "aiperf's prompts repeat from its dataset of 100"
     with pytest.raises(dynsim.ScenarioError, match=r"^--prompt-pool: must be at least 1"):
         dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", isl=1, osl=1, concurrency=1,
                      prompt_pool=0)

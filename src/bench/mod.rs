@@ -13,7 +13,10 @@
 //! shared-prefix groups, each prompt its group's first `isl - 1` tokens and one fresh one.
 //! `--protocol inferencemax` runs InferenceMAX's convention instead ([`protocol`]: lengths
 //! drawn from the top fifth of `isl` and `osl`, 10 requests per client, vLLM's token budget
-//! 8,192).
+//! 8,192), and `--protocol aiperf` AIConfigurator's generated aiperf benchmark (prompts from a
+//! pool of 100 where the server caches prefixes). The scenario names its protocol
+//! (`timing.protocol`), so the step model takes the request overhead the profile fitted for that
+//! protocol's serving stack, where it has one.
 //!
 //! By default the server is configured as AIConfigurator configures the deployments it benchmarks (its
 //! generator, `generator/rule_plugin/benchmark/vllm.rule`, at 095f58a5): `max_num_seqs` = the
@@ -133,6 +136,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
          [engine]\nkind = {engine:?}\n\
          [workload]\nkind = \"synthetic\"\nrequests = {requests}\n{prompts}\
          output = {output}\nconcurrency = {c}\n\
+         [timing]\nprotocol = {protocol:?}\n\
          [cluster]\nworkers = 1\nblock_size = 16\n\
          {limits}\
          [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
@@ -148,6 +152,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         prompts = prompts(spec)?,
         output = length_dist(spec.protocol, spec.osl),
         c = spec.concurrency,
+        protocol = spec.protocol.name(),
         len = u64::from(spec.isl) + u64::from(spec.osl),
         limits = engine_limits(spec),
     );
@@ -175,7 +180,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
 /// repeat prompts as often on average. The warm-up requests aiperf sends before measuring are
 /// not simulated: the first request of each prompt misses in the measured run.
 fn prompts(spec: &BenchSpec) -> Result<String> {
-    let Some(pool) = spec.prompt_pool else {
+    let Some(pool) = spec.prompt_pool.or(spec.protocol.prompt_pool(spec.engine)) else {
         return Ok(format!(
             "groups = 1\nshared_prefix_tokens = 0\ninput = {}\n",
             length_dist(spec.protocol, spec.isl)

@@ -1,4 +1,4 @@
-//! How a benchmark's clients are driven and its server configured: the two conventions the
+//! How a benchmark's clients are driven and its server configured: the three conventions the
 //! measured rows of `data/measurements/` were taken with.
 //!
 //! - **AIConfigurator** ([`Protocol::Aiconfigurator`], the default): every prompt exactly `isl`
@@ -6,6 +6,12 @@
 //!   (`aiperf --num-requests` = 20 x concurrency in its `bench_run.sh.j2`), and the server's
 //!   token budget per step its batch size + the prompt + 1,500 (`generator/rule_plugin/
 //!   benchmark/vllm.rule` at 095f58a5).
+//! - **aiperf** ([`Protocol::Aiperf`]): AIConfigurator's generated benchmark
+//!   (`generator/config/backend_templates/benchmark/bench_run.sh.j2` at 095f58a5), aiperf with
+//!   AIConfigurator's lengths, requests and server, and no `--num-dataset-entries`: every prompt
+//!   drawn from aiperf's default dataset of [`AIPERF_DATASET_ENTRIES`] (100), which the server's
+//!   prefix cache serves when a prompt repeats (vLLM and SGLang, not AIConfigurator's TensorRT-LLM
+//!   servers: [`Protocol::prompt_pool`]). Its warm-up requests are not simulated.
 //! - **InferenceMAX** ([`Protocol::InferenceMax`], SemiAnalysis's benchmark): its client is
 //!   vLLM's `benchmark_serving.py` as kept in `kimbochen/bench_serving` @406abc35
 //!   (`sample_random_requests`: each prompt's length drawn uniformly from
@@ -57,32 +63,53 @@ pub enum Protocol {
     /// InferenceMAX's: lengths uniform over the top fifth, 10 requests per client, vLLM's
     /// budget 8,192.
     InferenceMax,
+    /// AIConfigurator's generated aiperf benchmark (`bench_run.sh`): AIConfigurator's lengths,
+    /// requests and server, every prompt drawn from aiperf's default dataset of
+    /// [`AIPERF_DATASET_ENTRIES`] (100).
+    Aiperf,
 }
 
 impl Protocol {
     /// The names the CLI and profiles accept.
-    pub const NAMES: [&'static str; 2] = ["aiconfigurator", "inferencemax"];
+    pub const NAMES: [&'static str; 3] = crate::deployment::profile::PROTOCOL_NAMES;
 
     /// Its name.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Aiconfigurator => Self::NAMES[0],
             Protocol::InferenceMax => Self::NAMES[1],
+            Protocol::Aiperf => Self::NAMES[2],
         }
     }
 
     /// Requests per client.
     pub fn requests_per_client(self) -> usize {
         match self {
-            Protocol::Aiconfigurator => REQUESTS_PER_CLIENT,
+            Protocol::Aiconfigurator | Protocol::Aiperf => REQUESTS_PER_CLIENT,
             Protocol::InferenceMax => INFERENCEMAX_REQUESTS_PER_CLIENT,
+        }
+    }
+
+    /// The distinct prompts its clients draw from, as far as an `engine` server's prefix cache
+    /// sees them, when the benchmark does not say (`None`: every prompt its own). aiperf's
+    /// prompts repeat from its dataset, and AIConfigurator's generated vLLM and SGLang servers
+    /// keep prefix caching at the engine's default, on; its TensorRT-LLM servers run
+    /// `enable_block_reuse: false` (the `extra_engine_args.*.yaml.j2` templates' default, which
+    /// `generator/rendering/engine.py` turns on only when the model config names a shared
+    /// prefix), so there a repeated prompt finds nothing cached, as a fresh one.
+    pub fn prompt_pool(self, engine: EngineKind) -> Option<usize> {
+        match (self, engine) {
+            (Protocol::Aiperf, EngineKind::Vllm | EngineKind::Sglang) => {
+                Some(AIPERF_DATASET_ENTRIES)
+            }
+            _ => None,
         }
     }
 
     /// The range of a length of nominal `tokens`: `(min, max)`, both inclusive.
     pub fn length_range(self, tokens: u32) -> (u32, u32) {
         match self {
-            Protocol::Aiconfigurator => (tokens, tokens),
+            Protocol::Aiconfigurator | Protocol::Aiperf => (tokens, tokens),
             Protocol::InferenceMax => {
                 let min = (f64::from(tokens) * INFERENCEMAX_RANGE_RATIO) as u32;
                 (min.max(1), tokens)
@@ -116,10 +143,17 @@ impl Protocol {
     /// The protocol a measured row was taken with, as far as the row shows it: rows with no
     /// engine version on InferenceMAX's (isl, osl) grid are InferenceMAX's (in the bundled file
     /// those are exactly the `_ep1_` runs of Llama-3.1-70B on H100, H200 and B200, at
-    /// InferenceMAX's concurrencies); every other row is AIConfigurator's own.
+    /// InferenceMAX's concurrencies); rows whose lengths are both whole hundreds (the 1,000 to
+    /// 8,000 by 100 to 2,000 grid of the bundled SGLang 0.5.6.post2, vLLM 0.12.0 Llama-3.1-8B
+    /// and TensorRT-LLM 1.2 and 1.3 rows) are aiperf's as AIConfigurator's `bench_run.sh` runs
+    /// it; every other row (the powers of two of the vLLM 0.12.0 Qwen3-32B and TensorRT-LLM
+    /// 1.0.0rc3 rows) is AIConfigurator's with every prompt its own. docs/FIDELITY.md ("How the
+    /// rows were measured") gives the evidence for each.
     pub fn of_row(version: &str, isl: u32, osl: u32) -> Self {
         if version.trim().is_empty() && INFERENCEMAX_GRID.contains(&(isl, osl)) {
             Protocol::InferenceMax
+        } else if isl % 100 == 0 && osl % 100 == 0 {
+            Protocol::Aiperf
         } else {
             Protocol::Aiconfigurator
         }
@@ -133,6 +167,7 @@ impl std::str::FromStr for Protocol {
         match s {
             "aiconfigurator" => Ok(Protocol::Aiconfigurator),
             "inferencemax" => Ok(Protocol::InferenceMax),
+            "aiperf" => Ok(Protocol::Aiperf),
             _ => Err(Error::arg(
                 "--protocol",
                 format!("must be one of {}, not {s:?}", Self::NAMES.join(", ")),
@@ -163,8 +198,15 @@ mod tests {
             Protocol::of_row("0.12.0", 1024, 1024),
             Protocol::Aiconfigurator
         );
-        // An unversioned row off the grid too.
-        assert_eq!(Protocol::of_row("", 4000, 1000), Protocol::Aiconfigurator);
+        // Whole hundreds are aiperf's, versioned or not; other lengths off the grid are
+        // AIConfigurator's own.
+        assert_eq!(Protocol::of_row("0.12.0", 1000, 100), Protocol::Aiperf);
+        assert_eq!(Protocol::of_row("", 4000, 1000), Protocol::Aiperf);
+        assert_eq!(Protocol::of_row("", 4096, 1000), Protocol::Aiconfigurator);
+        assert_eq!(
+            Protocol::of_row("1.0.0rc3", 2048, 256),
+            Protocol::Aiconfigurator
+        );
     }
 
     #[test]
@@ -186,6 +228,21 @@ mod tests {
                 runs,
                 "{protocol:?} {engine:?} {gpu} {requested:?}"
             );
+        }
+    }
+
+    /// aiperf's prompts repeat from its 100-entry dataset, and the repeats hit where the server
+    /// caches prefixes: vLLM and SGLang as AIConfigurator launches them, not its TensorRT-LLM
+    /// servers (`enable_block_reuse: false`); the other protocols send every prompt fresh.
+    #[test]
+    fn aiperf_prompts_repeat_where_the_server_caches_prefixes() {
+        use EngineKind::{Sglang, Trtllm, Vllm};
+        assert_eq!(Protocol::Aiperf.prompt_pool(Vllm), Some(100));
+        assert_eq!(Protocol::Aiperf.prompt_pool(Sglang), Some(100));
+        assert_eq!(Protocol::Aiperf.prompt_pool(Trtllm), None);
+        for e in [Vllm, Sglang, Trtllm] {
+            assert_eq!(Protocol::Aiconfigurator.prompt_pool(e), None);
+            assert_eq!(Protocol::InferenceMax.prompt_pool(e), None);
         }
     }
 

@@ -6,8 +6,24 @@ use std::collections::BTreeMap;
 use super::measured::MeasuredRow;
 use super::nnls;
 use super::{Prediction, TPOT_WEIGHT};
+use crate::bench::Protocol;
 use crate::deployment::features::{Features, FEATURES, GPU_FEATURES, RATE_FEATURES};
 use crate::deployment::profile::Profile;
+
+/// How [`fit()`] treats what it is not told by the rows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FitOptions<'a> {
+    /// Holds the rate coefficients at this profile's (see [`fit()`]).
+    pub rates_from: Option<&'a Profile>,
+    /// Fits a request overhead per benchmark protocol of the rows ([`Protocol::of_row`]): each
+    /// protocol's clients reached the engine through their own serving stack.
+    pub overhead_by_protocol: bool,
+    /// Step coefficients held at a value, by index in [`FEATURE_NAMES`] (on every GPU): for a
+    /// coefficient the rows cannot pin, or one measured elsewhere.
+    ///
+    /// [`FEATURE_NAMES`]: crate::deployment::features::FEATURE_NAMES
+    pub held: &'a [(usize, f64)],
+}
 
 /// Fits the step coefficients and the request overhead to `rows` from their `predictions` under
 /// the schedule those runs took, the per-request jitter held at `jitter_ms`.
@@ -22,12 +38,30 @@ use crate::deployment::profile::Profile;
 /// ([`Profile::step_on`]), and only the fixed costs and the request overhead are fitted; the
 /// result keeps that profile's rates for every GPU it names, so a GPU the rows do not have is
 /// predicted at rates measured elsewhere rather than at these rows'.
+///
+/// With `overhead_by_protocol`, the request overhead has a column per protocol the rows were
+/// measured under, and the profile's `request_overhead_ms` is their row-weighted mean: what a
+/// protocol the rows do not have is predicted with.
 pub fn fit(
     rows: &[MeasuredRow],
     predictions: &[Prediction],
     jitter_ms: f64,
-    rates_from: Option<&Profile>,
+    options: FitOptions<'_>,
 ) -> Profile {
+    let rates_from = options.rates_from;
+    let protocol_of = |r: &MeasuredRow| {
+        if options.overhead_by_protocol {
+            Protocol::of_row(&r.version, r.isl, r.osl).name()
+        } else {
+            ""
+        }
+    };
+    let protocols: Vec<&str> = rows
+        .iter()
+        .map(protocol_of)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let gpus: Vec<&str> = rows
         .iter()
         .map(|r| r.gpu.as_str())
@@ -45,12 +79,15 @@ pub fn fit(
         Some(i) => gpu * GPU_FEATURES.len() + i,
         None => per_gpu + shared.iter().position(|&k| k == feature).expect("shared"),
     };
-    let columns = |features: &Features, gpu: usize, by: f64, with_overhead: bool| {
-        let mut c = vec![0.0; overhead + 1];
+    // The overhead columns: one per protocol (one in all without `overhead_by_protocol`).
+    let columns = |features: &Features, gpu: usize, by: f64, protocol: Option<usize>| {
+        let mut c = vec![0.0; overhead + protocols.len()];
         for (k, f) in features.iter().enumerate() {
             c[column(k, gpu)] = f * by;
         }
-        c[overhead] = if with_overhead { by } else { 0.0 };
+        if let Some(p) = protocol {
+            c[overhead + p] = by;
+        }
         c
     };
     let mut a = Vec::with_capacity(2 * rows.len());
@@ -59,10 +96,11 @@ pub fn fit(
         let gpu = gpus.binary_search(&row.gpu.as_str()).expect("listed");
         let (ttft, tpot) = p.mean_features();
         // TTFT = overhead + features · coefficients, relative to the measured.
-        a.push(columns(&ttft, gpu, 1.0 / row.ttft_ms, true));
+        let protocol = protocols.binary_search(&protocol_of(row)).expect("listed");
+        a.push(columns(&ttft, gpu, 1.0 / row.ttft_ms, Some(protocol)));
         b.push(1.0);
         let w = TPOT_WEIGHT / row.tpot_ms;
-        a.push(columns(&tpot, gpu, w, false));
+        a.push(columns(&tpot, gpu, w, None));
         b.push(row.tpot_ms * w);
     }
     // Rates cannot beat the datasheet: each rate coefficient is 1 plus a non-negative part
@@ -90,7 +128,28 @@ pub fn fit(
             rate_columns.iter().for_each(|&(c, _)| row[c] = 0.0);
         }
     }
+    // Held coefficients leave the fit: their part of each row moves to the measured side. A
+    // rate's column stands for its part above 1, which the loop above already moved.
+    let held_columns: Vec<(usize, f64)> = options
+        .held
+        .iter()
+        .flat_map(|&(k, v)| {
+            let above = if k < RATE_FEATURES { v - 1.0 } else { v };
+            (0..gpus.len()).map(move |g| (column(k, g), above))
+        })
+        .collect::<BTreeMap<_, _>>()
+        .into_iter()
+        .collect();
+    for (row, y) in a.iter_mut().zip(b.iter_mut()) {
+        for &(c, above) in &held_columns {
+            *y -= row[c] * above;
+            row[c] = 0.0;
+        }
+    }
     let mut x = least_absolute(&a, &b);
+    for &(c, above) in &held_columns {
+        x[c] = above;
+    }
     for &(c, v) in &rate_columns {
         x[c] = if held.is_some() { v } else { x[c] + 1.0 };
     }
@@ -114,10 +173,27 @@ pub fn fit(
             gpu_rates.insert(name.clone(), *own);
         }
     }
+    let share =
+        |p: &str| rows.iter().filter(|r| protocol_of(r) == p).count() as f64 / rows.len() as f64;
+    let request_overhead_ms = protocols
+        .iter()
+        .enumerate()
+        .map(|(i, p)| share(p) * x[overhead + i])
+        .sum();
+    let protocol_overhead_ms = if options.overhead_by_protocol {
+        protocols
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.to_string(), x[overhead + i]))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     Profile {
         step,
         gpu_rates,
-        request_overhead_ms: x[overhead],
+        request_overhead_ms,
+        protocol_overhead_ms,
         request_jitter_ms: jitter_ms,
     }
 }
@@ -157,7 +233,7 @@ mod tests {
     use crate::deployment::{KvDtype, Precision};
 
     /// A row on `gpu` whose measured means are exactly `coefficients` · its features.
-    fn row(
+    pub(super) fn row(
         i: usize,
         gpu: &str,
         coefficients: &Features,
@@ -222,7 +298,7 @@ mod tests {
                 row(i, gpu, c, 20.0)
             })
             .unzip();
-        let p = fit(&rows, &predictions, 0.0, None);
+        let p = fit(&rows, &predictions, 0.0, FitOptions::default());
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
         for (gpu, want) in [("h100_sxm", &h100), ("b200_sxm", &b200)] {
             let own = p.gpu_rates[gpu];
@@ -264,7 +340,15 @@ mod tests {
         let truth = [1.2, 1.05, 1.8, 1.25, 1.5, 4.0, 30.0, 16_000.0, 9.0];
         let (rows, predictions): (Vec<_>, Vec<_>) =
             (0..16).map(|i| row(i, "h200_sxm", &truth, 200.0)).unzip();
-        let p = fit(&rows, &predictions, 0.0, Some(&held));
+        let p = fit(
+            &rows,
+            &predictions,
+            0.0,
+            FitOptions {
+                rates_from: Some(&held),
+                ..FitOptions::default()
+            },
+        );
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
         for (k, want) in truth.iter().enumerate().skip(RATE_FEATURES) {
             assert!(close(p.step[k], *want), "fixed cost {k}: {}", p.step[k]);
@@ -281,5 +365,99 @@ mod tests {
             "carried over"
         );
         assert_eq!(p.step[..RATE_FEATURES], held.step[..RATE_FEATURES]);
+    }
+}
+
+#[cfg(test)]
+mod protocol_tests {
+    use super::tests::row;
+    use super::*;
+
+    /// Rows of one GPU measured under two protocols, whose clients reached the engine with 0 and
+    /// 30 ms of overhead: fitted per protocol, each gets its own and the profile's
+    /// `request_overhead_ms` is their row-weighted mean (6 and 18 rows: 22.5 ms); fitted once
+    /// for all, no protocol is named and the one overhead sits between them.
+    #[test]
+    fn each_protocol_gets_its_own_request_overhead() {
+        let c = [1.25, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 100.0, 10.0];
+        let (rows, predictions): (Vec<_>, Vec<_>) = (0..24)
+            .map(|i| {
+                let (mut r, p) = row(i, "h100_sxm", &c, if i < 6 { 0.0 } else { 30.0 });
+                if i >= 6 {
+                    // Whole hundreds: aiperf's (`Protocol::of_row`).
+                    (r.isl, r.osl) = (1000, 100);
+                }
+                (r, p)
+            })
+            .unzip();
+        let by = FitOptions {
+            overhead_by_protocol: true,
+            ..FitOptions::default()
+        };
+        let p = fit(&rows, &predictions, 0.0, by);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
+        let own = &p.protocol_overhead_ms;
+        assert_eq!(own.keys().collect::<Vec<_>>(), ["aiconfigurator", "aiperf"]);
+        assert!(close(own["aiconfigurator"], 0.0), "{own:?}");
+        assert!(close(own["aiperf"], 30.0), "{own:?}");
+        assert!(
+            close(p.request_overhead_ms, 22.5),
+            "{}",
+            p.request_overhead_ms
+        );
+        assert_eq!(p.request_overhead_for(Some("aiperf")), own["aiperf"]);
+        assert_eq!(
+            p.request_overhead_for(Some("inferencemax")),
+            p.request_overhead_ms
+        );
+        let shared = fit(&rows, &predictions, 0.0, FitOptions::default());
+        assert!(shared.protocol_overhead_ms.is_empty());
+        assert!(
+            shared.request_overhead_ms > 0.5 && shared.request_overhead_ms < 29.5,
+            "{}",
+            shared.request_overhead_ms
+        );
+    }
+}
+
+#[cfg(test)]
+mod held_tests {
+    use super::tests::row;
+    use super::*;
+
+    /// A coefficient held at its true value leaves the others to fit exactly; held elsewhere, it
+    /// stays where it is held (a rate at 2.5, a fixed cost at 0) whatever the rows say.
+    #[test]
+    fn a_held_coefficient_stays_where_it_is_held() {
+        let c = [1.25, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 100.0, 10.0];
+        let (rows, predictions): (Vec<_>, Vec<_>) =
+            (0..24).map(|i| row(i, "h100_sxm", &c, 20.0)).unzip();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
+        let true_value = [(2, 2.0)];
+        let p = fit(
+            &rows,
+            &predictions,
+            0.0,
+            FitOptions {
+                held: &true_value,
+                ..FitOptions::default()
+            },
+        );
+        for (k, want) in c.iter().enumerate() {
+            assert!(close(p.step[k], *want), "feature {k}: {}", p.step[k]);
+        }
+        assert!(close(p.request_overhead_ms, 20.0));
+        let elsewhere = [(2, 2.5), (7, 0.0)];
+        let p = fit(
+            &rows,
+            &predictions,
+            0.0,
+            FitOptions {
+                held: &elsewhere,
+                ..FitOptions::default()
+            },
+        );
+        assert_eq!((p.step[2], p.step[7]), (2.5, 0.0));
+        assert_eq!(p.gpu_rates["h100_sxm"].len(), GPU_FEATURES.len());
     }
 }

@@ -30,7 +30,7 @@ use crate::deployment::profile::{
 };
 use crate::error::{Error, Result};
 use crate::scenario::{EngineKind, Override};
-pub use fit::fit;
+pub use fit::{fit, FitOptions};
 use measured::MeasuredRow;
 
 /// Rounds of simulate-then-fit.
@@ -81,7 +81,7 @@ pub fn spec_of(row: &MeasuredRow, engine: EngineKind, setup: &Setup) -> BenchSpe
         requests: None,
         prompt_pool: setup
             .prompt_pool
-            .filter(|_| protocol == Protocol::Aiconfigurator),
+            .filter(|_| protocol != Protocol::InferenceMax),
         protocol,
         profile: None,
         set: setup.set.clone(),
@@ -155,18 +155,19 @@ fn at_row(row: &MeasuredRow, e: Error) -> Error {
     )
 }
 
-/// The mean TTFT and TPOT the linear model of `p`'s features gives under `profile` (equal to the
-/// run's own means, but for rounding, when `profile` is the one it ran with).
-pub fn linear_means(p: &Prediction, profile: &Profile, gpu: &str) -> (f64, f64) {
+/// The mean TTFT and TPOT the linear model of `p`'s features gives for `row` under `profile`
+/// (equal to the run's own means, but for rounding, when `profile` is the one it ran with).
+pub fn linear_means(p: &Prediction, profile: &Profile, row: &MeasuredRow) -> (f64, f64) {
     let f = &p.features;
-    let step = crate::deployment::gpu::find(gpu).map_or(profile.step, |g| profile.step_on(g));
+    let step = crate::deployment::gpu::find(&row.gpu).map_or(profile.step, |g| profile.step_on(g));
+    let protocol = Protocol::of_row(&row.version, row.isl, row.osl);
     let mean = |sum: &[f64; FEATURES], n: u64| {
         let mut m = *sum;
         m.iter_mut().for_each(|x| *x /= n.max(1) as f64);
         dot(&step, &m)
     };
     (
-        profile.request_overhead_ms + mean(&f.ttft, f.ttft_requests),
+        profile.request_overhead_for(Some(protocol.name())) + mean(&f.ttft, f.ttft_requests),
         mean(&f.tpot, f.tpot_requests),
     )
 }
@@ -223,14 +224,14 @@ pub struct Calibration {
 }
 
 /// Fits a profile to `rows`, starting from `start`, whose per-request jitter the fit holds (and
-/// the rate coefficients at `rates_from`'s, if given: [`fit()`]): [`ROUNDS`] rounds of simulating
-/// and fitting, then a last simulation for the errors.
+/// as `options` say: [`fit()`]): [`ROUNDS`] rounds of simulating and fitting, then a last
+/// simulation for the errors.
 pub fn calibrate(
     rows: &[MeasuredRow],
     engine: EngineKind,
     setup: &Setup,
     start: &Profile,
-    rates_from: Option<&Profile>,
+    options: FitOptions<'_>,
     jobs: usize,
     done: &(dyn Fn() + Sync),
 ) -> Result<Calibration> {
@@ -241,7 +242,7 @@ pub fn calibrate(
     let mut profile = start.clone();
     for _ in 0..ROUNDS {
         let predictions = predict(rows, engine, setup, &profile, jobs, done)?;
-        profile = fit(rows, &predictions, jitter_ms, rates_from);
+        profile = fit(rows, &predictions, jitter_ms, options);
     }
     let predictions = predict(rows, engine, setup, &profile, jobs, done)?;
     Ok(Calibration {
@@ -280,6 +281,11 @@ pub fn profile_file(
         request: RequestCoefficients {
             overhead_ms: round(profile.request_overhead_ms),
             jitter_ms: round(profile.request_jitter_ms),
+            by_protocol: profile
+                .protocol_overhead_ms
+                .iter()
+                .map(|(p, &o)| (p.clone(), round(o)))
+                .collect(),
         },
         fit: error,
     }

@@ -58,15 +58,19 @@ pub struct BenchArgs {
     /// random prompts leave nothing for them to warm, pooled ones (--prompt-pool) would).
     #[arg(long, value_parser = at_least_one)]
     requests: Option<usize>,
-    /// Draws every prompt from this many distinct ones (default: every prompt its own), so the
-    /// server's prefix cache hits on repeats: aiperf's synthetic dataset, 100 entries unless
-    /// --num-dataset-entries says otherwise, as AIConfigurator's generated bench_run.sh leaves
-    /// it. Needs fixed prompt lengths (--protocol aiconfigurator).
+    /// Draws every prompt from this many distinct ones (default: every prompt its own; under
+    /// --protocol aiperf, 100 on vLLM and SGLang), so the server's prefix cache hits on repeats:
+    /// aiperf's synthetic dataset, 100 entries unless --num-dataset-entries says otherwise, as
+    /// AIConfigurator's generated bench_run.sh leaves it. Needs fixed prompt lengths (--protocol
+    /// aiconfigurator or aiperf).
     #[arg(long, value_parser = at_least_one)]
     prompt_pool: Option<usize>,
     /// The benchmark's convention: aiconfigurator (every prompt isl and answer osl tokens, the
-    /// server's token budget concurrency + isl + 1,500) or inferencemax (lengths uniform over
-    /// 0.8 x to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell, else bf16).
+    /// server's token budget concurrency + isl + 1,500), aiperf (the same, every prompt drawn
+    /// from aiperf's default dataset of 100, which AIConfigurator's vLLM and SGLang servers
+    /// cache and its TensorRT-LLM servers do not) or inferencemax (lengths uniform over 0.8 x
+    /// to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell, else bf16). Each
+    /// takes the request overhead the profile fitted for it, if any ([request.by_protocol]).
     #[arg(long, default_value = "aiconfigurator", value_parser = choice::<Protocol>(&Protocol::NAMES))]
     protocol: Protocol,
     /// A profile `dynsim calibrate` wrote (default: the engine's bundled one).
@@ -166,6 +170,18 @@ pub struct CalibrateArgs {
     /// engine's rows measured; the written profile keeps those rates for every GPU they name.
     #[arg(long, value_name = "PROFILE.toml", conflicts_with = "check")]
     rates_from: Option<PathBuf>,
+    /// Fits the request overhead once per benchmark protocol of the rows (aiconfigurator,
+    /// aiperf, inferencemax: each measured through its own client and serving stack) instead of
+    /// once for all; `bench --protocol` and a scenario's `timing.protocol` take their own.
+    #[arg(long, conflicts_with = "check")]
+    overhead_by_protocol: bool,
+    /// Holds a step coefficient at a value instead of fitting it (repeatable; on every GPU),
+    /// e.g. --hold attention_compute=1: for one the rows cannot pin apart from the others, or
+    /// one measured elsewhere. A rate (gemm_compute, weight_read, attention_compute, kv_read,
+    /// allreduce) is held at 1 or more; with --rates-from those are held already.
+    #[arg(long = "hold", value_name = "NAME=VALUE", conflicts_with = "check",
+          value_parser = super::parse::held_coefficient)]
+    hold: Vec<(usize, f64)>,
     /// Predicts every row with the profile and prints the errors, without fitting (a row whose
     /// benchmark cannot be set up, such as a deployment bench refuses, is named and left out).
     #[arg(long, conflicts_with_all = ["out", "leave_one_out"])]
@@ -188,8 +204,9 @@ pub struct CalibrateArgs {
     /// the measured servers ran, e.g. --set engine.vllm.max_num_batched_tokens=2048.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<Override>,
-    /// Replays every row of AIConfigurator's protocol with its prompts drawn from this many
-    /// distinct ones (bench --prompt-pool; default: every prompt its own).
+    /// Replays every row of AIConfigurator's and aiperf's protocols with its prompts drawn from
+    /// this many distinct ones (bench --prompt-pool; default: the protocol's, every prompt its
+    /// own under AIConfigurator's, 100 under aiperf's).
     #[arg(long, value_parser = at_least_one)]
     prompt_pool: Option<usize>,
     /// Rows simulated at once (default: the number of CPUs).
@@ -305,6 +322,19 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         )?)),
         None => None,
     };
+    if let Some(&(k, _)) = a
+        .hold
+        .iter()
+        .find(|(k, _)| rates_from.is_some() && *k < crate::deployment::features::RATE_FEATURES)
+    {
+        return Err(Error::arg(
+            "--hold",
+            format!(
+                "{} is a rate, which --rates-from holds already",
+                crate::deployment::features::FEATURE_NAMES[k]
+            ),
+        ));
+    }
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let rounds = if a.check { 1 } else { cal::ROUNDS + 1 };
     let bar = Progress::new(
@@ -320,7 +350,11 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             a.engine,
             &setup,
             &start,
-            rates_from.as_ref(),
+            cal::FitOptions {
+                rates_from: rates_from.as_ref(),
+                overhead_by_protocol: a.overhead_by_protocol,
+                held: &a.hold,
+            },
             jobs,
             done,
         )
@@ -410,6 +444,19 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 a.rates_from
                     .as_ref()
                     .map(|p| format!(" --rates-from {}", p.display())),
+                a.overhead_by_protocol
+                    .then(|| " --overhead-by-protocol".to_string()),
+                (!a.hold.is_empty()).then(|| {
+                    a.hold
+                        .iter()
+                        .map(|&(k, v)| {
+                            format!(
+                                " --hold {}={v}",
+                                crate::deployment::features::FEATURE_NAMES[k]
+                            )
+                        })
+                        .collect::<String>()
+                }),
                 a.jitter_ms.map(|j| format!(" --jitter-ms {j}")),
                 a.prompt_pool.map(|n| format!(" --prompt-pool {n}")),
             ]

@@ -45,6 +45,32 @@ pub fn non_negative(s: &str) -> Result<f64, String> {
     Ok(x)
 }
 
+/// `NAME=VALUE` of `calibrate --hold`: a step coefficient's name and the value it is held at (a
+/// rate's at least 1, the datasheet's bound; a fixed cost's at least 0), as (its index in
+/// `FEATURE_NAMES`, the value).
+pub fn held_coefficient(s: &str) -> Result<(usize, f64), String> {
+    use crate::deployment::features::{FEATURE_NAMES, RATE_FEATURES};
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    let k = FEATURE_NAMES
+        .iter()
+        .position(|&n| n == name)
+        .ok_or_else(|| {
+            format!(
+                "{name:?} is not a step coefficient: one of {}",
+                FEATURE_NAMES.join(", ")
+            )
+        })?;
+    let x = non_negative(value)?;
+    if k < RATE_FEATURES && x < 1.0 {
+        return Err(format!(
+            "{name} = {x} would beat the GPU's datasheet: a rate is held at 1 or more"
+        ));
+    }
+    Ok((k, x))
+}
+
 /// `yes` or `no`.
 pub fn yes_no(s: &str) -> Result<bool, String> {
     match s {

@@ -115,14 +115,17 @@ impl Hardware {
     }
 
     /// Time between a request reaching a worker and joining its queue, ms: the setting, or
-    /// under the roofline the profile's fitted request overhead.
+    /// under the roofline the profile's fitted request overhead (that of `timing.protocol`'s
+    /// serving stack, if the profile has one).
     pub fn request_overhead_ms(&self, s: &Scenario) -> f64 {
         s.timing.request_overhead_ms.unwrap_or_else(|| {
             self.0
                 .profile
                 .as_ref()
                 .filter(|_| s.timing_kind() == TimingKind::Roofline)
-                .map_or(0.0, |p| p.request_overhead_ms)
+                .map_or(0.0, |p| {
+                    p.request_overhead_for(s.timing.protocol.as_deref())
+                })
         })
     }
 

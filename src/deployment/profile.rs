@@ -15,6 +15,10 @@ use super::features::{Features, FEATURES, FEATURE_NAMES, GPU_FEATURES};
 use super::gpu::GpuSpec;
 use crate::error::{Error, Result};
 
+/// The benchmark protocols a profile can hold a request overhead for
+/// ([`crate::bench::Protocol`]'s names).
+pub const PROTOCOL_NAMES: [&str; 3] = ["aiconfigurator", "inferencemax", "aiperf"];
+
 /// The coefficients of a step's features, by name (see [`FEATURE_NAMES`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,7 +78,7 @@ impl StepCoefficients {
 }
 
 /// Per-request costs outside the engine's steps.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestCoefficients {
     /// ms between a request's sending and its joining the engine's queue, and from its first
@@ -83,6 +87,13 @@ pub struct RequestCoefficients {
     /// A client's reply delay: after a response, the client waits a uniform draw from
     /// `[0, jitter_ms)` before its next request (not part of any latency), ms.
     pub jitter_ms: f64,
+    /// `overhead_ms` as measured through each benchmark protocol's serving stack
+    /// (`[request.by_protocol]`, `calibrate --overhead-by-protocol`: AIConfigurator's evaluation
+    /// pipeline against the engine's own server, its aiperf benchmark through Dynamo's frontend,
+    /// InferenceMAX's client against vLLM's server), by protocol name; a scenario or `bench`
+    /// naming a protocol (`timing.protocol`) takes its own, else `overhead_ms`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_protocol: BTreeMap<String, f64>,
 }
 
 /// The coefficients measured on one GPU (`[gpu.h100_sxm]` in a profile), in place of
@@ -165,6 +176,9 @@ pub struct Profile {
     pub gpu_rates: BTreeMap<String, [f64; GPU_FEATURES.len()]>,
     /// ms added to each request's time to first token (see [`RequestCoefficients`]).
     pub request_overhead_ms: f64,
+    /// The request overhead as measured through a protocol's serving stack, by protocol name
+    /// (see [`RequestCoefficients::by_protocol`]).
+    pub protocol_overhead_ms: BTreeMap<String, f64>,
     /// A client's reply delay, at most, ms (see [`RequestCoefficients`]).
     pub request_jitter_ms: f64,
 }
@@ -176,6 +190,7 @@ impl Profile {
             step: [1.0; FEATURES],
             gpu_rates: BTreeMap::new(),
             request_overhead_ms: 0.0,
+            protocol_overhead_ms: BTreeMap::new(),
             request_jitter_ms: 0.0,
         }
     }
@@ -189,6 +204,7 @@ impl Profile {
             step: [1.25, 1.15, 2.0, 1.5, 1.2, 5.0, 60.0, 500.0, 10.0],
             gpu_rates: BTreeMap::new(),
             request_overhead_ms: 50.0,
+            protocol_overhead_ms: BTreeMap::new(),
             request_jitter_ms: 0.0,
         }
     }
@@ -229,6 +245,7 @@ impl Profile {
                 .map(|(g, r)| (g.clone(), r.to_array()))
                 .collect(),
             request_overhead_ms: f.request.overhead_ms,
+            protocol_overhead_ms: f.request.by_protocol.clone(),
             request_jitter_ms: f.request.jitter_ms,
         }
     }
@@ -254,15 +271,41 @@ impl Profile {
                 }
             }
         }
+        let by_protocol = self
+            .protocol_overhead_ms
+            .iter()
+            .map(|(name, &x)| (format!("request.by_protocol.{name}"), x));
         for (key, x) in [
-            ("request.overhead_ms", self.request_overhead_ms),
-            ("request.jitter_ms", self.request_jitter_ms),
-        ] {
+            ("request.overhead_ms".to_string(), self.request_overhead_ms),
+            ("request.jitter_ms".to_string(), self.request_jitter_ms),
+        ]
+        .into_iter()
+        .chain(by_protocol)
+        {
             if !(x.is_finite() && (0.0..=1e9).contains(&x)) {
-                return Err((key.into(), format!("= {x} must be >= 0 and finite")));
+                return Err((key, format!("= {x} must be >= 0 and finite")));
             }
         }
+        if let Some(name) = self
+            .protocol_overhead_ms
+            .keys()
+            .find(|n| !PROTOCOL_NAMES.contains(&n.as_str()))
+        {
+            return Err((
+                format!("request.by_protocol.{name}"),
+                format!("is not a protocol: one of {}", PROTOCOL_NAMES.join(", ")),
+            ));
+        }
         Ok(())
+    }
+
+    /// The request overhead as measured through `protocol`'s serving stack, ms: its own if the
+    /// profile has one, else [`Profile::request_overhead_ms`].
+    pub fn request_overhead_for(&self, protocol: Option<&str>) -> f64 {
+        protocol
+            .and_then(|p| self.protocol_overhead_ms.get(p))
+            .copied()
+            .unwrap_or(self.request_overhead_ms)
     }
 }
 
@@ -331,6 +374,35 @@ mod tests {
         let again: ProfileFile = toml::from_str(&render(f, "a header\nover two lines")).unwrap();
         assert_eq!(&again, f);
         assert_eq!(StepCoefficients::of_array(f.step.to_array()), f.step);
+    }
+
+    /// A profile fitted per protocol names each protocol's overhead in `[request.by_protocol]`;
+    /// a name that is no protocol is refused by its line and key.
+    #[test]
+    fn overheads_by_protocol_are_read_and_unknown_protocols_refused() {
+        let f = bundled("vllm").expect("bundled");
+        let text = render(f, "");
+        let p = Profile::of_file(&parse(Path::new("p.toml"), &text).unwrap());
+        for (name, &o) in &p.protocol_overhead_ms {
+            assert!(PROTOCOL_NAMES.contains(&name.as_str()));
+            assert_eq!(p.request_overhead_for(Some(name)), o);
+        }
+        assert_eq!(p.request_overhead_for(None), p.request_overhead_ms);
+        let bad = text.replace(
+            "[request.by_protocol]\n",
+            "[request.by_protocol]\nvllm_bench = 3.0\n",
+        );
+        assert_ne!(bad, text, "the bundled vLLM profile is fitted per protocol");
+        let e = parse(Path::new("p.toml"), &bad).unwrap_err().to_string();
+        let line = bad
+            .lines()
+            .position(|l| l.starts_with("vllm_bench"))
+            .unwrap()
+            + 1;
+        assert!(
+            e.contains(&format!("p.toml:{line}")) && e.contains("request.by_protocol.vllm_bench"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -584,6 +584,11 @@ pub struct Timing {
     /// in one wave; not part of any request's latency) (0.0; under `roofline`, absent takes the
     /// profile's fitted `request.jitter_ms`).
     pub request_jitter_ms: Option<f64>,
+    /// `roofline`: the benchmark protocol (`aiconfigurator`, `aiperf`, `inferencemax`) whose
+    /// serving stack's request overhead applies, where the profile was fitted with one per
+    /// protocol (`[request.by_protocol]`; absent, or a profile without it: the profile's
+    /// `request.overhead_ms`). `bench` sets it to its `--protocol`.
+    pub protocol: Option<String>,
 }
 
 /// `timing.model`.
@@ -620,6 +625,7 @@ impl Default for Timing {
             profile: None,
             request_overhead_ms: None,
             request_jitter_ms: None,
+            protocol: None,
         }
     }
 }

@@ -241,6 +241,18 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
     if let Some(j) = t.request_jitter_ms {
         time_ms("timing.request_jitter_ms", j)?;
     }
+    if let Some(p) = &t.protocol {
+        if !crate::deployment::profile::PROTOCOL_NAMES.contains(&p.as_str()) {
+            return Err(Invalid::new(
+                "timing.protocol",
+                format!("{p:?}"),
+                &format!(
+                    "must be one of {}",
+                    crate::deployment::profile::PROTOCOL_NAMES.join(", ")
+                ),
+            ));
+        }
+    }
     inactive_timing(s)?;
     let v = &s.engine.vllm;
     if let Some(l) = v.max_num_seqs {
@@ -379,6 +391,12 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
             "timing.profile",
             t.profile.is_some(),
             format!("{:?}", t.profile.as_deref().unwrap_or("")),
+            TimingKind::Roofline,
+        ),
+        (
+            "timing.protocol",
+            t.protocol.is_some(),
+            format!("{:?}", t.protocol.as_deref().unwrap_or("")),
             TimingKind::Roofline,
         ),
     ];

@@ -37,6 +37,11 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 /// `bench --json` of Llama-3.1-8B-Instruct on H100s, 4 clients of 1,024 + 64 tokens, then `extra`.
 fn llama8b_bench(extra: &[&str]) -> serde_json::Value {
+    llama8b_clients("4", extra)
+}
+
+/// [`llama8b_bench`] with `clients` clients.
+fn llama8b_clients(clients: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = vec![
         "bench",
         "--model",
@@ -48,7 +53,7 @@ fn llama8b_bench(extra: &[&str]) -> serde_json::Value {
         "--osl",
         "64",
         "--concurrency",
-        "4",
+        clients,
         "--json",
     ];
     args.extend_from_slice(extra);
@@ -347,7 +352,7 @@ fn the_feature_clock_reproduces_the_runs_own_means() {
     )
     .unwrap();
     for (row, p) in rows.iter().zip(&predictions) {
-        let (ttft, tpot) = calibrate::linear_means(p, &profile, &row.gpu);
+        let (ttft, tpot) = calibrate::linear_means(p, &profile, row);
         assert!(
             (ttft - p.ttft_ms).abs() < 2e-3,
             "{}: {ttft} vs {}",
@@ -385,7 +390,7 @@ fn calibration_on_a_subset_beats_its_start() {
         EngineKind::Vllm,
         &calibrate::Setup::default(),
         &start,
-        None,
+        calibrate::FitOptions::default(),
         2,
         &|| (),
     )
@@ -575,4 +580,48 @@ fn calibrate_rates_from_holds_another_profiles_rates_and_says_so() {
     ] {
         assert_eq!(got["step"][k], held["step"][k], "{k}");
     }
+}
+
+/// `bench` runs under its protocol's request overhead where the profile has one per protocol (the
+/// bundled vLLM profile does): one request alone, whose TTFT is its prefill plus that overhead,
+/// differs by exactly the difference of the two protocols' overheads, and a protocol that is
+/// not one is refused by its key.
+#[test]
+fn bench_takes_its_protocols_request_overhead() {
+    let profile: toml::Value = toml::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/data/profiles/vllm.toml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let overhead = |p: &str| profile["request"]["by_protocol"][p].as_float().unwrap();
+    let ttft = |protocol: &str| {
+        let set = format!("timing.protocol={protocol}");
+        llama8b_clients("1", &["--requests", "1", "--set", &set])["ttft_ms"]["mean"]
+            .as_f64()
+            .unwrap()
+    };
+    let gap = ttft("aiperf") - ttft("aiconfigurator");
+    let want = overhead("aiperf") - overhead("aiconfigurator");
+    assert!(want > 1.0, "the profile's overheads differ: {want}");
+    assert!((gap - want).abs() < 2e-3, "{gap} vs {want}");
+    let e = bad(&[
+        "bench",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "1024",
+        "--osl",
+        "64",
+        "--concurrency",
+        "1",
+        "--set",
+        "timing.protocol=vllm_bench",
+    ]);
+    assert!(e.contains("timing.protocol") && e.contains("aiperf"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
 }
