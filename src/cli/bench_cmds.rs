@@ -44,7 +44,8 @@ pub struct BenchArgs {
     /// The serving engine.
     #[arg(long, default_value = "vllm", value_parser = choice::<EngineKind>(EngineKind::NAMES))]
     engine: EngineKind,
-    /// Prompt tokens per request (random text: nothing shared).
+    /// Prompt tokens per request (random text: nothing shared, unless drawn from a pool:
+    /// --prompt-pool, --protocol aiperf).
     #[arg(long, value_parser = at_least_one)]
     isl: usize,
     /// Output tokens per request.
