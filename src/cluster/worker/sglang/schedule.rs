@@ -247,6 +247,11 @@ impl<T> StepScheduler<T> {
             }
             match self.admit_head(now, n, out) {
                 Admit::Scheduled(w) => {
+                    // `init_next_round_input` sets its `fill_ids` to the prompt and the output
+                    // so far (some, after a retraction); the admitted request is the last running.
+                    let s = self.running.back_mut().expect("just admitted");
+                    debug_assert_eq!(s.id(), w.id);
+                    s.kept_output = Some(s.generated);
                     budget.charge(w.tokens, if w.tokens == extend { max_new } else { 0 });
                     work.push(w);
                     admitted = true;

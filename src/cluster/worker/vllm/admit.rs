@@ -183,10 +183,6 @@ impl<T> StepScheduler<T> {
             out.log.push(LogItem::Admitted(s.id()));
         }
         s.computed = start;
-        if self.cfg.sglang.is_some() {
-            // SGLang's `fill_ids` as of this admission: the prompt and the output so far.
-            s.kept_output = Some(s.generated);
-        }
         // Room for the slots of every named block it will hold, once (kept across preemptions).
         s.slots.reserve_exact(s.named);
         if pin > 0 {
@@ -208,7 +204,11 @@ impl<T> StepScheduler<T> {
                 self.pool.borrow_mut().ready(&s.spec.blocks[held..pin]);
             }
             if self.tiered {
-                (self.pool.borrow_mut()).write_through_later(&changes, &s.spec.blocks[..pin], true);
+                (self.pool.borrow_mut()).write_through_later(
+                    &changes,
+                    &[&s.spec.blocks[..pin]],
+                    true,
+                );
             }
             s.held_named = pin;
             if !changes.is_empty() {
