@@ -68,12 +68,17 @@ impl KvPool {
     }
 
     /// Under a host written through, keeps the blocks `changes` newly stored on the device for
-    /// host, with `prefix` (the storing request's blocks up to its last one stored) to touch
-    /// after them: [`KvPool::flush_through`] writes them once the step's waiting requests have
+    /// host, with `prefix` (the storing request's blocks up to its last one stored, in parts
+    /// joined only if kept) to touch after them: [`KvPool::flush_through`] writes them once the step's waiting requests have
     /// been looked up, as vLLM submits a step's stores after scheduling it
     /// (`build_connector_meta` → `_get_reqs_to_store`). `admitted`: the request was first
     /// admitted in this step (vLLM stores those first). Nothing without such a host.
-    pub fn write_through_later(&mut self, changes: &Changes, prefix: &[BlockHash], admitted: bool) {
+    pub fn write_through_later(
+        &mut self,
+        changes: &Changes,
+        prefix: &[&[BlockHash]],
+        admitted: bool,
+    ) {
         let through = self
             .tiers
             .as_ref()
@@ -84,7 +89,7 @@ impl KvPool {
         self.through.push(Through {
             admitted,
             runs: changes.stored.iter().map(|(_, r)| r.clone()).collect(),
-            prefix: prefix.to_vec(),
+            prefix: prefix.concat(),
         });
     }
 

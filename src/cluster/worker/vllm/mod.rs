@@ -755,7 +755,7 @@ impl<T> StepScheduler<T> {
         if self.tiered {
             let mut pool = self.pool.borrow_mut();
             let admitted = s.first.is_some_and(|f| f.at_ns == pool.now());
-            pool.write_through_later(&changes, &s.spec.blocks[..named_after], admitted);
+            pool.write_through_later(&changes, &[&s.spec.blocks[..named_after]], admitted);
         }
         s.held_named = named_after;
         s.private = private_after;
@@ -844,8 +844,7 @@ impl<T> StepScheduler<T> {
             k,
         );
         if self.tiered {
-            let prefix: Vec<BlockHash> = s.spec.blocks.iter().chain(answer).copied().collect();
-            pool.write_through_later(&changes, &prefix, false);
+            pool.write_through_later(&changes, &[&s.spec.blocks, answer], false);
         }
         pool.release(&slots, 0);
         (!changes.is_empty()).then_some(changes)
