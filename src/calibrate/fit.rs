@@ -19,7 +19,8 @@ pub struct FitOptions<'a> {
     /// protocol's clients reached the engine through their own serving stack.
     pub overhead_by_protocol: bool,
     /// Step coefficients held at a value, by index in [`FEATURE_NAMES`] (on every GPU): for a
-    /// coefficient the rows cannot pin, or one measured elsewhere.
+    /// coefficient the rows cannot pin, or one measured elsewhere. A rate held here gives way to
+    /// `rates_from`'s (`calibrate` refuses the two together).
     ///
     /// [`FEATURE_NAMES`]: crate::deployment::features::FEATURE_NAMES
     pub held: &'a [(usize, f64)],
@@ -49,18 +50,27 @@ pub fn fit(
     options: FitOptions<'_>,
 ) -> Profile {
     let rates_from = options.rates_from;
-    let protocol_of = |r: &MeasuredRow| {
-        if options.overhead_by_protocol {
-            Protocol::of_row(&r.version, r.isl, r.osl).name()
-        } else {
-            ""
-        }
-    };
-    let protocols: Vec<&str> = rows
+    // The protocols of the rows, and each row's among them (one, unnamed, for all without
+    // `overhead_by_protocol`): a request-overhead column each.
+    let protocol_of: Vec<&str> = rows
         .iter()
-        .map(protocol_of)
+        .map(|r| {
+            if options.overhead_by_protocol {
+                Protocol::of_row(&r.version, r.isl, r.osl).name()
+            } else {
+                ""
+            }
+        })
+        .collect();
+    let protocols: Vec<&str> = protocol_of
+        .iter()
+        .copied()
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
+        .collect();
+    let row_protocol: Vec<usize> = protocol_of
+        .iter()
+        .map(|p| protocols.binary_search(p).expect("listed"))
         .collect();
     let gpus: Vec<&str> = rows
         .iter()
@@ -92,11 +102,10 @@ pub fn fit(
     };
     let mut a = Vec::with_capacity(2 * rows.len());
     let mut b = Vec::with_capacity(2 * rows.len());
-    for (row, p) in rows.iter().zip(predictions) {
+    for ((row, p), &protocol) in rows.iter().zip(predictions).zip(&row_protocol) {
         let gpu = gpus.binary_search(&row.gpu.as_str()).expect("listed");
         let (ttft, tpot) = p.mean_features();
         // TTFT = overhead + features · coefficients, relative to the measured.
-        let protocol = protocols.binary_search(&protocol_of(row)).expect("listed");
         a.push(columns(&ttft, gpu, 1.0 / row.ttft_ms, Some(protocol)));
         b.push(1.0);
         let w = TPOT_WEIGHT / row.tpot_ms;
@@ -173,13 +182,9 @@ pub fn fit(
             gpu_rates.insert(name.clone(), *own);
         }
     }
-    let share =
-        |p: &str| rows.iter().filter(|r| protocol_of(r) == p).count() as f64 / rows.len() as f64;
-    let request_overhead_ms = protocols
-        .iter()
-        .enumerate()
-        .map(|(i, p)| share(p) * x[overhead + i])
-        .sum();
+    // What a protocol the rows do not have is predicted with: the row-weighted mean.
+    let request_overhead_ms =
+        row_protocol.iter().map(|&i| x[overhead + i]).sum::<f64>() / rows.len() as f64;
     let protocol_overhead_ms = if options.overhead_by_protocol {
         protocols
             .iter()
@@ -232,8 +237,13 @@ mod tests {
     use crate::cluster::worker::probe::FeatureTotals;
     use crate::deployment::{KvDtype, Precision};
 
+    /// Whether `a` is `b` but for rounding.
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6 * b.max(1.0)
+    }
+
     /// A row on `gpu` whose measured means are exactly `coefficients` · its features.
-    pub(super) fn row(
+    fn row(
         i: usize,
         gpu: &str,
         coefficients: &Features,
@@ -299,7 +309,6 @@ mod tests {
             })
             .unzip();
         let p = fit(&rows, &predictions, 0.0, FitOptions::default());
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
         for (gpu, want) in [("h100_sxm", &h100), ("b200_sxm", &b200)] {
             let own = p.gpu_rates[gpu];
             for (&k, c) in GPU_FEATURES.iter().zip(own) {
@@ -349,7 +358,6 @@ mod tests {
                 ..FitOptions::default()
             },
         );
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
         for (k, want) in truth.iter().enumerate().skip(RATE_FEATURES) {
             assert!(close(p.step[k], *want), "fixed cost {k}: {}", p.step[k]);
         }
@@ -366,12 +374,6 @@ mod tests {
         );
         assert_eq!(p.step[..RATE_FEATURES], held.step[..RATE_FEATURES]);
     }
-}
-
-#[cfg(test)]
-mod protocol_tests {
-    use super::tests::row;
-    use super::*;
 
     /// Rows of one GPU measured under two protocols, whose clients reached the engine with 0 and
     /// 30 ms of overhead: fitted per protocol, each gets its own and the profile's
@@ -395,7 +397,6 @@ mod protocol_tests {
             ..FitOptions::default()
         };
         let p = fit(&rows, &predictions, 0.0, by);
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
         let own = &p.protocol_overhead_ms;
         assert_eq!(own.keys().collect::<Vec<_>>(), ["aiconfigurator", "aiperf"]);
         assert!(close(own["aiconfigurator"], 0.0), "{own:?}");
@@ -418,21 +419,15 @@ mod protocol_tests {
             shared.request_overhead_ms
         );
     }
-}
-
-#[cfg(test)]
-mod held_tests {
-    use super::tests::row;
-    use super::*;
 
     /// A coefficient held at its true value leaves the others to fit exactly; held elsewhere, it
-    /// stays where it is held (a rate at 2.5, a fixed cost at 0) whatever the rows say.
+    /// stays where it is held (a rate at 2.5, a fixed cost at 0, a rate fitted per GPU at 1.7 on
+    /// the GPU's own) whatever the rows say.
     #[test]
     fn a_held_coefficient_stays_where_it_is_held() {
         let c = [1.25, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 100.0, 10.0];
         let (rows, predictions): (Vec<_>, Vec<_>) =
             (0..24).map(|i| row(i, "h100_sxm", &c, 20.0)).unzip();
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.max(1.0);
         let true_value = [(2, 2.0)];
         let p = fit(
             &rows,
@@ -458,6 +453,18 @@ mod held_tests {
             },
         );
         assert_eq!((p.step[2], p.step[7]), (2.5, 0.0));
-        assert_eq!(p.gpu_rates["h100_sxm"].len(), GPU_FEATURES.len());
+        // A rate fitted per GPU is held on every GPU's own coefficients too.
+        let kv = [(3, 1.7)];
+        let p = fit(
+            &rows,
+            &predictions,
+            0.0,
+            FitOptions {
+                held: &kv,
+                ..FitOptions::default()
+            },
+        );
+        let at = GPU_FEATURES.iter().position(|&k| k == 3).unwrap();
+        assert_eq!((p.gpu_rates["h100_sxm"][at], p.step[3]), (1.7, 1.7));
     }
 }
