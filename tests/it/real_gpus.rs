@@ -42,6 +42,11 @@ fn llama8b_bench(extra: &[&str]) -> serde_json::Value {
 
 /// [`llama8b_bench`] with `clients` clients.
 fn llama8b_clients(clients: &str, extra: &[&str]) -> serde_json::Value {
+    json(&llama8b_args(clients, extra))
+}
+
+/// The arguments of [`llama8b_clients`].
+fn llama8b_args<'a>(clients: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "bench",
         "--model",
@@ -57,7 +62,7 @@ fn llama8b_clients(clients: &str, extra: &[&str]) -> serde_json::Value {
         "--json",
     ];
     args.extend_from_slice(extra);
-    json(&args)
+    args
 }
 
 /// `bench` of Qwen3-32B on 2 x H100, 8 clients of 1,024 + 128 tokens, then `extra`.
@@ -607,21 +612,7 @@ fn bench_takes_its_protocols_request_overhead() {
     let want = overhead("aiperf") - overhead("aiconfigurator");
     assert!(want > 1.0, "the profile's overheads differ: {want}");
     assert!((gap - want).abs() < 2e-3, "{gap} vs {want}");
-    let e = bad(&[
-        "bench",
-        "--model",
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "--gpu",
-        "h100_sxm",
-        "--isl",
-        "1024",
-        "--osl",
-        "64",
-        "--concurrency",
-        "1",
-        "--set",
-        "timing.protocol=vllm_bench",
-    ]);
+    let e = bad(&llama8b_args("1", &["--set", "timing.protocol=vllm_bench"]));
     assert!(e.contains("timing.protocol") && e.contains("aiperf"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
 }

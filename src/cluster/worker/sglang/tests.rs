@@ -6,7 +6,9 @@ use super::{
     ratio_after_retraction, reserved_output, retraction_victim, SchedulePolicy, SglangRules,
 };
 use crate::cluster::worker::engine::EngineSetup;
-use crate::cluster::worker::vllm::tests::{request, run, run_from, two_turns, BLOCK};
+use crate::cluster::worker::vllm::tests::{
+    first_admission, request, run, run_from, two_turns, BLOCK,
+};
 use crate::cluster::worker::vllm::StepScheduler;
 use crate::scenario::Timing;
 
@@ -244,11 +246,7 @@ fn a_prefix_two_requests_of_one_prefill_batch_share_is_computed_by_each() {
     s.enqueue(request(1, 1, 16, 2));
     let p = s.plan(0).unwrap();
     assert_eq!((p.prefill_tokens, s.running()), (32, 2));
-    let b = s
-        .running_mut(crate::ids::RequestId(1))
-        .unwrap()
-        .first_admission()
-        .unwrap();
+    let b = first_admission(&s, 1);
     assert_eq!(
         b.cached_tokens, 0,
         "B reuses nothing A brings in the same batch"
@@ -343,11 +341,7 @@ fn answer_kept(
     let kept = answer.iter().map(|&b| s.pool().contains(b)).collect();
     s.enqueue(Seq::prompt(Arc::new(two), (), BLOCK, false));
     s.plan(*ends.last().unwrap()).unwrap();
-    let first = s
-        .running_seq(crate::ids::RequestId(1))
-        .unwrap()
-        .first_admission()
-        .unwrap();
+    let first = first_admission(&s, 1);
     (kept, (first.held_blocks, first.cached_tokens))
 }
 

@@ -11,7 +11,7 @@ use crate::scenario::Timing;
 use crate::workload::RequestSpec;
 
 use super::{Admission, Preemption, SchedulerConfig, StepScheduler};
-use crate::cluster::worker::seq::Seq;
+use crate::cluster::worker::seq::{FirstAdmission, Seq};
 use crate::cluster::worker::timing::StepWork;
 
 pub(in crate::cluster::worker) const BLOCK: usize = 4;
@@ -100,6 +100,16 @@ pub(in crate::cluster::worker) fn run_from(
         }
     }
     (done, ends)
+}
+
+/// How running request `id` was first admitted.
+pub(in crate::cluster::worker) fn first_admission(
+    s: &StepScheduler<()>,
+    id: u64,
+) -> FirstAdmission {
+    s.running_seq(RequestId(id))
+        .and_then(|q| q.first_admission())
+        .expect("a running request, admitted")
 }
 
 pub(in crate::cluster::worker) fn prefill_ns(tokens: u64) -> Nanos {
@@ -194,11 +204,7 @@ fn a_fully_cached_prompt_recomputes_its_last_block() {
     s.enqueue(request(1, 1, 8, 1));
     let p = s.plan(0).unwrap();
     assert_eq!(p.end, prefill_ns(4));
-    let first = s
-        .running_mut(RequestId(1))
-        .unwrap()
-        .first_admission()
-        .unwrap();
+    let first = first_admission(&s, 1);
     assert_eq!((first.held_blocks, first.cached_tokens), (2, 4));
     assert!(
         p.log
@@ -549,11 +555,7 @@ fn a_finished_requests_answer_stays_cached_for_the_next_turn() {
     }
     s.enqueue(Seq::prompt(Arc::new(two), (), BLOCK, false));
     s.plan(now).unwrap();
-    let first = s
-        .running_mut(RequestId(1))
-        .unwrap()
-        .first_admission()
-        .unwrap();
+    let first = first_admission(&s, 1);
     // Without the answer kept, only the prompt's block (4 tokens) would be found.
     assert_eq!((first.held_blocks, first.cached_tokens), (3, 12));
 }

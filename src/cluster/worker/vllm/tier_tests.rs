@@ -1,7 +1,7 @@
 //! The vLLM engine over a pool with a host tier: evicted blocks go to host, a prefix found there
 //! is loaded back (its step waits for the transfer) instead of recomputed. Hand-computed.
 
-use super::tests::{config, prefill_ns, request, run, run_from, BLOCK};
+use super::tests::{config, first_admission, prefill_ns, request, run, run_from, BLOCK};
 use super::{LogItem, StepScheduler};
 use crate::cluster::worker::tiers::{TierSpec, TiersSetup};
 use crate::hash::BlockHash;
@@ -108,15 +108,14 @@ fn a_write_through_host_no_larger_than_the_device_holds_what_the_device_holds() 
     assert_eq!(p.end, now + prefill_ns(16));
     let mut back = tiered_with(4, false);
     let now = a_then_b_then_a_again(&mut back);
-    let host_tokens = |s: &mut StepScheduler<()>| {
-        s.running_mut(RequestId(2))
-            .unwrap()
-            .first_admission()
-            .unwrap()
-            .host_tokens
-    };
     back.plan(now).unwrap();
-    assert_eq!((host_tokens(&mut s), host_tokens(&mut back)), (0, 12));
+    assert_eq!(
+        (
+            first_admission(&s, 2).host_tokens,
+            first_admission(&back, 2).host_tokens
+        ),
+        (0, 12)
+    );
 }
 
 #[test]
@@ -138,11 +137,7 @@ fn a_prefix_evicted_to_host_is_loaded_back_and_its_step_waits_for_it() {
     s.enqueue(request(2, 1, 16, 1));
     let p = s.plan(now).unwrap();
     assert_eq!(p.end, now + 105_050 + prefill_ns(4));
-    let first = s
-        .running_mut(RequestId(2))
-        .unwrap()
-        .first_admission()
-        .unwrap();
+    let first = first_admission(&s, 2);
     assert_eq!(
         (
             first.held_blocks,
@@ -189,11 +184,7 @@ fn a_host_continuation_shorter_than_min_load_tokens_is_recomputed() {
         let now = a_then_b_then_a_again(&mut s);
         let p = s.plan(now).unwrap();
         assert_eq!(p.end, now + end_after, "min_load_tokens {min}");
-        let first = s
-            .running_mut(RequestId(2))
-            .unwrap()
-            .first_admission()
-            .unwrap();
+        let first = first_admission(&s, 2);
         assert_eq!((first.cached_tokens, first.host_tokens), (cached, cached));
         assert_eq!(s.pool().tiers().unwrap().bytes().read, [read, 0]);
     }
@@ -263,11 +254,7 @@ fn without_tiers_the_same_requests_recompute() {
     let now = a_then_b_then_a_again(&mut s);
     let p = s.plan(now).unwrap();
     assert_eq!(p.end, now + prefill_ns(16));
-    let first = s
-        .running_mut(RequestId(2))
-        .unwrap()
-        .first_admission()
-        .unwrap();
+    let first = first_admission(&s, 2);
     assert_eq!((first.cached_tokens, first.host_tokens), (0, 0));
     assert!(s.pool().tiers().is_none());
 }
