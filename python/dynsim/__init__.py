@@ -100,6 +100,7 @@ def bench(
     model_file: Union[None, str, "os.PathLike[str]"] = None,
     protocol: str = "aiconfigurator",
     prompt_pool: Optional[int] = None,
+    concurrency_ramp_duration: Optional[float] = None,
 ) -> Dict[str, Any]:
     """One deployment under a closed-loop benchmark: what ``dynsim bench --json`` prints.
 
@@ -109,7 +110,8 @@ def bench(
     l40s; ``protocol`` aiconfigurator, aiperf or inferencemax; ``requests`` defaults to the
     protocol's (20, 20 or 10) x ``concurrency``; ``prompt_pool`` (``--prompt-pool``) draws every
     prompt from that many distinct ones (default: every prompt its own; under aiperf, 100 on
-    vLLM and SGLang).
+    vLLM and SGLang); ``concurrency_ramp_duration`` (seconds) has the clients join one at a time
+    at even steps, as aiperf's ``--concurrency-ramp-duration``.
     """
     sets, json_sets = _sets(set)
     return json.loads(
@@ -130,6 +132,7 @@ def bench(
             None if model_file is None else os.fspath(model_file),
             protocol,
             None if prompt_pool is None else int(prompt_pool),
+            None if concurrency_ramp_duration is None else float(concurrency_ramp_duration),
         )
     )
 

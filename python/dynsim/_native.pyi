@@ -25,6 +25,7 @@ def bench_json(
     model_file: Optional[str],
     protocol: str,
     prompt_pool: Optional[int],
+    concurrency_ramp_duration: Optional[float],
 ) -> str:
     """One deployment under a closed-loop benchmark; returns `bench --json`'s text."""
 

@@ -127,7 +127,7 @@ fn named<T: std::str::FromStr>(flag: &str, value: &str, names: &[&str]) -> Resul
 /// `dynsim bench`: one deployment under a closed-loop benchmark; returns `bench --json`'s
 /// text. `model_file` replaces `model` as `--model-file` does.
 #[pyfunction]
-#[pyo3(signature = (model, gpu, isl, osl, concurrency, tp, precision, kv_dtype, engine, requests, profile, sets, json_sets, model_file, protocol, prompt_pool))]
+#[pyo3(signature = (model, gpu, isl, osl, concurrency, tp, precision, kv_dtype, engine, requests, profile, sets, json_sets, model_file, protocol, prompt_pool, concurrency_ramp_duration))]
 #[allow(clippy::too_many_arguments)]
 fn bench_json(
     py: Python<'_>,
@@ -147,6 +147,7 @@ fn bench_json(
     model_file: Option<PathBuf>,
     protocol: &str,
     prompt_pool: Option<usize>,
+    concurrency_ramp_duration: Option<f64>,
 ) -> PyResult<String> {
     let spec = (|| {
         let model = match (model, model_file) {
@@ -202,6 +203,7 @@ fn bench_json(
             prompt_pool: prompt_pool
                 .map(|n| positive("--prompt-pool", n))
                 .transpose()?,
+            concurrency_ramp_s: concurrency_ramp_duration,
             protocol: named("--protocol", protocol, &Protocol::NAMES)?,
             profile,
             set,

@@ -132,6 +132,16 @@ def test_bench_equals_the_clis_bench_json(dynsim_bin):
     )
     assert py == cli
     assert py["prefix_reuse"] > 0, "aiperf's prompts repeat from its dataset of 100"
+    cli = cli_json(dynsim_bin, "bench", *args, "--concurrency-ramp-duration", "1.5")
+    py = dynsim.bench(
+        "Qwen/Qwen3-32B", gpu="h100_sxm", precision="fp8", isl=1000, osl=50,
+        concurrency=4, requests=24, concurrency_ramp_duration=1.5,
+    )
+    assert py == cli
+    assert py["bench"]["concurrency_ramp_s"] == 1.5
+    with pytest.raises(dynsim.ScenarioError, match=r"^--concurrency-ramp-duration: must be in 0..=1e9 seconds"):
+        dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", isl=1, osl=1, concurrency=1,
+                     concurrency_ramp_duration=-1)
     with pytest.raises(dynsim.ScenarioError, match=r"^--prompt-pool: must be at least 1"):
         dynsim.bench("Qwen/Qwen3-32B", gpu="h100_sxm", isl=1, osl=1, concurrency=1,
                      prompt_pool=0)

@@ -79,6 +79,9 @@ pub struct BenchSpec {
     /// Distinct prompts the clients draw from, uniformly (`None`: every prompt its own;
     /// `bench --prompt-pool`).
     pub prompt_pool: Option<usize>,
+    /// Over how many seconds the clients join, one at a time at even steps (`None`: all at
+    /// once; `bench --concurrency-ramp-duration`, aiperf's option of that name).
+    pub concurrency_ramp_s: Option<f64>,
     /// The benchmark's convention: request lengths and count, the server's limits.
     pub protocol: Protocol,
     /// A profile file `calibrate` wrote (`None`: the engine's bundled one).
@@ -98,6 +101,9 @@ pub struct BenchFacts {
     pub osl: u32,
     /// Clients.
     pub concurrency: usize,
+    /// Over how many seconds they joined (absent: all at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_ramp_s: Option<f64>,
     /// Tokens of KV the worker holds.
     pub kv_capacity_tokens: u64,
     /// The KV cache's dtype as the server runs it (`auto` and the protocol resolved).
@@ -135,7 +141,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
          kv_dtype = {kv:?}\nmax_model_len = {len}\n\
          [engine]\nkind = {engine:?}\n\
          [workload]\nkind = \"synthetic\"\nrequests = {requests}\n{prompts}\
-         output = {output}\nconcurrency = {c}\n\
+         output = {output}\nconcurrency = {c}\n{ramp}\
          [timing]\nprotocol = {protocol:?}\n\
          [cluster]\nworkers = 1\nblock_size = 16\n\
          {limits}\
@@ -152,6 +158,9 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         prompts = prompts(spec)?,
         output = length_dist(spec.protocol, spec.osl),
         c = spec.concurrency,
+        ramp = spec
+            .concurrency_ramp_s
+            .map_or(String::new(), |r| format!("concurrency_ramp_s = {r:?}\n")),
         protocol = spec.protocol.name(),
         len = u64::from(spec.isl) + u64::from(spec.osl),
         limits = engine_limits(spec),
@@ -290,6 +299,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("workload.input", "--isl"),
     ("workload.output", "--osl"),
     ("workload.concurrency", "--concurrency"),
+    ("workload.concurrency_ramp_s", "--concurrency-ramp-duration"),
     ("engine.vllm.max_num_seqs", "--concurrency"),
     ("engine.trtllm.max_batch_size", "--concurrency"),
     ("engine.sglang.max_running_requests", "--concurrency"),
@@ -333,6 +343,7 @@ fn with_facts(spec: &BenchSpec, s: &Scenario, report: Report) -> BenchReport {
         isl: spec.isl,
         osl: spec.osl,
         concurrency: spec.concurrency,
+        concurrency_ramp_s: spec.concurrency_ramp_s,
         kv_capacity_tokens: d.kv_capacity_tokens,
         kv_dtype: d.kv_dtype.clone(),
         max_batch,
@@ -349,7 +360,7 @@ impl BenchReport {
         let r = &self.report;
         let mut out = format!(
             "deployment    {}\nkv            {} tokens per worker in {}: {} requests of {} + {} tokens \
-             at once (the engine runs {} at most)\nbenchmark     {} clients, {} requests of {} + {} \
+             at once (the engine runs {} at most)\nbenchmark     {} clients{}, {} requests of {} + {} \
              tokens\n",
             b.deployment,
             b.kv_capacity_tokens,
@@ -359,6 +370,8 @@ impl BenchReport {
             b.osl,
             b.max_num_seqs,
             b.concurrency,
+            b.concurrency_ramp_s
+                .map_or(String::new(), |s| format!(" joining over {s} s")),
             r.requests,
             b.isl,
             b.osl
@@ -405,6 +418,7 @@ mod tests {
             concurrency: 8,
             requests: None,
             prompt_pool,
+            concurrency_ramp_s: None,
             protocol,
             profile: None,
             set: Vec::new(),

@@ -82,6 +82,7 @@ pub fn spec_of(row: &MeasuredRow, engine: EngineKind, setup: &Setup) -> BenchSpe
         prompt_pool: setup
             .prompt_pool
             .filter(|_| protocol != Protocol::InferenceMax),
+        concurrency_ramp_s: None,
         protocol,
         profile: None,
         set: setup.set.clone(),

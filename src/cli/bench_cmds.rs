@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::parse::{at_least_one, at_least_one_u64, choice};
+use super::parse::{at_least_one, at_least_one_u64, choice, non_negative};
 use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
 use crate::bench::{self, BenchSpec, Protocol};
@@ -66,6 +66,11 @@ pub struct BenchArgs {
     /// aiconfigurator or aiperf).
     #[arg(long, value_parser = at_least_one)]
     prompt_pool: Option<usize>,
+    /// The clients join over this many seconds instead of all at once: one client at the
+    /// start, one more at each even step, every client at the end (aiperf's
+    /// --concurrency-ramp-duration). Default: all at once, as the measured rows were taken.
+    #[arg(long, value_name = "SECONDS", value_parser = non_negative)]
+    concurrency_ramp_duration: Option<f64>,
     /// The benchmark's convention: aiconfigurator (every prompt isl and answer osl tokens, the
     /// server's token budget concurrency + isl + 1,500), aiperf (the same, every prompt drawn
     /// from aiperf's default dataset of 100, which AIConfigurator's vLLM and SGLang servers
@@ -124,6 +129,7 @@ impl BenchArgs {
             concurrency: self.concurrency,
             requests: self.requests,
             prompt_pool: self.prompt_pool,
+            concurrency_ramp_s: self.concurrency_ramp_duration,
             protocol: self.protocol,
             profile: self.profile.clone(),
             set: self.set.clone(),

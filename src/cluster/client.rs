@@ -21,7 +21,30 @@ pub enum Pacing {
     /// At their arrival times; later session turns wait for the previous turn.
     OpenLoop,
     /// Keep this many in flight, ignoring arrival times and sessions.
-    ClosedLoop(usize),
+    ClosedLoop(ClosedLoop),
+}
+
+/// A closed loop's clients: each sends its next request when its last completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClosedLoop {
+    /// Clients.
+    pub clients: usize,
+    /// Over how long the clients join, ns (0: all at once). As aiperf's
+    /// `--concurrency-ramp-duration` (its linear ramp, `LinearStrategy` in
+    /// `src/aiperf/timing/ramping.py`, nvda-ci/aiperf at 08cf2cc): the limit starts at one
+    /// client and rises by one at even steps, reaching every client at the ramp's end.
+    pub ramp_ns: Nanos,
+}
+
+impl ClosedLoop {
+    /// When client `k` (from 0) sends its first request: `k` steps of `ramp / (clients - 1)`.
+    pub fn start_ns(&self, k: usize) -> Nanos {
+        if self.clients < 2 || k == 0 {
+            return 0;
+        }
+        let k = k.min(self.clients - 1) as u128;
+        (u128::from(self.ramp_ns) * k / (self.clients as u128 - 1)) as Nanos
+    }
 }
 
 /// The workload's requests as the client sends them: shared by the client actor (later turns,
@@ -36,6 +59,8 @@ pub struct Feed {
     by_session: bool,
     /// First deliveries still to hand to the arrival stream.
     initial_left: usize,
+    /// First deliveries handed so far.
+    initial_sent: usize,
     /// What the requests sent and not yet acknowledged hold, bytes (estimated).
     in_flight_bytes: u64,
 }
@@ -55,7 +80,7 @@ impl Feed {
     ) -> SharedFeed {
         let initial_left = match pacing {
             Pacing::OpenLoop => recipe.first_turns(),
-            Pacing::ClosedLoop(n) => n.min(recipe.total()),
+            Pacing::ClosedLoop(c) => c.clients.min(recipe.total()),
         };
         Rc::new(RefCell::new(Feed {
             source: recipe.source(),
@@ -63,6 +88,7 @@ impl Feed {
             routers,
             by_session,
             initial_left,
+            initial_sent: 0,
             in_flight_bytes: 0,
         }))
     }
@@ -117,13 +143,15 @@ impl Feed {
             return None;
         }
         self.initial_left -= 1;
+        let k = self.initial_sent;
+        self.initial_sent += 1;
         let (spec, at) = match self.pacing {
             Pacing::OpenLoop => {
                 let spec = self.source.next_first_turn()?;
                 let at = spec.arrival_ns;
                 (spec, at)
             }
-            Pacing::ClosedLoop(_) => (self.source.next_in_order()?, 0),
+            Pacing::ClosedLoop(c) => (self.source.next_in_order()?, c.start_ns(k)),
         };
         let (to, msg) = self.request(spec, at);
         Some((at, to, msg))
@@ -234,5 +262,41 @@ impl Actor for Client {
         if let Some((at, to, msg)) = next {
             ctx.send(to, msg, at - now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClosedLoop;
+
+    /// aiperf's linear ramp of 5 clients over 2 s, by hand: the limit starts at 1 and rises by
+    /// one every 2 s / 4 = 0.5 s, so the clients join at 0, 0.5, 1, 1.5 and 2 s (the last at
+    /// the ramp's end, not at 2 s x 4/5).
+    #[test]
+    fn clients_join_at_even_steps_ending_at_the_ramp() {
+        let ramp = ClosedLoop {
+            clients: 5,
+            ramp_ns: 2_000_000_000,
+        };
+        let starts: Vec<u64> = (0..5).map(|k| ramp.start_ns(k)).collect();
+        assert_eq!(
+            starts,
+            [0, 500_000_000, 1_000_000_000, 1_500_000_000, 2_000_000_000]
+        );
+        assert_eq!(
+            ramp.start_ns(9),
+            2_000_000_000,
+            "no client joins after the ramp"
+        );
+        let one = ClosedLoop {
+            clients: 1,
+            ramp_ns: 2_000_000_000,
+        };
+        assert_eq!(one.start_ns(0), 0);
+        let at_once = ClosedLoop {
+            clients: 5,
+            ramp_ns: 0,
+        };
+        assert!((0..5).all(|k| at_once.start_ns(k) == 0));
     }
 }

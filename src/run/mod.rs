@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::budget;
 use crate::cluster::audit::SharedAudit;
-use crate::cluster::client::Pacing;
+use crate::cluster::client::{ClosedLoop, Pacing};
 use crate::cluster::hardware::Hardware;
 use crate::cluster::topology::Topology;
 use crate::cluster::worker::probe::FeatureTotals;
@@ -55,6 +55,17 @@ pub struct BuiltWorkload {
     pub base_dir: PathBuf,
 }
 
+/// A workload's pacing: open loop without `concurrency`, else its clients joining over
+/// `ramp_s` seconds (validated: finite, non-negative).
+fn closed_loop(concurrency: Option<usize>, ramp_s: Option<f64>) -> Pacing {
+    concurrency.map_or(Pacing::OpenLoop, |clients| {
+        Pacing::ClosedLoop(ClosedLoop {
+            clients,
+            ramp_ns: ms_to_ns(ramp_s.unwrap_or(0.0) * 1e3),
+        })
+    })
+}
+
 /// Builds the scenario's workload, drawing from the run's generator (seeded by the scenario).
 /// Trace paths are relative to `base_dir`. Nothing is materialised: a trace is read into a
 /// compact table, a synthetic workload's draws are made once to check it and find where the
@@ -87,7 +98,7 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
             })?;
             let recipe = Recipe::synthetic(p.clone(), block, start, &checked);
             rng = checked.rng;
-            let pacing = p.concurrency.map_or(Pacing::OpenLoop, Pacing::ClosedLoop);
+            let pacing = closed_loop(p.concurrency, p.concurrency_ramp_s);
             (recipe, pacing, None)
         }
         Workload::Trace(t) => {
@@ -112,7 +123,7 @@ pub fn build_workload(s: &Scenario, base_dir: &Path) -> Result<BuiltWorkload> {
             let stats = table.stats();
             (
                 Recipe::table(table),
-                t.concurrency.map_or(Pacing::OpenLoop, Pacing::ClosedLoop),
+                closed_loop(t.concurrency, t.concurrency_ramp_s),
                 Some(TraceRows {
                     rows: stats.rows,
                     skipped: stats.skipped,

@@ -198,6 +198,9 @@ pub struct TraceWorkload {
     pub speedup: f64,
     /// Closed loop: keep this many requests in flight and ignore timestamps (absent: open loop).
     pub concurrency: Option<usize>,
+    /// With `concurrency`: the clients join over this many seconds, one at a time at even
+    /// steps, as aiperf's `--concurrency-ramp-duration` (absent: all at once).
+    pub concurrency_ramp_s: Option<f64>,
     /// Only the first N rows (absent: all).
     pub limit: Option<usize>,
     /// Skip malformed rows and count them instead of stopping (false).
@@ -223,6 +226,7 @@ impl Default for TraceWorkload {
             trace_block_size: 512,
             speedup: 1.0,
             concurrency: None,
+            concurrency_ramp_s: None,
             limit: None,
             skip_bad: false,
             rechunk: false,

@@ -151,6 +151,15 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
             if let Some(c) = t.concurrency {
                 at_least_one("workload.concurrency", c)?;
             }
+            crate::workload::synthetic::check_ramp(t.concurrency, t.concurrency_ramp_s).map_err(
+                |problem| {
+                    Invalid::new(
+                        "workload.concurrency_ramp_s",
+                        format!("{:?}", t.concurrency_ramp_s.unwrap_or_default()),
+                        &problem,
+                    )
+                },
+            )?;
             if let Some(l) = t.limit {
                 at_least_one("workload.limit", l)?;
             }

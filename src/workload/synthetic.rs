@@ -144,6 +144,10 @@ pub struct SyntheticParams {
     /// in id order, arrival times and sessions ignored (absent: open loop, the default). A
     /// benchmark's `--max-concurrency`.
     pub concurrency: Option<usize>,
+    /// With `concurrency`: the clients join over this many seconds, one at a time at even
+    /// steps, as aiperf's `--concurrency-ramp-duration` (absent: all at once; see
+    /// [`crate::cluster::client::ClosedLoop`]).
+    pub concurrency_ramp_s: Option<f64>,
     /// Sessions started per second over the run, as a schedule (a daily sine, or piecewise;
     /// see [`crate::workload::schedule`]) instead of the constant `rate_per_s`, which must
     /// then keep its default (absent: constant).
@@ -164,9 +168,25 @@ impl Default for SyntheticParams {
             turns: 1,
             think_ms: 0.0,
             concurrency: None,
+            concurrency_ramp_s: None,
             rate_schedule: None,
         }
     }
+}
+
+/// Checks a closed loop's ramp (`workload.concurrency_ramp_s`): a time of at most 1e9 s, and
+/// only with `concurrency`. Returns what is wrong.
+pub fn check_ramp(concurrency: Option<usize>, ramp_s: Option<f64>) -> Result<(), String> {
+    let Some(ramp) = ramp_s else {
+        return Ok(());
+    };
+    if !(ramp.is_finite() && (0.0..=1e9).contains(&ramp)) {
+        return Err("must be in 0..=1e9 seconds".into());
+    }
+    if concurrency.is_none() {
+        return Err("ramps a closed loop's clients: it needs workload.concurrency".into());
+    }
+    Ok(())
 }
 
 impl SyntheticParams {
@@ -194,6 +214,9 @@ impl SyntheticParams {
         }
         if self.concurrency == Some(0) {
             return err("concurrency", "must be at least 1");
+        }
+        if let Err(problem) = check_ramp(self.concurrency, self.concurrency_ramp_s) {
+            return err("concurrency_ramp_s", &problem);
         }
         if let Some(schedule) = &self.rate_schedule {
             if self.rate_per_s != SyntheticParams::default().rate_per_s {

@@ -192,3 +192,39 @@ fn a_prompt_pool_of_one_hits_every_full_block_of_each_repeat() {
         "{e}"
     );
 }
+
+/// `--concurrency-ramp-duration`: two clients of one request each, the second joining 30 s
+/// after the first (aiperf's ramp: the last client joins at the ramp's end, not a step before
+/// it), run one after the other, so each sees an idle server and the run lasts past 30 s; all
+/// at once they share their steps and finish well before.
+#[test]
+fn a_concurrency_ramp_starts_the_last_client_at_its_end() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["--requests", "2", "--json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&ok(&qwen32b_bench("1000", "50", "2", &args))).expect("JSON")
+    };
+    let at_once = run(&[]);
+    let ramped = run(&["--concurrency-ramp-duration", "30"]);
+    assert!(at_once["bench"].get("concurrency_ramp_s").is_none());
+    assert_eq!(ramped["bench"]["concurrency_ramp_s"], 30.0);
+    let duration = |r: &serde_json::Value| r["duration_ms"].as_f64().unwrap();
+    assert!(duration(&at_once) < 30_000.0, "{}", duration(&at_once));
+    assert!(duration(&ramped) > 30_000.0, "{}", duration(&ramped));
+    assert!(
+        duration(&ramped) < 30_000.0 + duration(&at_once),
+        "{}",
+        duration(&ramped)
+    );
+    // Alone on the server, both requests wait for nothing: the same TTFT.
+    let ttft = &ramped["ttft_ms"];
+    assert_eq!(ttft["p50"], ttft["p99"]);
+    assert!(at_once["ttft_ms"]["mean"].as_f64() > ttft["mean"].as_f64());
+    let line = bad(&qwen32b_bench(
+        "1000",
+        "50",
+        "2",
+        &["--concurrency-ramp-duration", "x"],
+    ));
+    assert!(line.contains("--concurrency-ramp-duration"), "{line}");
+}

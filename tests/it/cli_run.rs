@@ -320,6 +320,9 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("silence.toml", "[router]\ngap_silence_ms = 0.0\n", ":2: router.gap_silence_ms = 0.0 must be a finite number > 0"),
         ("link.toml", "[bus]\nlink_gbps = 0.0\n", ":2: bus.link_gbps = 0.0 must be a finite number > 0"),
         ("buffer.toml", "[bus]\nreplay_buffer = 20000000\n", ":2: bus.replay_buffer = 20000000 must be at most 10000000"),
+        ("ramp_open.toml", "[workload]\nkind = \"synthetic\"\nconcurrency_ramp_s = 2.0\n", ":3: workload.concurrency_ramp_s"),
+        ("ramp_trace.toml", "[workload]\nkind = \"trace\"\npath = \"t.jsonl\"\nconcurrency = 2\nconcurrency_ramp_s = -1.0\n", ":5: workload.concurrency_ramp_s = -1.0 must be in 0..=1e9 seconds"),
+        ("ramp_negative.toml", "[workload]\nkind = \"synthetic\"\nconcurrency = 4\nconcurrency_ramp_s = -1.0\n", ":4: workload.concurrency_ramp_s"),
     ];
     for (name, text, needle) in cases {
         let path = write(dir.path(), name, text);
