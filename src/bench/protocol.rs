@@ -73,6 +73,13 @@ impl Protocol {
     /// The names the CLI and profiles accept.
     pub const NAMES: [&'static str; 3] = crate::deployment::profile::PROTOCOL_NAMES;
 
+    /// Every protocol, in the order of [`Protocol::NAMES`].
+    pub const ALL: [Protocol; 3] = [
+        Protocol::Aiconfigurator,
+        Protocol::InferenceMax,
+        Protocol::Aiperf,
+    ];
+
     /// Its name.
     pub fn name(self) -> &'static str {
         match self {
@@ -164,21 +171,28 @@ impl std::str::FromStr for Protocol {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "aiconfigurator" => Ok(Protocol::Aiconfigurator),
-            "inferencemax" => Ok(Protocol::InferenceMax),
-            "aiperf" => Ok(Protocol::Aiperf),
-            _ => Err(Error::arg(
+        Self::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            Error::arg(
                 "--protocol",
                 format!("must be one of {}, not {s:?}", Self::NAMES.join(", ")),
-            )),
-        }
+            )
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_protocol_is_read_back_from_its_name() {
+        for (p, name) in Protocol::ALL.into_iter().zip(Protocol::NAMES) {
+            assert_eq!(p.name(), name);
+            assert_eq!(name.parse::<Protocol>().unwrap(), p);
+        }
+        let e = "aic".parse::<Protocol>().unwrap_err().to_string();
+        assert!(e.contains("aiconfigurator, inferencemax, aiperf"), "{e}");
+    }
 
     #[test]
     fn inferencemax_draws_from_the_top_fifth_as_numpy_randint_does() {
