@@ -171,12 +171,15 @@ impl std::str::FromStr for Protocol {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
-            Error::arg(
-                "--protocol",
-                format!("must be one of {}, not {s:?}", Self::NAMES.join(", ")),
-            )
-        })
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                Error::arg(
+                    "--protocol",
+                    format!("must be one of {}, not {s:?}", Self::NAMES.join(", ")),
+                )
+            })
     }
 }
 
