@@ -145,8 +145,7 @@ pub struct SyntheticParams {
     /// benchmark's `--max-concurrency`.
     pub concurrency: Option<usize>,
     /// With `concurrency`: the clients join over this many seconds, one at a time at even
-    /// steps, as aiperf's `--concurrency-ramp-duration` (absent: all at once; see
-    /// [`crate::cluster::client::ClosedLoop`]).
+    /// steps, as aiperf's `--concurrency-ramp-duration` (absent: all at once).
     pub concurrency_ramp_s: Option<f64>,
     /// Sessions started per second over the run, as a schedule (a daily sine, or piecewise;
     /// see [`crate::workload::schedule`]) instead of the constant `rate_per_s`, which must
