@@ -428,42 +428,26 @@ mod tests {
         let c = [1.25, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 100.0, 10.0];
         let (rows, predictions): (Vec<_>, Vec<_>) =
             (0..24).map(|i| row(i, "h100_sxm", &c, 20.0)).unzip();
-        let true_value = [(2, 2.0)];
-        let p = fit(
-            &rows,
-            &predictions,
-            0.0,
-            FitOptions {
-                held: &true_value,
-                ..FitOptions::default()
-            },
-        );
+        let fit_holding = |held: &[(usize, f64)]| {
+            fit(
+                &rows,
+                &predictions,
+                0.0,
+                FitOptions {
+                    held,
+                    ..FitOptions::default()
+                },
+            )
+        };
+        let p = fit_holding(&[(2, 2.0)]);
         for (k, want) in c.iter().enumerate() {
             assert!(close(p.step[k], *want), "feature {k}: {}", p.step[k]);
         }
         assert!(close(p.request_overhead_ms, 20.0));
-        let elsewhere = [(2, 2.5), (7, 0.0)];
-        let p = fit(
-            &rows,
-            &predictions,
-            0.0,
-            FitOptions {
-                held: &elsewhere,
-                ..FitOptions::default()
-            },
-        );
+        let p = fit_holding(&[(2, 2.5), (7, 0.0)]);
         assert_eq!((p.step[2], p.step[7]), (2.5, 0.0));
         // A rate fitted per GPU is held on every GPU's own coefficients too.
-        let kv = [(3, 1.7)];
-        let p = fit(
-            &rows,
-            &predictions,
-            0.0,
-            FitOptions {
-                held: &kv,
-                ..FitOptions::default()
-            },
-        );
+        let p = fit_holding(&[(3, 1.7)]);
         let at = GPU_FEATURES.iter().position(|&k| k == 3).unwrap();
         assert_eq!((p.gpu_rates["h100_sxm"][at], p.step[3]), (1.7, 1.7));
     }

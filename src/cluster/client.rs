@@ -39,7 +39,7 @@ pub struct ClosedLoop {
 impl ClosedLoop {
     /// When client `k` (from 0) sends its first request: `k` steps of `ramp / (clients - 1)`.
     pub fn start_ns(&self, k: usize) -> Nanos {
-        if self.clients < 2 || k == 0 {
+        if self.clients < 2 {
             return 0;
         }
         let k = k.min(self.clients - 1) as u128;
@@ -57,10 +57,9 @@ pub struct Feed {
     /// Whether every turn of a session goes to one replica (else request `i` to replica `i mod
     /// replicas`).
     by_session: bool,
-    /// First deliveries still to hand to the arrival stream.
-    initial_left: usize,
-    /// First deliveries handed so far.
-    initial_sent: usize,
+    /// The first deliveries' numbers still to hand to the arrival stream (a closed loop's
+    /// client `k` is the `k`-th).
+    initial: std::ops::Range<usize>,
     /// What the requests sent and not yet acknowledged hold, bytes (estimated).
     in_flight_bytes: u64,
 }
@@ -78,7 +77,7 @@ impl Feed {
         routers: Vec<ActorId>,
         by_session: bool,
     ) -> SharedFeed {
-        let initial_left = match pacing {
+        let initial = match pacing {
             Pacing::OpenLoop => recipe.first_turns(),
             Pacing::ClosedLoop(c) => c.clients.min(recipe.total()),
         };
@@ -87,8 +86,7 @@ impl Feed {
             pacing,
             routers,
             by_session,
-            initial_left,
-            initial_sent: 0,
+            initial: 0..initial,
             in_flight_bytes: 0,
         }))
     }
@@ -106,7 +104,7 @@ impl Feed {
 
     /// Deliveries the arrival stream will make (first turns, or the first closed-loop batch).
     pub fn initial_count(&self) -> usize {
-        self.initial_left
+        self.initial.len()
     }
 
     /// The replica `spec` goes to: by request number, or by session.
@@ -139,12 +137,7 @@ impl Feed {
 
     /// The arrival stream's next delivery: `(time, router replica, message)`.
     fn next_initial(&mut self) -> Option<(Nanos, ActorId, Msg)> {
-        if self.initial_left == 0 {
-            return None;
-        }
-        self.initial_left -= 1;
-        let k = self.initial_sent;
-        self.initial_sent += 1;
+        let k = self.initial.next()?;
         let (spec, at) = match self.pacing {
             Pacing::OpenLoop => {
                 let spec = self.source.next_first_turn()?;
