@@ -9,6 +9,7 @@ use super::{Prediction, TPOT_WEIGHT};
 use crate::bench::Protocol;
 use crate::deployment::features::{Features, FEATURES, GPU_FEATURES, RATE_FEATURES};
 use crate::deployment::profile::Profile;
+use crate::deployment::Precision;
 
 /// How [`fit()`] treats what it is not told by the rows.
 #[derive(Clone, Copy, Debug, Default)]
@@ -18,6 +19,10 @@ pub struct FitOptions<'a> {
     /// Fits a request overhead per benchmark protocol of the rows ([`Protocol::of_row`]): each
     /// protocol's clients reached the engine through their own serving stack.
     pub overhead_by_protocol: bool,
+    /// Fits the GEMMs' coefficient per (GPU, weight precision) of the rows instead of per GPU
+    /// ([`Profile::gemm_by_precision`]): a GPU's FP8 and FP4 GEMMs reach a different share of
+    /// their peaks than its BF16 ones.
+    pub gemm_by_precision: bool,
     /// Step coefficients held at a value, by index in [`FEATURE_NAMES`] (on every GPU): for a
     /// coefficient the rows cannot pin, or one measured elsewhere. A rate held here gives way to
     /// `rates_from`'s (`calibrate` refuses the two together).
@@ -78,22 +83,44 @@ pub fn fit(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
+    // The GEMMs' classes: with `gemm_by_precision` the (GPU, weight precision) pairs of the
+    // rows, else one per GPU (its precision unused). A GEMM column each; the other rates a
+    // column per GPU. Rates held from a profile are held at each precision's own.
+    let by_precision = options.gemm_by_precision || rates_from.is_some();
+    let class_key = |r: &MeasuredRow| {
+        let gpu = gpus.binary_search(&r.gpu.as_str()).expect("listed");
+        let precision = if by_precision {
+            r.precision
+        } else {
+            Precision::default()
+        };
+        (gpu, precision)
+    };
+    let classes: Vec<(usize, Precision)> = rows
+        .iter()
+        .map(class_key)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let class_of = |r: &MeasuredRow| classes.binary_search(&class_key(r)).expect("listed");
     let shared: Vec<usize> = (0..FEATURES)
         .filter(|k| !GPU_FEATURES.contains(k))
         .collect();
-    let per_gpu = gpus.len() * GPU_FEATURES.len();
+    let per_gpu = classes.len() + gpus.len() * (GPU_FEATURES.len() - 1);
     let overhead = per_gpu + shared.len();
-    // Columns: each GPU's own coefficients, then the shared ones, then the request overhead.
-    let column = |feature: usize, gpu: usize| match GPU_FEATURES.iter().position(|&k| k == feature)
-    {
-        Some(i) => gpu * GPU_FEATURES.len() + i,
-        None => per_gpu + shared.iter().position(|&k| k == feature).expect("shared"),
-    };
+    // Columns: each class's GEMMs, each GPU's other rates, then the shared coefficients, then
+    // the request overhead.
+    let column =
+        |feature: usize, class: usize| match GPU_FEATURES.iter().position(|&k| k == feature) {
+            Some(0) => class,
+            Some(i) => classes.len() + classes[class].0 * (GPU_FEATURES.len() - 1) + i - 1,
+            None => per_gpu + shared.iter().position(|&k| k == feature).expect("shared"),
+        };
     // The overhead columns: one per protocol (one in all without `overhead_by_protocol`).
-    let columns = |features: &Features, gpu: usize, by: f64, protocol: Option<usize>| {
+    let columns = |features: &Features, class: usize, by: f64, protocol: Option<usize>| {
         let mut c = vec![0.0; overhead + protocols.len()];
         for (k, f) in features.iter().enumerate() {
-            c[column(k, gpu)] = f * by;
+            c[column(k, class)] = f * by;
         }
         if let Some(p) = protocol {
             c[overhead + p] = by;
@@ -103,30 +130,33 @@ pub fn fit(
     let mut a = Vec::with_capacity(2 * rows.len());
     let mut b = Vec::with_capacity(2 * rows.len());
     for ((row, p), &protocol) in rows.iter().zip(predictions).zip(&row_protocol) {
-        let gpu = gpus.binary_search(&row.gpu.as_str()).expect("listed");
+        let class = class_of(row);
         let (ttft, tpot) = p.mean_features();
         // TTFT = overhead + features · coefficients, relative to the measured.
-        a.push(columns(&ttft, gpu, 1.0 / row.ttft_ms, Some(protocol)));
+        a.push(columns(&ttft, class, 1.0 / row.ttft_ms, Some(protocol)));
         b.push(1.0);
         let w = TPOT_WEIGHT / row.tpot_ms;
-        a.push(columns(&tpot, gpu, w, None));
+        a.push(columns(&tpot, class, w, None));
         b.push(row.tpot_ms * w);
     }
     // Rates cannot beat the datasheet: each rate coefficient is 1 plus a non-negative part
     // (or, held, the given one: its column leaves the fit).
     let held: Option<Vec<Features>> = rates_from.map(|p| {
-        gpus.iter()
-            .map(|name| match crate::deployment::gpu::find(name) {
-                Some(spec) => p.step_on(spec),
-                None => p.step,
-            })
+        classes
+            .iter()
+            .map(
+                |&(g, precision)| match crate::deployment::gpu::find(gpus[g]) {
+                    Some(spec) => p.step_on(spec, precision),
+                    None => p.step,
+                },
+            )
             .collect()
     });
-    let rate_columns: Vec<(usize, f64)> = (0..gpus.len())
-        .flat_map(|g| (0..RATE_FEATURES).map(move |k| (k, g)))
-        .map(|(k, g)| {
-            let value = held.as_ref().map_or(1.0, |h| h[g][k]);
-            (column(k, g), value)
+    let rate_columns: Vec<(usize, f64)> = (0..classes.len())
+        .flat_map(|c| (0..RATE_FEATURES).map(move |k| (k, c)))
+        .map(|(k, c)| {
+            let value = held.as_ref().map_or(1.0, |h| h[c][k]);
+            (column(k, c), value)
         })
         .collect::<BTreeMap<_, _>>()
         .into_iter()
@@ -144,7 +174,7 @@ pub fn fit(
         .iter()
         .flat_map(|&(k, v)| {
             let above = if k < RATE_FEATURES { v - 1.0 } else { v };
-            (0..gpus.len()).map(move |g| (column(k, g), above))
+            (0..classes.len()).map(move |c| (column(k, c), above))
         })
         .collect::<BTreeMap<_, _>>()
         .into_iter()
@@ -163,13 +193,27 @@ pub fn fit(
         x[c] = if held.is_some() { v } else { x[c] + 1.0 };
     }
     let mut gpu_rates = BTreeMap::new();
+    let mut gemm_by_precision = BTreeMap::new();
     let mut step = [0.0; FEATURES];
     for &k in &shared {
         step[k] = x[column(k, 0)];
     }
+    let row_classes: Vec<usize> = rows.iter().map(class_of).collect();
     for (g, name) in gpus.iter().enumerate() {
-        let own = GPU_FEATURES.map(|k| x[column(k, g)]);
-        let share = rows.iter().filter(|row| row.gpu == *name).count() as f64 / rows.len() as f64;
+        let own_classes: Vec<usize> = (0..classes.len()).filter(|&c| classes[c].0 == g).collect();
+        let rows_of = |c: usize| row_classes.iter().filter(|&&r| r == c).count() as f64;
+        let gpu_rows: f64 = own_classes.iter().map(|&c| rows_of(c)).sum();
+        let mut own = GPU_FEATURES.map(|k| x[column(k, own_classes[0])]);
+        // The GEMMs at a precision the GPU has no rows of: its classes' row-weighted mean.
+        own[0] = own_classes.iter().map(|&c| rows_of(c) * x[c]).sum::<f64>() / gpu_rows;
+        if own_classes.len() > 1 {
+            let by: BTreeMap<String, f64> = own_classes
+                .iter()
+                .map(|&c| (classes[c].1.name().to_string(), x[c]))
+                .collect();
+            gemm_by_precision.insert(name.to_string(), by);
+        }
+        let share = gpu_rows / rows.len() as f64;
         for (&k, c) in GPU_FEATURES.iter().zip(own) {
             step[k] += share * c;
         }
@@ -180,6 +224,10 @@ pub fn fit(
         step[..RATE_FEATURES].copy_from_slice(&p.step[..RATE_FEATURES]);
         for (name, own) in &p.gpu_rates {
             gpu_rates.insert(name.clone(), *own);
+            gemm_by_precision.remove(name);
+        }
+        for (name, by) in &p.gemm_by_precision {
+            gemm_by_precision.insert(name.clone(), by.clone());
         }
     }
     // What a protocol the rows do not have is predicted with: the row-weighted mean.
@@ -197,6 +245,7 @@ pub fn fit(
     Profile {
         step,
         gpu_rates,
+        gemm_by_precision,
         request_overhead_ms,
         protocol_overhead_ms,
         request_jitter_ms: jitter_ms,
@@ -328,6 +377,50 @@ mod tests {
             close(p.request_overhead_ms, 20.0),
             "{}",
             p.request_overhead_ms
+        );
+    }
+
+    /// Rows of one GPU at two weight precisions whose GEMMs reach different shares of their
+    /// peaks (coefficient 1.3 at BF16, 2.1 at FP8), the rest the same: asked to, the fit finds
+    /// each precision's GEMMs, writes them for that GPU, and gives the GPU's `gemm_compute`
+    /// their row-weighted mean (8 BF16 rows and 16 FP8: 5.5 / 3 = 1.8333); not asked, one GEMM
+    /// coefficient for the GPU at every precision and no precision named.
+    #[test]
+    fn each_weight_precision_gets_its_own_gemms_when_asked() {
+        let bf16 = [1.3, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 100.0, 10.0];
+        let fp8 = [2.1, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 100.0, 10.0];
+        let (rows, predictions): (Vec<_>, Vec<_>) = (0..24)
+            .map(|i| {
+                let (c, precision) = if i < 8 {
+                    (&bf16, Precision::Bf16)
+                } else {
+                    (&fp8, Precision::Fp8)
+                };
+                let (mut r, p) = row(i, "h100_sxm", c, 20.0);
+                r.precision = precision;
+                (r, p)
+            })
+            .unzip();
+        let asked = FitOptions {
+            gemm_by_precision: true,
+            ..FitOptions::default()
+        };
+        let p = fit(&rows, &predictions, 0.0, asked);
+        let by = &p.gemm_by_precision["h100_sxm"];
+        assert_eq!(by.keys().collect::<Vec<_>>(), ["bf16", "fp8"]);
+        assert!(close(by["bf16"], 1.3) && close(by["fp8"], 2.1), "{by:?}");
+        assert!(close(p.gpu_rates["h100_sxm"][0], 5.5 / 3.0));
+        for (k, want) in bf16.iter().enumerate().skip(1) {
+            assert!(close(p.step[k], *want), "feature {k}: {}", p.step[k]);
+        }
+        let gpu = crate::deployment::gpu::find("h100_sxm").unwrap();
+        assert!(close(p.step_on(gpu, Precision::Fp8)[0], 2.1));
+        assert!(close(p.step_on(gpu, Precision::Fp4)[0], 5.5 / 3.0));
+        let one = fit(&rows, &predictions, 0.0, FitOptions::default());
+        assert!(one.gemm_by_precision.is_empty());
+        assert_eq!(
+            one.step_on(gpu, Precision::Bf16)[0],
+            one.step_on(gpu, Precision::Fp8)[0]
         );
     }
 

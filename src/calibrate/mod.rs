@@ -160,7 +160,8 @@ fn at_row(row: &MeasuredRow, e: Error) -> Error {
 /// (equal to the run's own means, but for rounding, when `profile` is the one it ran with).
 pub fn linear_means(p: &Prediction, profile: &Profile, row: &MeasuredRow) -> (f64, f64) {
     let f = &p.features;
-    let step = crate::deployment::gpu::find(&row.gpu).map_or(profile.step, |g| profile.step_on(g));
+    let step = crate::deployment::gpu::find(&row.gpu)
+        .map_or(profile.step, |g| profile.step_on(g, row.precision));
     let protocol = Protocol::of_row(&row.version, row.isl, row.osl);
     let mean = |sum: &[f64; FEATURES], n: u64| {
         let mut m = *sum;
@@ -278,6 +279,14 @@ pub fn profile_file(
             .gpu_rates
             .iter()
             .map(|(g, r)| (g.clone(), GpuCoefficients::of_array(r.map(round))))
+            .collect(),
+        gemm_by_precision: profile
+            .gemm_by_precision
+            .iter()
+            .map(|(g, by)| {
+                let by = by.iter().map(|(p, &c)| (p.clone(), round(c))).collect();
+                (g.clone(), by)
+            })
             .collect(),
         request: RequestCoefficients {
             overhead_ms: round(profile.request_overhead_ms),

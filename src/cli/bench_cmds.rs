@@ -182,6 +182,12 @@ pub struct CalibrateArgs {
     /// once for all; `bench --protocol` and a scenario's `timing.protocol` take their own.
     #[arg(long, conflicts_with = "check")]
     overhead_by_protocol: bool,
+    /// Fits the GEMMs' coefficient once per weight precision on a GPU whose rows have several
+    /// (its FP8 GEMMs reach a different share of their peak than its BF16 ones), instead of once
+    /// per GPU; written as `[gemm_by_precision.GPU]`, and a precision a GPU has no rows of takes
+    /// its `gemm_compute` (the row-weighted mean).
+    #[arg(long, conflicts_with = "check")]
+    gemm_by_precision: bool,
     /// Holds a step coefficient at a value instead of fitting it (repeatable; on every GPU),
     /// e.g. --hold attention_compute=1: for one the rows cannot pin apart from the others, or
     /// one measured elsewhere. A rate (gemm_compute, weight_read, attention_compute, kv_read,
@@ -360,6 +366,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             cal::FitOptions {
                 rates_from: rates_from.as_ref(),
                 overhead_by_protocol: a.overhead_by_protocol,
+                gemm_by_precision: a.gemm_by_precision,
                 held: &a.hold,
             },
             jobs,
@@ -453,6 +460,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                     .map(|p| format!(" --rates-from {}", p.display())),
                 a.overhead_by_protocol
                     .then(|| " --overhead-by-protocol".to_string()),
+                a.gemm_by_precision
+                    .then(|| " --gemm-by-precision".to_string()),
                 (!a.hold.is_empty()).then(|| {
                     a.hold
                         .iter()

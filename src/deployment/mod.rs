@@ -60,7 +60,17 @@ pub const VLLM_BLOCK_TOKENS: u64 = 16;
 
 /// The weights' number format (the linear projections'; embeddings and norms stay bf16).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Default,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {

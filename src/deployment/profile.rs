@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{Features, FEATURES, FEATURE_NAMES, GPU_FEATURES};
 use super::gpu::GpuSpec;
+use super::Precision;
 use crate::error::{Error, Result};
 
 /// The benchmark protocols a profile can hold a request overhead for
@@ -159,6 +160,13 @@ pub struct ProfileFile {
     /// Coefficients measured on particular GPUs, by GPU name ([`GpuCoefficients`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu: BTreeMap<String, GpuCoefficients>,
+    /// The GEMM coefficient measured on a GPU at each weight precision it has rows of, by GPU
+    /// and precision name (`[gemm_by_precision.h100_sxm]`, `fp8 = 2.05`), in place of the GPU's
+    /// `gemm_compute` at that precision: a GPU's FP8 and FP4 GEMMs reach a different share of
+    /// their (higher) peaks than its BF16 ones. `calibrate` writes it for a GPU whose rows have
+    /// more than one precision.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gemm_by_precision: BTreeMap<String, BTreeMap<String, f64>>,
     /// The per-request coefficients.
     pub request: RequestCoefficients,
     /// The fit's error on the rows it was fitted on.
@@ -174,6 +182,9 @@ pub struct Profile {
     /// Coefficients of particular GPUs, in [`GPU_FEATURES`] order, in place of `step`'s on
     /// those GPUs.
     pub gpu_rates: BTreeMap<String, [f64; GPU_FEATURES.len()]>,
+    /// GEMM coefficients of particular GPUs at particular weight precisions, by GPU and
+    /// precision name, in place of `gpu_rates`' (see [`ProfileFile::gemm_by_precision`]).
+    pub gemm_by_precision: BTreeMap<String, BTreeMap<String, f64>>,
     /// ms added to each request's time to first token (see [`RequestCoefficients`]).
     pub request_overhead_ms: f64,
     /// The request overhead as measured through a protocol's serving stack, by protocol name
@@ -189,6 +200,7 @@ impl Profile {
         Profile {
             step: [1.0; FEATURES],
             gpu_rates: BTreeMap::new(),
+            gemm_by_precision: BTreeMap::new(),
             request_overhead_ms: 0.0,
             protocol_overhead_ms: BTreeMap::new(),
             request_jitter_ms: 0.0,
@@ -203,35 +215,48 @@ impl Profile {
         Profile {
             step: [1.25, 1.15, 2.0, 1.5, 1.2, 5.0, 60.0, 500.0, 10.0],
             gpu_rates: BTreeMap::new(),
+            gemm_by_precision: BTreeMap::new(),
             request_overhead_ms: 50.0,
             protocol_overhead_ms: BTreeMap::new(),
             request_jitter_ms: 0.0,
         }
     }
 
-    /// The step coefficients on `gpu`: `step`, with the GPU's own where the profile has them,
-    /// else the mean of those of the profile's GPUs of the same architecture (the same kernels),
-    /// if any.
-    pub fn step_on(&self, gpu: &GpuSpec) -> Features {
+    /// The step coefficients on `gpu` with weights in `precision`: `step`, with the GPU's own
+    /// where the profile has them, else the mean of those of the profile's GPUs of the same
+    /// architecture (the same kernels), if any. The GEMM coefficient of each such GPU is its own
+    /// at `precision` where the profile has one ([`Profile::gemm_by_precision`]), else its
+    /// `gemm_compute`.
+    pub fn step_on(&self, gpu: &GpuSpec, precision: Precision) -> Features {
         let mut step = self.step;
-        let own = self.gpu_rates.get(&gpu.name).copied().or_else(|| {
-            let kin: Vec<&[f64; GPU_FEATURES.len()]> = self
-                .gpu_rates
-                .iter()
-                .filter(|(name, _)| {
+        let sources: Vec<&String> = if self.gpu_rates.contains_key(&gpu.name) {
+            vec![&gpu.name]
+        } else {
+            self.gpu_rates
+                .keys()
+                .filter(|name| {
                     super::gpu::find(name).is_some_and(|g| g.architecture == gpu.architecture)
                 })
-                .map(|(_, c)| c)
-                .collect();
-            (!kin.is_empty()).then(|| {
-                std::array::from_fn(|i| kin.iter().map(|c| c[i]).sum::<f64>() / kin.len() as f64)
-            })
-        });
-        if let Some(own) = own {
-            for (&k, c) in GPU_FEATURES.iter().zip(own) {
-                step[k] = c;
-            }
+                .collect()
+        };
+        if sources.is_empty() {
+            return step;
         }
+        let n = sources.len() as f64;
+        for (i, &k) in GPU_FEATURES.iter().enumerate() {
+            step[k] = sources.iter().map(|s| self.gpu_rates[*s][i]).sum::<f64>() / n;
+        }
+        let at = |s: &String| {
+            self.gemm_by_precision
+                .get(s)
+                .and_then(|by| by.get(precision.name()))
+                .copied()
+        };
+        step[GPU_FEATURES[0]] = sources
+            .iter()
+            .map(|s| at(s).unwrap_or(self.gpu_rates[*s][0]))
+            .sum::<f64>()
+            / n;
         step
     }
 
@@ -244,6 +269,7 @@ impl Profile {
                 .iter()
                 .map(|(g, r)| (g.clone(), r.to_array()))
                 .collect(),
+            gemm_by_precision: f.gemm_by_precision.clone(),
             request_overhead_ms: f.request.overhead_ms,
             protocol_overhead_ms: f.request.by_protocol.clone(),
             request_jitter_ms: f.request.jitter_ms,
@@ -268,6 +294,17 @@ impl Profile {
                         format!("gpu.{gpu}.{name}"),
                         format!("= {c} must be >= 0 and finite"),
                     ));
+                }
+            }
+        }
+        for (gpu, by) in &self.gemm_by_precision {
+            for (precision, &c) in by {
+                let key = format!("gemm_by_precision.{gpu}.{precision}");
+                if !Precision::NAMES.contains(&precision.as_str()) {
+                    return Err((key, "is not a precision: one of bf16, fp8, fp4".into()));
+                }
+                if !(c.is_finite() && (0.0..=1e9).contains(&c)) {
+                    return Err((key, format!("= {c} must be >= 0 and finite")));
                 }
             }
         }
@@ -412,6 +449,39 @@ mod tests {
         assert_eq!(p.check().unwrap_err().0, "step.kv_read");
     }
 
+    /// A GPU's GEMMs at a weight precision it has its own coefficient for take that one; at
+    /// another, its `gemm_compute`; a GPU of the same architecture without coefficients borrows
+    /// both the same way (an H200's FP8 GEMMs: the H100's FP8 coefficient). A name that is no
+    /// precision is refused by its key.
+    #[test]
+    fn gemms_take_their_precisions_coefficient_where_the_gpu_has_one() {
+        let mut p = Profile::ones();
+        p.gpu_rates.insert("h100_sxm".into(), [1.6, 1.1, 1.3, 1.4]);
+        p.gemm_by_precision.insert(
+            "h100_sxm".into(),
+            BTreeMap::from([("bf16".into(), 1.3), ("fp8".into(), 2.1)]),
+        );
+        let gpu = |name| super::super::gpu::find(name).unwrap();
+        let on = |name, precision| p.step_on(gpu(name), precision);
+        assert_eq!(on("h100_sxm", Precision::Bf16)[0], 1.3);
+        assert_eq!(on("h100_sxm", Precision::Fp8)[0], 2.1);
+        assert_eq!(on("h100_sxm", Precision::Fp4)[0], 1.6);
+        assert_eq!(
+            on("h200_sxm", Precision::Fp8),
+            on("h100_sxm", Precision::Fp8)
+        );
+        assert_eq!(
+            on("h100_sxm", Precision::Fp8)[1..],
+            on("h100_sxm", Precision::Bf16)[1..]
+        );
+        assert_eq!(on("b200_sxm", Precision::Fp8), p.step);
+        p.gemm_by_precision
+            .get_mut("h100_sxm")
+            .unwrap()
+            .insert("int8".into(), 1.0);
+        assert_eq!(p.check().unwrap_err().0, "gemm_by_precision.h100_sxm.int8");
+    }
+
     /// A GPU's own coefficients where the profile has them; else those of its architecture's
     /// GPUs (H200 is a Hopper like the H100); else `[step]`'s.
     #[test]
@@ -420,17 +490,17 @@ mod tests {
         p.step[0] = 1.5;
         p.gpu_rates.insert("h100_sxm".into(), [1.2, 1.1, 1.3, 1.4]);
         let gpu = |name| super::super::gpu::find(name).unwrap();
-        let h100 = p.step_on(gpu("h100_sxm"));
+        let h100 = p.step_on(gpu("h100_sxm"), Precision::Bf16);
         assert_eq!(
             (h100[0], h100[1], h100[2], h100[3], h100[4]),
             (1.2, 1.1, 1.0, 1.3, 1.4)
         );
-        assert_eq!(p.step_on(gpu("h200_sxm")), h100);
-        let b200 = p.step_on(gpu("b200_sxm"));
+        assert_eq!(p.step_on(gpu("h200_sxm"), Precision::Bf16), h100);
+        let b200 = p.step_on(gpu("b200_sxm"), Precision::Bf16);
         assert_eq!(b200, p.step);
         // Two of one architecture: their mean.
         p.gpu_rates.insert("b200_sxm".into(), [2.0, 1.0, 1.0, 2.0]);
         p.gpu_rates.insert("gb300".into(), [3.0, 1.0, 1.0, 3.0]);
-        assert_eq!(p.step_on(gpu("gb200"))[0], 2.5);
+        assert_eq!(p.step_on(gpu("gb200"), Precision::Bf16)[0], 2.5);
     }
 }

@@ -129,7 +129,7 @@ impl Roofline {
             link_bytes_per_ms: d.gpu.link_bytes_per_s() / 1e3,
             allreduces: if d.tp > 1 { 2.0 * m.layers as f64 } else { 0.0 },
             layers: m.layers as f64,
-            step: profile.step_on(&d.gpu),
+            step: profile.step_on(&d.gpu, d.precision),
             profile,
         }
     }

@@ -616,3 +616,51 @@ fn bench_takes_its_protocols_request_overhead() {
     assert!(e.contains("timing.protocol") && e.contains("aiperf"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+/// `calibrate --gemm-by-precision` on rows of one GPU at two weight precisions (TensorRT-LLM on
+/// H100: Qwen3-32B in FP8, Llama-3.1-8B in BF16) writes each precision's GEMM coefficient for
+/// that GPU and says so in the header, its `gemm_compute` between them; the profile read back
+/// predicts each row at its own precision's (its check's errors are the fit's).
+#[test]
+fn calibrate_fits_a_gemm_coefficient_per_weight_precision_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp8 = measured_subset(&[",trtllm,", "Qwen3-32B,h100_sxm,fp8,agg,1024,128,"], 3);
+    let bf16 = measured_subset(
+        &[",trtllm,", "Llama-3.1-8B-Instruct,h100_sxm,,agg,1024,"],
+        3,
+    );
+    let csv = format!("{fp8}{}", bf16.split_once('\n').unwrap().1);
+    let measured = write(dir.path(), "m.csv", &csv);
+    let profile = dir.path().join("p.toml");
+    let args = |extra: &[&str]| {
+        let mut a = vec!["calibrate", &measured, "--engine", "trtllm", "--jobs", "2"];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let fit_args = args(&["--gemm-by-precision", "--out", profile.to_str().unwrap()]);
+    let out = ok(&fit_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("6 trtllm rows"), "{out}");
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(written.contains(" --gemm-by-precision"), "{written}");
+    let got: toml::Value = toml::from_str(&written).unwrap();
+    let by = got["gemm_by_precision"]["h100_sxm"].as_table().unwrap();
+    assert_eq!(by.keys().collect::<Vec<_>>(), ["bf16", "fp8"]);
+    let (b, f) = (
+        by["bf16"].as_float().unwrap(),
+        by["fp8"].as_float().unwrap(),
+    );
+    let gemm = got["gpu"]["h100_sxm"]["gemm_compute"].as_float().unwrap();
+    assert!(
+        b != f && gemm >= b.min(f) && gemm <= b.max(f),
+        "{b} {f} {gemm}"
+    );
+    let check_args = args(&["--check", "--profile", profile.to_str().unwrap()]);
+    let checked = ok(&check_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let all = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("all "))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(all(&checked), all(&out));
+}
