@@ -23,6 +23,10 @@ pub struct FitOptions<'a> {
     /// ([`Profile::gemm_by_precision`]): a GPU's FP8 and FP4 GEMMs reach a different share of
     /// their peaks than its BF16 ones.
     pub gemm_by_precision: bool,
+    /// Gives a GPU a GEMM coefficient at each weight precision this profile has one for on that
+    /// GPU and the rows lack: the GPU's fitted one at the precision of most of its rows (that
+    /// this profile also has) times this profile's ratio of the two. See [`borrow_ratios`].
+    pub gemm_ratios_from: Option<&'a Profile>,
     /// Step coefficients held at a value, by index in [`FEATURE_NAMES`] (on every GPU): for a
     /// coefficient the rows cannot pin, or one measured elsewhere. A rate held here gives way to
     /// `rates_from`'s (`calibrate` refuses the two together).
@@ -219,6 +223,28 @@ pub fn fit(
         }
         gpu_rates.insert(name.to_string(), own);
     }
+    if let Some(from) = options.gemm_ratios_from {
+        for name in &gpus {
+            let mut counts: BTreeMap<Precision, usize> = BTreeMap::new();
+            for r in rows.iter().filter(|r| r.gpu == *name) {
+                *counts.entry(r.precision).or_default() += 1;
+            }
+            let split = gemm_by_precision.contains_key(*name);
+            let own = gemm_by_precision.remove(*name).unwrap_or_else(|| {
+                let gemm = gpu_rates[*name][0];
+                counts
+                    .keys()
+                    .map(|p| (p.name().to_string(), gemm))
+                    .collect()
+            });
+            let before = own.len();
+            let by = borrow_ratios(own, &counts, from.gemm_by_precision.get(*name));
+            // Written where the rows split it or a precision was borrowed.
+            if split || by.len() > before {
+                gemm_by_precision.insert(name.to_string(), by);
+            }
+        }
+    }
     if let Some(p) = rates_from {
         // Every GPU the held profile names keeps its rates; the step's rates are its own.
         step[..RATE_FEATURES].copy_from_slice(&p.step[..RATE_FEATURES]);
@@ -250,6 +276,29 @@ pub fn fit(
         protocol_overhead_ms,
         request_jitter_ms: jitter_ms,
     }
+}
+
+/// A GPU's GEMM coefficients by precision (`own`, from its rows, `counts` of which are at each
+/// precision) with those at the precisions `from` (another profile's coefficients on the same
+/// GPU) has and the rows lack: the own coefficient at the precision of most rows that `from`
+/// also has, times `from`'s ratio of the two. `own` unchanged if no precision is shared.
+pub fn borrow_ratios(
+    mut own: BTreeMap<String, f64>,
+    counts: &BTreeMap<Precision, usize>,
+    from: Option<&BTreeMap<String, f64>>,
+) -> BTreeMap<String, f64> {
+    let Some(from) = from else { return own };
+    let base = counts
+        .iter()
+        .filter(|(p, _)| from.contains_key(p.name()) && own.contains_key(p.name()))
+        .max_by_key(|&(p, &n)| (n, std::cmp::Reverse(*p)))
+        .map(|(p, _)| p.name());
+    let Some(base) = base else { return own };
+    let at = own[base] / from[base];
+    for (p, c) in from {
+        own.entry(p.clone()).or_insert(c * at);
+    }
+    own
 }
 
 /// Rounds of iteratively reweighted least squares in [`least_absolute`].
@@ -422,6 +471,28 @@ mod tests {
             one.step_on(gpu, Precision::Bf16)[0],
             one.step_on(gpu, Precision::Fp8)[0]
         );
+    }
+
+    /// Another profile's ratios between precisions on a GPU give the precisions the rows lack:
+    /// the own coefficient at the precision of most rows (FP8, 10 rows against 3 BF16) times
+    /// the other's ratio (FP4: 2.5 x 3.0 / 2.0 = 3.75); precisions the rows have keep their
+    /// own; nothing to go by (no such GPU, no shared precision), nothing borrowed.
+    #[test]
+    fn precisions_the_rows_lack_borrow_another_profiles_ratios() {
+        let map = |pairs: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            pairs.iter().map(|&(p, c)| (p.to_string(), c)).collect()
+        };
+        let from = map(&[("bf16", 1.5), ("fp8", 2.0), ("fp4", 3.0)]);
+        let counts = BTreeMap::from([(Precision::Bf16, 3), (Precision::Fp8, 10)]);
+        let own = map(&[("bf16", 1.2), ("fp8", 2.5)]);
+        let by = borrow_ratios(own.clone(), &counts, Some(&from));
+        assert_eq!(by, map(&[("bf16", 1.2), ("fp8", 2.5), ("fp4", 3.75)]));
+        let fp8_only = BTreeMap::from([(Precision::Fp8, 10)]);
+        let by = borrow_ratios(map(&[("fp8", 2.5)]), &fp8_only, Some(&from));
+        assert_eq!(by, map(&[("bf16", 1.875), ("fp8", 2.5), ("fp4", 3.75)]));
+        assert_eq!(borrow_ratios(own.clone(), &counts, None), own);
+        let fp4_only = map(&[("fp4", 3.0)]);
+        assert_eq!(borrow_ratios(own.clone(), &counts, Some(&fp4_only)), own);
     }
 
     /// Rows of one GPU whose rates are another profile's and whose fixed costs are their own:

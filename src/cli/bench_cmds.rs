@@ -188,6 +188,12 @@ pub struct CalibrateArgs {
     /// its `gemm_compute` (the row-weighted mean).
     #[arg(long, conflicts_with = "check")]
     gemm_by_precision: bool,
+    /// For a weight precision a GPU's rows lack, gives the GPU a GEMM coefficient at it from
+    /// this profile's `[gemm_by_precision.GPU]`: the GPU's own coefficient at a precision it has
+    /// rows of, times this profile's ratio of the two (say, FP4 for an engine whose rows are
+    /// all FP8, from another engine's rows of both on that GPU).
+    #[arg(long, value_name = "PROFILE.toml", conflicts_with = "check")]
+    gemm_ratios_from: Option<PathBuf>,
     /// Holds a step coefficient at a value instead of fitting it (repeatable; on every GPU),
     /// e.g. --hold attention_compute=1: for one the rows cannot pin apart from the others, or
     /// one measured elsewhere. A rate (gemm_compute, weight_read, attention_compute, kv_read,
@@ -328,13 +334,14 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         request_jitter_ms: a.jitter_ms.unwrap_or(start.request_jitter_ms),
         ..start
     };
-    let rates_from = match &a.rates_from {
-        Some(path) => Some(Profile::of_file(&profile::parse(
+    let read_profile = |path: &PathBuf| -> Result<Profile> {
+        Ok(Profile::of_file(&profile::parse(
             path,
             &crate::error::read_text(path)?,
-        )?)),
-        None => None,
+        )?))
     };
+    let rates_from = a.rates_from.as_ref().map(read_profile).transpose()?;
+    let gemm_ratios_from = a.gemm_ratios_from.as_ref().map(read_profile).transpose()?;
     if let Some(&(k, _)) = a
         .hold
         .iter()
@@ -367,6 +374,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 rates_from: rates_from.as_ref(),
                 overhead_by_protocol: a.overhead_by_protocol,
                 gemm_by_precision: a.gemm_by_precision,
+                gemm_ratios_from: gemm_ratios_from.as_ref(),
                 held: &a.hold,
             },
             jobs,
@@ -462,6 +470,9 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                     .then(|| " --overhead-by-protocol".to_string()),
                 a.gemm_by_precision
                     .then(|| " --gemm-by-precision".to_string()),
+                a.gemm_ratios_from
+                    .as_ref()
+                    .map(|p| format!(" --gemm-ratios-from {}", p.display())),
                 (!a.hold.is_empty()).then(|| {
                     a.hold
                         .iter()

@@ -664,3 +664,59 @@ fn calibrate_fits_a_gemm_coefficient_per_weight_precision_when_asked() {
     };
     assert_eq!(all(&checked), all(&out));
 }
+
+/// `calibrate --gemm-ratios-from` gives a GPU's GEMMs a coefficient at a precision its rows
+/// lack from another profile's ratio on that GPU: vLLM's FP8 rows on B200 and the bundled
+/// TensorRT-LLM profile's FP4 / FP8 there. The written profile says so in its header, keeps the
+/// fitted FP8 coefficient, and `bench` of an FP4 deployment on B200 runs with it.
+#[test]
+fn calibrate_borrows_a_missing_precisions_gemm_ratio_from_another_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = measured_subset(&[",vllm,", "b200_sxm,fp8,agg,1024,1024,"], 3);
+    let measured = write(dir.path(), "m.csv", &csv);
+    let trtllm = concat!(env!("CARGO_MANIFEST_DIR"), "/data/profiles/trtllm.toml");
+    let profile = dir.path().join("p.toml");
+    let out = ok(&[
+        "calibrate",
+        &measured,
+        "--gemm-ratios-from",
+        trtllm,
+        "--out",
+        profile.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    assert!(out.contains("3 vllm rows"), "{out}");
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(written.contains(" --gemm-ratios-from "), "{written}");
+    let got: toml::Value = toml::from_str(&written).unwrap();
+    let from: toml::Value = toml::from_str(&std::fs::read_to_string(trtllm).unwrap()).unwrap();
+    let f = |v: &toml::Value, p: &str| v["gemm_by_precision"]["b200_sxm"][p].as_float().unwrap();
+    let fitted = got["gpu"]["b200_sxm"]["gemm_compute"].as_float().unwrap();
+    assert_eq!(f(&got, "fp8"), fitted);
+    let want = fitted * f(&from, "fp4") / f(&from, "fp8");
+    assert!((f(&got, "fp4") - want).abs() < 1e-4 * want, "{written}");
+    let r = json(&[
+        "bench",
+        "--model",
+        "meta-llama/Llama-3.1-70B",
+        "--gpu",
+        "b200_sxm",
+        "--tp",
+        "2",
+        "--precision",
+        "fp4",
+        "--isl",
+        "1024",
+        "--osl",
+        "64",
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(r["ttft_ms"]["mean"].as_f64().unwrap() > 0.0);
+}
