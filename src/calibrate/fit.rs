@@ -225,24 +225,7 @@ pub fn fit(
     }
     if let Some(from) = options.gemm_ratios_from {
         for name in &gpus {
-            let mut counts: BTreeMap<Precision, usize> = BTreeMap::new();
-            for r in rows.iter().filter(|r| r.gpu == *name) {
-                *counts.entry(r.precision).or_default() += 1;
-            }
-            let split = gemm_by_precision.contains_key(*name);
-            let own = gemm_by_precision.remove(*name).unwrap_or_else(|| {
-                let gemm = gpu_rates[*name][0];
-                counts
-                    .keys()
-                    .map(|p| (p.name().to_string(), gemm))
-                    .collect()
-            });
-            let before = own.len();
-            let by = borrow_ratios(own, &counts, from.gemm_by_precision.get(*name));
-            // Written where the rows split it or a precision was borrowed.
-            if split || by.len() > before {
-                gemm_by_precision.insert(name.to_string(), by);
-            }
+            borrow_missing_precisions(name, rows, &gpu_rates, &mut gemm_by_precision, from);
         }
     }
     if let Some(p) = rates_from {
@@ -275,6 +258,35 @@ pub fn fit(
         request_overhead_ms,
         protocol_overhead_ms,
         request_jitter_ms: jitter_ms,
+    }
+}
+
+/// Gives GPU `name` a GEMM coefficient at each precision `from` has one for on it and `rows`
+/// lack ([`borrow_ratios`]), in `gemm_by_precision` (written where the rows split the GPU's
+/// GEMMs by precision or a precision was borrowed; else its `gpu_rates` one stands).
+fn borrow_missing_precisions(
+    name: &str,
+    rows: &[MeasuredRow],
+    gpu_rates: &BTreeMap<String, [f64; GPU_FEATURES.len()]>,
+    gemm_by_precision: &mut BTreeMap<String, BTreeMap<String, f64>>,
+    from: &Profile,
+) {
+    let mut counts: BTreeMap<Precision, usize> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.gpu == name) {
+        *counts.entry(r.precision).or_default() += 1;
+    }
+    let split = gemm_by_precision.contains_key(name);
+    let own = gemm_by_precision.remove(name).unwrap_or_else(|| {
+        let gemm = gpu_rates[name][0];
+        counts
+            .keys()
+            .map(|p| (p.name().to_string(), gemm))
+            .collect()
+    });
+    let before = own.len();
+    let by = borrow_ratios(own, &counts, from.gemm_by_precision.get(name));
+    if split || by.len() > before {
+        gemm_by_precision.insert(name.to_string(), by);
     }
 }
 
