@@ -8,7 +8,7 @@ use super::nnls;
 use super::{Prediction, TPOT_WEIGHT};
 use crate::bench::Protocol;
 use crate::deployment::features::{Features, FEATURES, GPU_FEATURES, RATE_FEATURES};
-use crate::deployment::profile::Profile;
+use crate::deployment::profile::{Profile, STEP_US};
 use crate::deployment::Precision;
 
 /// How [`fit()`] treats what it is not told by the rows.
@@ -27,6 +27,11 @@ pub struct FitOptions<'a> {
     /// GPU and the rows lack: the GPU's fitted one at the precision of most of its rows (that
     /// this profile also has) times this profile's ratio of the two. See [`borrow_ratios`].
     pub gemm_ratios_from: Option<&'a Profile>,
+    /// Fits the per-step cost (`step_us`) once per benchmark protocol of the rows instead of
+    /// once for all ([`Profile::protocol_step_us`]): a serving stack that handles each step's
+    /// tokens on the way out adds to every step. With `rates_from`, a protocol the rows lack
+    /// takes that profile's.
+    pub step_by_protocol: bool,
     /// Step coefficients held at a value, by index in [`FEATURE_NAMES`] (on every GPU): for a
     /// coefficient the rows cannot pin, or one measured elsewhere. A rate held here gives way to
     /// `rates_from`'s (`calibrate` refuses the two together).
@@ -81,6 +86,24 @@ pub fn fit(
         .iter()
         .map(|p| protocols.binary_search(p).expect("listed"))
         .collect();
+    // With `step_by_protocol`, the rows' protocols again (whatever `overhead_by_protocol`):
+    // a per-step cost column each, in place of the shared one.
+    let step_protocols: Vec<&str> = if options.step_by_protocol {
+        rows.iter()
+            .map(|r| Protocol::of_row(&r.version, r.isl, r.osl).name())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let row_step_protocol: Vec<Option<usize>> = rows
+        .iter()
+        .map(|r| {
+            let name = Protocol::of_row(&r.version, r.isl, r.osl).name();
+            step_protocols.binary_search(&name).ok()
+        })
+        .collect();
     let gpus: Vec<&str> = rows
         .iter()
         .map(|r| r.gpu.as_str())
@@ -120,11 +143,22 @@ pub fn fit(
             Some(i) => classes.len() + classes[class].0 * (GPU_FEATURES.len() - 1) + i - 1,
             None => per_gpu + shared.iter().position(|&k| k == feature).expect("shared"),
         };
-    // The overhead columns: one per protocol (one in all without `overhead_by_protocol`).
-    let columns = |features: &Features, class: usize, by: f64, protocol: Option<usize>| {
-        let mut c = vec![0.0; overhead + protocols.len()];
+    // The overhead columns: one per protocol (one in all without `overhead_by_protocol`); then,
+    // with `step_by_protocol`, a per-step cost column per protocol, which takes the step count
+    // from the shared `step_us` column.
+    let step_base = overhead + protocols.len();
+    let columns = |features: &Features,
+                   class: usize,
+                   by: f64,
+                   protocol: Option<usize>,
+                   step_protocol: Option<usize>| {
+        let mut c = vec![0.0; step_base + step_protocols.len()];
         for (k, f) in features.iter().enumerate() {
             c[column(k, class)] = f * by;
+        }
+        if let Some(p) = step_protocol {
+            c[step_base + p] = c[column(STEP_US, class)];
+            c[column(STEP_US, class)] = 0.0;
         }
         if let Some(p) = protocol {
             c[overhead + p] = by;
@@ -133,14 +167,25 @@ pub fn fit(
     };
     let mut a = Vec::with_capacity(2 * rows.len());
     let mut b = Vec::with_capacity(2 * rows.len());
-    for ((row, p), &protocol) in rows.iter().zip(predictions).zip(&row_protocol) {
+    for (((row, p), &protocol), &step_protocol) in rows
+        .iter()
+        .zip(predictions)
+        .zip(&row_protocol)
+        .zip(&row_step_protocol)
+    {
         let class = class_of(row);
         let (ttft, tpot) = p.mean_features();
         // TTFT = overhead + features · coefficients, relative to the measured.
-        a.push(columns(&ttft, class, 1.0 / row.ttft_ms, Some(protocol)));
+        a.push(columns(
+            &ttft,
+            class,
+            1.0 / row.ttft_ms,
+            Some(protocol),
+            step_protocol,
+        ));
         b.push(1.0);
         let w = TPOT_WEIGHT / row.tpot_ms;
-        a.push(columns(&tpot, class, w, None));
+        a.push(columns(&tpot, class, w, None, step_protocol));
         b.push(row.tpot_ms * w);
     }
     // Rates cannot beat the datasheet: each rate coefficient is 1 plus a non-negative part
@@ -239,10 +284,11 @@ pub fn fit(
             gemm_by_precision.insert(name.clone(), by.clone());
         }
     }
-    // What a protocol the rows do not have is predicted with: the row-weighted mean.
-    let request_overhead_ms =
+    // What a protocol the rows do not have is predicted with: the row-weighted mean, or with
+    // `rates_from`, that profile's (its own for the protocol if it has one).
+    let mut request_overhead_ms =
         row_protocol.iter().map(|&i| x[overhead + i]).sum::<f64>() / rows.len() as f64;
-    let protocol_overhead_ms = if options.overhead_by_protocol {
+    let mut protocol_overhead_ms: BTreeMap<String, f64> = if options.overhead_by_protocol {
         protocols
             .iter()
             .enumerate()
@@ -251,14 +297,44 @@ pub fn fit(
     } else {
         BTreeMap::new()
     };
+    let mut protocol_step_us: BTreeMap<String, f64> = step_protocols
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.to_string(), x[step_base + i]))
+        .collect();
+    if options.step_by_protocol {
+        step[STEP_US] = row_step_protocol
+            .iter()
+            .map(|&i| x[step_base + i.expect("every row's protocol")])
+            .sum::<f64>()
+            / rows.len() as f64;
+    }
+    if let Some(p) = rates_from {
+        if options.overhead_by_protocol {
+            request_overhead_ms = p.request_overhead_ms;
+            protocol_overhead_ms = overlay(&p.protocol_overhead_ms, protocol_overhead_ms);
+        }
+        if options.step_by_protocol {
+            step[STEP_US] = p.step[STEP_US];
+            protocol_step_us = overlay(&p.protocol_step_us, protocol_step_us);
+        }
+    }
     Profile {
         step,
         gpu_rates,
         gemm_by_precision,
+        protocol_step_us,
         request_overhead_ms,
         protocol_overhead_ms,
         request_jitter_ms: jitter_ms,
     }
+}
+
+/// `under`'s entries with `over`'s in their place where both have one.
+fn overlay(under: &BTreeMap<String, f64>, over: BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    let mut all = under.clone();
+    all.extend(over);
+    all
 }
 
 /// Gives GPU `name` a GEMM coefficient at each precision `from` has one for on it and `rows`
@@ -505,6 +581,63 @@ mod tests {
         assert_eq!(borrow_ratios(own.clone(), &counts, None), own);
         let fp4_only = map(&[("fp4", 3.0)]);
         assert_eq!(borrow_ratios(own.clone(), &counts, Some(&fp4_only)), own);
+    }
+
+    /// Rows measured under two protocols whose stacks add different per-step costs (0.5 ms
+    /// under AIConfigurator's, 20 ms under aiperf's), the rest the same: fitted per protocol,
+    /// each gets its own and `step_us` is their row-weighted mean (6 and 18 rows: 15.125 ms);
+    /// on top of another profile's rates, a protocol the rows lack takes that profile's per-step
+    /// cost and request overhead, and `step_us` and `request_overhead_ms` are its.
+    #[test]
+    fn each_protocol_gets_its_own_step_cost() {
+        let c = [1.25, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 0.0, 10.0];
+        let (rows, predictions): (Vec<_>, Vec<_>) = (0..24)
+            .map(|i| {
+                let (mut c, overhead) = (c, if i < 6 { 0.0 } else { 30.0 });
+                c[STEP_US] = if i < 6 { 500.0 } else { 20_000.0 };
+                let (mut r, p) = row(i, "h100_sxm", &c, overhead);
+                if i >= 6 {
+                    (r.isl, r.osl) = (1000, 100);
+                }
+                (r, p)
+            })
+            .unzip();
+        let by = FitOptions {
+            overhead_by_protocol: true,
+            step_by_protocol: true,
+            ..FitOptions::default()
+        };
+        let p = fit(&rows, &predictions, 0.0, by);
+        let own = &p.protocol_step_us;
+        assert_eq!(own.keys().collect::<Vec<_>>(), ["aiconfigurator", "aiperf"]);
+        assert!(
+            close(own["aiconfigurator"], 500.0) && close(own["aiperf"], 20_000.0),
+            "{own:?}"
+        );
+        assert!(close(p.step[STEP_US], 15_125.0), "{}", p.step[STEP_US]);
+        assert_eq!(p.for_protocol(Some("aiperf")).step[STEP_US], own["aiperf"]);
+        assert_eq!(p.for_protocol(Some("inferencemax")).step, p.step);
+        for k in (0..FEATURES).filter(|&k| k != STEP_US) {
+            assert!(close(p.step[k], c[k]), "feature {k}: {}", p.step[k]);
+        }
+        // Only aiperf's rows, on top of a profile that has every protocol's.
+        let mut held = Profile::ones();
+        held.step = c;
+        held.step[STEP_US] = 1_800.0;
+        held.request_overhead_ms = 12.0;
+        held.protocol_overhead_ms =
+            BTreeMap::from([("aiconfigurator".into(), 0.0), ("aiperf".into(), 19.0)]);
+        let (rows, predictions): (Vec<_>, Vec<_>) = (rows[6..].to_vec(), predictions[6..].to_vec());
+        let on_top = FitOptions {
+            rates_from: Some(&held),
+            ..by
+        };
+        let p = fit(&rows, &predictions, 0.0, on_top);
+        assert_eq!(p.protocol_step_us.keys().collect::<Vec<_>>(), ["aiperf"]);
+        assert!(close(p.protocol_step_us["aiperf"], 20_000.0));
+        assert!(close(p.protocol_overhead_ms["aiperf"], 30.0));
+        assert_eq!(p.protocol_overhead_ms["aiconfigurator"], 0.0);
+        assert_eq!((p.step[STEP_US], p.request_overhead_ms), (1_800.0, 12.0));
     }
 
     /// Rows of one GPU whose rates are another profile's and whose fixed costs are their own:

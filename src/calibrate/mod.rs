@@ -160,9 +160,10 @@ fn at_row(row: &MeasuredRow, e: Error) -> Error {
 /// (equal to the run's own means, but for rounding, when `profile` is the one it ran with).
 pub fn linear_means(p: &Prediction, profile: &Profile, row: &MeasuredRow) -> (f64, f64) {
     let f = &p.features;
+    let protocol = Protocol::of_row(&row.version, row.isl, row.osl);
+    let profile = &profile.for_protocol(Some(protocol.name()));
     let step = crate::deployment::gpu::find(&row.gpu)
         .map_or(profile.step, |g| profile.step_on(g, row.precision));
-    let protocol = Protocol::of_row(&row.version, row.isl, row.osl);
     let mean = |sum: &[f64; FEATURES], n: u64| {
         let mut m = *sum;
         m.iter_mut().for_each(|x| *x /= n.max(1) as f64);
@@ -287,6 +288,11 @@ pub fn profile_file(
                 let by = by.iter().map(|(p, &c)| (p.clone(), round(c))).collect();
                 (g.clone(), by)
             })
+            .collect(),
+        step_by_protocol: profile
+            .protocol_step_us
+            .iter()
+            .map(|(p, &us)| (p.clone(), round(us)))
             .collect(),
         request: RequestCoefficients {
             overhead_ms: round(profile.request_overhead_ms),

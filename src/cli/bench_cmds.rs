@@ -194,6 +194,13 @@ pub struct CalibrateArgs {
     /// all FP8, from another engine's rows of both on that GPU).
     #[arg(long, value_name = "PROFILE.toml", conflicts_with = "check")]
     gemm_ratios_from: Option<PathBuf>,
+    /// Fits the per-step cost (step_us) once per benchmark protocol of the rows
+    /// (`[step_by_protocol]`: a serving stack that handles each step's tokens on the way out
+    /// adds to every step); `bench --protocol` and a scenario's `timing.protocol` take their
+    /// own. With --rates-from, a protocol the rows lack takes that profile's per-step cost and,
+    /// with --overhead-by-protocol, its request overhead.
+    #[arg(long, conflicts_with = "check")]
+    step_by_protocol: bool,
     /// Holds a step coefficient at a value instead of fitting it (repeatable; on every GPU),
     /// e.g. --hold attention_compute=1: for one the rows cannot pin apart from the others, or
     /// one measured elsewhere. A rate (gemm_compute, weight_read, attention_compute, kv_read,
@@ -355,6 +362,12 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             ),
         ));
     }
+    if a.step_by_protocol && a.hold.iter().any(|&(k, _)| k == profile::STEP_US) {
+        return Err(Error::arg(
+            "--hold",
+            "step_us is fitted per protocol with --step-by-protocol: hold one or the other",
+        ));
+    }
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let rounds = if a.check { 1 } else { cal::ROUNDS + 1 };
     let bar = Progress::new(
@@ -375,6 +388,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 overhead_by_protocol: a.overhead_by_protocol,
                 gemm_by_precision: a.gemm_by_precision,
                 gemm_ratios_from: gemm_ratios_from.as_ref(),
+                step_by_protocol: a.step_by_protocol,
                 held: &a.hold,
             },
             jobs,
@@ -473,6 +487,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 a.gemm_ratios_from
                     .as_ref()
                     .map(|p| format!(" --gemm-ratios-from {}", p.display())),
+                a.step_by_protocol
+                    .then(|| " --step-by-protocol".to_string()),
                 (!a.hold.is_empty()).then(|| {
                     a.hold
                         .iter()

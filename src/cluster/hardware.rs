@@ -93,6 +93,7 @@ impl Hardware {
                     .profile
                     .clone()
                     .expect("resolved with the deployment");
+                let p = p.for_protocol(s.timing.protocol.as_deref());
                 TimingModel::Roofline(Box::new(Roofline::new(d, p)))
             }
         }

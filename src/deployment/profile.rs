@@ -16,6 +16,9 @@ use super::gpu::GpuSpec;
 use super::Precision;
 use crate::error::{Error, Result};
 
+/// Where `step_us` sits among the step coefficients ([`FEATURE_NAMES`]).
+pub const STEP_US: usize = 7;
+
 /// The benchmark protocols a profile can hold a request overhead for
 /// ([`crate::bench::Protocol`]'s names).
 pub const PROTOCOL_NAMES: [&str; 3] = ["aiconfigurator", "inferencemax", "aiperf"];
@@ -167,6 +170,12 @@ pub struct ProfileFile {
     /// more than one precision.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gemm_by_precision: BTreeMap<String, BTreeMap<String, f64>>,
+    /// `step.step_us` as measured through each benchmark protocol's serving stack, by protocol
+    /// name (`[step_by_protocol]`, `calibrate --step-by-protocol`): a stack that handles each
+    /// step's tokens on the way out can add to every step; a scenario or `bench` naming a
+    /// protocol takes its own, else `step.step_us`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub step_by_protocol: BTreeMap<String, f64>,
     /// The per-request coefficients.
     pub request: RequestCoefficients,
     /// The fit's error on the rows it was fitted on.
@@ -185,6 +194,9 @@ pub struct Profile {
     /// GEMM coefficients of particular GPUs at particular weight precisions, by GPU and
     /// precision name, in place of `gpu_rates`' (see [`ProfileFile::gemm_by_precision`]).
     pub gemm_by_precision: BTreeMap<String, BTreeMap<String, f64>>,
+    /// The per-step cost (`step_us`) as measured through a protocol's serving stack, by protocol
+    /// name (see [`ProfileFile::step_by_protocol`]).
+    pub protocol_step_us: BTreeMap<String, f64>,
     /// ms added to each request's time to first token (see [`RequestCoefficients`]).
     pub request_overhead_ms: f64,
     /// The request overhead as measured through a protocol's serving stack, by protocol name
@@ -201,6 +213,7 @@ impl Profile {
             step: [1.0; FEATURES],
             gpu_rates: BTreeMap::new(),
             gemm_by_precision: BTreeMap::new(),
+            protocol_step_us: BTreeMap::new(),
             request_overhead_ms: 0.0,
             protocol_overhead_ms: BTreeMap::new(),
             request_jitter_ms: 0.0,
@@ -216,6 +229,7 @@ impl Profile {
             step: [1.25, 1.15, 2.0, 1.5, 1.2, 5.0, 60.0, 500.0, 10.0],
             gpu_rates: BTreeMap::new(),
             gemm_by_precision: BTreeMap::new(),
+            protocol_step_us: BTreeMap::new(),
             request_overhead_ms: 50.0,
             protocol_overhead_ms: BTreeMap::new(),
             request_jitter_ms: 0.0,
@@ -270,6 +284,7 @@ impl Profile {
                 .map(|(g, r)| (g.clone(), r.to_array()))
                 .collect(),
             gemm_by_precision: f.gemm_by_precision.clone(),
+            protocol_step_us: f.step_by_protocol.clone(),
             request_overhead_ms: f.request.overhead_ms,
             protocol_overhead_ms: f.request.by_protocol.clone(),
             request_jitter_ms: f.request.jitter_ms,
@@ -311,7 +326,12 @@ impl Profile {
         let by_protocol = self
             .protocol_overhead_ms
             .iter()
-            .map(|(name, &x)| (format!("request.by_protocol.{name}"), x));
+            .map(|(name, &x)| (format!("request.by_protocol.{name}"), x))
+            .chain(
+                self.protocol_step_us
+                    .iter()
+                    .map(|(name, &x)| (format!("step_by_protocol.{name}"), x)),
+            );
         for (key, x) in [
             ("request.overhead_ms".to_string(), self.request_overhead_ms),
             ("request.jitter_ms".to_string(), self.request_jitter_ms),
@@ -333,7 +353,28 @@ impl Profile {
                 format!("is not a protocol: one of {}", PROTOCOL_NAMES.join(", ")),
             ));
         }
+        if let Some(name) = self
+            .protocol_step_us
+            .keys()
+            .find(|n| !PROTOCOL_NAMES.contains(&n.as_str()))
+        {
+            return Err((
+                format!("step_by_protocol.{name}"),
+                format!("is not a protocol: one of {}", PROTOCOL_NAMES.join(", ")),
+            ));
+        }
         Ok(())
+    }
+
+    /// The profile as it times a benchmark measured through `protocol`'s serving stack: its
+    /// per-step cost that protocol's if the profile has one ([`Profile::protocol_step_us`]),
+    /// else `step_us` as it is.
+    pub fn for_protocol(&self, protocol: Option<&str>) -> Profile {
+        let mut p = self.clone();
+        if let Some(&us) = protocol.and_then(|name| self.protocol_step_us.get(name)) {
+            p.step[STEP_US] = us;
+        }
+        p
     }
 
     /// The request overhead as measured through `protocol`'s serving stack, ms: its own if the
@@ -440,6 +481,16 @@ mod tests {
             e.contains(&format!("p.toml:{line}")) && e.contains("request.by_protocol.vllm_bench"),
             "{e}"
         );
+    }
+
+    /// A per-step cost by protocol that is no protocol is refused by its key.
+    #[test]
+    fn a_step_cost_of_no_protocol_is_refused_by_name() {
+        let mut p = Profile::ones();
+        p.protocol_step_us.insert("aiperf".into(), 20_000.0);
+        assert_eq!(p.check(), Ok(()));
+        p.protocol_step_us.insert("vllm_bench".into(), 1.0);
+        assert_eq!(p.check().unwrap_err().0, "step_by_protocol.vllm_bench");
     }
 
     #[test]

@@ -720,3 +720,87 @@ fn calibrate_borrows_a_missing_precisions_gemm_ratio_from_another_profile() {
     ]);
     assert!(r["ttft_ms"]["mean"].as_f64().unwrap() > 0.0);
 }
+
+/// The bundled SGLang profile charges its rows' per-step floor and request overhead to the
+/// protocol they were measured under (aiperf through Dynamo's stack, `[step_by_protocol]` and
+/// `[request.by_protocol]`), and times another protocol at vLLM's: one request alone, each of
+/// its decode steps differs by exactly the two protocols' per-step costs, and its first token by
+/// the two overheads plus that of its one prefill step.
+#[test]
+fn sglang_charges_its_stacks_step_floor_to_that_protocol_only() {
+    let profile: toml::Value = toml::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/data/profiles/sglang.toml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let step = |p: &str| {
+        profile["step_by_protocol"]
+            .get(p)
+            .unwrap_or(&profile["step"]["step_us"])
+            .as_float()
+            .unwrap()
+            / 1e3
+    };
+    let overhead = |p: &str| profile["request"]["by_protocol"][p].as_float().unwrap();
+    let run = |protocol: &str| {
+        let r = json(&[
+            "bench",
+            "--engine",
+            "sglang",
+            "--model",
+            "Qwen/Qwen3-32B",
+            "--gpu",
+            "h100_sxm",
+            "--tp",
+            "2",
+            "--isl",
+            "1024",
+            "--osl",
+            "64",
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "--protocol",
+            protocol,
+            "--json",
+        ]);
+        let mean = |k: &str| r[k]["mean"].as_f64().unwrap();
+        (mean("ttft_ms"), mean("tpot_ms"))
+    };
+    let (aiperf, aic) = (run("aiperf"), run("aiconfigurator"));
+    let per_step = step("aiperf") - step("aiconfigurator");
+    assert!(per_step > 10.0, "the stack's floor: {per_step} ms a step");
+    assert!(
+        (aiperf.1 - aic.1 - per_step).abs() < 2e-3,
+        "{aiperf:?} {aic:?}"
+    );
+    let first = overhead("aiperf") - overhead("aiconfigurator") + per_step;
+    assert!(
+        (aiperf.0 - aic.0 - first).abs() < 2e-3,
+        "{aiperf:?} {aic:?}"
+    );
+}
+
+/// `calibrate --step-by-protocol` refuses a held `step_us`, which it fits per protocol.
+#[test]
+fn calibrate_refuses_holding_the_step_cost_it_fits_per_protocol() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = measured_subset(&[",vllm,", ",1024,128,8,"], 2);
+    let measured = write(dir.path(), "m.csv", &csv);
+    let e = bad(&[
+        "calibrate",
+        &measured,
+        "--step-by-protocol",
+        "--hold",
+        "step_us=100",
+        "--out",
+        dir.path().join("p.toml").to_str().unwrap(),
+    ]);
+    assert!(e.contains("--hold") && e.contains("step_us"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(!dir.path().join("p.toml").exists());
+}
