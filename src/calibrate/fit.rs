@@ -64,72 +64,39 @@ pub fn fit(
     options: FitOptions<'_>,
 ) -> Profile {
     let rates_from = options.rates_from;
-    // The protocols of the rows, and each row's among them (one, unnamed, for all without
-    // `overhead_by_protocol`): a request-overhead column each.
-    let protocol_of: Vec<&str> = rows
+    // Each row's protocol, found once. A request-overhead column per protocol of the rows (one,
+    // unnamed, for all without `overhead_by_protocol`); with `step_by_protocol`, a per-step cost
+    // column per protocol too, in place of the shared one.
+    let names: Vec<&str> = rows
         .iter()
-        .map(|r| {
-            if options.overhead_by_protocol {
-                Protocol::of_row(&r.version, r.isl, r.osl).name()
-            } else {
-                ""
-            }
-        })
+        .map(|r| Protocol::of_row(&r.version, r.isl, r.osl).name())
         .collect();
-    let protocols: Vec<&str> = protocol_of
-        .iter()
-        .copied()
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let row_protocol: Vec<usize> = protocol_of
-        .iter()
-        .map(|p| protocols.binary_search(p).expect("listed"))
-        .collect();
-    // With `step_by_protocol`, the rows' protocols again (whatever `overhead_by_protocol`):
-    // a per-step cost column each, in place of the shared one.
-    let step_protocols: Vec<&str> = if options.step_by_protocol {
-        rows.iter()
-            .map(|r| Protocol::of_row(&r.version, r.isl, r.osl).name())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let row_step_protocol: Vec<Option<usize>> = rows
-        .iter()
-        .map(|r| {
-            let name = Protocol::of_row(&r.version, r.isl, r.osl).name();
-            step_protocols.binary_search(&name).ok()
-        })
-        .collect();
-    let gpus: Vec<&str> = rows
-        .iter()
-        .map(|r| r.gpu.as_str())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let (protocols, row_protocol) =
+        distinct(
+            names
+                .iter()
+                .map(|&n| if options.overhead_by_protocol { n } else { "" }),
+        );
+    let (step_protocols, row_step_protocol): (Vec<&str>, Vec<Option<usize>>) =
+        if options.step_by_protocol {
+            let (p, at) = distinct(names.iter().copied());
+            (p, at.into_iter().map(Some).collect())
+        } else {
+            (Vec::new(), vec![None; rows.len()])
+        };
+    let (gpus, row_gpu) = distinct(rows.iter().map(|r| r.gpu.as_str()));
     // The GEMMs' classes: with `gemm_by_precision` the (GPU, weight precision) pairs of the
     // rows, else one per GPU (its precision unused). A GEMM column each; the other rates a
     // column per GPU. Rates held from a profile are held at each precision's own.
     let by_precision = options.gemm_by_precision || rates_from.is_some();
-    let class_key = |r: &MeasuredRow| {
-        let gpu = gpus.binary_search(&r.gpu.as_str()).expect("listed");
+    let (classes, row_class) = distinct(rows.iter().zip(&row_gpu).map(|(r, &gpu)| {
         let precision = if by_precision {
             r.precision
         } else {
             Precision::default()
         };
         (gpu, precision)
-    };
-    let classes: Vec<(usize, Precision)> = rows
-        .iter()
-        .map(class_key)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let class_of = |r: &MeasuredRow| classes.binary_search(&class_key(r)).expect("listed");
+    }));
     let shared: Vec<usize> = (0..FEATURES)
         .filter(|k| !GPU_FEATURES.contains(k))
         .collect();
@@ -167,13 +134,9 @@ pub fn fit(
     };
     let mut a = Vec::with_capacity(2 * rows.len());
     let mut b = Vec::with_capacity(2 * rows.len());
-    for (((row, p), &protocol), &step_protocol) in rows
-        .iter()
-        .zip(predictions)
-        .zip(&row_protocol)
-        .zip(&row_step_protocol)
-    {
-        let class = class_of(row);
+    for (i, (row, p)) in rows.iter().zip(predictions).enumerate() {
+        let (class, protocol, step_protocol) =
+            (row_class[i], row_protocol[i], row_step_protocol[i]);
         let (ttft, tpot) = p.mean_features();
         // TTFT = overhead + features · coefficients, relative to the measured.
         a.push(columns(
@@ -247,10 +210,9 @@ pub fn fit(
     for &k in &shared {
         step[k] = x[column(k, 0)];
     }
-    let row_classes: Vec<usize> = rows.iter().map(class_of).collect();
     for (g, name) in gpus.iter().enumerate() {
         let own_classes: Vec<usize> = (0..classes.len()).filter(|&c| classes[c].0 == g).collect();
-        let rows_of = |c: usize| row_classes.iter().filter(|&&r| r == c).count() as f64;
+        let rows_of = |c: usize| row_class.iter().filter(|&&r| r == c).count() as f64;
         let gpu_rows: f64 = own_classes.iter().map(|&c| rows_of(c)).sum();
         let mut own = GPU_FEATURES.map(|k| x[column(k, own_classes[0])]);
         // The GEMMs at a precision the GPU has no rows of: its classes' row-weighted mean.
@@ -328,6 +290,19 @@ pub fn fit(
         protocol_overhead_ms,
         request_jitter_ms: jitter_ms,
     }
+}
+
+/// The distinct `keys`, in order, and each key's index among them.
+fn distinct<K: Ord + Copy>(keys: impl Iterator<Item = K>) -> (Vec<K>, Vec<usize>) {
+    let keys: Vec<K> = keys.collect();
+    let mut values = keys.clone();
+    values.sort_unstable();
+    values.dedup();
+    let at = keys
+        .iter()
+        .map(|k| values.binary_search(k).expect("listed"))
+        .collect();
+    (values, at)
 }
 
 /// `under`'s entries with `over`'s in their place where both have one.
@@ -477,6 +452,24 @@ mod tests {
         (measured, prediction)
     }
 
+    /// 24 rows on one GPU, the `i`th's means exactly `coefficients(i)` · its features: the first 6
+    /// under AIConfigurator's protocol with no request overhead, the other 18 under aiperf's
+    /// (lengths of whole hundreds, `Protocol::of_row`) with 30 ms.
+    fn two_protocols(
+        coefficients: impl Fn(usize) -> Features,
+    ) -> (Vec<MeasuredRow>, Vec<Prediction>) {
+        (0..24)
+            .map(|i| {
+                let overhead = if i < 6 { 0.0 } else { 30.0 };
+                let (mut r, p) = row(i, "h100_sxm", &coefficients(i), overhead);
+                if i >= 6 {
+                    (r.isl, r.osl) = (1000, 100);
+                }
+                (r, p)
+            })
+            .unzip()
+    }
+
     /// Rows of two GPUs whose GEMMs, weight and KV reads and all-reduces reach different shares
     /// of their datasheets, the rest shared: the fit finds each GPU's own and the shared ones,
     /// and `step`'s are the GPUs' own weighted by their rows (8 of one, 16 of the other).
@@ -591,17 +584,11 @@ mod tests {
     #[test]
     fn each_protocol_gets_its_own_step_cost() {
         let c = [1.25, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 0.0, 10.0];
-        let (rows, predictions): (Vec<_>, Vec<_>) = (0..24)
-            .map(|i| {
-                let (mut c, overhead) = (c, if i < 6 { 0.0 } else { 30.0 });
-                c[STEP_US] = if i < 6 { 500.0 } else { 20_000.0 };
-                let (mut r, p) = row(i, "h100_sxm", &c, overhead);
-                if i >= 6 {
-                    (r.isl, r.osl) = (1000, 100);
-                }
-                (r, p)
-            })
-            .unzip();
+        let (rows, predictions) = two_protocols(|i| {
+            let mut c = c;
+            c[STEP_US] = if i < 6 { 500.0 } else { 20_000.0 };
+            c
+        });
         let by = FitOptions {
             overhead_by_protocol: true,
             step_by_protocol: true,
@@ -615,8 +602,11 @@ mod tests {
             "{own:?}"
         );
         assert!(close(p.step[STEP_US], 15_125.0), "{}", p.step[STEP_US]);
-        assert_eq!(p.for_protocol(Some("aiperf")).step[STEP_US], own["aiperf"]);
-        assert_eq!(p.for_protocol(Some("inferencemax")).step, p.step);
+        assert_eq!(
+            p.clone().for_protocol(Some("aiperf")).step[STEP_US],
+            own["aiperf"]
+        );
+        assert_eq!(p.clone().for_protocol(Some("inferencemax")).step, p.step);
         for k in (0..FEATURES).filter(|&k| k != STEP_US) {
             assert!(close(p.step[k], c[k]), "feature {k}: {}", p.step[k]);
         }
@@ -691,16 +681,7 @@ mod tests {
     #[test]
     fn each_protocol_gets_its_own_request_overhead() {
         let c = [1.25, 1.1, 2.0, 1.5, 1.2, 5.0, 50.0, 100.0, 10.0];
-        let (rows, predictions): (Vec<_>, Vec<_>) = (0..24)
-            .map(|i| {
-                let (mut r, p) = row(i, "h100_sxm", &c, if i < 6 { 0.0 } else { 30.0 });
-                if i >= 6 {
-                    // Whole hundreds: aiperf's (`Protocol::of_row`).
-                    (r.isl, r.osl) = (1000, 100);
-                }
-                (r, p)
-            })
-            .unzip();
+        let (rows, predictions) = two_protocols(|_| c);
         let by = FitOptions {
             overhead_by_protocol: true,
             ..FitOptions::default()

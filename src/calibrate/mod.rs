@@ -161,7 +161,7 @@ fn at_row(row: &MeasuredRow, e: Error) -> Error {
 pub fn linear_means(p: &Prediction, profile: &Profile, row: &MeasuredRow) -> (f64, f64) {
     let f = &p.features;
     let protocol = Protocol::of_row(&row.version, row.isl, row.osl);
-    let profile = &profile.for_protocol(Some(protocol.name()));
+    let profile = &profile.clone().for_protocol(Some(protocol.name()));
     let step = crate::deployment::gpu::find(&row.gpu)
         .map_or(profile.step, |g| profile.step_on(g, row.precision));
     let mean = |sum: &[f64; FEATURES], n: u64| {

@@ -343,25 +343,16 @@ impl Profile {
                 return Err((key, format!("= {x} must be >= 0 and finite")));
             }
         }
-        if let Some(name) = self
-            .protocol_overhead_ms
-            .keys()
-            .find(|n| !PROTOCOL_NAMES.contains(&n.as_str()))
-        {
-            return Err((
-                format!("request.by_protocol.{name}"),
-                format!("is not a protocol: one of {}", PROTOCOL_NAMES.join(", ")),
-            ));
-        }
-        if let Some(name) = self
-            .protocol_step_us
-            .keys()
-            .find(|n| !PROTOCOL_NAMES.contains(&n.as_str()))
-        {
-            return Err((
-                format!("step_by_protocol.{name}"),
-                format!("is not a protocol: one of {}", PROTOCOL_NAMES.join(", ")),
-            ));
+        for (table, by) in [
+            ("request.by_protocol", &self.protocol_overhead_ms),
+            ("step_by_protocol", &self.protocol_step_us),
+        ] {
+            if let Some(name) = by.keys().find(|n| !PROTOCOL_NAMES.contains(&n.as_str())) {
+                return Err((
+                    format!("{table}.{name}"),
+                    format!("is not a protocol: one of {}", PROTOCOL_NAMES.join(", ")),
+                ));
+            }
         }
         Ok(())
     }
@@ -369,12 +360,11 @@ impl Profile {
     /// The profile as it times a benchmark measured through `protocol`'s serving stack: its
     /// per-step cost that protocol's if the profile has one ([`Profile::protocol_step_us`]),
     /// else `step_us` as it is.
-    pub fn for_protocol(&self, protocol: Option<&str>) -> Profile {
-        let mut p = self.clone();
+    pub fn for_protocol(mut self, protocol: Option<&str>) -> Profile {
         if let Some(&us) = protocol.and_then(|name| self.protocol_step_us.get(name)) {
-            p.step[STEP_US] = us;
+            self.step[STEP_US] = us;
         }
-        p
+        self
     }
 
     /// The request overhead as measured through `protocol`'s serving stack, ms: its own if the

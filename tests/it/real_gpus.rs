@@ -31,6 +31,29 @@ fn measured_subset(marks: &[&str], n: usize) -> String {
     csv
 }
 
+/// The path of the bundled profile of `engine`.
+fn bundled_profile_path(engine: &str) -> String {
+    format!("{}/data/profiles/{engine}.toml", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The bundled profile of `engine`, as TOML.
+fn bundled_profile(engine: &str) -> toml::Value {
+    toml::from_str(&std::fs::read_to_string(bundled_profile_path(engine)).unwrap()).unwrap()
+}
+
+/// `calibrate MEASURED --jobs 2 EXTRA.. --out PROFILE`: what it prints and the profile it wrote.
+fn calibrate_into(measured: &str, profile: &std::path::Path, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["calibrate", measured, "--jobs", "2"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--out", profile.to_str().unwrap()]);
+    (ok(&args), std::fs::read_to_string(profile).unwrap())
+}
+
+/// The line of `calibrate`'s output with the errors over all rows.
+fn all_rows(out: &str) -> &str {
+    out.lines().find(|l| l.starts_with("all ")).unwrap()
+}
+
 fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("one JSON object")
 }
@@ -421,17 +444,9 @@ fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
     let csv = measured_subset(&[",vllm,", ",1024,128,8,"], 4);
     let measured = write(dir.path(), "m.csv", &csv);
     let profile = dir.path().join("p.toml");
-    let out = ok(&[
-        "calibrate",
-        &measured,
-        "--out",
-        profile.to_str().unwrap(),
-        "--jobs",
-        "2",
-    ]);
+    let (out, text) = calibrate_into(&measured, &profile, &[]);
     assert!(out.contains("4 vllm rows"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("all ")), "{out}");
-    let text = std::fs::read_to_string(&profile).unwrap();
     assert!(text.starts_with("# Fitted by `dynsim calibrate"), "{text}");
     let checked = ok(&[
         "calibrate",
@@ -441,13 +456,7 @@ fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
         profile.to_str().unwrap(),
     ]);
     // Checking the fitted profile gives the errors the fit printed.
-    let all = |s: &str| {
-        s.lines()
-            .find(|l| l.starts_with("all "))
-            .unwrap()
-            .to_string()
-    };
-    assert_eq!(all(&checked), all(&out));
+    assert_eq!(all_rows(&checked), all_rows(&out));
     let r = json(&qwen_bench(&[
         "--profile",
         profile.to_str().unwrap(),
@@ -550,28 +559,20 @@ fn calibrate_rates_from_holds_another_profiles_rates_and_says_so() {
     // The header and three SGLang rows of the bundled file (one deployment, H200).
     let csv = measured_subset(&[",sglang,", ",1000,"], 3);
     let measured = write(dir.path(), "m.csv", &csv);
-    let vllm = concat!(env!("CARGO_MANIFEST_DIR"), "/data/profiles/vllm.toml");
+    let vllm = bundled_profile_path("vllm");
     let profile = dir.path().join("p.toml");
-    let out = ok(&[
-        "calibrate",
+    let (out, written) = calibrate_into(
         &measured,
-        "--engine",
-        "sglang",
-        "--rates-from",
-        vllm,
-        "--out",
-        profile.to_str().unwrap(),
-        "--jobs",
-        "2",
-    ]);
+        &profile,
+        &["--engine", "sglang", "--rates-from", &vllm],
+    );
     assert!(out.contains("3 sglang rows"), "{out}");
-    let written = std::fs::read_to_string(&profile).unwrap();
     assert!(
         written.contains("--rates-from "),
         "the header gives the command: {written}"
     );
     // Every GPU section of the vLLM profile is carried, rates unchanged (h200_sxm included).
-    let held: toml::Value = toml::from_str(&std::fs::read_to_string(vllm).unwrap()).unwrap();
+    let held = bundled_profile("vllm");
     let got: toml::Value = toml::from_str(&written).unwrap();
     for (gpu, rates) in held["gpu"].as_table().unwrap() {
         assert_eq!(&got["gpu"][gpu.as_str()], rates, "{gpu}");
@@ -593,14 +594,7 @@ fn calibrate_rates_from_holds_another_profiles_rates_and_says_so() {
 /// not one is refused by its key.
 #[test]
 fn bench_takes_its_protocols_request_overhead() {
-    let profile: toml::Value = toml::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/data/profiles/vllm.toml"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let profile = bundled_profile("vllm");
     let overhead = |p: &str| profile["request"]["by_protocol"][p].as_float().unwrap();
     let ttft = |protocol: &str| {
         let set = format!("timing.protocol={protocol}");
@@ -632,15 +626,12 @@ fn calibrate_fits_a_gemm_coefficient_per_weight_precision_when_asked() {
     let csv = format!("{fp8}{}", bf16.split_once('\n').unwrap().1);
     let measured = write(dir.path(), "m.csv", &csv);
     let profile = dir.path().join("p.toml");
-    let args = |extra: &[&str]| {
-        let mut a = vec!["calibrate", &measured, "--engine", "trtllm", "--jobs", "2"];
-        a.extend_from_slice(extra);
-        a.into_iter().map(String::from).collect::<Vec<_>>()
-    };
-    let fit_args = args(&["--gemm-by-precision", "--out", profile.to_str().unwrap()]);
-    let out = ok(&fit_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (out, written) = calibrate_into(
+        &measured,
+        &profile,
+        &["--engine", "trtllm", "--gemm-by-precision"],
+    );
     assert!(out.contains("6 trtllm rows"), "{out}");
-    let written = std::fs::read_to_string(&profile).unwrap();
     assert!(written.contains(" --gemm-by-precision"), "{written}");
     let got: toml::Value = toml::from_str(&written).unwrap();
     let by = got["gemm_by_precision"]["h100_sxm"].as_table().unwrap();
@@ -654,15 +645,16 @@ fn calibrate_fits_a_gemm_coefficient_per_weight_precision_when_asked() {
         b != f && gemm >= b.min(f) && gemm <= b.max(f),
         "{b} {f} {gemm}"
     );
-    let check_args = args(&["--check", "--profile", profile.to_str().unwrap()]);
-    let checked = ok(&check_args.iter().map(String::as_str).collect::<Vec<_>>());
-    let all = |s: &str| {
-        s.lines()
-            .find(|l| l.starts_with("all "))
-            .unwrap()
-            .to_string()
-    };
-    assert_eq!(all(&checked), all(&out));
+    let checked = ok(&[
+        "calibrate",
+        &measured,
+        "--engine",
+        "trtllm",
+        "--check",
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(all_rows(&checked), all_rows(&out));
 }
 
 /// `calibrate --gemm-ratios-from` gives a GPU's GEMMs a coefficient at a precision its rows
@@ -674,23 +666,13 @@ fn calibrate_borrows_a_missing_precisions_gemm_ratio_from_another_profile() {
     let dir = tempfile::tempdir().unwrap();
     let csv = measured_subset(&[",vllm,", "b200_sxm,fp8,agg,1024,1024,"], 3);
     let measured = write(dir.path(), "m.csv", &csv);
-    let trtllm = concat!(env!("CARGO_MANIFEST_DIR"), "/data/profiles/trtllm.toml");
     let profile = dir.path().join("p.toml");
-    let out = ok(&[
-        "calibrate",
-        &measured,
-        "--gemm-ratios-from",
-        trtllm,
-        "--out",
-        profile.to_str().unwrap(),
-        "--jobs",
-        "2",
-    ]);
+    let trtllm = bundled_profile_path("trtllm");
+    let (out, written) = calibrate_into(&measured, &profile, &["--gemm-ratios-from", &trtllm]);
     assert!(out.contains("3 vllm rows"), "{out}");
-    let written = std::fs::read_to_string(&profile).unwrap();
     assert!(written.contains(" --gemm-ratios-from "), "{written}");
     let got: toml::Value = toml::from_str(&written).unwrap();
-    let from: toml::Value = toml::from_str(&std::fs::read_to_string(trtllm).unwrap()).unwrap();
+    let from = bundled_profile("trtllm");
     let f = |v: &toml::Value, p: &str| v["gemm_by_precision"]["b200_sxm"][p].as_float().unwrap();
     let fitted = got["gpu"]["b200_sxm"]["gemm_compute"].as_float().unwrap();
     assert_eq!(f(&got, "fp8"), fitted);
@@ -728,14 +710,7 @@ fn calibrate_borrows_a_missing_precisions_gemm_ratio_from_another_profile() {
 /// the two overheads plus that of its one prefill step.
 #[test]
 fn sglang_charges_its_stacks_step_floor_to_that_protocol_only() {
-    let profile: toml::Value = toml::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/data/profiles/sglang.toml"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let profile = bundled_profile("sglang");
     let step = |p: &str| {
         profile["step_by_protocol"]
             .get(p)
@@ -746,28 +721,16 @@ fn sglang_charges_its_stacks_step_floor_to_that_protocol_only() {
     };
     let overhead = |p: &str| profile["request"]["by_protocol"][p].as_float().unwrap();
     let run = |protocol: &str| {
-        let r = json(&[
-            "bench",
+        let extra = [
             "--engine",
             "sglang",
-            "--model",
-            "Qwen/Qwen3-32B",
-            "--gpu",
-            "h100_sxm",
-            "--tp",
-            "2",
-            "--isl",
-            "1024",
-            "--osl",
-            "64",
-            "--concurrency",
-            "1",
             "--requests",
             "1",
             "--protocol",
             protocol,
             "--json",
-        ]);
+        ];
+        let r = json(&crate::common::qwen32b_bench("1024", "64", "1", &extra));
         let mean = |k: &str| r[k]["mean"].as_f64().unwrap();
         (mean("ttft_ms"), mean("tpot_ms"))
     };
