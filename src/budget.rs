@@ -15,7 +15,9 @@
 //!   `vllm-prefix-aware`, `sglang` up to its cap): [`RoutingPolicy::history_bytes`];
 //! - the built workload itself (a trace's table, the lab's order);
 //! - when misses are attributed, each pool's memory of lost blocks, which spans its capacity
-//!   (sized by the capacity rather than by the blocks the workload makes);
+//!   (sized by the capacity rather than by the blocks the workload makes), and the ground
+//!   truth's table of who holds each block (of the listed blocks when own tails go unread);
+//! - when a policy's index is audited, the audit's entry per (worker, block) held or believed;
 //! - what every worker and router replica allocates when the run is built, whatever the
 //!   workload: a worker's actor, scheduler and empty pool (its name table starts at 16 cells
 //!   and grows with the names it holds, counted per block), each replica's load book, index and
@@ -51,6 +53,11 @@ pub const TREE_BYTES_PER_BLOCK: u64 = 112;
 /// attributed (a two-generation Bloom filter of 32 bits per block each, rounded up to a power
 /// of two: at most 16).
 pub const LOSS_MEMORY_BYTES_PER_BLOCK: u64 = 16;
+
+/// Bytes the ground truth's table of holders (`HeldBy`) and the index audit take per entry (a
+/// 16-byte pair and a control byte in std's table, at least 7/16 full after it grows: 39 at
+/// most, rounded up).
+pub const INSTRUMENT_BYTES_PER_ENTRY: u64 = 40;
 
 /// Bytes a worker takes when the run is built, besides its pool's presized name table (its
 /// actor, scheduler and empty pool, and the heaviest policy's per-worker state in one router:
@@ -95,11 +102,14 @@ pub struct Inputs {
     /// An upper bound on the distinct prompt blocks some request names before its own tail.
     pub listed_blocks: u64,
     /// Whether the routers leave requests' own tails out of their index (nothing reads them:
-    /// no faults, no index audit, no loss attribution), so it holds at most the listed blocks,
+    /// no faults), so it holds at most the listed blocks,
     /// each with a set of holders that may span every worker.
     pub own_tails_unread: bool,
-    /// Whether misses are attributed (each pool remembers a capacity of lost blocks).
+    /// Whether misses are attributed (each pool remembers a capacity of lost blocks, and the
+    /// ground truth keeps a table of holders).
     pub attribute_misses: bool,
+    /// Whether the routers' index is audited (an entry per (worker, block) held or believed).
+    pub audited: bool,
     /// Router replicas (each keeps its own index).
     pub replicas: u64,
     /// What the policies' memory of their own decisions may take, all replicas together.
@@ -153,12 +163,35 @@ pub fn estimate(i: &Inputs) -> Estimate {
     } else {
         held.saturating_mul(INDEX_BYTES_PER_BLOCK)
     };
+    // The truth's table holds each distinct block held anywhere, once, but for unlisted own
+    // tails.
+    let truth_blocks = if i.own_tails_unread {
+        held.min(i.listed_blocks)
+    } else {
+        held
+    };
     let parts = [
         ("KV caches", held.saturating_mul(POOL_BYTES_PER_BLOCK)),
         (
             "routers' indexes",
             if i.events_index {
                 index_per_replica.saturating_mul(i.replicas)
+            } else {
+                0
+            },
+        ),
+        (
+            "ground truth",
+            if i.attribute_misses {
+                truth_blocks.saturating_mul(INSTRUMENT_BYTES_PER_ENTRY)
+            } else {
+                0
+            },
+        ),
+        (
+            "index audit",
+            if i.audited {
+                held.saturating_mul(INSTRUMENT_BYTES_PER_ENTRY)
             } else {
                 0
             },
@@ -243,11 +276,12 @@ mod tests {
             attribute_misses: true,
             ..plain
         };
-        // The caches hold what the workload makes; the memory of losses spans the capacity.
+        // The caches hold what the workload makes; the memory of losses spans the capacity
+        // (the truth's table, like the caches, what the workload makes).
         assert_eq!(estimate(&plain).total(), 1000 * POOL_BYTES_PER_BLOCK);
         assert_eq!(
             estimate(&attributed).total() - estimate(&plain).total(),
-            50_000_000 * LOSS_MEMORY_BYTES_PER_BLOCK
+            50_000_000 * LOSS_MEMORY_BYTES_PER_BLOCK + 1000 * INSTRUMENT_BYTES_PER_ENTRY
         );
     }
 
@@ -323,5 +357,38 @@ mod tests {
             estimate(&wide).total() - estimate(&unread).total(),
             1024 * (WORKER_BYTES + REPLICA_BYTES_PER_WORKER) + 2 * 512 * 16 * 8
         );
+    }
+
+    #[test]
+    fn instruments_are_charged_an_entry_per_pair_audited_and_per_block_the_truth_reads() {
+        // The same 1M blocks held: the audit has an entry for each (worker, block) held; the
+        // truth's table one for each block it can be asked about, the 512 listed ones when
+        // own tails go unread.
+        let base = Inputs {
+            distinct_blocks: 1_000_000,
+            listed_blocks: 512,
+            kv_capacity_blocks: Some(16_000_000),
+            ..Inputs::default()
+        };
+        let extra = |i: Inputs| estimate(&i).total() - estimate(&base).total();
+        let audited = Inputs {
+            audited: true,
+            ..base
+        };
+        assert_eq!(extra(audited), 1_000_000 * INSTRUMENT_BYTES_PER_ENTRY);
+        let attributed = Inputs {
+            attribute_misses: true,
+            ..base
+        };
+        let memory = 16_000_000 * LOSS_MEMORY_BYTES_PER_BLOCK;
+        assert_eq!(
+            extra(attributed),
+            memory + 1_000_000 * INSTRUMENT_BYTES_PER_ENTRY
+        );
+        let unread = Inputs {
+            own_tails_unread: true,
+            ..attributed
+        };
+        assert_eq!(extra(unread), memory + 512 * INSTRUMENT_BYTES_PER_ENTRY);
     }
 }

@@ -98,10 +98,11 @@
 //!   [`calibrate`] fits a profile to measured benchmark rows (one simulation per row: a feature
 //!   clock makes each row's mean TTFT and TPOT linear in the coefficients).
 //! - **Own tails.** A trace request's blocks from its first id that no other row names
-//!   ([`workload::RequestSpec::unshared_from`]) can only be looked up by that request. Workers
-//!   store them outside their name tables, and routers leave them out of their indexes when no
-//!   request is routed twice and nothing observes the whole index: half of a trace's blocks,
-//!   with results unchanged (a property test compares both ways). A single-turn synthetic
+//!   ([`workload::RequestSpec::unshared_from`]) can only be looked up by that request. When no
+//!   request is routed twice (no faults), workers store them outside their name tables and the
+//!   routers' indexes leave them out: half of a trace's blocks, with results unchanged (a
+//!   property test compares both ways; the index audit and loss attribution see the same
+//!   numbers, as neither looks up another request's own tail). A single-turn synthetic
 //!   request's blocks past its shared prefix are its own tail too (fresh tokens, see
 //!   [`workload::synthetic`]). The mark travels as one type,
 //!   [`protocol::kv_event::Blocks`] (a `KvStored` event's blocks, a routed request's), which

@@ -124,8 +124,7 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
         trace: file.as_mut().map(|f| f as &mut (dyn Write + Send)),
         progress: Some(&mut tick),
         perfetto: timeline.as_mut().map(|f| f as &mut (dyn Write + Send)),
-        features: None,
-        profile: None,
+        ..RunHooks::default()
     };
     let report = run_scenario_with(&loaded.scenario, &loaded.base_dir, hooks)?;
     if let (Some(f), Some(path)) = (plot.as_mut(), out.timeline_plot) {

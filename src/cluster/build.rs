@@ -51,6 +51,7 @@ pub fn populate(
     let Instruments {
         timeline,
         record_features,
+        list_own_tails,
     } = instruments;
     let topo = Topology::of(s);
     let routable = topo.routable().len();
@@ -88,7 +89,7 @@ pub fn populate(
     } else {
         0
     };
-    let own_tails_unread = own_tails_unread(s, learns);
+    let own_tails_unread = own_tails_unread(s) && !list_own_tails;
     assert_eq!(sim.add(Node::Client(Box::new(client))), topo.client());
     for (replica, policy) in policies.into_iter().enumerate() {
         let setup = RouterSetup {
@@ -164,6 +165,7 @@ pub fn populate(
             itl: itl.clone(),
             ..engine_setup(s, hw, slot.role)
         };
+        engine.list_own_tails |= list_own_tails;
         if let Some(t) = engine.tiers.as_mut().filter(|_| s.kv.host_shared()) {
             let capacity = t.tiers[0].capacity_blocks;
             let pool = shared_host.get_or_insert_with(|| SharedHost::new(capacity));
@@ -233,13 +235,18 @@ pub struct Instruments {
     pub timeline: Option<SharedTimeline>,
     /// Workers keep feature clocks under a roofline (for `calibrate`).
     pub record_features: bool,
+    /// Every request's own tail stays listed and indexed
+    /// ([`RunHooks::list_own_tails`](crate::run::RunHooks::list_own_tails)).
+    pub list_own_tails: bool,
 }
 
 /// Whether the routers may leave requests' own tails unread ([`RouterSetup::own_tails_unread`]):
-/// no request is routed twice (no faults, hence no hand-backs), and nothing reads other
-/// requests' blocks (no index audit for a policy that learns from events, no loss attribution).
-pub(crate) fn own_tails_unread(s: &Scenario, learns: bool) -> bool {
-    s.faults.is_empty() && !(learns && s.router.audit_index) && !s.router.attribute_misses
+/// no request is routed twice (no faults, hence no hand-backs). Neither instrument reads them
+/// from the index: loss attribution asks about the routed request's own blocks, whose own
+/// tail no worker holds before the request is first routed, and the index audit counts the
+/// events the router applies, every name of them.
+pub(crate) fn own_tails_unread(s: &Scenario) -> bool {
+    s.faults.is_empty()
 }
 
 /// What [`populate`] laid out: the topology, the routers' index audit if there is one, and
@@ -265,6 +272,7 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
         kv_capacity: hw.kv_capacity(s, role),
         prefill_only: matches!(role, Role::Prefill | Role::Colocated),
         attribute_misses: s.router.attribute_misses,
+        list_own_tails: s.router.attribute_misses && !s.faults.is_empty(),
         timing: hw.timing(s, role),
         max_model_len: hw.of(role).map(|d| d.max_model_len),
         record_features: false,
@@ -387,7 +395,7 @@ mod tests {
     use std::path::Path;
 
     #[test]
-    fn own_tails_go_unread_only_when_no_request_is_routed_twice_and_nothing_observes() {
+    fn own_tails_go_unread_unless_a_request_may_be_routed_twice() {
         let scenario = |extra: &str| {
             let text = format!(
                 "[workload]\nkind = \"synthetic\"\n[router]\npolicy = \"dynamo\"\n\
@@ -395,24 +403,27 @@ mod tests {
             );
             parse_scenario(Path::new("t.toml"), &text, &[]).expect("valid")
         };
-        assert!(own_tails_unread(&scenario(""), true));
+        assert!(own_tails_unread(&scenario("")));
         let fault = "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 1.0\ndown_ms = 1.0\n";
         assert!(
-            !own_tails_unread(&scenario(fault), true),
+            !own_tails_unread(&scenario(fault)),
             "a hand-back routes twice"
         );
-        let mut audited = scenario("");
-        audited.router.audit_index = true;
+        let mut observed = scenario("");
+        observed.router.audit_index = true;
+        observed.router.attribute_misses = true;
         assert!(
-            !own_tails_unread(&audited, true),
-            "the audit reads the whole index"
+            own_tails_unread(&observed),
+            "the audit counts applied events, attribution asks about the routed request's blocks"
         );
-        assert!(own_tails_unread(&audited, false), "no index to audit");
-        let mut attributed = scenario("");
+        let attributed = observed;
+        let hw = Hardware::resolve(&attributed, Path::new(".")).expect("no deployment");
+        assert!(!engine_setup(&attributed, &hw, Role::Unified).list_own_tails);
+        let mut attributed = scenario(fault);
         attributed.router.attribute_misses = true;
         assert!(
-            !own_tails_unread(&attributed, true),
-            "attribution reads every block"
+            engine_setup(&attributed, &hw, Role::Unified).list_own_tails,
+            "a handed-back request's tail is looked up on the workers it left"
         );
     }
 }

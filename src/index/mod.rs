@@ -242,10 +242,13 @@ impl KvIndex {
         self.remove(worker, &blocks);
     }
 
-    /// Applies a KV event: the one way every events-fed index learns.
+    /// Applies a KV event: the one way every events-fed index learns. A stored own tail
+    /// ([`Blocks::own_tail`](crate::protocol::kv_event::Blocks::own_tail)) is not kept: only
+    /// the request that stored it names it, and it was routed already; its later `Removed`
+    /// finds nothing to remove.
     pub fn apply(&mut self, event: &KvEvent) {
         match event {
-            KvEvent::Stored { worker, blocks, .. } => self.store(worker.index(), blocks),
+            KvEvent::Stored { worker, blocks, .. } => self.store(worker.index(), blocks.named()),
             KvEvent::Removed { worker, blocks } => self.remove(worker.index(), blocks),
             KvEvent::Cleared { worker } => self.clear_worker(worker.index()),
             // A device index: blocks on a lower tier are not on the device.

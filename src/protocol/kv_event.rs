@@ -17,11 +17,11 @@ use crate::ids::WorkerId;
 /// [`RouteRequest::blocks`](crate::router::policy::RouteRequest::blocks)).
 ///
 /// Everything but the worker's KV pool, which stores own tails without a name-table entry, and
-/// the router's indexes, which need not keep names only a request routed once could look up,
-/// reads it as the plain list of names it dereferences to. The own tail is a simulator's
+/// the router's index ([`KvIndex::apply`](crate::index::KvIndex::apply)), which need not keep
+/// names only a request routed once could look up, reads it as the plain list of names it
+/// dereferences to (the index audit and gap recovery included). The own tail is a simulator's
 /// annotation, not in vLLM's schema nor written in traces; it is 0 (and `From` a list makes it
-/// 0) when the run may route a request twice or observes every block (misses attributed, an
-/// audited index, a handed-back request).
+/// 0) when the run may route a request twice (faults, a handed-back request).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Blocks<B> {
     names: B,
@@ -48,10 +48,8 @@ impl<B: AsRef<[BlockHash]>> Blocks<B> {
 }
 
 impl Blocks<Vec<BlockHash>> {
-    /// Drops the own tail: only the blocks other requests could name are left.
-    pub fn drop_own_tail(&mut self) {
-        let named = self.names.len() - self.own_tail;
-        self.names.truncate(named);
+    /// Forgets the own tail's mark: every name is read, the index keeps them all.
+    pub fn forget_own_tail(&mut self) {
         self.own_tail = 0;
     }
 }
@@ -196,7 +194,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn blocks_read_as_every_name_and_drop_only_their_own_tail() {
+    fn blocks_read_as_every_name_and_name_only_what_precedes_their_own_tail() {
         let names: Vec<BlockHash> = (1..=5).map(BlockHash).collect();
         let plain: Blocks<&[BlockHash]> = (&names).into();
         assert_eq!((plain.own_tail(), plain.named()), (0, &names[..]));
@@ -209,10 +207,8 @@ mod tests {
         assert_eq!((view.own_tail(), view.named()), (2, &names[..3]));
         let mut stored = Blocks::with_own_tail(names.clone(), 2);
         assert_eq!(stored.iter().count(), 5);
-        stored.drop_own_tail();
-        assert_eq!(stored, Blocks::from(names[..3].to_vec()));
-        let mut none = Blocks::from(names.clone());
-        none.drop_own_tail();
-        assert_eq!(&*none, &names[..]);
+        stored.forget_own_tail();
+        assert_eq!(stored, Blocks::from(names.clone()));
+        assert_eq!(stored.named(), &names[..]);
     }
 }

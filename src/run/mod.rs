@@ -155,6 +155,7 @@ pub fn run_scenario(
             perfetto: None,
             features: None,
             profile: None,
+            list_own_tails: false,
         },
     )
 }
@@ -175,6 +176,10 @@ pub struct RunHooks<'a> {
     pub features: Option<&'a mut FeatureTotals>,
     /// Replaces the roofline's profile (calibration's candidates; under a roofline only).
     pub profile: Option<Profile>,
+    /// Keeps every request's own tail listed in the workers' name tables and in the routers'
+    /// indexes, as a run that may route a request twice does (faults). The report is the same
+    /// either way; tests use it to check that.
+    pub list_own_tails: bool,
 }
 
 /// What a stepped [`Session`] can be given: the [`RunHooks`] but its trace and timeline, which
@@ -188,6 +193,8 @@ pub struct SessionHooks<'a> {
     pub features: Option<&'a mut FeatureTotals>,
     /// As [`RunHooks::profile`].
     pub profile: Option<Profile>,
+    /// As [`RunHooks::list_own_tails`].
+    pub list_own_tails: bool,
 }
 
 /// Runs a validated scenario with hooks.
@@ -205,11 +212,13 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
         perfetto,
         features,
         profile,
+        list_own_tails,
     } = hooks;
     let hooks = SessionHooks {
         progress,
         features,
         profile,
+        list_own_tails,
     };
     Session::open(s, built, hooks, perfetto.is_some())?.run_and_report(trace, perfetto)
 }
@@ -334,8 +343,9 @@ fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
         kv_capacity_blocks: total_capacity,
         events_index: sample.learns_from_events() && s.bus.publish,
         listed_blocks: recipe.listed_blocks(),
-        own_tails_unread: crate::cluster::build::own_tails_unread(s, sample.learns_from_events()),
+        own_tails_unread: crate::cluster::build::own_tails_unread(s),
         attribute_misses: s.router.attribute_misses,
+        audited: sample.learns_from_events() && s.router.audit_index,
         replicas,
         history_bytes: sample
             .history_bytes(recipe.distinct_blocks())

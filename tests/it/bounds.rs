@@ -109,10 +109,18 @@ fn a_run_that_would_need_more_memory_than_the_budget_is_refused_before_it_starts
         "[workload]\nkind = \"synthetic\"\nrequests = 1000000\nrate_per_s = 200.0\n\
          [cluster]\nworkers = 8\n[router]\npolicy = \"kv-events\"\n",
     );
-    let line = bad(&["run", &scenario]);
+    // Unbounded caches of 16M blocks, and the index audit's entry for each.
+    let out = dynsim()
+        .env("DYNSIM_MEMORY_GIB", "1")
+        .args(["run", &scenario])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let line = String::from_utf8(out.stderr).unwrap();
     assert!(
-        line.contains("would need about 2.7 GiB")
-            && line.contains("more than the budget of 2.0 GiB")
+        line.contains("would need about 1.8 GiB")
+            && line.contains("index audit 610.4 MiB")
+            && line.contains("more than the budget of 1.0 GiB")
             && line.contains("cluster.kv_capacity_blocks"),
         "{line}"
     );
@@ -208,12 +216,12 @@ fn per_worker_allocations_are_estimated_before_the_run_allocates_them() {
     assert!(stderr.contains("workers 152.0 MiB"), "{stderr}");
 }
 
-/// A router that leaves requests' own tails out of its index (nothing reads them: no faults, no
-/// index audit, no loss attribution) is estimated with the blocks other requests could name,
-/// not every block: 5,000 requests of 64 own-tail blocks (16-token blocks, a 256-token shared
-/// prefix of 4 groups and 1,024 tokens of its own each) and unbounded caches run under a 41 MiB
-/// budget, where the same run with the index audited (which reads every block) is refused for
-/// its 29.3 MiB index.
+/// A router that leaves requests' own tails out of its index (nothing reads them: no request
+/// is routed twice) is estimated with the blocks other requests could name, not every block:
+/// 5,000 requests of 64 own-tail blocks (16-token blocks, a 256-token shared prefix of 4 groups
+/// and 1,024 tokens of its own each) and unbounded caches run under a 41 MiB budget, audited
+/// or not (the audit charged 12.2 MiB, an entry per pair held), where the same run with a fault
+/// (a handed-back request is routed twice) is refused for its 29.3 MiB index.
 #[test]
 fn an_index_without_own_tails_is_estimated_without_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -242,10 +250,21 @@ fn an_index_without_own_tails_is_estimated_without_them() {
         String::from_utf8_lossy(&unread.stderr)
     );
     let audited = run(&["--set", "router.audit_index=true"]);
-    assert_eq!(audited.status.code(), Some(2));
-    let line = String::from_utf8(audited.stderr).unwrap();
     assert!(
-        line.contains("routers' indexes 29.3 MiB") && line.contains("budget of 41.0 MiB"),
+        audited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audited.stderr)
+    );
+    let faulty = std::fs::read_to_string(&scenario).unwrap()
+        + "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 1.0\ndown_ms = 1.0\n";
+    std::fs::write(&scenario, faulty).unwrap();
+    let read = run(&["--set", "router.audit_index=true"]);
+    assert_eq!(read.status.code(), Some(2));
+    let line = String::from_utf8(read.stderr).unwrap();
+    assert!(
+        line.contains("routers' indexes 29.3 MiB")
+            && line.contains("index audit 12.2 MiB")
+            && line.contains("budget of 41.0 MiB"),
         "{line}"
     );
 }

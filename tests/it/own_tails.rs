@@ -1,15 +1,17 @@
 //! A request's own tail (its blocks no other request of a trace names) is kept out of the
-//! workers' name tables unless misses are attributed. Loss attribution only observes: with it on
-//! (every block listed) and off (own tails unlisted), every run is the same but for the report's
-//! `misses`, whatever the policy, the KV pressure (preemptions), disaggregation, restarts, router
-//! replicas and lost events recovered by snapshots.
+//! workers' name tables and the routers' indexes unless a request may be routed twice (faults).
+//! Neither instrument needs them: with own tails listed and indexed
+//! ([`RunHooks::list_own_tails`]) and not, every run is the same, its misses and index quality
+//! included; and loss attribution only observes: with it on and off, every run is the same but
+//! for the report's `misses`. Whatever the policy, the KV pressure (preemptions),
+//! disaggregation, restarts, router replicas and lost events recovered by snapshots.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::common::push_disagg_and_restart;
 use dynsim::router::registry;
-use dynsim::run::run_scenario;
+use dynsim::run::{run_scenario, run_scenario_with, RunHooks};
 use dynsim::scenario::load::parse_scenario;
 use proptest::prelude::*;
 
@@ -179,8 +181,42 @@ fn attribution_changes_only_the_misses(s: &Shape) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Runs `s` with misses attributed, own tails listed and indexed everywhere and not, and
+/// checks both runs are the same, misses, index quality and message log included.
+fn listing_own_tails_changes_nothing(s: &Shape) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(&trace, trace_text(s.rows, s.seed)).unwrap();
+    let text = scenario_text(s, &trace);
+    let mut scenario = parse_scenario(Path::new("own.toml"), &text, &[]).expect("a valid scenario");
+    scenario.router.attribute_misses = true;
+    let run = |list_own_tails: bool| {
+        let mut log = Vec::new();
+        let hooks = RunHooks {
+            trace: Some(&mut log),
+            list_own_tails,
+            ..RunHooks::default()
+        };
+        let r = run_scenario_with(&scenario, Path::new("."), hooks).expect("runs");
+        (serde_json::to_value(&r).unwrap(), log)
+    };
+    let ((a, log_a), (b, log_b)) = (run(true), run(false));
+    prop_assert!(a["misses"].is_object());
+    prop_assert_eq!(a, b);
+    prop_assert!(log_a == log_b, "the message logs differ");
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// Attribution and the audit see the same with own tails unlisted and unindexed (no
+    /// restart: a restart lists them anyway).
+    #[test]
+    fn own_tails_out_of_tables_and_indexes_change_no_instrument(s in shape()) {
+        let s = Shape { restart: None, ..s };
+        listing_own_tails_changes_nothing(&s)?;
+    }
 
     #[test]
     fn own_tails_out_of_the_name_table_change_nothing_but_the_misses(s in shape()) {

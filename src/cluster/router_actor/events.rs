@@ -31,7 +31,7 @@ impl RouterActor {
     }
 
     pub(super) fn live_event(&mut self, stamp: Stamp, event: KvEvent, now: Nanos) {
-        let event = self.unread_tail_dropped(event);
+        let event = self.own_tail_marked_if_unread(event);
         let Some(r) = &mut self.recovery else {
             return;
         };
@@ -50,7 +50,7 @@ impl RouterActor {
         } = answer;
         let events = events
             .into_iter()
-            .map(|(seq, event)| (seq, self.unread_tail_dropped(event)))
+            .map(|(seq, event)| (seq, self.own_tail_marked_if_unread(event)))
             .collect();
         let Some(r) = &mut self.recovery else {
             return;

@@ -83,10 +83,10 @@ pub struct RouterSetup {
     /// Its instrumentation (ground truth, the audit it reports what it believes to).
     pub probes: Probes,
     /// Whether requests' own tails (blocks no other request names) go unread: no request is
-    /// routed twice (no faults), and nothing observes the whole index (no audit, no attributed
-    /// misses). Then only the request itself could look its own tail up, at its one decision,
-    /// before any worker stored it: the policy is not told of stored own tails, and counts a
-    /// request's own tail without its names ([`Blocks::own_tail`]).
+    /// routed twice (no faults). Then only the request itself could look its own tail up, at
+    /// its one decision, before any worker stored it: the policy's index keeps no stored own
+    /// tail, and the policy counts a request's own tail without its names
+    /// ([`Blocks::own_tail`]). The index audit and gap recovery see every name either way.
     pub own_tails_unread: bool,
     /// Whether replicas tell each other what they routed, added, prefilled and freed
     /// (`router.sync = "active-load"`, Dynamo's replica sync of active sequences).
@@ -245,14 +245,14 @@ impl RouterActor {
         }
     }
 
-    /// `event` without the stored own tail it reports, when own tails go unread (see
+    /// `event` with the own tail it reports marked only when own tails go unread (see
     /// [`RouterSetup::own_tails_unread`]): the index then holds the blocks other requests could
-    /// find, about half as many on a trace, and stays smaller and faster. An unread own tail's
-    /// later `Removed` finds nothing to remove.
-    fn unread_tail_dropped(&self, mut event: KvEvent) -> KvEvent {
+    /// find, about half as many on a trace, and stays smaller and faster. Otherwise the mark is
+    /// forgotten and the index keeps every block.
+    fn own_tail_marked_if_unread(&self, mut event: KvEvent) -> KvEvent {
         if let KvEvent::Stored { blocks, .. } = &mut event {
-            if self.setup.own_tails_unread {
-                blocks.drop_own_tail();
+            if !self.setup.own_tails_unread {
+                blocks.forget_own_tail();
             }
         }
         event

@@ -196,9 +196,12 @@ pub struct EngineSetup {
     pub kv_capacity: Option<usize>,
     /// A disaggregated prefill worker: a request leaves when its prompt is computed.
     pub prefill_only: bool,
-    /// Whether misses are attributed: the pool remembers the blocks it lost and every block
-    /// stays in its name table (see [`KvPool`]).
+    /// Whether misses are attributed: the pool remembers the blocks it lost (see [`KvPool`]).
     pub attribute_misses: bool,
+    /// Whether every block of a request stays in the pool's name table, its own tail too
+    /// ([`KvPool`]'s unlisted blocks): when misses are attributed and a request may be routed
+    /// twice (faults), so that a handed-back request's other workers are seen holding its tail.
+    pub list_own_tails: bool,
     /// Step durations.
     pub timing: TimingModel,
     /// The longest request the server accepts, prompt and output tokens (`None`: any).

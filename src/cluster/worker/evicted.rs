@@ -23,6 +23,8 @@ pub struct EvictionMemory {
     mask: u64,
     span: usize,
     in_current: usize,
+    /// Whether a generation ever filled (the previous one then holds blocks).
+    rotated: bool,
 }
 
 impl EvictionMemory {
@@ -35,6 +37,7 @@ impl EvictionMemory {
             mask: bits as u64 - 1,
             span: span.max(1),
             in_current: 0,
+            rotated: false,
         }
     }
 
@@ -68,6 +71,7 @@ impl EvictionMemory {
             std::mem::swap(&mut self.current, &mut self.previous);
             self.current.iter_mut().for_each(|w| *w = 0);
             self.in_current = 0;
+            self.rotated = true;
         }
         for p in self.probes(block) {
             self.current[(p / 64) as usize] |= 1 << (p % 64);
@@ -83,7 +87,9 @@ impl EvictionMemory {
                 .iter()
                 .all(|&p| g[(p / 64) as usize] & (1 << (p % 64)) != 0)
         };
-        has(&self.current) || has(&self.previous)
+        // An empty generation answers no without its bits being read (a pool that never
+        // lost a block reads none: at 512 workers their bits are 64 MiB that miss the caches).
+        (self.in_current > 0 && has(&self.current)) || (self.rotated && has(&self.previous))
     }
 }
 

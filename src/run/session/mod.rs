@@ -105,6 +105,7 @@ impl<'a> Session<'a> {
             Instruments {
                 timeline: timeline.clone(),
                 record_features: hooks.features.is_some(),
+                list_own_tails: hooks.list_own_tails,
             },
         );
         let slots = topology

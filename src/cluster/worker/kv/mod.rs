@@ -27,8 +27,10 @@
 //!   [`Blocks`](crate::protocol::kv_event::Blocks)).
 //!   Before the request could look them up again (it is preempted, or leaves a prefill worker)
 //!   the scheduler lists them ([`KvPool::list`]). Lookups by name ([`KvPool::contains`] and the
-//!   like) do not see unlisted blocks, so loss attribution, which looks up other requests'
-//!   blocks, runs with every block listed.
+//!   like) do not see unlisted blocks; loss attribution asks only about the routed request's
+//!   blocks, whose own tail no worker holds before its first routing, so it runs with every
+//!   block listed only when a request may be routed twice (faults: see
+//!   [`EngineSetup::list_own_tails`](super::engine::EngineSetup::list_own_tails)).
 //!
 //! Capacity counts both kinds: held named blocks + private blocks <= capacity. *Available*
 //! blocks are those a request could get now: free ones plus evictable ones.

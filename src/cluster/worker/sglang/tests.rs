@@ -31,6 +31,7 @@ fn engine(r: SglangRules, capacity: Option<usize>) -> StepScheduler<()> {
         kv_capacity: capacity,
         prefill_only: false,
         attribute_misses: false,
+        list_own_tails: false,
         timing: crate::cluster::hardware::polynomial(&Timing::default()),
         max_model_len: None,
         record_features: false,

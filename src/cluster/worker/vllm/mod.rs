@@ -108,11 +108,14 @@ pub struct SchedulerConfig {
     /// A disaggregated prefill worker: a request leaves when its prompt is computed.
     pub prefill_only: bool,
     /// Whether misses are attributed: the KV pool remembers the blocks it lost and admission
-    /// looks them up ([`FirstAdmission::remembered_blocks`](super::seq::FirstAdmission)), and
-    /// every block stays in the pool's name table, since attribution looks up other requests'
-    /// blocks by name. Otherwise a request's own tail (its blocks no other request names) stays
-    /// out of the table: nothing else notices.
+    /// looks them up ([`FirstAdmission::remembered_blocks`](super::seq::FirstAdmission)).
     pub attribute_misses: bool,
+    /// Whether every block stays in the pool's name table
+    /// ([`EngineSetup::list_own_tails`]). Otherwise a request's own tail (its blocks no other
+    /// request names) stays out of the table until the request could look it up again: only
+    /// that request names it, so no lookup notices, loss attribution's included (it asks about
+    /// the routed request's blocks, which no worker holds before the request is first routed).
+    pub list_own_tails: bool,
     /// Whether an identical run of decode-only steps is planned at once (a decode stretch).
     pub decode_stretches: bool,
     /// Step durations.
@@ -159,6 +162,7 @@ impl SchedulerConfig {
             admission: rules.admission,
             prefill_only: setup.prefill_only,
             attribute_misses: setup.attribute_misses,
+            list_own_tails: setup.list_own_tails,
             decode_stretches: rules.decode_stretches,
             timing: setup.timing.clone(),
             max_model_len: setup.max_model_len,
@@ -320,7 +324,7 @@ impl<T> StepScheduler<T> {
 
     /// Queues a request at the back of the waiting queue.
     pub fn enqueue(&mut self, mut seq: Seq<T>) {
-        if self.cfg.attribute_misses {
+        if self.cfg.list_own_tails {
             seq.list_every_block();
         }
         self.waiting_tokens += seq.waiting_prompt_tokens();

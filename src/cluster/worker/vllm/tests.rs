@@ -30,6 +30,7 @@ pub(in crate::cluster::worker) fn config(
         admission: Admission::Chunk,
         prefill_only: false,
         attribute_misses: true,
+        list_own_tails: true,
         decode_stretches: true,
         timing: crate::cluster::hardware::polynomial(&Timing::default()),
         record_features: false,
@@ -395,6 +396,7 @@ fn a_preempted_request_is_recomputed_and_every_step_time_follows_its_batch() {
         let mut cfg = config(8192, Some(6));
         cfg.decode_stretches = stretches;
         cfg.attribute_misses = !own_tails;
+        cfg.list_own_tails = !own_tails;
         let mut s = StepScheduler::new(cfg);
         s.enqueue(family_request(0, 1, 8, 10, own_tails));
         s.enqueue(family_request(1, 2, 8, 10, own_tails));
