@@ -318,6 +318,34 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_own_tail_is_not_kept_and_its_removal_finds_nothing() {
+        use crate::ids::WorkerId;
+        use crate::protocol::kv_event::Blocks;
+        let req = names(3, 5);
+        let mut index = KvIndex::new(2);
+        index.apply(&KvEvent::Stored {
+            worker: WorkerId(0),
+            parent: None,
+            blocks: Blocks::with_own_tail(req.clone(), 2),
+        });
+        assert_eq!(index.blocks(), 3, "the names before the own tail, exactly");
+        assert!(index.holds(0, req[2]) && !index.holds(0, req[3]));
+        index.apply(&KvEvent::Removed {
+            worker: WorkerId(0),
+            blocks: req[2..].to_vec(),
+        });
+        assert_eq!(index.blocks(), 2);
+        let mut read = Blocks::with_own_tail(req.clone(), 2);
+        read.forget_own_tail();
+        index.apply(&KvEvent::Stored {
+            worker: WorkerId(1),
+            parent: None,
+            blocks: read,
+        });
+        assert_eq!(index.blocks(), 5, "a forgotten mark: every block kept");
+    }
+
+    #[test]
     fn no_match_makes_every_worker_a_candidate() {
         let index = KvIndex::new(70);
         let mut scratch = MatchScratch::default();
