@@ -16,8 +16,10 @@
 //! - the built workload itself (a trace's table, the lab's order);
 //! - when misses are attributed, each pool's memory of lost blocks, which spans its capacity
 //!   (sized by the capacity rather than by the blocks the workload makes), and the ground
-//!   truth's table of who holds each block (of the listed blocks when own tails go unread);
-//! - when a policy's index is audited, the audit's entry per (worker, block) held or believed;
+//!   truth's table of who holds each block (at most the blocks held: own tails leave it only
+//!   until a preemption or a prefill's end lists them);
+//! - when a policy's index is audited, the audit's entry per (worker, block) held or believed,
+//!   counted like the caches' blocks;
 //! - what every worker and router replica allocates when the run is built, whatever the
 //!   workload: a worker's actor, scheduler and empty pool (its name table starts at 16 cells
 //!   and grows with the names it holds, counted per block), each replica's load book, index and
@@ -102,7 +104,7 @@ pub struct Inputs {
     /// An upper bound on the distinct prompt blocks some request names before its own tail.
     pub listed_blocks: u64,
     /// Whether the routers leave requests' own tails out of their index (nothing reads them:
-    /// no faults), so it holds at most the listed blocks,
+    /// no request routed twice), so it holds at most the listed blocks,
     /// each with a set of holders that may span every worker.
     pub own_tails_unread: bool,
     /// Whether misses are attributed (each pool remembers a capacity of lost blocks, and the
@@ -163,13 +165,6 @@ pub fn estimate(i: &Inputs) -> Estimate {
     } else {
         held.saturating_mul(INDEX_BYTES_PER_BLOCK)
     };
-    // The truth's table holds each distinct block held anywhere, once, but for unlisted own
-    // tails.
-    let truth_blocks = if i.own_tails_unread {
-        held.min(i.listed_blocks)
-    } else {
-        held
-    };
     let parts = [
         ("KV caches", held.saturating_mul(POOL_BYTES_PER_BLOCK)),
         (
@@ -183,7 +178,7 @@ pub fn estimate(i: &Inputs) -> Estimate {
         (
             "ground truth",
             if i.attribute_misses {
-                truth_blocks.saturating_mul(INSTRUMENT_BYTES_PER_ENTRY)
+                held.saturating_mul(INSTRUMENT_BYTES_PER_ENTRY)
             } else {
                 0
             },
@@ -360,10 +355,10 @@ mod tests {
     }
 
     #[test]
-    fn instruments_are_charged_an_entry_per_pair_audited_and_per_block_the_truth_reads() {
-        // The same 1M blocks held: the audit has an entry for each (worker, block) held; the
-        // truth's table one for each block it can be asked about, the 512 listed ones when
-        // own tails go unread.
+    fn instruments_are_charged_an_entry_per_block_held() {
+        // The same 1M blocks held: the audit has an entry for each (worker, block) held, the
+        // truth's table at most one for each block held (own tails unlisted enter it when a
+        // preemption or a prefill's end lists them, so no fewer are charged).
         let base = Inputs {
             distinct_blocks: 1_000_000,
             listed_blocks: 512,
@@ -389,6 +384,6 @@ mod tests {
             own_tails_unread: true,
             ..attributed
         };
-        assert_eq!(extra(unread), memory + 512 * INSTRUMENT_BYTES_PER_ENTRY);
+        assert_eq!(extra(unread), extra(attributed));
     }
 }

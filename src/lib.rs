@@ -99,7 +99,8 @@
 //!   clock makes each row's mean TTFT and TPOT linear in the coefficients).
 //! - **Own tails.** A trace request's blocks from its first id that no other row names
 //!   ([`workload::RequestSpec::unshared_from`]) can only be looked up by that request. When no
-//!   request is routed twice (no faults), workers store them outside their name tables and the
+//!   request is routed twice (no faults, no worker removed: no hand-back), workers store them
+//!   outside their name tables and the
 //!   routers' indexes leave them out: half of a trace's blocks, with results unchanged (a
 //!   property test compares both ways; the index audit and loss attribution see the same
 //!   numbers, as neither looks up another request's own tail). A single-turn synthetic

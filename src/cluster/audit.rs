@@ -10,6 +10,11 @@
 //! are kept exactly at one probe per block changed. No policy sees any of it. A believed block
 //! leaves the count of common pairs when the worker evicts it and enters it again when the
 //! worker stores it again.
+//!
+//! What a router believes is what its applied events told it, every name of them: a policy's
+//! index may keep less (it leaves out stored own tails that no later decision can look up,
+//! [`KvIndex::apply`](crate::index::KvIndex::apply)), so [`IndexAudit::exact`] speaks of the
+//! events, not of the index's contents.
 
 use std::cell::RefCell;
 use std::collections::hash_map::Entry;

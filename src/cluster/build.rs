@@ -240,13 +240,22 @@ pub struct Instruments {
     pub list_own_tails: bool,
 }
 
+/// Whether a request may be routed twice: handed back by a worker that goes down (a fault) or
+/// leaves the cluster (a `[[scale]]` step or the planner removing it, or a request or a
+/// prefill's handoff reaching a worker that has left). A request routed again may find its own
+/// tail where it was before (a prefill worker lists it when the request leaves), so then own
+/// tails are read.
+pub(crate) fn may_route_twice(s: &Scenario) -> bool {
+    !s.faults.is_empty() || !s.scale.is_empty() || s.planner.is_some()
+}
+
 /// Whether the routers may leave requests' own tails unread ([`RouterSetup::own_tails_unread`]):
-/// no request is routed twice (no faults, hence no hand-backs). Neither instrument reads them
-/// from the index: loss attribution asks about the routed request's own blocks, whose own
-/// tail no worker holds before the request is first routed, and the index audit counts the
-/// events the router applies, every name of them.
+/// no request is routed twice ([`may_route_twice`]). Neither instrument reads them from the
+/// index: loss attribution asks about the routed request's own blocks, whose own tail no worker
+/// holds before the request is first routed, and the index audit counts the events the router
+/// applies, every name of them.
 pub(crate) fn own_tails_unread(s: &Scenario) -> bool {
-    s.faults.is_empty()
+    !may_route_twice(s)
 }
 
 /// What [`populate`] laid out: the topology, the routers' index audit if there is one, and
@@ -272,7 +281,7 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
         kv_capacity: hw.kv_capacity(s, role),
         prefill_only: matches!(role, Role::Prefill | Role::Colocated),
         attribute_misses: s.router.attribute_misses,
-        list_own_tails: s.router.attribute_misses && !s.faults.is_empty(),
+        list_own_tails: s.router.attribute_misses && may_route_twice(s),
         timing: hw.timing(s, role),
         max_model_len: hw.of(role).map(|d| d.max_model_len),
         record_features: false,
@@ -409,6 +418,13 @@ mod tests {
             !own_tails_unread(&scenario(fault)),
             "a hand-back routes twice"
         );
+        // Workers that leave hand requests back too, faults or none.
+        let removal =
+            "[[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 1\nleave = \"remove\"\n";
+        assert!(!own_tails_unread(&scenario(removal)));
+        let planner = "[planner]\nkind = \"threshold\"\nmetric = \"queue\"\n\
+                       adjustment_interval_s = 1.0\n";
+        assert!(!own_tails_unread(&scenario(planner)));
         let mut observed = scenario("");
         observed.router.audit_index = true;
         observed.router.attribute_misses = true;

@@ -177,7 +177,7 @@ pub struct RunHooks<'a> {
     /// Replaces the roofline's profile (calibration's candidates; under a roofline only).
     pub profile: Option<Profile>,
     /// Keeps every request's own tail listed in the workers' name tables and in the routers'
-    /// indexes, as a run that may route a request twice does (faults). The report is the same
+    /// indexes, as a run that may route a request twice does (faults, scaling). The report is the same
     /// either way; tests use it to check that.
     pub list_own_tails: bool,
 }
@@ -289,8 +289,14 @@ fn report(
 }
 
 /// Refuses a run whose memory would pass the budget ([`budget`]): checked before the run
-/// allocates its cluster.
-fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
+/// allocates its cluster. `own_tails_unread`: whether its routers leave own tails out of their
+/// indexes ([`crate::cluster::build::own_tails_unread`], unless the run lists them all).
+fn check_memory(
+    s: &Scenario,
+    hw: &Hardware,
+    recipe: &Recipe,
+    own_tails_unread: bool,
+) -> Result<()> {
     let entry = crate::router::registry::entry(&s.router.policy)
         .expect("a validated scenario names a policy");
     // One replica's policy, built for one worker, says whether the routers learn from events
@@ -343,7 +349,7 @@ fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
         kv_capacity_blocks: total_capacity,
         events_index: sample.learns_from_events() && s.bus.publish,
         listed_blocks: recipe.listed_blocks(),
-        own_tails_unread: crate::cluster::build::own_tails_unread(s),
+        own_tails_unread,
         attribute_misses: s.router.attribute_misses,
         audited: sample.learns_from_events() && s.router.audit_index,
         replicas,
@@ -375,7 +381,12 @@ fn check_memory(s: &Scenario, hw: &Hardware, recipe: &Recipe) -> Result<()> {
 /// largest point of its range before searching.
 pub fn check_fits(s: &Scenario, base_dir: &Path) -> Result<()> {
     let hw = Hardware::resolve(s, base_dir)?;
-    check_memory(s, &hw, &build_workload(s, base_dir)?.recipe)
+    check_memory(
+        s,
+        &hw,
+        &build_workload(s, base_dir)?.recipe,
+        crate::cluster::build::own_tails_unread(s),
+    )
 }
 
 /// Runs loaded scenarios on `jobs` threads, calling `done` after each; reports in input order.

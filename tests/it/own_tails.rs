@@ -4,14 +4,15 @@
 //! ([`RunHooks::list_own_tails`]) and not, every run is the same, its misses and index quality
 //! included; and loss attribution only observes: with it on and off, every run is the same but
 //! for the report's `misses`. Whatever the policy, the KV pressure (preemptions),
-//! disaggregation, restarts, router replicas and lost events recovered by snapshots.
+//! disaggregation, restarts, a decode worker removed (its requests handed back), router
+//! replicas and lost events recovered by snapshots.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::common::push_disagg_and_restart;
 use dynsim::router::registry;
-use dynsim::run::{run_scenario, run_scenario_with, RunHooks};
+use dynsim::run::{run_scenario_with, RunHooks};
 use dynsim::scenario::load::parse_scenario;
 use proptest::prelude::*;
 
@@ -68,6 +69,8 @@ struct Shape {
     replicas: usize,
     sync: bool,
     audit: bool,
+    /// A decode worker removed (its requests handed back) at this time, s, when disaggregated.
+    remove_at: Option<f64>,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -83,11 +86,13 @@ fn shape() -> impl Strategy<Value = Shape> {
             any::<bool>(),
             any::<bool>(),
         ),
+        prop::option::of(0.0f64..0.5),
     )
         .prop_map(
             |(
                 (seed, rows, policy, workers, capacity),
                 (rechunk, whole_prompt, disagg, restart, drop_rate, replicas, sync, audit),
+                remove_at,
             )| Shape {
                 seed,
                 rows,
@@ -102,6 +107,7 @@ fn shape() -> impl Strategy<Value = Shape> {
                 replicas,
                 sync,
                 audit,
+                remove_at,
             },
         )
 }
@@ -134,12 +140,23 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
         sync = if s.sync { "active-load" } else { "none" },
         audit = s.audit,
     );
+    // A removal needs a decode worker left to serve: 1 prefill and 2 decode workers, then 1
+    // (and no restart, which a scenario may not combine with scaling).
+    let removal = s.remove_at.filter(|_| s.disagg && s.restart.is_none());
     push_disagg_and_restart(
         &mut t,
         s.workers,
-        s.disagg.then_some((1, 1)),
+        s.disagg
+            .then_some((1, if removal.is_some() { 2 } else { 1 })),
         s.restart.map(|(w, at)| (w, at, 50.0)),
     );
+    if let Some(at) = removal {
+        write!(
+            t,
+            "[[scale]]\nat_s = {at}\npool = \"decode\"\nworkers = 1\nleave = \"remove\"\n"
+        )
+        .unwrap();
+    }
     t
 }
 
@@ -157,9 +174,14 @@ fn without_misses(log: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Runs `s` with misses attributed (every block listed and indexed) and not (own tails left
-/// out where nothing reads them), and checks both runs are the same but for the misses.
-fn attribution_changes_only_the_misses(s: &Shape) -> Result<(), TestCaseError> {
+/// Runs `s` with misses attributed and not, and checks both runs are the same but for the
+/// misses. With `list_when_attributed` the attributed run keeps every own tail listed and
+/// indexed ([`RunHooks::list_own_tails`]), and the other leaves them out where no request is
+/// routed twice.
+fn attribution_changes_only_the_misses(
+    s: &Shape,
+    list_when_attributed: bool,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.jsonl");
     std::fs::write(&trace, trace_text(s.rows, s.seed)).unwrap();
@@ -169,8 +191,12 @@ fn attribution_changes_only_the_misses(s: &Shape) -> Result<(), TestCaseError> {
         let mut sc = scenario.clone();
         sc.router.attribute_misses = attribute;
         let mut log = Vec::new();
-        let report = run_scenario(&sc, Path::new("."), Some(&mut log));
-        let r = report.expect("runs");
+        let hooks = RunHooks {
+            trace: Some(&mut log),
+            list_own_tails: attribute && list_when_attributed,
+            ..RunHooks::default()
+        };
+        let r = run_scenario_with(&sc, Path::new("."), hooks).expect("runs");
         let mut v = serde_json::to_value(&r).unwrap();
         v["misses"] = serde_json::Value::Null;
         (v, log)
@@ -211,20 +237,41 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
     /// Attribution and the audit see the same with own tails unlisted and unindexed (no
-    /// restart: a restart lists them anyway).
+    /// restart and no worker removed: either lists them anyway).
     #[test]
     fn own_tails_out_of_tables_and_indexes_change_no_instrument(s in shape()) {
-        let s = Shape { restart: None, ..s };
+        let s = Shape { restart: None, remove_at: None, ..s };
+        listing_own_tails_changes_nothing(&s)?;
+    }
+
+    /// A decode worker removed mid-run hands its requests back: routed again, a request may
+    /// find its own tail on the prefill worker it left, so the run reads own tails (were they
+    /// left out of the index, its second decision would differ).
+    #[test]
+    fn a_removed_workers_handed_back_requests_read_their_own_tails(
+        s in shape(),
+        at in 0.0f64..0.5,
+        policy in prop::sample::select(vec!["dynamo", "cost", "llm-d"]),
+    ) {
+        let names = registry::names();
+        let s = Shape {
+            policy: names.iter().position(|&n| n == policy).expect("registered"),
+            disagg: true,
+            restart: None,
+            remove_at: Some(at),
+            ..s
+        };
         listing_own_tails_changes_nothing(&s)?;
     }
 
     #[test]
     fn own_tails_out_of_the_name_table_change_nothing_but_the_misses(s in shape()) {
-        attribution_changes_only_the_misses(&s)?;
+        attribution_changes_only_the_misses(&s, false)?;
     }
 
-    /// The case where routers leave own tails unread too (no restart, no audit): out of their
-    /// index, and counted without names in `dynamo`'s active blocks.
+    /// Every own tail listed and indexed in the attributed run against none in the other (no
+    /// restart, no worker removed: no request routed twice): out of the routers' index, and
+    /// counted without names in `dynamo`'s active blocks.
     #[test]
     fn own_tails_left_unread_by_routers_change_nothing_but_the_misses(
         s in shape(),
@@ -235,10 +282,10 @@ proptest! {
         let s = Shape {
             policy: names.iter().position(|&n| n == policy).expect("registered"),
             restart: None,
-            audit: false,
+            remove_at: None,
             ..s
         };
-        attribution_changes_only_the_misses(&s)?;
+        attribution_changes_only_the_misses(&s, true)?;
     }
 }
 

@@ -83,7 +83,8 @@ pub struct RouterSetup {
     /// Its instrumentation (ground truth, the audit it reports what it believes to).
     pub probes: Probes,
     /// Whether requests' own tails (blocks no other request names) go unread: no request is
-    /// routed twice (no faults). Then only the request itself could look its own tail up, at
+    /// routed twice (no hand-back: no faults, no `[[scale]]` step, no planner). Then only the
+    /// request itself could look its own tail up, at
     /// its one decision, before any worker stored it: the policy's index keeps no stored own
     /// tail, and the policy counts a request's own tail without its names
     /// ([`Blocks::own_tail`]). The index audit and gap recovery see every name either way.

@@ -200,7 +200,8 @@ pub struct EngineSetup {
     pub attribute_misses: bool,
     /// Whether every block of a request stays in the pool's name table, its own tail too
     /// ([`KvPool`]'s unlisted blocks): when misses are attributed and a request may be routed
-    /// twice (faults), so that a handed-back request's other workers are seen holding its tail.
+    /// twice (faults, or workers removed by scaling), so that a handed-back request's other
+    /// workers are seen holding its tail.
     pub list_own_tails: bool,
     /// Step durations.
     pub timing: TimingModel,

@@ -68,8 +68,14 @@ pub struct Session<'a> {
 
 impl<'a> Session<'a> {
     /// A session of the validated scenario `s` on its built workload, with `hooks` (a stepped
-    /// session writes no trace or timeline: [`super::run_built`] does).
+    /// session writes no trace or timeline: [`super::run_built`] does). Its caller may scale
+    /// it at any time, and a worker that leaves may hand a request back to be routed again, so
+    /// every request's own tail stays listed and indexed ([`SessionHooks::list_own_tails`]).
     pub fn new(s: &Scenario, built: BuiltWorkload, hooks: SessionHooks<'a>) -> Result<Self> {
+        let hooks = SessionHooks {
+            list_own_tails: true,
+            ..hooks
+        };
         Self::open(s, built, hooks, false)
     }
 
@@ -89,7 +95,8 @@ impl<'a> Session<'a> {
         let total = built.recipe.total() as u64;
         let timeline = timeline.then(Timeline::shared);
         // Before anything of the cluster is allocated: a run that cannot fit is refused here.
-        check_memory(s, &hw, &built.recipe)?;
+        let own_tails_unread = crate::cluster::build::own_tails_unread(s) && !hooks.list_own_tails;
+        check_memory(s, &hw, &built.recipe, own_tails_unread)?;
         let Built {
             topology,
             audit,

@@ -29,7 +29,7 @@
 //!   the scheduler lists them ([`KvPool::list`]). Lookups by name ([`KvPool::contains`] and the
 //!   like) do not see unlisted blocks; loss attribution asks only about the routed request's
 //!   blocks, whose own tail no worker holds before its first routing, so it runs with every
-//!   block listed only when a request may be routed twice (faults: see
+//!   block listed only when a request may be routed twice (faults, workers removed: see
 //!   [`EngineSetup::list_own_tails`](super::engine::EngineSetup::list_own_tails)).
 //!
 //! Capacity counts both kinds: held named blocks + private blocks <= capacity. *Available*
@@ -85,8 +85,9 @@ pub struct KvPool {
     lru: ReleaseQueue,
     /// Blocks lost not long ago (`None`: not remembered, when misses are not attributed).
     memory: Option<EvictionMemory>,
-    /// The ground truth's table of holders, told of every block listed and unlisted here, with
-    /// this pool's worker number (`None`: no truth reads this pool).
+    /// The ground truth's table of holders, told of every block put in or taken out of the name
+    /// table here (unlisted blocks are not), with this pool's worker number (`None`: no truth
+    /// reads this pool).
     held_by: Option<(SharedHeldBy, u32)>,
     pinned: usize,
     private: usize,
