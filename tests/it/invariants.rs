@@ -286,3 +286,43 @@ decode_workers = 1
 "#,
     );
 }
+
+/// Found by the own-tail property tests with the engine varied (it never ended): a SGLang
+/// decode worker of 16 blocks ran a transferred request decoding (6 blocks, wanting a 7th) and
+/// one whose transferred KV a retraction had dropped, prefilling again (10 blocks). Every block
+/// was theirs, SGLang's retraction frees only decoding requests and keeps the last one, so the
+/// worker planned no step again; the newest running request now gives way.
+#[test]
+fn a_sglang_worker_whose_running_requests_hold_every_block_gives_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let rows = [
+        r#"{"timestamp": 21, "input_length": 146, "output_length": 13, "hash_ids": [200, 201, 202, 1000100, 1000101]}"#,
+        r#"{"timestamp": 58, "input_length": 157, "output_length": 31, "hash_ids": [200, 201, 202, 1000100, 1000101]}"#,
+        r#"{"timestamp": 85, "input_length": 25, "output_length": 7, "hash_ids": [200]}"#,
+        r#"{"timestamp": 132, "input_length": 126, "output_length": 23, "hash_ids": [0, 1, 1000600, 1000601]}"#,
+        r#"{"timestamp": 252, "input_length": 140, "output_length": 36, "hash_ids": [200, 201, 202, 1000100, 1000101]}"#,
+        r#"{"timestamp": 136, "input_length": 106, "output_length": 18, "hash_ids": [200, 201, 1000800, 1000801]}"#,
+        r#"{"timestamp": 0, "input_length": 37, "output_length": 35, "hash_ids": [0, 1000900]}"#,
+        r#"{"timestamp": 90, "input_length": 201, "output_length": 9, "hash_ids": [0, 1, 2, 1001000, 1001001, 1001002, 1001003]}"#,
+        r#"{"timestamp": 121, "input_length": 181, "output_length": 18, "hash_ids": [0, 1001100, 1001101, 1001102, 1001103, 1001104]}"#,
+        r#"{"timestamp": 348, "input_length": 11, "output_length": 29, "hash_ids": [200]}"#,
+        r#"{"timestamp": 26, "input_length": 28, "output_length": 19, "hash_ids": [100]}"#,
+        r#"{"timestamp": 350, "input_length": 162, "output_length": 15, "hash_ids": [100, 101, 1001400, 1001401, 1001402, 1001403]}"#,
+        r#"{"timestamp": 300, "input_length": 153, "output_length": 27, "hash_ids": [100, 101, 1001500, 1001501, 1001502]}"#,
+        r#"{"timestamp": 432, "input_length": 211, "output_length": 19, "hash_ids": [200, 201, 202, 1001600, 1001601, 1001602, 1001603]}"#,
+        r#"{"timestamp": 510, "input_length": 89, "output_length": 25, "hash_ids": [200, 201, 202]}"#,
+    ];
+    std::fs::write(&trace, rows.join("\n")).unwrap();
+    runs_to_the_end(&format!(
+        "seed = 200987384761\n\
+         [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
+         trace_block_size = 32\nrechunk = true\n\
+         [cluster]\nworkers = 1\nblock_size = 16\nkv_capacity_blocks = 16\n\
+         [engine]\nkind = \"sglang\"\n[engine.sglang]\nchunked_prefill_size = 96\n\
+         [router]\npolicy = \"llm-d\"\non_gap = \"resync\"\nreplicas = 2\n\
+         [bus]\npublish = true\n\
+         [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\n",
+        path = trace.display().to_string()
+    ));
+}

@@ -1,11 +1,11 @@
 //! A request's own tail (its blocks no other request of a trace names) is kept out of the
-//! workers' name tables and the routers' indexes unless a request may be routed twice (faults).
-//! Neither instrument needs them: with own tails listed and indexed
-//! ([`RunHooks::list_own_tails`]) and not, every run is the same, its misses and index quality
-//! included; and loss attribution only observes: with it on and off, every run is the same but
-//! for the report's `misses`. Whatever the policy, the KV pressure (preemptions),
-//! disaggregation, restarts, a decode worker removed (its requests handed back), router
-//! replicas and lost events recovered by snapshots.
+//! workers' name tables and the routers' indexes unless a request may be routed twice (faults,
+//! workers removed by scaling). Neither instrument needs them: with own tails listed and
+//! indexed ([`RunHooks::list_own_tails`]) and not, every run is the same, its misses and index
+//! quality included; and loss attribution only observes: with it on and off, every run is the
+//! same but for the report's `misses`. Whatever the policy, the engine (vLLM, SGLang,
+//! TensorRT-LLM), the KV pressure (preemptions), disaggregation, restarts, a decode worker
+//! removed (its requests handed back), router replicas and lost events recovered by snapshots.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -71,6 +71,8 @@ struct Shape {
     audit: bool,
     /// A decode worker removed (its requests handed back) at this time, s, when disaggregated.
     remove_at: Option<f64>,
+    /// The engine: 0 vLLM, 1 SGLang, 2 TensorRT-LLM.
+    engine: u8,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -87,12 +89,14 @@ fn shape() -> impl Strategy<Value = Shape> {
             any::<bool>(),
         ),
         prop::option::of(0.0f64..0.5),
+        0u8..3,
     )
         .prop_map(
             |(
                 (seed, rows, policy, workers, capacity),
                 (rechunk, whole_prompt, disagg, restart, drop_rate, replicas, sync, audit),
                 remove_at,
+                engine,
             )| Shape {
                 seed,
                 rows,
@@ -108,6 +112,7 @@ fn shape() -> impl Strategy<Value = Shape> {
                 sync,
                 audit,
                 remove_at,
+                engine,
             },
         )
 }
@@ -126,7 +131,7 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
          [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
          trace_block_size = {trace_block}\nrechunk = {rechunk}\n\
          [cluster]\nworkers = {workers}\nblock_size = {block}\nkv_capacity_blocks = {cap}\n\
-         [engine.vllm]\nadmission = \"{admission}\"\nmax_num_batched_tokens = 96\n\
+         {engine}\
          [router]\npolicy = \"{policy}\"\non_gap = \"resync\"\nreplicas = {replicas}\n\
          sync = \"{sync}\"\naudit_index = {audit}\n\
          [bus]\npublish = true\ndrop_rate = {drop}\n",
@@ -139,6 +144,13 @@ fn scenario_text(s: &Shape, trace: &Path) -> String {
         replicas = s.replicas,
         sync = if s.sync { "active-load" } else { "none" },
         audit = s.audit,
+        engine = match s.engine {
+            0 =>
+                format!("[engine.vllm]\nadmission = \"{admission}\"\nmax_num_batched_tokens = 96\n"),
+            1 => "[engine]\nkind = \"sglang\"\n[engine.sglang]\nchunked_prefill_size = 96\n"
+                .to_string(),
+            _ => "[engine]\nkind = \"trtllm\"\n[engine.trtllm]\nmax_num_tokens = 96\n".to_string(),
+        },
     );
     // A removal needs a decode worker left to serve: 1 prefill and 2 decode workers, then 1
     // (and no restart, which a scenario may not combine with scaling).

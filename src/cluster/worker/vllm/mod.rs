@@ -364,12 +364,22 @@ impl<T> StepScheduler<T> {
             Some(p) => (p.work, p.ends),
             None => (Vec::new(), Vec::new()),
         };
+        let mut unstuck = 0;
         let (preempted, admitted) = loop {
             work.clear();
             let (preempted, admitted) = self.schedule(now, &mut out, &mut work);
             // A step whose every request was preempted computes nothing: schedule again (the
             // waiting queue is admitted next, as in the step that would follow at once).
             if work.is_empty() && preempted && self.has_work() {
+                continue;
+            }
+            if work.is_empty() && !preempted && !self.running.is_empty() && unstuck < 2 {
+                // No running request can take a step and none gave way: the worker would wait
+                // forever (SGLang's retraction frees only decoding requests and keeps the last
+                // one, so a decoding request and a re-prefilling one can hold every block
+                // between them). The newest running request gives way, as a retracted one does.
+                unstuck += 1;
+                self.unstick(&mut out);
                 continue;
             }
             break (preempted, admitted);
@@ -852,6 +862,23 @@ impl<T> StepScheduler<T> {
         }
         pool.release(&slots, 0);
         (!changes.is_empty()).then_some(changes)
+    }
+
+    /// Frees a running set that cannot move ([`StepScheduler::plan`]'s net, not a rule of any
+    /// engine): the newest running request goes to the back of the waiting queue, as SGLang
+    /// re-queues a retracted request; running alone, it can never move, and is rejected.
+    fn unstick(&mut self, out: &mut Planned<T>) {
+        let newest = self.running.len() - 1;
+        if newest == 0 {
+            let mut s = self.running.pop_back().expect("one running");
+            self.free_blocks(&mut s, false);
+            self.stats.rejected += 1;
+            out.rejected.push(s);
+        } else {
+            self.preempt(newest);
+            let s = self.waiting.pop_front().expect("just preempted");
+            self.waiting.push_back(s);
+        }
     }
 
     /// Preempts running request `i`: frees its blocks, forgets its computed tokens, and puts it
