@@ -89,7 +89,7 @@ pub fn populate(
     } else {
         0
     };
-    let own_tails_unread = own_tails_unread(s) && !list_own_tails;
+    let own_tails_unread = own_tails_unread(s, list_own_tails);
     assert_eq!(sim.add(Node::Client(Box::new(client))), topo.client());
     for (replica, policy) in policies.into_iter().enumerate() {
         let setup = RouterSetup {
@@ -253,9 +253,10 @@ pub(crate) fn may_route_twice(s: &Scenario) -> bool {
 /// no request is routed twice ([`may_route_twice`]). Neither instrument reads them from the
 /// index: loss attribution asks about the routed request's own blocks, whose own tail no worker
 /// holds before the request is first routed, and the index audit counts the events the router
-/// applies, every name of them.
-pub(crate) fn own_tails_unread(s: &Scenario) -> bool {
-    !may_route_twice(s)
+/// applies, every name of them. `listed`: the run keeps every own tail listed and indexed
+/// anyway ([`RunHooks::list_own_tails`](crate::run::RunHooks::list_own_tails)).
+pub(crate) fn own_tails_unread(s: &Scenario, listed: bool) -> bool {
+    !listed && !may_route_twice(s)
 }
 
 /// What [`populate`] laid out: the topology, the routers' index audit if there is one, and
@@ -412,24 +413,28 @@ mod tests {
             );
             parse_scenario(Path::new("t.toml"), &text, &[]).expect("valid")
         };
-        assert!(own_tails_unread(&scenario("")));
+        assert!(own_tails_unread(&scenario(""), false));
+        assert!(
+            !own_tails_unread(&scenario(""), true),
+            "a run that lists them reads them"
+        );
         let fault = "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 1.0\ndown_ms = 1.0\n";
         assert!(
-            !own_tails_unread(&scenario(fault)),
+            !own_tails_unread(&scenario(fault), false),
             "a hand-back routes twice"
         );
         // Workers that leave hand requests back too, faults or none.
         let removal =
             "[[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 1\nleave = \"remove\"\n";
-        assert!(!own_tails_unread(&scenario(removal)));
+        assert!(!own_tails_unread(&scenario(removal), false));
         let planner = "[planner]\nkind = \"threshold\"\nmetric = \"queue\"\n\
                        adjustment_interval_s = 1.0\n";
-        assert!(!own_tails_unread(&scenario(planner)));
+        assert!(!own_tails_unread(&scenario(planner), false));
         let mut observed = scenario("");
         observed.router.audit_index = true;
         observed.router.attribute_misses = true;
         assert!(
-            own_tails_unread(&observed),
+            own_tails_unread(&observed, false),
             "the audit counts applied events, attribution asks about the routed request's blocks"
         );
         let attributed = observed;

@@ -385,7 +385,7 @@ pub fn check_fits(s: &Scenario, base_dir: &Path) -> Result<()> {
         s,
         &hw,
         &build_workload(s, base_dir)?.recipe,
-        crate::cluster::build::own_tails_unread(s),
+        crate::cluster::build::own_tails_unread(s, false),
     )
 }
 

@@ -95,7 +95,7 @@ impl<'a> Session<'a> {
         let total = built.recipe.total() as u64;
         let timeline = timeline.then(Timeline::shared);
         // Before anything of the cluster is allocated: a run that cannot fit is refused here.
-        let own_tails_unread = crate::cluster::build::own_tails_unread(s) && !hooks.list_own_tails;
+        let own_tails_unread = crate::cluster::build::own_tails_unread(s, hooks.list_own_tails);
         check_memory(s, &hw, &built.recipe, own_tails_unread)?;
         let Built {
             topology,

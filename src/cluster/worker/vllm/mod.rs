@@ -364,7 +364,8 @@ impl<T> StepScheduler<T> {
             Some(p) => (p.work, p.ends),
             None => (Vec::new(), Vec::new()),
         };
-        let mut unstuck = 0;
+        // The net below frees at most every request that was running when the step began.
+        let mut may_give_way = self.running.len();
         let (preempted, admitted) = loop {
             work.clear();
             let (preempted, admitted) = self.schedule(now, &mut out, &mut work);
@@ -373,12 +374,12 @@ impl<T> StepScheduler<T> {
             if work.is_empty() && preempted && self.has_work() {
                 continue;
             }
-            if work.is_empty() && !preempted && !self.running.is_empty() && unstuck < 2 {
+            if work.is_empty() && !preempted && !self.running.is_empty() && may_give_way > 0 {
                 // No running request can take a step and none gave way: the worker would wait
                 // forever (SGLang's retraction frees only decoding requests and keeps the last
                 // one, so a decoding request and a re-prefilling one can hold every block
                 // between them). The newest running request gives way, as a retracted one does.
-                unstuck += 1;
+                may_give_way -= 1;
                 self.unstick(&mut out);
                 continue;
             }
