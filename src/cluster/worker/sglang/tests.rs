@@ -371,3 +371,45 @@ fn a_finished_turn_keeps_its_answer_only_as_far_as_its_fill_ids_reached() {
         (vec![true, false], (2, 8))
     );
 }
+
+#[test]
+fn a_request_running_alone_that_can_never_move_is_rejected_not_waited_on() {
+    // 8 blocks of 4. A (prompt 4, output 20: 6 blocks at most) is prefilled and decodes. Then
+    // something outside the engine takes every free block, so A, running alone, cannot take
+    // the block its next token needs, and SGLang keeps the last running request rather than
+    // retracting it. The step loop's net rejects A instead of waiting forever.
+    let mut s = engine(rules(), Some(8));
+    s.enqueue(request(0, 1, 4, 20));
+    let mut now = 0;
+    // Until A holds 4 + 8 tokens, three full blocks: its next token needs a fourth.
+    while s
+        .running_seq(crate::ids::RequestId(0))
+        .is_none_or(|a| a.generated() < 8)
+    {
+        now = s.plan(now).expect("A runs").end;
+        s.apply();
+    }
+    let free = s.pool().available();
+    assert_eq!((s.pool().active(), free), (3, 5));
+    let mut held = Vec::new();
+    s.pool.borrow_mut().acquire(
+        None,
+        &[],
+        free,
+        &mut crate::cluster::worker::kv::Changes::default(),
+        &mut held,
+        0,
+    );
+    assert_eq!(s.pool().available(), 0);
+    let p = s.plan(now).expect("the rejection is reported");
+    assert_eq!(p.rejected.len(), 1);
+    assert_eq!(p.rejected[0].id(), crate::ids::RequestId(0));
+    assert_eq!(s.stats().rejected, 1);
+    assert!(s.running_seq(crate::ids::RequestId(0)).is_none());
+    assert!(s.waiting.is_empty());
+    assert_eq!(
+        s.pool().active(),
+        free,
+        "A's blocks went back; only the taken ones are held"
+    );
+}
