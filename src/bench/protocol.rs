@@ -21,12 +21,15 @@
 //!   README's launch commands, as kept in `jyothisambolu/InferenceMAX`). Its grid is the
 //!   (isl, osl) pairs (1,024, 1,024), (1,024, 8,192) and (8,192, 1,024) at 4 to 128 clients.
 //!
-//! InferenceMAX's vLLM launch commands also set the KV cache's dtype by GPU: the Blackwell
-//! (B200) command passes `--kv-cache-dtype fp8`, the Hopper (H200) one leaves it at `auto`, which
-//! in those vLLM images is the model's dtype, bf16, even for an FP8 checkpoint
-//! ([`Protocol::server_kv_dtype`]). The measured rows bear it out: Llama-3.1-70B fp8 on 2 x H100,
-//! 64 clients of 1,024 + 8,192 tokens, measures a mean TTFT of 30.8 s, and with a bf16 KV cache
-//! dynsim queues them for 32.7 s; with an fp8 one everything fits and TTFT is 0.3 s.
+//! InferenceMAX's vLLM launch commands also set the KV cache's dtype by GPU
+//! ([`Protocol::server_kv_dtype`]; `benchmarks/70b_fp8_*.sh` in `jyothisambolu/InferenceMAX`):
+//! the B200's passes `--kv-cache-dtype fp8`; the H200's has since its move to vLLM 0.10.2
+//! (a157a04, Sep 15 2025), the H100's only since af4ccd0 (Sep 23 2025), before which it left it
+//! at `auto`, in those vLLM images the model's dtype, bf16, even for an FP8 checkpoint. The
+//! measured H100 rows are from before: Llama-3.1-70B fp8 on 2 x H100, 64 clients of 1,024 +
+//! 8,192 tokens, measures a mean TTFT of 30.8 s, and with a bf16 KV cache dynsim queues them
+//! for 32.7 s; with an fp8 one everything fits and TTFT is 0.3 s. So the H100 runs a bf16
+//! cache, the H200 and Blackwell an fp8 one (docs/FIDELITY.md, "How the rows were measured").
 //!
 //! dynsim draws the lengths from the scenario's seed, not numpy's: the same distribution, not
 //! the same draws. SGLang's and TensorRT-LLM's servers keep AIConfigurator's limits under either
@@ -126,9 +129,10 @@ impl Protocol {
 
     /// The KV dtype the protocol's `engine` server runs on `gpu` when the benchmark asks for
     /// `requested`: an explicit dtype stays; `auto` becomes what the protocol's launch command
-    /// gives. InferenceMAX's vLLM servers: `fp8` on Blackwell GPUs (its B200 command's
-    /// `--kv-cache-dtype fp8`), `bf16` elsewhere (its H200 command sets none, and that vLLM's
-    /// `auto` is the model's dtype). AIConfigurator's and other engines' servers keep `auto`.
+    /// gives. InferenceMAX's vLLM servers: `fp8` on Blackwell GPUs and the H200 (their
+    /// commands' `--kv-cache-dtype fp8`), `bf16` elsewhere (the H100's command set none when its
+    /// rows were measured, and that vLLM's `auto` is the model's dtype; the module's doc).
+    /// AIConfigurator's and other engines' servers keep `auto`.
     pub fn server_kv_dtype(
         self,
         engine: EngineKind,
@@ -138,7 +142,9 @@ impl Protocol {
         match (self, engine, requested) {
             (Protocol::InferenceMax, EngineKind::Vllm, KvDtype::Auto) => {
                 match gpu::find(gpu_name) {
-                    Some(g) if g.architecture == "blackwell" => KvDtype::Fp8,
+                    Some(g) if g.architecture == "blackwell" || g.name == "h200_sxm" => {
+                        KvDtype::Fp8
+                    }
                     Some(_) => KvDtype::Bf16,
                     None => KvDtype::Auto,
                 }
@@ -227,14 +233,15 @@ mod tests {
     }
 
     #[test]
-    fn inferencemax_vllm_runs_fp8_kv_on_blackwell_and_bf16_on_hopper() {
+    fn inferencemax_vllm_runs_fp8_kv_on_blackwell_and_the_h200_and_bf16_on_the_h100() {
         use EngineKind::{Trtllm, Vllm};
         use KvDtype::{Auto, Bf16, Fp8};
         use Protocol::{Aiconfigurator, InferenceMax};
         for (protocol, engine, gpu, requested, runs) in [
             (InferenceMax, Vllm, "b200_sxm", Auto, Fp8),
             (InferenceMax, Vllm, "h100_sxm", Auto, Bf16),
-            (InferenceMax, Vllm, "h200_sxm", Auto, Bf16),
+            (InferenceMax, Vllm, "h200_sxm", Auto, Fp8),
+            (InferenceMax, Vllm, "a100_sxm", Auto, Bf16),
             // An explicit dtype stays; other engines and AIConfigurator's protocol keep `auto`.
             (InferenceMax, Vllm, "h100_sxm", Fp8, Fp8),
             (InferenceMax, Trtllm, "h100_sxm", Auto, Auto),

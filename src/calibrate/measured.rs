@@ -15,7 +15,7 @@
 //! the weights; a newer vLLM, and the other engines, the checkpoint's ([`KvDtype::Auto`]: an FP8
 //! KV cache with FP8 or FP4 weights). Rows without a version run under their protocol's launch
 //! commands ([`crate::bench::Protocol::server_kv_dtype`]: InferenceMAX's vLLM servers ran a bf16
-//! KV cache on Hopper and an fp8 one on Blackwell).
+//! KV cache on the H100 and an fp8 one on the H200 and Blackwell).
 
 use std::path::Path;
 

@@ -64,9 +64,9 @@ fn seventy_b(gpu: &str, protocol: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(&args)).expect("one JSON object")
 }
 
-/// InferenceMAX's vLLM servers ran a bf16 KV cache on Hopper (its H200 launch sets no
-/// `--kv-cache-dtype`) and an fp8 one on Blackwell; AIConfigurator's protocol keeps `auto` (fp8
-/// with fp8 weights). On 2 x H100 the bf16 cache holds half the tokens, too few for 64 clients of
+/// InferenceMAX's vLLM servers ran a bf16 KV cache on the H100 (its launch command set no
+/// `--kv-cache-dtype` when the rows were measured) and an fp8 one on the H200 and Blackwell;
+/// AIConfigurator's protocol keeps `auto` (fp8 with fp8 weights). On 2 x H100 the bf16 cache holds half the tokens, too few for 64 clients of
 /// up to 9,216 tokens: they queue (measured: 30.8 s of mean TTFT), where the fp8 one seats them
 /// all (0.3 s). If the protocol's KV dtype were lost, the queueing would vanish.
 #[test]
@@ -85,6 +85,7 @@ fn inferencemax_runs_the_kv_dtype_of_its_launch_commands_and_queues_where_kv_run
     let ratio = kv(&aic).1 as f64 / tokens as f64;
     assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
     assert_eq!(kv(&seventy_b("b200_sxm", "inferencemax", &[])).0, "fp8");
+    assert_eq!(kv(&seventy_b("h200_sxm", "inferencemax", &[])).0, "fp8");
     // An explicit dtype wins over the protocol's.
     let asked = seventy_b("h100_sxm", "inferencemax", &["--kv-dtype", "fp8"]);
     assert_eq!(kv(&asked), kv(&aic));
