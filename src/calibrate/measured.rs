@@ -10,6 +10,12 @@
 //! pipeline parallelism are skipped) and `kv_cache_dtype` (auto, bf16, fp8). Other columns are
 //! ignored.
 //!
+//! A well-formed row of a deployment dynsim does not model (another weight precision or KV
+//! dtype, such as int4; more than 64 GPUs, such as a 72-GPU NVLink domain) is kept apart with
+//! the reason ([`Measurements::unmodelled`]), so that a file of other tools' deployments (such
+//! as AIConfigurator's whole `silicon_sample.csv`) can be checked for the rows dynsim does
+//! model; a malformed cell is refused in any row.
+//!
 //! A row without `kv_cache_dtype` ran its server's `auto` ([`MeasuredRow::server_kv_dtype`]):
 //! vLLM before 0.14 (the AIConfigurator rows' 0.12.0) takes the model's dtype, bf16, whatever
 //! the weights; a newer vLLM, and the other engines, the checkpoint's ([`KvDtype::Auto`]: an FP8
@@ -80,7 +86,28 @@ pub struct Measurements {
     pub rows: Vec<MeasuredRow>,
     /// Rows skipped.
     pub skipped: usize,
+    /// Well-formed rows of aggregated serving that dynsim does not model (a weight precision or
+    /// KV dtype other than its own, more GPUs than a deployment may have), in file order: what
+    /// a file of other tools' deployments, such as AIConfigurator's whole `silicon_sample.csv`,
+    /// holds beside the rows dynsim can predict.
+    pub unmodelled: Vec<Unmodelled>,
 }
+
+/// A well-formed measured row that dynsim does not model, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unmodelled {
+    /// The file's line (1-based).
+    pub line: usize,
+    /// Its id (or `line N` without an `id` column).
+    pub id: String,
+    /// The engine.
+    pub backend: String,
+    /// What dynsim does not model, naming the file, line and column.
+    pub why: String,
+}
+
+/// The most GPUs of one deployment a row may name (`tp_size`).
+const MAX_TP: u64 = 64;
 
 const REQUIRED: [&str; 10] = [
     "backend",
@@ -175,13 +202,37 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
                     )
                 })
         };
+        let id = match opt(id_col) {
+            "" => format!("line {line}"),
+            id => id.to_string(),
+        };
+        // Well-formed cells dynsim does not model: a precision or KV dtype named otherwise
+        // than its own, tensor parallelism past the most GPUs a deployment may have. The row is
+        // read to the end first, so that a malformed cell is refused as in any other row.
+        let mut unmodelled = None;
         let precision = match get("precision") {
             "" => Precision::Bf16,
-            p => p.parse().map_err(|e: String| bad("precision", e))?,
+            p => p.parse().unwrap_or_else(|e: String| {
+                unmodelled.get_or_insert(bad("precision", e));
+                Precision::Bf16
+            }),
         };
         let kv_dtype = match opt(kv_col) {
             "" => KvDtype::Auto,
-            k => k.parse().map_err(|e: String| bad("kv_cache_dtype", e))?,
+            k => k.parse().unwrap_or_else(|e: String| {
+                unmodelled.get_or_insert(bad("kv_cache_dtype", e));
+                KvDtype::Auto
+            }),
+        };
+        let tp = match whole("tp_size", u64::MAX) {
+            Ok(tp) if tp > MAX_TP => {
+                unmodelled.get_or_insert(bad(
+                    "tp_size",
+                    format!("{tp} GPUs: a deployment has 1 to {MAX_TP}"),
+                ));
+                1
+            }
+            tp => tp?,
         };
         let max_len = crate::limits::MAX_CONTEXT_TOKENS;
         let isl = whole("isl", max_len)? as u32;
@@ -197,12 +248,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
                 return Err(bad(name, "is empty".into()));
             }
         }
+        let concurrency = whole("batch_size", 1 << 20)? as usize;
+        let (ttft_ms, tpot_ms) = (ms("silicon_ttft_ms")?, ms("silicon_tpot_ms")?);
+        if let Some(why) = unmodelled {
+            out.unmodelled.push(Unmodelled {
+                line,
+                id,
+                backend: get("backend").to_string(),
+                why: why.to_string(),
+            });
+            continue;
+        }
         out.rows.push(MeasuredRow {
             line,
-            id: match opt(id_col) {
-                "" => format!("line {line}"),
-                id => id.to_string(),
-            },
+            id,
             backend: get("backend").to_string(),
             version: opt(version_col).to_string(),
             model: get("model_path").to_string(),
@@ -211,13 +270,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
             kv_dtype,
             isl,
             osl,
-            concurrency: whole("batch_size", 1 << 20)? as usize,
-            tp: whole("tp_size", 64)?,
-            ttft_ms: ms("silicon_ttft_ms")?,
-            tpot_ms: ms("silicon_tpot_ms")?,
+            concurrency,
+            tp,
+            ttft_ms,
+            tpot_ms,
         });
     }
-    if out.rows.is_empty() {
+    if out.rows.is_empty() && out.unmodelled.is_empty() {
         return Err(Error::file(path, "no measured rows of aggregated serving"));
     }
     Ok(out)
@@ -287,6 +346,49 @@ mod tests {
         assert!(err.starts_with("m.csv:2: silicon_tpot_ms:"), "{err}");
     }
 
+    /// A precision or KV dtype dynsim does not model, or more GPUs than a deployment has, keeps
+    /// a well-formed row apart with the reason, naming file, line and column; a malformed cell is
+    /// refused in such a row as in any other.
+    #[test]
+    fn rows_dynsim_does_not_model_are_kept_apart_with_why() {
+        let header = "id,backend,model_path,system,precision,mode,isl,osl,batch_size,tp_size,\
+                      silicon_ttft_ms,silicon_tpot_ms,kv_cache_dtype\n";
+        let text = format!(
+            "{header}a,vllm,M,b200_sxm,int4,agg,1024,128,8,8,1,1,\n\
+             b,sglang,M,gb200,fp8,agg,1024,128,8,72,1,1,\n\
+             c,vllm,M,h100_sxm,fp8,agg,1024,128,8,2,1,1,fp6\n\
+             d,vllm,M,h100_sxm,fp8,agg,1024,128,8,2,1,1,\n"
+        );
+        let m = parse(Path::new("m.csv"), &text).unwrap();
+        assert_eq!(m.rows.len(), 1);
+        assert_eq!(m.rows[0].id, "d");
+        let why: Vec<(usize, &str, &str, &str)> = m
+            .unmodelled
+            .iter()
+            .map(|u| (u.line, u.id.as_str(), u.backend.as_str(), u.why.as_str()))
+            .collect();
+        assert_eq!(why.len(), 3);
+        assert_eq!(why[0].0..=why[2].0, 2..=4);
+        assert!(
+            why[0].3.starts_with("m.csv:2: precision: \"int4\""),
+            "{why:?}"
+        );
+        assert_eq!(why[1].2, "sglang");
+        assert!(why[1].3.starts_with("m.csv:3: tp_size: 72 GPUs"), "{why:?}");
+        assert!(why[2].3.starts_with("m.csv:4: kv_cache_dtype:"), "{why:?}");
+        // Only such rows: still read, for the caller to name them.
+        let only = format!("{header}a,vllm,M,b200_sxm,int4,agg,1024,128,8,8,1,1,\n");
+        assert_eq!(
+            parse(Path::new("m.csv"), &only).unwrap().unmodelled.len(),
+            1
+        );
+        let malformed = text.replace("int4,agg,1024,128,8,8,1,1,", "int4,agg,1024,128,8,8,-1,1,");
+        let err = parse(Path::new("m.csv"), &malformed)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("m.csv:2: silicon_ttft_ms:"), "{err}");
+    }
+
     #[test]
     fn bad_cells_name_file_line_and_column() {
         let cases = [
@@ -295,8 +397,8 @@ mod tests {
                 "m.csv:2: isl: expected a whole number",
             ),
             (
-                "x,vllm,M,h100_sxm,fp6,agg,1,128,8,2,1,1,1\n",
-                "m.csv:2: precision: \"fp6\" is not a precision",
+                "x,vllm,M,h100_sxm,fp8,agg,1,128,8,0,1,1,1\n",
+                "m.csv:2: tp_size: expected a whole number",
             ),
             (
                 "x,vllm,M,h100_sxm,fp8,agg,1,128,8,2,1,-3,1\n",

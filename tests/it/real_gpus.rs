@@ -553,6 +553,45 @@ fn calibrate_check_leaves_out_a_refused_row_and_names_it() {
     );
 }
 
+/// A file of other tools' deployments (AIConfigurator's whole `silicon_sample.csv` has int4
+/// checkpoints and 72-GPU NVLink domains beside the rows dynsim predicts): `--check` predicts
+/// the rows it models and names each of the engine's others; another engine's do not count
+/// against it; a fit stops at the engine's first, in one line naming file, line and column.
+#[test]
+fn calibrate_check_names_rows_dynsim_does_not_model_and_predicts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = measured_subset(&[",vllm,", ",1024,128,8,"], 2);
+    let int4 = "kimi,vllm,,moonshotai/Kimi-K2.5,b200_sxm,int4,agg,1024,1024,4,8,1,100,10\n";
+    let nvl72 = "dsr1,sglang,,deepseek-ai/DeepSeek-R1,gb200,fp8,agg,1024,1024,5632,72,1,100,10\n";
+    let measured = write(dir.path(), "m.csv", &format!("{csv}{int4}{nvl72}"));
+    let (stdout, stderr) = ok_with_stderr(&["calibrate", &measured, "--check", "--jobs", "1"]);
+    assert!(
+        stdout.starts_with("2 vllm rows")
+            && stdout.contains(
+                "(1 of other engines, 0 not aggregated serving, 1 refused, not predicted)"
+            ),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("measured row kimi (line 4) is not predicted")
+            && stderr.contains("m.csv:4: precision: \"int4\" is not a precision")
+            && !stderr.contains("dsr1"),
+        "{stderr}"
+    );
+    // A fit uses every row of its engine: it stops at the first it cannot model.
+    let e = bad(&["calibrate", &measured]);
+    assert!(
+        e.contains("kimi") && e.contains("m.csv:4: precision") && !e.contains('\n'),
+        "{e}"
+    );
+    // The other engine's row is named when that engine is checked; with no row left, an error.
+    let e = bad(&["calibrate", &measured, "--engine", "sglang", "--check"]);
+    assert!(
+        e.contains("m.csv:5: tp_size: 72 GPUs") && e.contains("no sglang row can be predicted"),
+        "{e}"
+    );
+}
+
 #[test]
 fn calibrate_rates_from_holds_another_profiles_rates_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
