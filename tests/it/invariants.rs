@@ -209,6 +209,44 @@ fn runs_to_the_end(text: &str) {
     assert_eq!(r.acks, r.requests as u64);
 }
 
+/// Found by the own-tail property tests (the run never ended, and its message log filled 24 GB):
+/// an SGLang worker with one request decoding and one prefilling held every block, the step
+/// loop's net sent the prefilling one back to the queue, and the next request waiting, sharing
+/// its prefix, was admitted at once onto the blocks just freed: the two prefilling requests
+/// took turns forever while the decoding one never moved. Now the step in which a request gave
+/// way admits nobody (`StepScheduler::unstick`).
+#[test]
+fn a_request_that_gives_way_leaves_its_blocks_to_the_requests_still_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let rows = [
+        r#"{"timestamp": 15, "input_length": 187, "output_length": 22, "hash_ids": [200, 201, 202, 1000300, 1000301, 1000302]}"#,
+        r#"{"timestamp": 144, "input_length": 146, "output_length": 33, "hash_ids": [200, 201, 202, 1000800, 1000801]}"#,
+        r#"{"timestamp": 150, "input_length": 90, "output_length": 33, "hash_ids": [0, 1, 1001500]}"#,
+        r#"{"timestamp": 323, "input_length": 221, "output_length": 26, "hash_ids": [200, 201, 202, 1001700, 1001701, 1001702, 1001703]}"#,
+        r#"{"timestamp": 324, "input_length": 149, "output_length": 6, "hash_ids": [200, 1001800, 1001801, 1001802, 1001803]}"#,
+        r#"{"timestamp": 294, "input_length": 183, "output_length": 12, "hash_ids": [200, 201, 202, 1002100, 1002101, 1002102]}"#,
+        r#"{"timestamp": 828, "input_length": 125, "output_length": 23, "hash_ids": [200, 201, 1002300, 1002301]}"#,
+        r#"{"timestamp": 775, "input_length": 74, "output_length": 26, "hash_ids": [200, 201, 1002500]}"#,
+        r#"{"timestamp": 868, "input_length": 221, "output_length": 3, "hash_ids": [200, 201, 202, 1001700, 1001701, 1001702, 1001703]}"#,
+        r#"{"timestamp": 429, "input_length": 68, "output_length": 23, "hash_ids": [200, 1003300, 1003301]}"#,
+        r#"{"timestamp": 456, "input_length": 189, "output_length": 25, "hash_ids": [200, 201, 202, 1003800, 1003801, 1003802]}"#,
+        r#"{"timestamp": 936, "input_length": 218, "output_length": 17, "hash_ids": [200, 201, 202, 1003900, 1003901, 1003902, 1003903]}"#,
+    ];
+    std::fs::write(&trace, rows.join("\n")).unwrap();
+    runs_to_the_end(&format!(
+        "seed = 285463404817\n\
+         [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
+         trace_block_size = 32\nrechunk = true\n\
+         [cluster]\nworkers = 2\nblock_size = 16\nkv_capacity_blocks = 18\n\
+         [engine]\nkind = \"sglang\"\n[engine.sglang]\nchunked_prefill_size = 96\n\
+         [router]\npolicy = \"kv\"\non_gap = \"resync\"\naudit_index = true\n\
+         attribute_misses = true\n\
+         [bus]\npublish = true\n",
+        path = trace.display().to_string()
+    ));
+}
+
 /// Found by the property above (it never ended): two synced replicas, a bus outage that loses
 /// a peer's "freed" note, and a policy that learns from events. The replica kept the peer's
 /// request open forever, so its stream checks never rested.

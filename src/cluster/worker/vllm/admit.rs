@@ -85,6 +85,9 @@ impl<T> StepScheduler<T> {
         budget: u64,
         out: &mut Planned<T>,
     ) -> Admit {
+        if self.admission_held {
+            return Admit::Blocked;
+        }
         let bs = self.cfg.block_size;
         let head = self.waiting.front().expect("checked non-empty");
         // Longer than the KV can ever hold, or than the server accepts (vLLM refuses a request

@@ -204,6 +204,10 @@ pub struct StepScheduler<T> {
     pub(super) tiered: bool,
     /// When the loads of the step being planned end (its start, at the earliest).
     pub(super) loads_done: Nanos,
+    /// Whether the step being planned admits nobody: set when a running request gave way
+    /// ([`StepScheduler::unstick`]), so that the blocks it freed go to the requests left
+    /// running rather than to a waiting one that would take them back.
+    pub(super) admission_held: bool,
 }
 
 impl<T> StepScheduler<T> {
@@ -232,6 +236,7 @@ impl<T> StepScheduler<T> {
             new_token_ratio,
             tiered: false,
             loads_done: 0,
+            admission_held: false,
         }
     }
 
@@ -366,6 +371,7 @@ impl<T> StepScheduler<T> {
         };
         // The net below frees at most every request that was running when the step began.
         let mut may_give_way = self.running.len();
+        self.admission_held = false;
         let (preempted, admitted) = loop {
             work.clear();
             let (preempted, admitted) = self.schedule(now, &mut out, &mut work);
@@ -867,7 +873,10 @@ impl<T> StepScheduler<T> {
 
     /// Frees a running set that cannot move ([`StepScheduler::plan`]'s net, not a rule of any
     /// engine): the newest running request goes to the back of the waiting queue, as SGLang
-    /// re-queues a retracted request; running alone, it can never move, and is rejected.
+    /// re-queues a retracted request, and the step admits nobody, so that the blocks it freed
+    /// go to the requests left running (admitted, a waiting request sharing their prefix took
+    /// them back at once and the worker went round forever); running alone, it can never
+    /// move, and is rejected.
     fn unstick(&mut self, out: &mut Planned<T>) {
         let newest = self.running.len() - 1;
         if newest == 0 {
@@ -879,6 +888,7 @@ impl<T> StepScheduler<T> {
             self.preempt(newest);
             let s = self.waiting.pop_front().expect("just preempted");
             self.waiting.push_back(s);
+            self.admission_held = true;
         }
     }
 
