@@ -884,6 +884,9 @@ impl<T> StepScheduler<T> {
             self.free_blocks(&mut s, false);
             self.stats.rejected += 1;
             out.rejected.push(s);
+            // Nobody left running: the waiting requests may take the worker (an idle worker
+            // that admits nobody would refuse its queue's head as never fitting).
+            self.admission_held = false;
         } else {
             self.preempt(newest);
             let s = self.waiting.pop_front().expect("just preempted");
