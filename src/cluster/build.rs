@@ -321,6 +321,7 @@ fn sglang_rules(s: &Scenario) -> SglangRules {
         schedule_conservativeness: g.schedule_conservativeness,
         enable_mixed_chunk: g.enable_mixed_chunk,
         charge_chunk: g.max_prefill_tokens_charge == PrefillCharge::Chunk,
+        recheck_locked_prefix: g.recheck_locked_prefix,
     }
 }
 

@@ -167,6 +167,12 @@ pub struct SglangSettings {
     /// with, so a long prompt's first chunk fills the pass: `aisimulate-core` 0.13's
     /// `get_new_batch_prefill`, which `scenarios/dynamo-mocker-sglang.toml` follows).
     pub max_prefill_tokens_charge: PrefillCharge,
+    /// Whether a waiting request whose matched prefix, once locked, leaves too little room is
+    /// checked again and waits (true: SGLang 0.5.6.post2's `PrefillAdder.add_one_req`, where
+    /// locking the prefix takes its evictable blocks out of the budget, the default) or is
+    /// admitted on the budget seen before the lock (false: `aisimulate-core` 0.13's
+    /// `get_new_batch_prefill`, which `scenarios/dynamo-mocker-sglang.toml` follows).
+    pub recheck_locked_prefix: bool,
 }
 
 /// `engine.sglang.max_prefill_tokens_charge`.
@@ -193,6 +199,7 @@ impl Default for SglangSettings {
             schedule_conservativeness: 1.0,
             enable_mixed_chunk: false,
             max_prefill_tokens_charge: PrefillCharge::Prompt,
+            recheck_locked_prefix: true,
         }
     }
 }

@@ -582,6 +582,12 @@ fn inactive_engine(s: &Scenario) -> Result<(), Invalid> {
             shown(&g.max_prefill_tokens_charge),
             EngineKind::Sglang,
         ),
+        (
+            "engine.sglang.recheck_locked_prefix",
+            g.recheck_locked_prefix != dg.recheck_locked_prefix,
+            shown(&g.recheck_locked_prefix),
+            EngineKind::Sglang,
+        ),
     ];
     match settings
         .into_iter()

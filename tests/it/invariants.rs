@@ -214,7 +214,9 @@ fn runs_to_the_end(text: &str) {
 /// loop's net sent the prefilling one back to the queue, and the next request waiting, sharing
 /// its prefix, was admitted at once onto the blocks just freed: the two prefilling requests
 /// took turns forever while the decoding one never moved. Now the step in which a request gave
-/// way admits nobody (`StepScheduler::unstick`).
+/// way admits nobody (`StepScheduler::unstick`). Under SGLang's own admission, which checks
+/// the budget again once the prefix is locked, that request waits and the net is not reached:
+/// the case runs the crate's single check (`recheck_locked_prefix = false`), as found.
 #[test]
 fn a_request_that_gives_way_leaves_its_blocks_to_the_requests_still_running() {
     let dir = tempfile::tempdir().unwrap();
@@ -240,6 +242,7 @@ fn a_request_that_gives_way_leaves_its_blocks_to_the_requests_still_running() {
          trace_block_size = 32\nrechunk = true\n\
          [cluster]\nworkers = 2\nblock_size = 16\nkv_capacity_blocks = 18\n\
          [engine]\nkind = \"sglang\"\n[engine.sglang]\nchunked_prefill_size = 96\n\
+         recheck_locked_prefix = false\n\
          [router]\npolicy = \"kv\"\non_gap = \"resync\"\naudit_index = true\n\
          attribute_misses = true\n\
          [bus]\npublish = true\n",

@@ -160,9 +160,12 @@ fn the_bundled_sglang_scenario_runs_in_the_crate_defaults() {
         "workload.limit=400",
         "--set",
         "engine.kind=vllm",
-        // The crate's max_prefill_tokens check is an SGLang setting: back to its default.
+        // The crate's max_prefill_tokens check and single budget check are SGLang settings:
+        // back to their defaults.
         "--set",
         "engine.sglang.max_prefill_tokens_charge=\"prompt\"",
+        "--set",
+        "engine.sglang.recheck_locked_prefix=true",
         "--json",
     ]);
     let v: serde_json::Value = serde_json::from_str(&vllm).expect("json");

@@ -46,6 +46,12 @@ pub struct SglangRules {
     /// `max_prefill_tokens` is checked against the chunk a request would be admitted with, as
     /// Dynamo's simulator does, not against its whole uncached prompt, as SGLang does.
     pub charge_chunk: bool,
+    /// After a waiting request's matched prefix is locked (its evictable blocks pinned, no
+    /// longer room), it is checked against the budget again and waits if it no longer fits,
+    /// as SGLang's `PrefillAdder.add_one_req` does ("rem_total_tokens may decrease after the
+    /// lock acquisition"); the lock stays on for the rest of the pass. Off, the budget is
+    /// checked once, before, as Dynamo's simulator does.
+    pub recheck_locked_prefix: bool,
 }
 
 impl SglangRules {

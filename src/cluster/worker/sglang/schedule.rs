@@ -13,7 +13,7 @@ use super::{
     SglangRules, CLIP_MAX_NEW_TOKENS, IN_BATCH_PREFIX_TOKENS, LPM_FALLBACK_THRESHOLD,
 };
 use crate::cluster::worker::plan::{Admit, Planned, Work};
-use crate::cluster::worker::seq::Seq;
+use crate::cluster::worker::seq::{Seq, SeqKind};
 use crate::cluster::worker::vllm::StepScheduler;
 
 /// A prefill batch's budgets, tokens (`PrefillAdder`'s `rem_total_tokens`, `rem_input_tokens`,
@@ -219,10 +219,25 @@ impl<T> StepScheduler<T> {
                 continue;
             }
             let target = Self::head_target(head);
-            let (_, _, start) = self.head_start();
+            let (held, _, start) = self.head_start();
             let extend = target - start;
             if (extend + max_new) as f64 >= budget.total {
                 break; // NO_TOKEN
+            }
+            // Locking the matched prefix pins its evictable blocks: no longer room.
+            let locked = if rules.recheck_locked_prefix && head.kind == SeqKind::Prompt {
+                let pool = self.pool.borrow();
+                let on_device = held.min((start / bs as u64) as usize);
+                let evictable = head.names()[..on_device]
+                    .iter()
+                    .filter(|b| !pool.is_pinned(**b))
+                    .count();
+                (evictable * bs) as f64
+            } else {
+                0.0
+            };
+            if (extend + max_new) as f64 >= budget.total - locked {
+                break; // NO_TOKEN, after the lock
             }
             let input = ceil_page(extend, bs) as f64;
             if !rules.charge_chunk && input >= budget.input && !work.is_empty() {
@@ -253,6 +268,7 @@ impl<T> StepScheduler<T> {
                     debug_assert_eq!(s.id(), w.id);
                     s.kept_output = Some(s.generated);
                     budget.charge(w.tokens, if w.tokens == extend { max_new } else { 0 });
+                    budget.total -= locked;
                     work.push(w);
                     admitted = true;
                 }

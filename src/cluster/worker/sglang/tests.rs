@@ -21,6 +21,7 @@ fn rules() -> SglangRules {
         schedule_conservativeness: 1.0,
         enable_mixed_chunk: false,
         charge_chunk: false,
+        recheck_locked_prefix: true,
     }
 }
 
@@ -412,4 +413,45 @@ fn a_request_running_alone_that_can_never_move_is_rejected_not_waited_on() {
         free,
         "A's blocks went back; only the taken ones are held"
     );
+}
+
+#[test]
+fn the_budget_is_checked_again_once_the_matched_prefix_is_locked() {
+    // 8 blocks of 4, conservativeness 0.1 (ratio 0.07). C (family 2, 4 tokens, 8 output) and
+    // A (family 1, 16 tokens, 1 output) are prefilled together; A finishes with its first
+    // token, its 4 blocks cached and evictable; C holds its 4 tokens in 1 block (its first
+    // output's KV is written with the next). Then B (family 1, 20 tokens, 8 output) waits: its
+    // first 16 tokens are A's blocks, 4 are left to compute. The budget is 7 blocks x 4 less
+    // C's reserve, 7 x 0.07: 27.51 tokens, and B's 4 + 8 fit; locking A's 4 evictable blocks
+    // takes 16 of them (11.51 left): SGLang's second check refuses B, which waits, the
+    // crate's single check admits it.
+    for (recheck, admitted) in [(true, false), (false, true)] {
+        let mut s = engine(
+            SglangRules {
+                schedule_conservativeness: 0.1,
+                recheck_locked_prefix: recheck,
+                ..rules()
+            },
+            Some(8),
+        );
+        s.enqueue(request(1, 2, 4, 8));
+        s.enqueue(request(0, 1, 16, 1));
+        let mut now = 0;
+        let mut a_done = false;
+        while !a_done {
+            now = s.plan(now).expect("A and C run").end;
+            a_done = s.apply().finished.iter().any(|f| f.id().0 == 0);
+        }
+        let (c_blocks, free) = (s.pool().active(), s.pool().available());
+        assert_eq!(c_blocks, 1, "C holds its 4 tokens");
+        assert_eq!(free, 7, "A's 4 blocks, evictable, and three free");
+        s.enqueue(request(2, 1, 20, 8));
+        s.plan(now).expect("C decodes");
+        assert_eq!(
+            s.running_seq(crate::ids::RequestId(2)).is_some(),
+            admitted,
+            "recheck {recheck}"
+        );
+        assert_eq!(waiting_ids(&s).is_empty(), admitted, "recheck {recheck}");
+    }
 }
