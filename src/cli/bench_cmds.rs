@@ -283,30 +283,24 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         .filter(|r| r.backend == engine)
         .cloned()
         .collect();
-    // The engine's rows dynsim does not model (an int4 checkpoint, 72 GPUs of one NVLink
-    // domain): a fit stops at the first, as at any row it cannot set up; --check names each and
-    // leaves it out. Other engines' are theirs to model.
-    let unmodelled: Vec<&measured::Unmodelled> = all
+    // The engine's rows left out, each as (id, line, why): those dynsim does not model (an
+    // int4 checkpoint, 72 GPUs of one NVLink domain; other engines' are theirs to model) and,
+    // with --check, those whose benchmark cannot be set up (a model or GPU dynsim does not
+    // know, a deployment it refuses). --check names each and predicts the others; a fit stops
+    // at the first.
+    let mut left_out: Vec<(String, usize, String)> = all
         .unmodelled
         .iter()
         .filter(|u| u.backend == engine)
+        .map(|u| (u.id.clone(), u.line, u.why.clone()))
         .collect();
-    if let (Some(u), false) = (unmodelled.first(), a.check) {
+    if let (Some((id, line, why)), false) = (left_out.first(), a.check) {
         return Err(Error::run(
-            format!("measured row {} (line {})", u.id, u.line),
-            format!(
-                "{} (a fit uses every row of its engine: leave it out of the file)",
-                u.why
-            ),
+            format!("measured row {id} (line {line})"),
+            format!("{why} (a fit uses every row of its engine: leave it out of the file)"),
         ));
     }
-    if rows.is_empty() {
-        if let Some(u) = unmodelled.first() {
-            return Err(Error::run(
-                format!("measured row {} (line {})", u.id, u.line),
-                format!("{} (no {engine} row can be predicted)", u.why),
-            ));
-        }
+    if rows.is_empty() && left_out.is_empty() {
         return Err(Error::file(
             &a.measured,
             format!("no aggregated rows of backend {engine:?}"),
@@ -316,36 +310,26 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         set: a.set.clone(),
         prompt_pool: a.prompt_pool,
     };
-    // With --check, a row whose benchmark cannot be set up (a model or GPU dynsim does not
-    // know, a deployment it refuses) is left out with a warning naming it, and the others are
-    // predicted: one such row among many no longer leaves no errors at all. A fit still stops
-    // at it.
-    let (rows, refused) = if a.check {
-        check_rows(rows, a.engine, &setup)
+    let rows = if a.check {
+        let (kept, refused) = check_rows(rows, a.engine, &setup);
+        left_out.extend(
+            refused
+                .into_iter()
+                .map(|(row, e)| (row.id, row.line, e.to_string())),
+        );
+        kept
     } else {
-        (rows, Vec::new())
+        rows
     };
     if rows.is_empty() {
-        let (row, e) = &refused[0];
+        let (id, line, why) = &left_out[0];
         return Err(Error::run(
-            format!("measured row {} (line {})", row.id, row.line),
-            format!("{e} (no {engine} row can be predicted)"),
+            format!("measured row {id} (line {line})"),
+            format!("{why} (no {engine} row can be predicted)"),
         ));
     }
-    for u in &unmodelled {
-        tracing::warn!(
-            "measured row {} (line {}) is not predicted: {}",
-            u.id,
-            u.line,
-            u.why
-        );
-    }
-    for (row, e) in &refused {
-        tracing::warn!(
-            "measured row {} (line {}) is not predicted: {e}",
-            row.id,
-            row.line
-        );
+    for (id, line, why) in &left_out {
+        tracing::warn!("measured row {id} (line {line}) is not predicted: {why}");
     }
     let groups = rows
         .iter()
@@ -441,15 +425,12 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         rows.len(),
         engine,
         a.measured.display(),
-        all.rows.len() + all.unmodelled.len() - rows.len() - refused.len() - unmodelled.len(),
+        all.rows.len() + all.unmodelled.len() - rows.len() - left_out.len(),
         all.skipped,
-        if refused.is_empty() && unmodelled.is_empty() {
+        if left_out.is_empty() {
             String::new()
         } else {
-            format!(
-                ", {} refused, not predicted",
-                refused.len() + unmodelled.len()
-            )
+            format!(", {} refused, not predicted", left_out.len())
         },
         if a.check {
             "predicted with the profile"

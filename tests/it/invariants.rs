@@ -209,6 +209,20 @@ fn runs_to_the_end(text: &str) {
     assert_eq!(r.acks, r.requests as u64);
 }
 
+/// [`runs_to_the_end`] on a Mooncake trace of `rows` (32-token ids, rechunked to the scenario's
+/// blocks) with `seed`, the rest of the scenario (`[cluster]` on) in `rest`.
+fn trace_runs_to_the_end(seed: u64, rows: &[&str], rest: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(&trace, rows.join("\n")).unwrap();
+    runs_to_the_end(&format!(
+        "seed = {seed}\n\
+         [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
+         trace_block_size = 32\nrechunk = true\n{rest}",
+        path = trace.display().to_string()
+    ));
+}
+
 /// Found by the own-tail property tests (the run never ended, and its message log filled 24 GB):
 /// an SGLang worker with one request decoding and one prefilling held every block, the step
 /// loop's net sent the prefilling one back to the queue, and the next request waiting, sharing
@@ -219,8 +233,6 @@ fn runs_to_the_end(text: &str) {
 /// the case runs the crate's single check (`recheck_locked_prefix = false`), as found.
 #[test]
 fn a_request_that_gives_way_leaves_its_blocks_to_the_requests_still_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.jsonl");
     let rows = [
         r#"{"timestamp": 15, "input_length": 187, "output_length": 22, "hash_ids": [200, 201, 202, 1000300, 1000301, 1000302]}"#,
         r#"{"timestamp": 144, "input_length": 146, "output_length": 33, "hash_ids": [200, 201, 202, 1000800, 1000801]}"#,
@@ -235,19 +247,16 @@ fn a_request_that_gives_way_leaves_its_blocks_to_the_requests_still_running() {
         r#"{"timestamp": 456, "input_length": 189, "output_length": 25, "hash_ids": [200, 201, 202, 1003800, 1003801, 1003802]}"#,
         r#"{"timestamp": 936, "input_length": 218, "output_length": 17, "hash_ids": [200, 201, 202, 1003900, 1003901, 1003902, 1003903]}"#,
     ];
-    std::fs::write(&trace, rows.join("\n")).unwrap();
-    runs_to_the_end(&format!(
-        "seed = 285463404817\n\
-         [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
-         trace_block_size = 32\nrechunk = true\n\
-         [cluster]\nworkers = 2\nblock_size = 16\nkv_capacity_blocks = 18\n\
+    trace_runs_to_the_end(
+        285463404817,
+        &rows,
+        "[cluster]\nworkers = 2\nblock_size = 16\nkv_capacity_blocks = 18\n\
          [engine]\nkind = \"sglang\"\n[engine.sglang]\nchunked_prefill_size = 96\n\
          recheck_locked_prefix = false\n\
          [router]\npolicy = \"kv\"\non_gap = \"resync\"\naudit_index = true\n\
          attribute_misses = true\n\
          [bus]\npublish = true\n",
-        path = trace.display().to_string()
-    ));
+    );
 }
 
 /// Found by the property above (it never ended): two synced replicas, a bus outage that loses
@@ -335,8 +344,6 @@ decode_workers = 1
 /// worker planned no step again; the newest running request now gives way.
 #[test]
 fn a_sglang_worker_whose_running_requests_hold_every_block_gives_way() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.jsonl");
     let rows = [
         r#"{"timestamp": 21, "input_length": 146, "output_length": 13, "hash_ids": [200, 201, 202, 1000100, 1000101]}"#,
         r#"{"timestamp": 58, "input_length": 157, "output_length": 31, "hash_ids": [200, 201, 202, 1000100, 1000101]}"#,
@@ -354,16 +361,13 @@ fn a_sglang_worker_whose_running_requests_hold_every_block_gives_way() {
         r#"{"timestamp": 432, "input_length": 211, "output_length": 19, "hash_ids": [200, 201, 202, 1001600, 1001601, 1001602, 1001603]}"#,
         r#"{"timestamp": 510, "input_length": 89, "output_length": 25, "hash_ids": [200, 201, 202]}"#,
     ];
-    std::fs::write(&trace, rows.join("\n")).unwrap();
-    runs_to_the_end(&format!(
-        "seed = 200987384761\n\
-         [workload]\nkind = \"trace\"\npath = {path:?}\nformat = \"mooncake\"\n\
-         trace_block_size = 32\nrechunk = true\n\
-         [cluster]\nworkers = 1\nblock_size = 16\nkv_capacity_blocks = 16\n\
+    trace_runs_to_the_end(
+        200987384761,
+        &rows,
+        "[cluster]\nworkers = 1\nblock_size = 16\nkv_capacity_blocks = 16\n\
          [engine]\nkind = \"sglang\"\n[engine.sglang]\nchunked_prefill_size = 96\n\
          [router]\npolicy = \"llm-d\"\non_gap = \"resync\"\nreplicas = 2\n\
          [bus]\npublish = true\n\
          [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\n",
-        path = trace.display().to_string()
-    ));
+    );
 }
