@@ -27,8 +27,10 @@
 //! defaults instead. TensorRT-LLM (`--engine trtllm`) is configured by the same rule
 //! (`trtllm.rule`): `max_batch_size` = the concurrency, `max_num_tokens` = concurrency + `isl` +
 //! 1,500. SGLang (`--engine sglang`) by its own (`benchmark/sglang.rule` at 043c66c5):
-//! `max_running_requests` = the concurrency, `max_prefill_tokens` = `isl` + 1,500 and
-//! `enable_mixed_chunk` = true, the rest SGLang's defaults (`chunked_prefill_size` 8,192).
+//! `max_running_requests` = the concurrency, `max_prefill_tokens` = `isl` + 1,500,
+//! `enable_mixed_chunk` = true and CUDA graphs for batches of 1 to the concurrency (so
+//! `cuda_graph_max_bs` = the concurrency, which sizes SGLang's default `mem_fraction_static`),
+//! the rest SGLang's defaults (`chunked_prefill_size` 8,192).
 //!
 //! The run is a scenario like any other ([`scenario`] builds it): a `[deployment]`, the engine,
 //! a closed-loop synthetic workload of `concurrency` clients, the roofline step times. Its report
@@ -236,7 +238,7 @@ fn engine_limits(spec: &BenchSpec) -> String {
         }
         EngineKind::Sglang => format!(
             "[engine.sglang]\nmax_running_requests = {c}\nmax_prefill_tokens = {}\n\
-             enable_mixed_chunk = true\n",
+             enable_mixed_chunk = true\ncuda_graph_max_bs = {c}\n",
             u64::from(spec.isl) + AIC_TOKEN_MARGIN
         ),
     }
@@ -359,12 +361,15 @@ impl BenchReport {
         let b = &self.bench;
         let r = &self.report;
         let mut out = format!(
-            "deployment    {}\nkv            {} tokens per worker in {}: {} requests of {} + {} tokens \
-             at once (the engine runs {} at most)\nbenchmark     {} clients{}, {} requests of {} + {} \
-             tokens\n",
+            "deployment    {}\nkv            {} tokens per worker in {}{}: {} requests of {} + {} \
+             tokens at once (the engine runs {} at most)\nbenchmark     {} clients{}, {} requests of \
+             {} + {} tokens\n",
             b.deployment,
             b.kv_capacity_tokens,
             b.kv_dtype,
+            r.deployments
+                .first()
+                .map_or(String::new(), |d| format!(" (memory share {})", d.memory_share)),
             b.max_batch,
             b.isl,
             b.osl,

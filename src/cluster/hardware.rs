@@ -39,6 +39,10 @@ pub struct DeploymentReport {
     pub precision: String,
     /// KV dtype (`auto` resolved).
     pub kv_dtype: String,
+    /// The share of each GPU's memory the engine took (vLLM's `gpu_memory_utilization`,
+    /// SGLang's `mem_fraction_static`, derived when "auto"; TensorRT-LLM's
+    /// `free_gpu_memory_fraction` of what weights leave).
+    pub memory_share: f64,
     /// Weights per GPU, GB (1e9 bytes).
     pub weights_gb_per_gpu: f64,
     /// KV bytes per token, whole model.
@@ -158,6 +162,7 @@ impl Hardware {
             tp: d.tp,
             precision: d.precision.name().to_string(),
             kv_dtype: d.kv_dtype.name().to_string(),
+            memory_share: d.memory_share,
             weights_gb_per_gpu: crate::round::round_py(d.weight_bytes_per_gpu / 1e9, 2),
             kv_bytes_per_token: d.kv_bytes_per_token,
             kv_gb_per_gpu: crate::round::round_py(d.kv_bytes_per_gpu / 1e9, 2),

@@ -21,6 +21,10 @@
 //! activations − memory outside torch), with vLLM's activation and outside-torch terms (not
 //! measured for TensorRT-LLM).
 //!
+//! SGLang (`engine.kind = "sglang"`) gives weights and KV `mem_fraction_static` of the memory and
+//! reserves nothing for a sampler pass ([`sglang_memory`]: its default share, derived from the
+//! GPU, the chunk, its CUDA graphs and the parallelism, stands for activations and graphs).
+//!
 //! KV bytes per token and GPU: layers x KV heads on the GPU (`max(1, kv_heads / tp)`) x head dim x
 //! 2 (K and V) x the KV dtype's bytes; blocks: the KV bytes over a block's bytes, less vLLM's null
 //! block. A deployment whose KV cannot hold one request of `max_model_len` tokens is refused, as
@@ -36,15 +40,19 @@ pub mod gpu;
 pub mod model;
 pub mod profile;
 pub mod roofline;
+pub mod sglang_memory;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Invalid, Result};
 use gpu::GpuSpec;
 use model::ModelSpec;
+use sglang_memory::SglangMemory;
 
 /// GiB, bytes.
 pub const GIB: f64 = 1_073_741_824.0;
+/// MiB, bytes.
+const MIB: f64 = 1_048_576.0;
 /// The memory a GPU's datasheet counts that CUDA does not report as total (80 GiB H100: 79.18).
 pub const DEVICE_RESERVED_GIB: f64 = 0.82;
 /// Bytes of vLLM's profile-run activation peak per sampled row and vocabulary entry (fp32 logits
@@ -214,17 +222,38 @@ impl Default for DeploymentSettings {
 /// What the engine that serves a deployment reserves of the GPU's memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineMemory {
-    /// The share of the GPU's memory the engine may use (vLLM's `gpu_memory_utilization`), or
-    /// with `of_free`, the share of the memory left free for KV (TensorRT-LLM's
-    /// `free_gpu_memory_fraction`).
-    pub utilization: f64,
-    /// Whether `utilization` is a share of the memory weights, activations and the rest leave
-    /// (TensorRT-LLM's rule) rather than of the whole GPU's (vLLM's).
+    /// The share of the GPU's memory the engine may use (vLLM's `gpu_memory_utilization`,
+    /// SGLang's `mem_fraction_static`), or with `of_free`, the share of the memory left free for
+    /// KV (TensorRT-LLM's `free_gpu_memory_fraction`).
+    pub share: MemoryShare,
+    /// Whether the share is of the memory weights, activations and the rest leave
+    /// (TensorRT-LLM's rule) rather than of the whole GPU's (vLLM's and SGLang's).
     pub of_free: bool,
     /// The most requests that run at once (sizes the sampler's activation peak).
     pub max_num_seqs: u64,
     /// The scenario key that sets `max_num_seqs` (`engine.vllm.max_num_seqs`, ...), for errors.
     pub max_num_seqs_key: &'static str,
+}
+
+/// The share of memory an engine takes: given, or SGLang's default for the GPU and parallelism.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MemoryShare {
+    /// This share.
+    Given(f64),
+    /// SGLang's own `mem_fraction_static` ([`sglang_memory::mem_fraction_static`]).
+    SglangDefault(SglangMemory),
+}
+
+impl EngineMemory {
+    /// The share of each of `tp` `gpu`s' memory the engine takes.
+    pub fn share(&self, gpu: &GpuSpec, tp: u64) -> f64 {
+        match self.share {
+            MemoryShare::Given(u) => u,
+            MemoryShare::SglangDefault(m) => {
+                sglang_memory::mem_fraction_static(usable_bytes(gpu) / MIB, tp, m)
+            }
+        }
+    }
 }
 
 /// A resolved deployment: the model, the GPU and everything derived from them.
@@ -248,6 +277,8 @@ pub struct Deployment {
     pub kv_bytes_per_token_per_gpu: u64,
     /// KV bytes per token in the whole model (what a transfer moves).
     pub kv_bytes_per_token: u64,
+    /// The share of each GPU's memory the engine took ([`EngineMemory::share`]).
+    pub memory_share: f64,
     /// Memory each GPU leaves for KV, bytes.
     pub kv_bytes_per_gpu: f64,
     /// Tokens of KV a worker holds (in vLLM's 16-token blocks, the null block left out).
@@ -342,6 +373,7 @@ impl Deployment {
         let kv_bytes_per_token_per_gpu =
             model.kv_bytes_per_token_per_gpu(s.tp, kv_dtype.bytes(s.precision));
         let kv_bytes_per_gpu = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, engine);
+        let memory_share = engine.share(gpu, s.tp);
         // What weights and the rest leave for the sampler's reserve (under TensorRT-LLM's rule
         // before the engine takes its share of it), and that reserve per running request.
         let per_seq = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64;
@@ -350,11 +382,7 @@ impl Deployment {
             ..engine
         };
         let room = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, no_seqs)
-            / if engine.of_free {
-                engine.utilization
-            } else {
-                1.0
-            };
+            / if engine.of_free { memory_share } else { 1.0 };
         if kv_bytes_per_gpu <= 0.0 && room > per_seq {
             // The weights fit; the sampler's reserve for that many running requests does not.
             return Err(bad(
@@ -378,21 +406,13 @@ impl Deployment {
             // the KV memory rule with no weights, before TensorRT-LLM's share of what is left
             // (its share applies to the KV alone, not to the weights).
             let room = kv_memory_per_gpu(&model, gpu, s.tp, 0.0, engine)
-                / if engine.of_free {
-                    engine.utilization
-                } else {
-                    1.0
-                };
+                / if engine.of_free { memory_share } else { 1.0 };
             let share = if engine.of_free {
                 format!(
-                    "less the engine's reserve; KV gets {} of what the weights leave",
-                    engine.utilization
+                    "less the engine's reserve; KV gets {memory_share} of what the weights leave"
                 )
             } else {
-                format!(
-                    "at the engine's memory share {}, less its reserve",
-                    engine.utilization
-                )
+                format!("at the engine's memory share {memory_share}, less its reserve")
             };
             let fits = min_tp(&model, gpu, s.precision, engine);
             return Err(bad(
@@ -444,6 +464,7 @@ impl Deployment {
             max_model_len,
             weight_bytes_per_gpu,
             kv_bytes_per_token_per_gpu,
+            memory_share,
             kv_bytes_per_gpu,
             kv_capacity_tokens,
         })
@@ -489,7 +510,8 @@ fn kv_memory_per_gpu(
     weight_bytes_per_gpu: f64,
     engine: EngineMemory,
 ) -> f64 {
-    let usable = gpu.memory_bytes() - DEVICE_RESERVED_GIB * GIB;
+    let usable = usable_bytes(gpu);
+    let share = engine.share(gpu, tp);
     let activation = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64 * engine.max_num_seqs as f64;
     let non_torch = if tp == 1 {
         NON_TORCH_GIB_ONE_GPU
@@ -498,10 +520,15 @@ fn kv_memory_per_gpu(
     } * GIB;
     let rest = weight_bytes_per_gpu + activation + non_torch;
     if engine.of_free {
-        (usable - rest) * engine.utilization
+        (usable - rest) * share
     } else {
-        usable * engine.utilization - rest
+        usable * share - rest
     }
+}
+
+/// The memory CUDA reports of `gpu`, bytes: the datasheet's less [`DEVICE_RESERVED_GIB`].
+fn usable_bytes(gpu: &GpuSpec) -> f64 {
+    gpu.memory_bytes() - DEVICE_RESERVED_GIB * GIB
 }
 
 /// The smallest power-of-two tensor parallelism whose GPUs leave room for KV.
@@ -538,7 +565,7 @@ pub(crate) mod tests {
     }
 
     const VLLM: EngineMemory = EngineMemory {
-        utilization: 0.9,
+        share: MemoryShare::Given(0.9),
         of_free: false,
         max_num_seqs: 1024,
         max_num_seqs_key: "engine.vllm.max_num_seqs",
@@ -688,7 +715,7 @@ pub(crate) mod tests {
     #[test]
     fn weights_that_do_not_fit_under_trtllm_say_a_room_the_gpus_hold() {
         let trtllm = EngineMemory {
-            utilization: 0.9,
+            share: MemoryShare::Given(0.9),
             of_free: true,
             max_num_seqs: 8,
             max_num_seqs_key: "engine.trtllm.max_batch_size",

@@ -8,9 +8,10 @@
 
 use std::path::Path;
 
-use super::{EngineKind, Pool, Scenario, TimingKind};
+use super::{Auto, EngineKind, Pool, Scenario, TimingKind};
 use crate::deployment::profile::{self, Profile};
-use crate::deployment::{model, Deployment, DeploymentSettings, EngineMemory};
+use crate::deployment::sglang_memory::SglangMemory;
+use crate::deployment::{model, Deployment, DeploymentSettings, EngineMemory, MemoryShare};
 use crate::error::{read_text, Invalid};
 
 /// Each pool's deployment, and the profile of the roofline step model (under `timing.model =
@@ -30,15 +31,28 @@ pub struct Resolved {
 /// The engine's memory settings under `s`.
 pub fn engine_memory(s: &Scenario) -> EngineMemory {
     let trtllm = s.engine.kind == EngineKind::Trtllm;
+    let g = &s.engine.sglang;
     EngineMemory {
-        utilization: match s.engine.kind {
-            EngineKind::Trtllm => s.engine.trtllm.free_gpu_memory_fraction,
-            EngineKind::Sglang => s.engine.sglang.mem_fraction_static,
-            EngineKind::Vllm => s.engine.vllm.gpu_memory_utilization,
+        share: match s.engine.kind {
+            EngineKind::Trtllm => MemoryShare::Given(s.engine.trtllm.free_gpu_memory_fraction),
+            EngineKind::Sglang => match g.mem_fraction_static {
+                Auto::Set(u) => MemoryShare::Given(u),
+                Auto::Derived => MemoryShare::SglangDefault(SglangMemory {
+                    chunked_prefill_size: g.chunked_prefill_size,
+                    max_prefill_tokens: g.max_prefill_tokens,
+                    cuda_graph_max_bs: g.cuda_graph_max_bs.set().map(|n| n as u64),
+                }),
+            },
+            EngineKind::Vllm => MemoryShare::Given(s.engine.vllm.gpu_memory_utilization),
         },
         of_free: trtllm,
-        // Unbounded running requests: the sampler is still profiled at vLLM's default.
-        max_num_seqs: s.max_num_seqs().unwrap_or(1024) as u64,
+        // SGLang profiles no sampler pass (its share leaves room for activations); vLLM's and
+        // TensorRT-LLM's is profiled at vLLM's default when running requests are unbounded.
+        max_num_seqs: if s.engine.kind == EngineKind::Sglang {
+            0
+        } else {
+            s.max_num_seqs().unwrap_or(1024) as u64
+        },
         max_num_seqs_key: match s.engine.kind {
             EngineKind::Trtllm => "engine.trtllm.max_batch_size",
             EngineKind::Sglang => "engine.sglang.max_running_requests",

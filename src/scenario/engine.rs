@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Limit, Pool, Scenario};
+use super::{Auto, Limit, Pool, Scenario};
 
 /// `[engine]`: the serving engine whose step scheduler the workers run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
@@ -141,10 +141,17 @@ impl Default for TrtllmSettings {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SglangSettings {
-    /// The share of each GPU's memory for weights and KV (`--mem-fraction-static`); sizes the KV
-    /// cache of a `[deployment]` as vLLM's `gpu_memory_utilization` does. SGLang derives its
-    /// default from the GPU; 0.9 stands in for it here: set your server's.
-    pub mem_fraction_static: f64,
+    /// The share of each GPU's memory for weights and KV (`--mem-fraction-static`), which sizes
+    /// the KV cache of a `[deployment]`: a number in (0, 1], or "auto" (the default) for
+    /// SGLang's own, derived as its `server_args.py` derives it from the GPU's memory, the chunk
+    /// size, `cuda_graph_max_bs` and the tensor parallelism (with no reserve for a sampler pass,
+    /// which SGLang does not profile).
+    pub mem_fraction_static: Auto<f64>,
+    /// The largest batch SGLang captures a CUDA graph for (`--cuda-graph-max-bs`, or the largest
+    /// of `--cuda-graph-bs`); only sizes the memory SGLang's "auto" `mem_fraction_static`
+    /// reserves (2 MiB per batch entry). "auto" (the default): SGLang's per GPU and parallelism
+    /// (256 below TP 4 and 512 from it on 60-160 GB GPUs).
+    pub cuda_graph_max_bs: Auto<usize>,
     /// The order waiting requests are tried in: "fcfs" (arrival, SGLang's default) or "lpm"
     /// (longest cached prefix first; past 128 waiting requests, fcfs).
     pub schedule_policy: SchedulePolicyKind,
@@ -191,7 +198,8 @@ pub enum PrefillCharge {
 impl Default for SglangSettings {
     fn default() -> Self {
         SglangSettings {
-            mem_fraction_static: 0.9,
+            mem_fraction_static: Auto::Derived,
+            cuda_graph_max_bs: Auto::Derived,
             schedule_policy: SchedulePolicyKind::Fcfs,
             max_running_requests: Limit::Count(256),
             chunked_prefill_size: 8192,

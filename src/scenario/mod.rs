@@ -7,6 +7,7 @@
 //! - [`load`]: reading a file, `--set KEY=VALUE` overrides, and locating errors (file:line).
 //! - [`validate`]: range checks on a deserialised scenario.
 
+mod auto;
 pub mod deploy;
 mod engine;
 pub mod kv;
@@ -25,6 +26,7 @@ use crate::router::loads::LoadKind;
 use crate::router::stream::OnGap;
 use crate::workload::synthetic::SyntheticParams;
 
+pub use auto::Auto;
 pub use engine::{
     AdmissionKind, EngineKind, EngineSettings, PreemptionKind, PrefillCharge, SchedulePolicyKind,
     SglangSettings, TrtllmSettings, VllmSettings,

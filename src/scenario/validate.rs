@@ -9,7 +9,7 @@ pub use crate::limits::{
 use std::path::Path;
 
 use super::{
-    EngineKind, Fault, Limit, Scenario, SglangSettings, Timing, TimingKind, TrtllmSettings,
+    Auto, EngineKind, Fault, Limit, Scenario, SglangSettings, Timing, TimingKind, TrtllmSettings,
     VllmSettings, Workload,
 };
 use crate::rng::SimRng;
@@ -541,6 +541,12 @@ fn inactive_engine(s: &Scenario) -> Result<(), Invalid> {
             EngineKind::Sglang,
         ),
         (
+            "engine.sglang.cuda_graph_max_bs",
+            g.cuda_graph_max_bs != dg.cuda_graph_max_bs,
+            shown(&g.cuda_graph_max_bs),
+            EngineKind::Sglang,
+        ),
+        (
             "engine.sglang.schedule_policy",
             g.schedule_policy != dg.schedule_policy,
             shown(&g.schedule_policy),
@@ -615,23 +621,33 @@ fn shown<T: serde::Serialize>(value: &T) -> String {
 /// every pool's deployment must resolve (its model and GPU known, its weights and one request of
 /// `max_model_len` fitting); model and profile files are read from `base_dir` when given.
 fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid> {
-    for (key, u) in [
+    for (key, u, problem) in [
         (
             "engine.vllm.gpu_memory_utilization",
-            s.engine.vllm.gpu_memory_utilization,
+            Some(s.engine.vllm.gpu_memory_utilization),
+            "must be in (0, 1]",
         ),
         (
             "engine.trtllm.free_gpu_memory_fraction",
-            s.engine.trtllm.free_gpu_memory_fraction,
+            Some(s.engine.trtllm.free_gpu_memory_fraction),
+            "must be in (0, 1]",
         ),
         (
             "engine.sglang.mem_fraction_static",
-            s.engine.sglang.mem_fraction_static,
+            s.engine.sglang.mem_fraction_static.set(),
+            "must be in (0, 1], or \"auto\"",
         ),
     ] {
-        if !(u.is_finite() && u > 0.0 && u <= 1.0) {
-            return Err(Invalid::new(key, format!("{u:?}"), "must be in (0, 1]"));
+        if let Some(u) = u.filter(|u| !(u.is_finite() && *u > 0.0 && *u <= 1.0)) {
+            return Err(Invalid::new(key, format!("{u:?}"), problem));
         }
+    }
+    if s.engine.sglang.cuda_graph_max_bs == Auto::Set(0) {
+        return Err(Invalid::new(
+            "engine.sglang.cuda_graph_max_bs",
+            0,
+            "must be at least 1, or \"auto\"",
+        ));
     }
     let d = &s.disagg;
     if !d.enabled {

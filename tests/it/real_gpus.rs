@@ -138,6 +138,98 @@ fn bench_runs_tensorrt_llm_with_its_memory_rule_limits_and_profile() {
     assert_ne!(trt["ttft_ms"], vllm["ttft_ms"], "its own fitted profile");
 }
 
+/// SGLang's KV share is its own default for the GPU (server_args.py's
+/// `_handle_gpu_memory_settings`), not vLLM's 0.9: Qwen3-32B in bf16 on one H100, benchmarked
+/// with 16 clients (CUDA graphs for batches up to 16, AIConfigurator's rule) reserves 512 +
+/// 1.5 x 8,192 + 2 x 16 + 1,024 / 8 = 12,960 MiB of the 81,080 CUDA reports: a share of 0.840,
+/// and 0.840 x 79.18 GiB − 65.52 GB of weights − 0.13 GiB = 5.75 GB of KV, 1,371 blocks of 16
+/// tokens of 262,144 bytes, one kept back: 21,920 tokens. At 0.9, less vLLM's sampler reserve
+/// (which SGLang does not take), it was 41,024.
+#[test]
+fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--model",
+            "Qwen/Qwen3-32B",
+            "--gpu",
+            "h100_sxm",
+            "--precision",
+            "bf16",
+            "--isl",
+            "1024",
+            "--osl",
+            "128",
+            "--concurrency",
+            "16",
+            "--requests",
+            "16",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)["deployments"][0].clone()
+    };
+    let sglang = bench(&["--engine", "sglang"]);
+    assert_eq!(sglang["memory_share"].as_f64().unwrap(), 0.84);
+    assert_eq!(sglang["kv_capacity_tokens"].as_u64().unwrap(), 21_920);
+    let set = bench(&[
+        "--engine",
+        "sglang",
+        "--set",
+        "engine.sglang.mem_fraction_static=0.9",
+    ]);
+    assert_eq!(set["memory_share"].as_f64().unwrap(), 0.9);
+    assert_eq!(
+        set["kv_capacity_tokens"].as_u64().unwrap(),
+        41_376,
+        "no sampler reserve"
+    );
+    // SGLang's own CUDA graphs on an H100 below TP 4 (256) reserve 992 MiB more: 0.834.
+    let graphs = bench(&[
+        "--engine",
+        "sglang",
+        "--set",
+        "engine.sglang.cuda_graph_max_bs=auto",
+    ]);
+    assert_eq!(graphs["memory_share"].as_f64().unwrap(), 0.834);
+    let vllm = bench(&[]);
+    assert_eq!(vllm["memory_share"].as_f64().unwrap(), 0.9);
+    assert_eq!(vllm["kv_capacity_tokens"].as_u64().unwrap(), 41_024);
+    for (set, problem) in [
+        (
+            "engine.sglang.mem_fraction_static=1.5",
+            "must be in (0, 1], or \"auto\"",
+        ),
+        (
+            "engine.sglang.mem_fraction_static=\"most\"",
+            "expected a number or \"auto\"",
+        ),
+        (
+            "engine.sglang.cuda_graph_max_bs=0",
+            "must be at least 1, or \"auto\"",
+        ),
+    ] {
+        let e = bad(&[
+            "bench",
+            "--model",
+            "Qwen/Qwen3-32B",
+            "--gpu",
+            "h100_sxm",
+            "--engine",
+            "sglang",
+            "--isl",
+            "1024",
+            "--osl",
+            "128",
+            "--concurrency",
+            "16",
+            "--set",
+            set,
+        ]);
+        assert!(e.contains(problem), "{set}: {e}");
+    }
+}
+
 #[test]
 fn bench_runs_sglang_as_aiconfigurator_configures_it_with_its_profile() {
     let (vllm, sglang) = (llama8b_bench(&[]), llama8b_bench(&["--engine", "sglang"]));

@@ -1,0 +1,133 @@
+//! SGLang's default `mem_fraction_static`: the share of each GPU's memory it gives weights and
+//! KV when the server is not told one.
+//!
+//! From sgl-project/sglang v0.5.6.post2, `python/sglang/srt/server_args.py`,
+//! `ServerArgs._handle_gpu_memory_settings` (the same in v0.5.8.post1 without piecewise CUDA
+//! graphs, its default): SGLang reserves, in MiB,
+//!
+//! `512` (attention metadata) `+ 1.5 x max(chunked_prefill_size, 2048)` (a prefill chunk's
+//! activations; `max_prefill_tokens` in place of the chunk when chunking is off) `+ 2 x
+//! cuda_graph_max_bs` (CUDA graph buffers) `+ 1024 x tp / 8` (large parallel sizes), and at least
+//! 10,240 on a GPU of more than 60 GiB; then `mem_fraction_static = round((gpu_mem − reserved) /
+//! gpu_mem, 3)`, where `gpu_mem` is the GPU's memory in MiB. `cuda_graph_max_bs`, unless given
+//! (`--cuda-graph-max-bs`, or the largest of `--cuda-graph-bs`), follows the GPU's memory: 8 below
+//! 20 GiB; 24 (80 from TP 4) below 35; 32 (160) below 60; 256 (512) below 160; 512 above.
+//!
+//! The KV then gets that share of the memory less the weights (`model_runner.py`,
+//! `profile_max_num_token`: what is free after loading less `(1 − mem_fraction_static)` of what
+//! was free before): no separate reserve for the sampler, as vLLM's profile run takes.
+//!
+//! Where dynsim differs: `gpu_mem` is the memory CUDA reports ([`super::DEVICE_RESERVED_GIB`]
+//! less than the datasheet's), where SGLang reads `nvidia-smi`'s `memory.total` (on an H100,
+//! 81,559 MiB against 81,080: the share differs by 0.001 at most); the chunk is the scenario's
+//! `chunked_prefill_size` (8,192 unless set), where SGLang's own default is 4,096 below 60 GiB
+//! and 16,384 above 160; no data-parallel attention, speculative decoding or multimodal model,
+//! whose extra reserves are left out.
+
+/// What SGLang's default `mem_fraction_static` is derived from besides the GPU and the
+/// parallelism: the server's chunk, prefill budget and CUDA graph batch sizes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SglangMemory {
+    /// `--chunked-prefill-size`; -1 (or any value below 1): no chunking.
+    pub chunked_prefill_size: i64,
+    /// `--max-prefill-tokens` (what a prefill reserves for when chunking is off).
+    pub max_prefill_tokens: u64,
+    /// `--cuda-graph-max-bs`, or `None` for SGLang's default on the GPU.
+    pub cuda_graph_max_bs: Option<u64>,
+}
+
+/// MiB in a GiB.
+const MIB_PER_GIB: f64 = 1024.0;
+
+/// SGLang's default `cuda_graph_max_bs` on a GPU of `gpu_mib` MiB at `tp`.
+pub fn default_cuda_graph_max_bs(gpu_mib: f64, tp: u64) -> u64 {
+    let (small_tp, large_tp) = if gpu_mib < 20.0 * MIB_PER_GIB {
+        (8, 8)
+    } else if gpu_mib < 35.0 * MIB_PER_GIB {
+        (24, 80)
+    } else if gpu_mib < 60.0 * MIB_PER_GIB {
+        (32, 160)
+    } else if gpu_mib < 160.0 * MIB_PER_GIB {
+        (256, 512)
+    } else {
+        (512, 512)
+    };
+    if tp < 4 {
+        small_tp
+    } else {
+        large_tp
+    }
+}
+
+/// SGLang's default `mem_fraction_static` on a GPU of `gpu_mib` MiB at tensor parallelism `tp`.
+pub fn mem_fraction_static(gpu_mib: f64, tp: u64, m: SglangMemory) -> f64 {
+    let chunk_or_budget = if m.chunked_prefill_size > 0 {
+        m.chunked_prefill_size as f64
+    } else {
+        m.max_prefill_tokens as f64
+    };
+    let graphs = m
+        .cuda_graph_max_bs
+        .unwrap_or_else(|| default_cuda_graph_max_bs(gpu_mib, tp));
+    let mut reserved =
+        512.0 + chunk_or_budget.max(2048.0) * 1.5 + graphs as f64 * 2.0 + tp as f64 / 8.0 * 1024.0;
+    if gpu_mib > 60.0 * MIB_PER_GIB {
+        reserved = reserved.max(10.0 * MIB_PER_GIB);
+    }
+    ((gpu_mib - reserved) / gpu_mib * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHUNKED: SglangMemory = SglangMemory {
+        chunked_prefill_size: 8192,
+        max_prefill_tokens: 16384,
+        cuda_graph_max_bs: None,
+    };
+
+    #[test]
+    fn an_h100_at_tp_1_with_16_graphs_reserves_a_chunk_and_its_graphs() {
+        // 80 GiB less 0.82 as CUDA reports it: 81,080.32 MiB. Reserved: 512 + 1.5 x 8,192 +
+        // 2 x 16 + 1,024 / 8 = 12,960 MiB; (81,080.32 − 12,960) / 81,080.32 = 0.84016.
+        let gpu = (80.0 - 0.82) * 1024.0;
+        let graphs = SglangMemory {
+            cuda_graph_max_bs: Some(16),
+            ..CHUNKED
+        };
+        assert_eq!(mem_fraction_static(gpu, 1, graphs), 0.840);
+        // SGLang's own graphs there: 256, so 13,440 MiB and 0.834.
+        assert_eq!(default_cuda_graph_max_bs(gpu, 1), 256);
+        assert_eq!(mem_fraction_static(gpu, 1, CHUNKED), 0.834);
+        // At TP 8: 512 graphs and 1,024 MiB for the parallel size, 14,848 MiB: 0.81687.
+        assert_eq!(mem_fraction_static(gpu, 8, CHUNKED), 0.817);
+    }
+
+    #[test]
+    fn a_large_gpu_reserves_at_least_10_gib_and_a_small_one_what_its_chunk_needs() {
+        // Chunks of 2,048 on an H200 (140.18 GiB as CUDA reports it): 512 + 3,072 + 512 + 128 =
+        // 4,224 MiB, raised to 10,240: (143,544.32 − 10,240) / 143,544.32 = 0.92866.
+        let h200 = (141.0 - 0.82) * 1024.0;
+        let small_chunks = SglangMemory {
+            chunked_prefill_size: 2048,
+            ..CHUNKED
+        };
+        assert_eq!(mem_fraction_static(h200, 1, small_chunks), 0.929);
+        // An L40S (47.18 GiB): 32 graphs, no floor: 512 + 12,288 + 64 + 128 = 12,992 MiB of
+        // 48,312.32: 0.73108.
+        let l40s = (48.0 - 0.82) * 1024.0;
+        assert_eq!(default_cuda_graph_max_bs(l40s, 2), 32);
+        assert_eq!(mem_fraction_static(l40s, 1, CHUNKED), 0.731);
+        // Chunking off: the prefill budget stands in for the chunk (16,384 x 1.5 = 24,576).
+        let unchunked = SglangMemory {
+            chunked_prefill_size: -1,
+            ..CHUNKED
+        };
+        assert_eq!(
+            mem_fraction_static(h200, 1, unchunked),
+            ((h200 - (512.0 + 24576.0 + 512.0 + 128.0)) / h200 * 1000.0).round() / 1000.0
+        );
+        assert_eq!(default_cuda_graph_max_bs(180.0 * 1024.0, 1), 512);
+    }
+}

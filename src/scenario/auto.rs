@@ -1,0 +1,135 @@
+//! [`Auto`]: a setting the engine derives itself unless the scenario gives it.
+
+use serde::de::IntoDeserializer;
+use serde::{Deserialize, Serialize};
+
+/// A value, or `"auto"`: what the real engine would derive (from the GPU, the parallelism, its
+/// other settings) where the scenario gives none.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub enum Auto<T> {
+    /// The engine's own default, derived where it is used.
+    #[default]
+    Derived,
+    /// This value.
+    Set(T),
+}
+
+impl<T: Copy> Auto<T> {
+    /// The value set, `None` when derived.
+    pub fn set(self) -> Option<T> {
+        match self {
+            Auto::Derived => None,
+            Auto::Set(v) => Some(v),
+        }
+    }
+}
+
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Auto<T> {
+    fn schema_name() -> String {
+        format!("Auto_{}", T::schema_name())
+    }
+
+    fn json_schema(g: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        use schemars::schema::{Metadata, SchemaObject, SubschemaValidation};
+        let auto = SchemaObject {
+            const_value: Some("auto".into()),
+            ..Default::default()
+        };
+        SchemaObject {
+            metadata: Some(Box::new(Metadata {
+                description: Some("a number, or \"auto\" for the engine's own".into()),
+                ..Default::default()
+            })),
+            subschemas: Some(Box::new(SubschemaValidation {
+                one_of: Some(vec![g.subschema_for::<T>(), auto.into()]),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+        .into()
+    }
+}
+
+impl<T: Serialize> Serialize for Auto<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Auto::Derived => s.serialize_str("auto"),
+            Auto::Set(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Auto<T> {
+    /// `"auto"`, or what `T` reads (a number's own errors stay `T`'s).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Auto<T>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number or \"auto\"")
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Auto<T>, E> {
+                T::deserialize(n.into_deserializer()).map(Auto::Set)
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Auto<T>, E> {
+                T::deserialize(n.into_deserializer()).map(Auto::Set)
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, x: f64) -> Result<Auto<T>, E> {
+                T::deserialize(x.into_deserializer()).map(Auto::Set)
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Auto<T>, E> {
+                match v {
+                    "auto" => Ok(Auto::Derived),
+                    other => Err(E::custom(format!(
+                        "expected a number or \"auto\", got {other:?}"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(Visit(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Auto;
+
+    #[derive(serde::Deserialize, serde::Serialize, Debug, PartialEq)]
+    struct T {
+        share: Auto<f64>,
+        count: Auto<usize>,
+    }
+
+    #[test]
+    fn reads_auto_or_a_number_and_writes_them_back() {
+        let t: T = toml::from_str("share = 0.85\ncount = \"auto\"").unwrap();
+        assert_eq!(
+            t,
+            T {
+                share: Auto::Set(0.85),
+                count: Auto::Derived
+            }
+        );
+        assert_eq!(
+            toml::to_string(&t).unwrap(),
+            "share = 0.85\ncount = \"auto\"\n"
+        );
+        let whole: T = toml::from_str("share = 1\ncount = 16").unwrap();
+        assert_eq!((whole.share, whole.count), (Auto::Set(1.0), Auto::Set(16)));
+    }
+
+    #[test]
+    fn refuses_other_words_and_what_the_value_type_refuses() {
+        let e = toml::from_str::<T>("share = \"half\"\ncount = 1").unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("expected a number or \"auto\", got \"half\""));
+        let e = toml::from_str::<T>("share = 0.5\ncount = -3").unwrap_err();
+        assert!(e.to_string().contains("-3"), "{e}");
+    }
+}
