@@ -316,7 +316,7 @@ fn sglang_rules(s: &Scenario) -> SglangRules {
             SchedulePolicyKind::Lpm => SchedulePolicy::Lpm,
         },
         max_running_requests: s.max_num_seqs(),
-        chunked_prefill_size: usize::try_from(g.chunked_prefill_size).ok(),
+        chunked_prefill_size: usize::try_from(s.sglang_chunked_prefill_size()).ok(),
         max_prefill_tokens: g.max_prefill_tokens as usize,
         schedule_conservativeness: g.schedule_conservativeness,
         enable_mixed_chunk: g.enable_mixed_chunk,

@@ -22,7 +22,7 @@
 //! measured for TensorRT-LLM).
 //!
 //! SGLang (`engine.kind = "sglang"`) gives weights and KV `mem_fraction_static` of the memory and
-//! reserves nothing for a sampler pass ([`sglang_memory`]: its default share, derived from the
+//! reserves nothing for a sampler pass ([`sglang_defaults`]: its default share, derived from the
 //! GPU, the chunk, its CUDA graphs and the parallelism, stands for activations and graphs).
 //!
 //! KV bytes per token and GPU: layers x KV heads on the GPU (`max(1, kv_heads / tp)`) x head dim x
@@ -40,19 +40,19 @@ pub mod gpu;
 pub mod model;
 pub mod profile;
 pub mod roofline;
-pub mod sglang_memory;
+pub mod sglang_defaults;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Invalid, Result};
 use gpu::GpuSpec;
 use model::ModelSpec;
-use sglang_memory::SglangMemory;
+use sglang_defaults::SglangMemory;
 
 /// GiB, bytes.
 pub const GIB: f64 = 1_073_741_824.0;
 /// MiB, bytes.
-const MIB: f64 = 1_048_576.0;
+pub const MIB: f64 = 1_048_576.0;
 /// The memory a GPU's datasheet counts that CUDA does not report as total (80 GiB H100: 79.18).
 pub const DEVICE_RESERVED_GIB: f64 = 0.82;
 /// Bytes of vLLM's profile-run activation peak per sampled row and vocabulary entry (fp32 logits
@@ -240,7 +240,7 @@ pub struct EngineMemory {
 pub enum MemoryShare {
     /// This share.
     Given(f64),
-    /// SGLang's own `mem_fraction_static` ([`sglang_memory::mem_fraction_static`]).
+    /// SGLang's own `mem_fraction_static` ([`sglang_defaults::mem_fraction_static`]).
     SglangDefault(SglangMemory),
 }
 
@@ -250,7 +250,7 @@ impl EngineMemory {
         match self.share {
             MemoryShare::Given(u) => u,
             MemoryShare::SglangDefault(m) => {
-                sglang_memory::mem_fraction_static(usable_bytes(gpu) / MIB, tp, m)
+                sglang_defaults::mem_fraction_static(usable_bytes(gpu) / MIB, tp, m)
             }
         }
     }
@@ -527,7 +527,7 @@ fn kv_memory_per_gpu(
 }
 
 /// The memory CUDA reports of `gpu`, bytes: the datasheet's less [`DEVICE_RESERVED_GIB`].
-fn usable_bytes(gpu: &GpuSpec) -> f64 {
+pub fn usable_bytes(gpu: &GpuSpec) -> f64 {
     gpu.memory_bytes() - DEVICE_RESERVED_GIB * GIB
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::{Auto, EngineKind, Pool, Scenario, TimingKind};
 use crate::deployment::profile::{self, Profile};
-use crate::deployment::sglang_memory::SglangMemory;
+use crate::deployment::sglang_defaults::SglangMemory;
 use crate::deployment::{model, Deployment, DeploymentSettings, EngineMemory, MemoryShare};
 use crate::error::{read_text, Invalid};
 
@@ -38,7 +38,7 @@ pub fn engine_memory(s: &Scenario) -> EngineMemory {
             EngineKind::Sglang => match g.mem_fraction_static {
                 Auto::Set(u) => MemoryShare::Given(u),
                 Auto::Derived => MemoryShare::SglangDefault(SglangMemory {
-                    chunked_prefill_size: g.chunked_prefill_size,
+                    chunked_prefill_size: s.sglang_chunked_prefill_size(),
                     max_prefill_tokens: g.max_prefill_tokens,
                     cuda_graph_max_bs: g.cuda_graph_max_bs.set().map(|n| n as u64),
                 }),

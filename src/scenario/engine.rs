@@ -159,8 +159,10 @@ pub struct SglangSettings {
     /// default from the KV).
     pub max_running_requests: Limit,
     /// Prompt tokens per prefill pass, a long prompt cut into chunks of it; a multiple of
-    /// `cluster.block_size`, or -1 for no chunking (8,192, SGLang's on 60-160 GB GPUs).
-    pub chunked_prefill_size: i64,
+    /// `cluster.block_size`, or -1 for no chunking. "auto" (the default): SGLang's for the
+    /// deployment's GPU (2,048 below 35 GiB, 4,096 below 60, 8,192 below 160, 16,384 above), or
+    /// 8,192 (Dynamo's mocker's) without a deployment.
+    pub chunked_prefill_size: Auto<i64>,
     /// Prompt tokens per prefill pass at most; the pass's first request may exceed it (16,384).
     pub max_prefill_tokens: u64,
     /// Scales the share of running requests' remaining output that admission reserves (1.0:
@@ -202,7 +204,7 @@ impl Default for SglangSettings {
             cuda_graph_max_bs: Auto::Derived,
             schedule_policy: SchedulePolicyKind::Fcfs,
             max_running_requests: Limit::Count(256),
-            chunked_prefill_size: 8192,
+            chunked_prefill_size: Auto::Derived,
             max_prefill_tokens: 16384,
             schedule_conservativeness: 1.0,
             enable_mixed_chunk: false,
@@ -252,17 +254,36 @@ pub enum AdmissionKind {
 }
 
 impl Scenario {
-    /// Whether vLLM takes its larger defaults on the deployment's GPU: 70 GiB or more of
-    /// memory, and not an A100 (vLLM 0.12 `EngineArgs.get_batch_defaults`). `None` without a
-    /// deployment (or with an unknown GPU).
-    fn vllm_large_gpu(&self) -> Option<bool> {
-        let gpu = crate::deployment::gpu::find(
+    /// The GPU of the deployment the engine's GPU-dependent defaults follow: the aggregated or
+    /// prefill workers'. `None` without a deployment (or with an unknown GPU).
+    fn defaults_gpu(&self) -> Option<&'static crate::deployment::gpu::GpuSpec> {
+        crate::deployment::gpu::find(
             &self
                 .deployment_of(Pool::Workers)
                 .or(self.deployment_of(Pool::Prefill))?
                 .gpu,
-        )?;
+        )
+    }
+
+    /// Whether vLLM takes its larger defaults on the deployment's GPU: 70 GiB or more of
+    /// memory, and not an A100 (vLLM 0.12 `EngineArgs.get_batch_defaults`). `None` without a
+    /// deployment (or with an unknown GPU).
+    fn vllm_large_gpu(&self) -> Option<bool> {
+        let gpu = self.defaults_gpu()?;
         Some(gpu.memory_gb >= 70.0 && !gpu.name.contains("a100"))
+    }
+
+    /// SGLang's prefill chunk, tokens (-1: no chunking): `engine.sglang.chunked_prefill_size`,
+    /// or SGLang's default for the deployment's GPU, or 8,192 without one.
+    pub fn sglang_chunked_prefill_size(&self) -> i64 {
+        match self.engine.sglang.chunked_prefill_size {
+            Auto::Set(c) => c,
+            Auto::Derived => self.defaults_gpu().map_or(8192, |gpu| {
+                crate::deployment::sglang_defaults::default_chunked_prefill_size(
+                    crate::deployment::usable_bytes(gpu) / crate::deployment::MIB,
+                )
+            }),
+        }
     }
 
     /// Running requests at most per worker (`None`: unbounded): `engine.vllm.max_num_seqs`, or

@@ -430,16 +430,28 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
 fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
     let g = &s.engine.sglang;
     limit("engine.sglang.max_running_requests", g.max_running_requests)?;
-    let c = g.chunked_prefill_size;
+    let c = s.sglang_chunked_prefill_size();
     let bs = s.block_size() as i64;
     if c != -1 && (c <= 0 || c % bs != 0) {
+        let derived = g.chunked_prefill_size == Auto::Derived;
         return Err(Invalid::new(
             "engine.sglang.chunked_prefill_size",
-            c,
-            &format!(
-                "must be a positive multiple of cluster.block_size ({bs}: whole pages), or -1 \
-                 for no chunking"
-            ),
+            if derived {
+                "\"auto\"".to_string()
+            } else {
+                c.to_string()
+            },
+            &if derived {
+                format!(
+                    "is SGLang's {c} for the deployment's GPU, which is not whole pages of \
+                     cluster.block_size ({bs}): set a multiple of it, or -1 for no chunking"
+                )
+            } else {
+                format!(
+                    "must be a positive multiple of cluster.block_size ({bs}: whole pages), or -1 \
+                     for no chunking"
+                )
+            },
         ));
     }
     if g.max_prefill_tokens == 0 {

@@ -161,11 +161,14 @@ fn the_bundled_sglang_scenario_runs_in_the_crate_defaults() {
         "--set",
         "engine.kind=vllm",
         // The crate's max_prefill_tokens check and single budget check are SGLang settings:
-        // back to their defaults.
+        // back to their defaults,
         "--set",
         "engine.sglang.max_prefill_tokens_charge=\"prompt\"",
         "--set",
         "engine.sglang.recheck_locked_prefix=true",
+        // And the scenario's explicit chunk (the 8,192 "auto" gives without a deployment).
+        "--set",
+        "engine.sglang.chunked_prefill_size=\"auto\"",
         "--json",
     ]);
     let v: serde_json::Value = serde_json::from_str(&vllm).expect("json");

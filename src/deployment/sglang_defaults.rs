@@ -1,17 +1,19 @@
-//! SGLang's default `mem_fraction_static`: the share of each GPU's memory it gives weights and
-//! KV when the server is not told one.
+//! SGLang's server defaults that follow the GPU: the prefill chunk, the CUDA graphs' largest
+//! batch and `mem_fraction_static`, the share of each GPU's memory it gives weights and KV.
 //!
 //! From sgl-project/sglang v0.5.6.post2, `python/sglang/srt/server_args.py`,
 //! `ServerArgs._handle_gpu_memory_settings` (the same in v0.5.8.post1 without piecewise CUDA
-//! graphs, its default): SGLang reserves, in MiB,
+//! graphs, its default). By the GPU's memory, `chunked_prefill_size` and `cuda_graph_max_bs`
+//! (the latter below TP 4, and from TP 4 in brackets): below 20 GiB 2,048 and 8 (8); below 35
+//! 2,048 and 24 (80); below 60 4,096 and 32 (160); below 160 8,192 and 256 (512); above, 16,384
+//! and 512 (512). `--cuda-graph-bs` given sets `cuda_graph_max_bs` to its largest.
 //!
-//! `512` (attention metadata) `+ 1.5 x max(chunked_prefill_size, 2048)` (a prefill chunk's
-//! activations; `max_prefill_tokens` in place of the chunk when chunking is off) `+ 2 x
-//! cuda_graph_max_bs` (CUDA graph buffers) `+ 1024 x tp / 8` (large parallel sizes), and at least
-//! 10,240 on a GPU of more than 60 GiB; then `mem_fraction_static = round((gpu_mem − reserved) /
-//! gpu_mem, 3)`, where `gpu_mem` is the GPU's memory in MiB. `cuda_graph_max_bs`, unless given
-//! (`--cuda-graph-max-bs`, or the largest of `--cuda-graph-bs`), follows the GPU's memory: 8 below
-//! 20 GiB; 24 (80 from TP 4) below 35; 32 (160) below 60; 256 (512) below 160; 512 above.
+//! Then SGLang reserves, in MiB, `512` (attention metadata) `+ 1.5 x max(chunked_prefill_size,
+//! 2048)` (a prefill chunk's activations; `max_prefill_tokens` in place of the chunk when
+//! chunking is off) `+ 2 x cuda_graph_max_bs` (CUDA graph buffers) `+ 1024 x tp / 8` (large
+//! parallel sizes), and at least 10,240 on a GPU of more than 60 GiB; and
+//! `mem_fraction_static = round((gpu_mem − reserved) / gpu_mem, 3)`, where `gpu_mem` is the
+//! GPU's memory in MiB.
 //!
 //! The KV then gets that share of the memory less the weights (`model_runner.py`,
 //! `profile_max_num_token`: what is free after loading less `(1 − mem_fraction_static)` of what
@@ -19,10 +21,10 @@
 //!
 //! Where dynsim differs: `gpu_mem` is the memory CUDA reports ([`super::DEVICE_RESERVED_GIB`]
 //! less than the datasheet's), where SGLang reads `nvidia-smi`'s `memory.total` (on an H100,
-//! 81,559 MiB against 81,080: the share differs by 0.001 at most); the chunk is the scenario's
-//! `chunked_prefill_size` (8,192 unless set), where SGLang's own default is 4,096 below 60 GiB
-//! and 16,384 above 160; no data-parallel attention, speculative decoding or multimodal model,
-//! whose extra reserves are left out.
+//! 81,559 MiB against 81,080: the share differs by 0.001 at most); a scenario's engine settings
+//! are one for all its pools, so with disaggregated pools on different GPUs the chunk follows the
+//! aggregated or prefill workers' GPU; no data-parallel attention, speculative decoding or
+//! multimodal model, whose extra reserves are left out.
 
 /// What SGLang's default `mem_fraction_static` is derived from besides the GPU and the
 /// parallelism: the server's chunk, prefill budget and CUDA graph batch sizes.
@@ -38,6 +40,19 @@ pub struct SglangMemory {
 
 /// MiB in a GiB.
 const MIB_PER_GIB: f64 = 1024.0;
+
+/// SGLang's default `chunked_prefill_size` on a GPU of `gpu_mib` MiB.
+pub fn default_chunked_prefill_size(gpu_mib: f64) -> i64 {
+    if gpu_mib < 35.0 * MIB_PER_GIB {
+        2048
+    } else if gpu_mib < 60.0 * MIB_PER_GIB {
+        4096
+    } else if gpu_mib < 160.0 * MIB_PER_GIB {
+        8192
+    } else {
+        16384
+    }
+}
 
 /// SGLang's default `cuda_graph_max_bs` on a GPU of `gpu_mib` MiB at `tp`.
 pub fn default_cuda_graph_max_bs(gpu_mib: f64, tp: u64) -> u64 {
@@ -129,5 +144,15 @@ mod tests {
             ((h200 - (512.0 + 24576.0 + 512.0 + 128.0)) / h200 * 1000.0).round() / 1000.0
         );
         assert_eq!(default_cuda_graph_max_bs(180.0 * 1024.0, 1), 512);
+    }
+
+    #[test]
+    fn the_chunk_follows_the_gpu_memory() {
+        let mib = |gib: f64| (gib - 0.82) * 1024.0;
+        assert_eq!(default_chunked_prefill_size(mib(24.0)), 2048);
+        assert_eq!(default_chunked_prefill_size(mib(48.0)), 4096); // L40S
+        assert_eq!(default_chunked_prefill_size(mib(80.0)), 8192); // A100, H100
+        assert_eq!(default_chunked_prefill_size(mib(141.0)), 8192); // H200
+        assert_eq!(default_chunked_prefill_size(mib(180.0)), 16384); // B200
     }
 }
