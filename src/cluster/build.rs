@@ -3,6 +3,7 @@
 
 use std::rc::Rc;
 
+use crate::deployment::Deployment;
 use crate::engine::{ms_to_ns, ActorId, Simulation};
 use crate::router::loads::LoadBook;
 use crate::router::policy::PolicySetup;
@@ -175,7 +176,7 @@ pub fn populate(
             index: slot.id,
             role: slot.role,
             engine,
-            rules: engine_rules(s),
+            rules: engine_rules(s, hw.of(slot.role)),
             host_peers: host_peers.clone(),
             publish: s.bus.publish,
             replay_buffer,
@@ -291,8 +292,8 @@ pub fn engine_setup(s: &Scenario, hw: &Hardware, role: Role) -> EngineSetup {
     }
 }
 
-/// The engine a worker runs under `s`, with its own rules.
-fn engine_rules(s: &Scenario) -> EngineRules {
+/// The engine a worker serving `deployment` runs under `s`, with its own rules.
+fn engine_rules(s: &Scenario, deployment: Option<&Deployment>) -> EngineRules {
     match s.engine.kind {
         EngineKind::Vllm => EngineRules::Vllm(vllm_rules(s)),
         EngineKind::Trtllm => {
@@ -303,19 +304,19 @@ fn engine_rules(s: &Scenario) -> EngineRules {
                 enable_chunked_prefill: t.enable_chunked_prefill,
             })
         }
-        EngineKind::Sglang => EngineRules::Sglang(sglang_rules(s)),
+        EngineKind::Sglang => EngineRules::Sglang(sglang_rules(s, deployment)),
     }
 }
 
-/// The SGLang engine's rules under `s`.
-fn sglang_rules(s: &Scenario) -> SglangRules {
+/// The SGLang engine's rules under `s` for a worker serving `deployment`.
+fn sglang_rules(s: &Scenario, deployment: Option<&Deployment>) -> SglangRules {
     let g = &s.engine.sglang;
     SglangRules {
         schedule_policy: match g.schedule_policy {
             SchedulePolicyKind::Fcfs => SchedulePolicy::Fcfs,
             SchedulePolicyKind::Lpm => SchedulePolicy::Lpm,
         },
-        max_running_requests: s.max_num_seqs(),
+        max_running_requests: s.sglang_max_running_requests(deployment),
         chunked_prefill_size: usize::try_from(s.sglang_chunked_prefill_size()).ok(),
         max_prefill_tokens: g.max_prefill_tokens as usize,
         schedule_conservativeness: g.schedule_conservativeness,

@@ -19,6 +19,10 @@
 //! `profile_max_num_token`: what is free after loading less `(1 − mem_fraction_static)` of what
 //! was free before): no separate reserve for the sampler, as vLLM's profile run takes.
 //!
+//! `max_running_requests`, unless given, follows the KV: SGLang's request table holds
+//! `int(kv_tokens / context_len x 512)` rows, at least 2,048 and at most 4,096, and it runs at most
+//! that many requests and half the KV's tokens.
+//!
 //! Where dynsim differs: `gpu_mem` is the memory CUDA reports ([`super::DEVICE_RESERVED_GIB`]
 //! less than the datasheet's), where SGLang reads `nvidia-smi`'s `memory.total` (on an H100,
 //! 81,559 MiB against 81,080: the share differs by 0.001 at most); a scenario's engine settings
@@ -40,6 +44,15 @@ pub struct SglangMemory {
 
 /// MiB in a GiB.
 const MIB_PER_GIB: f64 = 1024.0;
+
+/// SGLang's default `max_running_requests` for a KV of `kv_tokens` tokens and a context of
+/// `context_len` (`tp_worker.py`: the request table's size, `int(kv_tokens / context_len x 512)`
+/// held between 2,048 and 4,096 (`model_runner.py`, `init_memory_pool`), and at most half the
+/// KV's tokens).
+pub fn default_max_running_requests(kv_tokens: u64, context_len: u64) -> usize {
+    let table = ((kv_tokens as f64 / context_len.max(1) as f64 * 512.0) as u64).clamp(2048, 4096);
+    table.min(kv_tokens / 2).max(1) as usize
+}
 
 /// SGLang's default `chunked_prefill_size` on a GPU of `gpu_mib` MiB.
 pub fn default_chunked_prefill_size(gpu_mib: f64) -> i64 {
@@ -144,6 +157,22 @@ mod tests {
             ((h200 - (512.0 + 24576.0 + 512.0 + 128.0)) / h200 * 1000.0).round() / 1000.0
         );
         assert_eq!(default_cuda_graph_max_bs(180.0 * 1024.0, 1), 512);
+    }
+
+    #[test]
+    fn running_requests_follow_the_kv_and_the_context() {
+        // 21,920 tokens of a 40,960-token context: 274 table rows, raised to 2,048; half the
+        // KV is 10,960, so 2,048.
+        assert_eq!(default_max_running_requests(21_920, 40_960), 2048);
+        // 2,845,456 tokens of 131,072: 11,115 rows, held at 4,096.
+        assert_eq!(default_max_running_requests(2_845_456, 131_072), 4096);
+        // 6,000 tokens of a 2,048-token context: 1,500 rows, raised to 2,048, under half the
+        // KV (3,000). 4,000 tokens of a 1,000-token context: 2,048 rows, but half the KV is
+        // 2,000.
+        assert_eq!(default_max_running_requests(6_000, 2_048), 2048);
+        assert_eq!(default_max_running_requests(4_000, 1_000), 2000);
+        // Between the bounds: 1,000,000 tokens of 200,000 give 2,560.
+        assert_eq!(default_max_running_requests(1_000_000, 200_000), 2560);
     }
 
     #[test]

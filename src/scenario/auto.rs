@@ -67,7 +67,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Auto<T> {
             type Value = Auto<T>;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a number or \"auto\"")
+                f.write_str("a value or \"auto\"")
             }
 
             fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Auto<T>, E> {
@@ -83,12 +83,13 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Auto<T> {
             }
 
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Auto<T>, E> {
-                match v {
-                    "auto" => Ok(Auto::Derived),
-                    other => Err(E::custom(format!(
-                        "expected a number or \"auto\", got {other:?}"
-                    ))),
+                if v == "auto" {
+                    return Ok(Auto::Derived);
                 }
+                // A word of `T`'s own ("unbounded" for a limit), or neither.
+                T::deserialize(v.into_deserializer())
+                    .map(Auto::Set)
+                    .map_err(|e: E| E::custom(format!("{}, or \"auto\"", e.to_string().trim_end())))
             }
         }
         d.deserialize_any(Visit(std::marker::PhantomData))
@@ -126,9 +127,11 @@ mod tests {
     #[test]
     fn refuses_other_words_and_what_the_value_type_refuses() {
         let e = toml::from_str::<T>("share = \"half\"\ncount = 1").unwrap_err();
-        assert!(e
-            .to_string()
-            .contains("expected a number or \"auto\", got \"half\""));
+        assert!(
+            e.to_string()
+                .contains("invalid type: string \"half\", expected f64, or \"auto\""),
+            "{e}"
+        );
         let e = toml::from_str::<T>("share = 0.5\ncount = -3").unwrap_err();
         assert!(e.to_string().contains("-3"), "{e}");
     }

@@ -155,9 +155,10 @@ pub struct SglangSettings {
     /// The order waiting requests are tried in: "fcfs" (arrival, SGLang's default) or "lpm"
     /// (longest cached prefix first; past 128 waiting requests, fcfs).
     pub schedule_policy: SchedulePolicyKind,
-    /// Running requests at most, or "unbounded" (256, Dynamo's mocker's; SGLang derives its
-    /// default from the KV).
-    pub max_running_requests: Limit,
+    /// Running requests at most, or "unbounded". "auto" (the default): SGLang's own from a
+    /// deployment's KV (its request table: KV tokens / context x 512, held between 2,048 and
+    /// 4,096, and at most half the KV's tokens), or 256 (Dynamo's mocker's) without a deployment.
+    pub max_running_requests: Auto<Limit>,
     /// Prompt tokens per prefill pass, a long prompt cut into chunks of it; a multiple of
     /// `cluster.block_size`, or -1 for no chunking. "auto" (the default): SGLang's for the
     /// deployment's GPU (2,048 below 35 GiB, 4,096 below 60, 8,192 below 160, 16,384 above), or
@@ -203,7 +204,7 @@ impl Default for SglangSettings {
             mem_fraction_static: Auto::Derived,
             cuda_graph_max_bs: Auto::Derived,
             schedule_policy: SchedulePolicyKind::Fcfs,
-            max_running_requests: Limit::Count(256),
+            max_running_requests: Auto::Derived,
             chunked_prefill_size: Auto::Derived,
             max_prefill_tokens: 16384,
             schedule_conservativeness: 1.0,
@@ -273,6 +274,24 @@ impl Scenario {
         Some(gpu.memory_gb >= 70.0 && !gpu.name.contains("a100"))
     }
 
+    /// SGLang's running requests at most per worker of `deployment` (`None`: unbounded):
+    /// `engine.sglang.max_running_requests`, or with "auto" SGLang's own for the deployment's KV
+    /// and context, or 256 (Dynamo's mocker's) without a deployment.
+    pub fn sglang_max_running_requests(
+        &self,
+        deployment: Option<&crate::deployment::Deployment>,
+    ) -> Option<usize> {
+        match self.engine.sglang.max_running_requests {
+            Auto::Set(limit) => limit.count(),
+            Auto::Derived => Some(deployment.map_or(256, |d| {
+                crate::deployment::sglang_defaults::default_max_running_requests(
+                    d.kv_capacity_tokens,
+                    d.max_model_len,
+                )
+            })),
+        }
+    }
+
     /// SGLang's prefill chunk, tokens (-1: no chunking): `engine.sglang.chunked_prefill_size`,
     /// or SGLang's default for the deployment's GPU, or 8,192 without one.
     pub fn sglang_chunked_prefill_size(&self) -> i64 {
@@ -288,11 +307,24 @@ impl Scenario {
 
     /// Running requests at most per worker (`None`: unbounded): `engine.vllm.max_num_seqs`, or
     /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_batch_size`; under SGLang,
-    /// `engine.sglang.max_running_requests`.
+    /// [`Scenario::sglang_max_running_requests`] of the aggregated or prefill workers'
+    /// deployment (a model file is read only by a run: `None` for one here when "auto").
     pub fn max_num_seqs(&self) -> Option<usize> {
         match self.engine.kind {
             EngineKind::Trtllm => return self.engine.trtllm.max_batch_size.count(),
-            EngineKind::Sglang => return self.engine.sglang.max_running_requests.count(),
+            EngineKind::Sglang => {
+                let resolved = self
+                    .has_deployment()
+                    .then(|| super::deploy::resolve(self, None));
+                let d = match &resolved {
+                    Some(Ok(r)) => r.workers.as_ref().or(r.prefill.as_ref()),
+                    _ => None,
+                };
+                if d.is_none() && self.has_deployment() {
+                    return self.engine.sglang.max_running_requests.set()?.count();
+                }
+                return self.sglang_max_running_requests(d);
+            }
             EngineKind::Vllm => {}
         }
         let default = match self.vllm_large_gpu() {

@@ -429,7 +429,9 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
 /// `[engine.sglang]`'s values (SGLang's own checks, and the crate's: a chunk of whole pages).
 fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
     let g = &s.engine.sglang;
-    limit("engine.sglang.max_running_requests", g.max_running_requests)?;
+    if let Auto::Set(n) = g.max_running_requests {
+        limit("engine.sglang.max_running_requests", n)?;
+    }
     let c = s.sglang_chunked_prefill_size();
     let bs = s.block_size() as i64;
     if c != -1 && (c <= 0 || c % bs != 0) {

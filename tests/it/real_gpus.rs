@@ -236,7 +236,7 @@ fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
         ),
         (
             "engine.sglang.mem_fraction_static=\"most\"",
-            "expected a number or \"auto\"",
+            "expected f64, or \"auto\"",
         ),
         (
             "engine.sglang.cuda_graph_max_bs=0",
@@ -262,6 +262,50 @@ fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
         ]);
         assert!(e.contains(problem), "{set}: {e}");
     }
+}
+
+/// SGLang's own `max_running_requests` follows the deployment's KV (tp_worker.py: its request
+/// table, KV tokens / context x 512 held between 2,048 and 4,096, and at most half the KV's
+/// tokens), not the 256 of Dynamo's mocker: 300 clients all run at once, where 256 leave 44
+/// waiting.
+#[test]
+fn sglang_runs_as_many_requests_as_its_kv_allows_by_default() {
+    let bench = |running: &str| {
+        let set = format!("engine.sglang.max_running_requests={running}");
+        json(&[
+            "bench",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu",
+            "h200_sxm",
+            "--precision",
+            "fp8",
+            "--engine",
+            "sglang",
+            "--isl",
+            "512",
+            "--osl",
+            "1024",
+            "--concurrency",
+            "300",
+            "--requests",
+            "600",
+            "--json",
+            "--set",
+            &set,
+        ])
+    };
+    let (own, mocker) = (bench("\"auto\""), bench("256"));
+    // The bench's context is its 1,536 tokens: thousands of rows, held at 4,096.
+    assert_eq!(own["bench"]["max_num_seqs"].as_u64().unwrap(), 4096);
+    assert_eq!(mocker["bench"]["max_num_seqs"].as_u64().unwrap(), 256);
+    let ttft = |r: &serde_json::Value| r["ttft_ms"]["mean"].as_f64().unwrap();
+    assert!(
+        ttft(&own) < ttft(&mocker),
+        "{} {}",
+        ttft(&own),
+        ttft(&mocker)
+    );
 }
 
 #[test]

@@ -166,9 +166,12 @@ fn the_bundled_sglang_scenario_runs_in_the_crate_defaults() {
         "engine.sglang.max_prefill_tokens_charge=\"prompt\"",
         "--set",
         "engine.sglang.recheck_locked_prefix=true",
-        // And the scenario's explicit chunk (the 8,192 "auto" gives without a deployment).
+        // And the scenario's explicit chunk and running requests (the 8,192 and 256 "auto"
+        // gives without a deployment).
         "--set",
         "engine.sglang.chunked_prefill_size=\"auto\"",
+        "--set",
+        "engine.sglang.max_running_requests=\"auto\"",
         "--json",
     ]);
     let v: serde_json::Value = serde_json::from_str(&vllm).expect("json");
