@@ -35,9 +35,15 @@ impl<T: schemars::JsonSchema> schemars::JsonSchema for Auto<T> {
             const_value: Some("auto".into()),
             ..Default::default()
         };
+        // The value's own words ("a whole number >= 1, or \"unbounded\""), else a number's.
+        let value = match T::json_schema(g) {
+            schemars::schema::Schema::Object(o) => o.metadata.and_then(|m| m.description),
+            schemars::schema::Schema::Bool(_) => None,
+        }
+        .unwrap_or_else(|| "a number".into());
         SchemaObject {
             metadata: Some(Box::new(Metadata {
-                description: Some("a number, or \"auto\" for the engine's own".into()),
+                description: Some(format!("{value}, or \"auto\" for the engine's own")),
                 ..Default::default()
             })),
             subschemas: Some(Box::new(SubschemaValidation {
@@ -122,6 +128,29 @@ mod tests {
         );
         let whole: T = toml::from_str("share = 1\ncount = 16").unwrap();
         assert_eq!((whole.share, whole.count), (Auto::Set(1.0), Auto::Set(16)));
+    }
+
+    #[test]
+    fn a_limit_reads_its_own_word_beside_auto() {
+        #[derive(serde::Deserialize, Debug)]
+        struct L {
+            l: Auto<crate::scenario::Limit>,
+        }
+        let read = |text: &str| toml::from_str::<L>(text).map(|l| l.l);
+        assert_eq!(
+            read("l = \"unbounded\"").unwrap(),
+            Auto::Set(crate::scenario::Limit::Unbounded)
+        );
+        assert_eq!(read("l = \"auto\"").unwrap(), Auto::Derived);
+        assert_eq!(
+            read("l = 4").unwrap(),
+            Auto::Set(crate::scenario::Limit::Count(4))
+        );
+        let e = read("l = \"many\"").unwrap_err().to_string();
+        assert!(
+            e.contains("\"unbounded\", got \"many\", or \"auto\""),
+            "{e}"
+        );
     }
 
     #[test]

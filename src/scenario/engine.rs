@@ -72,14 +72,14 @@ pub struct VllmSettings {
     /// The share of each GPU's memory vLLM may take, weights and KV (0.9, vLLM's
     /// `gpu_memory_utilization`); sizes the KV cache of a `[deployment]`.
     pub gpu_memory_utilization: f64,
-    /// Running requests at most, or "unbounded" (absent: the engine's default: with a
-    /// `[deployment]`, vLLM's for its GPU, 1,024 on GPUs of 70 GiB or more but the A100, else
-    /// 256; without, Dynamo's mocker's 256).
-    pub max_num_seqs: Option<Limit>,
+    /// Running requests at most, or "unbounded". "auto" (the default): with a `[deployment]`,
+    /// vLLM's for its GPU, 1,024 on GPUs of 70 GiB or more but the A100, else 256; without,
+    /// Dynamo's mocker's 256.
+    pub max_num_seqs: Auto<Limit>,
     /// Tokens scheduled in one step at most, decodes and prompt chunks together, or
-    /// "unbounded" (absent: the engine's default: 8,192, or with a `[deployment]` on a GPU under
-    /// 70 GiB or an A100, vLLM's 2,048).
-    pub max_num_batched_tokens: Option<Limit>,
+    /// "unbounded". "auto" (the default): 8,192, or with a `[deployment]` on a GPU under 70 GiB
+    /// or an A100, vLLM's 2,048.
+    pub max_num_batched_tokens: Auto<Limit>,
     /// Whether a prompt may be computed in chunks over several steps (true); false schedules a
     /// prompt only whole.
     pub chunked_prefill: bool,
@@ -98,8 +98,8 @@ impl Default for VllmSettings {
     fn default() -> Self {
         VllmSettings {
             gpu_memory_utilization: 0.9,
-            max_num_seqs: None,
-            max_num_batched_tokens: None,
+            max_num_seqs: Auto::Derived,
+            max_num_batched_tokens: Auto::Derived,
             chunked_prefill: true,
             preemption: PreemptionKind::Lifo,
             admission: AdmissionKind::Chunk,
@@ -334,6 +334,7 @@ impl Scenario {
         self.engine
             .vllm
             .max_num_seqs
+            .set()
             .unwrap_or(Limit::Count(default))
             .count()
     }
@@ -354,6 +355,7 @@ impl Scenario {
         self.engine
             .vllm
             .max_num_batched_tokens
+            .set()
             .unwrap_or(Limit::Count(default))
             .count()
     }

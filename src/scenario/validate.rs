@@ -264,10 +264,10 @@ pub fn validate_in(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Invalid>
     }
     inactive_timing(s)?;
     let v = &s.engine.vllm;
-    if let Some(l) = v.max_num_seqs {
+    if let Auto::Set(l) = v.max_num_seqs {
         limit("engine.vllm.max_num_seqs", l)?;
     }
-    if let Some(l) = v.max_num_batched_tokens {
+    if let Auto::Set(l) = v.max_num_batched_tokens {
         limit("engine.vllm.max_num_batched_tokens", l)?;
     }
     let t = &s.engine.trtllm;

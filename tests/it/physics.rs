@@ -8,7 +8,7 @@ use dynsim::report::Report;
 use dynsim::rng::RngKind;
 use dynsim::run::run_scenario;
 use dynsim::scenario::load::parse_scenario;
-use dynsim::scenario::{Fault, Limit, Scenario, Timing, TimingKind, Window};
+use dynsim::scenario::{Auto, Fault, Limit, Scenario, Timing, TimingKind, Window};
 
 /// The lab workload and timing (every step 1 ms) on 2 workers.
 fn lab(policy: &str) -> Scenario {
@@ -372,7 +372,7 @@ fn max_num_seqs_queues_requests_fifo() {
     let mut s = lab("rr");
     s.cluster.workers = 1;
     s.timing = Timing::default();
-    s.engine.vllm.max_num_seqs = Some(Limit::Count(1));
+    s.engine.vllm.max_num_seqs = Auto::Set(Limit::Count(1));
     if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
         w.interval_ms = 1.0; // much faster than a ~18 ms prefill
     }
@@ -411,7 +411,7 @@ fn no_eviction_and_no_restart_means_no_capacity_miss() {
         let m = run(&s).misses.expect("attributed by default");
         assert_eq!(m.capacity, 0, "{policy:?}: {m:?}");
         s.timing = Timing::default();
-        s.engine.vllm.max_num_seqs = Some(Limit::Count(1));
+        s.engine.vllm.max_num_seqs = Auto::Set(Limit::Count(1));
         if let dynsim::scenario::Workload::PrefixRepeat(w) = &mut s.workload {
             w.interval_ms = 1.0;
         }
