@@ -338,7 +338,9 @@ fn with_facts(spec: &BenchSpec, s: &Scenario, report: Report) -> BenchReport {
         .first()
         .expect("a bench scenario has a deployment");
     let per_request = u64::from(spec.isl) + u64::from(spec.osl);
-    let seats = s.max_num_seqs().map_or(u64::MAX, |n| n as u64);
+    let seats = s
+        .max_num_seqs(Some(d.served_kv()))
+        .map_or(u64::MAX, |n| n as u64);
     let max_batch = d.kv_capacity_tokens / per_request.max(1);
     let bench = BenchFacts {
         deployment: format!("{} {} on {} x {}", d.model, d.precision, d.tp, d.gpu),

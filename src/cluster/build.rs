@@ -299,7 +299,7 @@ fn engine_rules(s: &Scenario, deployment: Option<&Deployment>) -> EngineRules {
         EngineKind::Trtllm => {
             let t = &s.engine.trtllm;
             EngineRules::Trtllm(TrtllmRules {
-                max_batch_size: s.max_num_seqs(),
+                max_batch_size: s.max_num_seqs(None),
                 max_num_tokens: s.max_num_batched_tokens(),
                 enable_chunked_prefill: t.enable_chunked_prefill,
             })
@@ -316,8 +316,11 @@ fn sglang_rules(s: &Scenario, deployment: Option<&Deployment>) -> SglangRules {
             SchedulePolicyKind::Fcfs => SchedulePolicy::Fcfs,
             SchedulePolicyKind::Lpm => SchedulePolicy::Lpm,
         },
-        max_running_requests: s.sglang_max_running_requests(deployment),
-        chunked_prefill_size: usize::try_from(s.sglang_chunked_prefill_size()).ok(),
+        max_running_requests: s.sglang_max_running_requests(deployment.map(Deployment::served_kv)),
+        chunked_prefill_size: usize::try_from(
+            s.sglang_chunked_prefill_size(deployment.map(|d| &d.gpu)),
+        )
+        .ok(),
         max_prefill_tokens: g.max_prefill_tokens as usize,
         schedule_conservativeness: g.schedule_conservativeness,
         enable_mixed_chunk: g.enable_mixed_chunk,
@@ -369,7 +372,7 @@ fn tiers_setup(s: &Scenario, hw: &Hardware, role: Role) -> Option<TiersSetup> {
 fn vllm_rules(s: &Scenario) -> VllmRules {
     let v = &s.engine.vllm;
     VllmRules {
-        max_num_seqs: s.max_num_seqs(),
+        max_num_seqs: s.max_num_seqs(None),
         max_num_batched_tokens: s.max_num_batched_tokens(),
         chunked_prefill: v.chunked_prefill,
         preemption: match v.preemption {

@@ -57,6 +57,16 @@ pub struct DeploymentReport {
     pub max_model_len: u64,
 }
 
+impl DeploymentReport {
+    /// What its KV gives an engine's defaults that follow the KV (SGLang's running requests).
+    pub fn served_kv(&self) -> crate::deployment::ServedKv {
+        crate::deployment::ServedKv {
+            kv_tokens: self.kv_capacity_tokens,
+            context_len: self.max_model_len,
+        }
+    }
+}
+
 impl Hardware {
     /// Resolves `s`'s deployments (model files and the profile relative to `base_dir`).
     pub fn resolve(s: &Scenario, base_dir: &Path) -> Result<Hardware> {

@@ -52,7 +52,7 @@ use sglang_defaults::SglangMemory;
 /// GiB, bytes.
 pub const GIB: f64 = 1_073_741_824.0;
 /// MiB, bytes.
-pub const MIB: f64 = 1_048_576.0;
+const MIB: f64 = 1_048_576.0;
 /// The memory a GPU's datasheet counts that CUDA does not report as total (80 GiB H100: 79.18).
 pub const DEVICE_RESERVED_GIB: f64 = 0.82;
 /// Bytes of vLLM's profile-run activation peak per sampled row and vocabulary entry (fp32 logits
@@ -250,10 +250,20 @@ impl EngineMemory {
         match self.share {
             MemoryShare::Given(u) => u,
             MemoryShare::SglangDefault(m) => {
-                sglang_defaults::mem_fraction_static(usable_bytes(gpu) / MIB, tp, m)
+                sglang_defaults::mem_fraction_static(cuda_mib(gpu), tp, m)
             }
         }
     }
+}
+
+/// What a worker's deployment gives an engine's defaults that follow its KV: the tokens of KV it
+/// holds and its longest request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServedKv {
+    /// Tokens of KV per worker.
+    pub kv_tokens: u64,
+    /// The longest request, tokens (the server's context length).
+    pub context_len: u64,
 }
 
 /// A resolved deployment: the model, the GPU and everything derived from them.
@@ -374,6 +384,28 @@ impl Deployment {
             model.kv_bytes_per_token_per_gpu(s.tp, kv_dtype.bytes(s.precision));
         let kv_bytes_per_gpu = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, engine);
         let memory_share = engine.share(gpu, s.tp);
+        if let MemoryShare::SglangDefault(m) = engine.share {
+            if memory_share <= 0.0 {
+                return Err(bad(
+                    "engine.sglang.mem_fraction_static",
+                    "\"auto\"",
+                    &format!(
+                        "is SGLang's default on {} at tp = {}: {memory_share}, its reserve for \
+                         prefill chunks{} and CUDA graphs of up to {} requests taking all of the \
+                         GPU's {:.0} MiB: lower engine.sglang.chunked_prefill_size or \
+                         engine.sglang.cuda_graph_max_bs, or set mem_fraction_static",
+                        gpu.name,
+                        s.tp,
+                        m.chunked_prefill_size
+                            .map_or(String::new(), |c| format!(" of {c} tokens")),
+                        m.cuda_graph_max_bs.unwrap_or_else(|| {
+                            sglang_defaults::default_cuda_graph_max_bs(cuda_mib(gpu), s.tp)
+                        }),
+                        cuda_mib(gpu)
+                    ),
+                ));
+            }
+        }
         // What weights and the rest leave for the sampler's reserve (under TensorRT-LLM's rule
         // before the engine takes its share of it), and that reserve per running request.
         let per_seq = SAMPLER_BYTES_PER_LOGIT * model.vocab_size as f64;
@@ -470,6 +502,14 @@ impl Deployment {
         })
     }
 
+    /// What its KV gives an engine's defaults that follow the KV (SGLang's running requests).
+    pub fn served_kv(&self) -> ServedKv {
+        ServedKv {
+            kv_tokens: self.kv_capacity_tokens,
+            context_len: self.max_model_len,
+        }
+    }
+
     /// KV capacity in blocks of `block_size` tokens.
     pub fn kv_capacity_blocks(&self, block_size: usize) -> usize {
         (self.kv_capacity_tokens / block_size as u64) as usize
@@ -527,8 +567,13 @@ fn kv_memory_per_gpu(
 }
 
 /// The memory CUDA reports of `gpu`, bytes: the datasheet's less [`DEVICE_RESERVED_GIB`].
-pub fn usable_bytes(gpu: &GpuSpec) -> f64 {
+fn usable_bytes(gpu: &GpuSpec) -> f64 {
     gpu.memory_bytes() - DEVICE_RESERVED_GIB * GIB
+}
+
+/// The memory CUDA reports of `gpu`, MiB (what SGLang's defaults read).
+pub fn cuda_mib(gpu: &GpuSpec) -> f64 {
+    usable_bytes(gpu) / MIB
 }
 
 /// The smallest power-of-two tensor parallelism whose GPUs leave room for KV.

@@ -23,7 +23,10 @@
 //! `int(kv_tokens / context_len x 512)` rows, at least 2,048 and at most 4,096, and it runs at most
 //! that many requests and half the KV's tokens.
 //!
-//! Where dynsim differs: `gpu_mem` is the memory CUDA reports ([`super::DEVICE_RESERVED_GIB`]
+//! Where dynsim differs: the KV is the share of the memory CUDA reports less the weights and
+//! the memory outside torch ([`super::NON_TORCH_GIB_TP`], vLLM's measure), where SGLang takes the
+//! share of what is free when it starts (that memory already gone): 0.02 to 0.09 GiB more KV
+//! here. `gpu_mem` is the memory CUDA reports ([`super::DEVICE_RESERVED_GIB`]
 //! less than the datasheet's), where SGLang reads `nvidia-smi`'s `memory.total` (on an H100,
 //! 81,559 MiB against 81,080: the share differs by 0.001 at most); a scenario's engine settings
 //! are one for all its pools, so with disaggregated pools on different GPUs the chunk follows the
@@ -34,8 +37,9 @@
 /// parallelism: the server's chunk, prefill budget and CUDA graph batch sizes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SglangMemory {
-    /// `--chunked-prefill-size`; -1 (or any value below 1): no chunking.
-    pub chunked_prefill_size: i64,
+    /// `--chunked-prefill-size`, or `None` for SGLang's default on the GPU; -1 (or any value
+    /// below 1): no chunking.
+    pub chunked_prefill_size: Option<i64>,
     /// `--max-prefill-tokens` (what a prefill reserves for when chunking is off).
     pub max_prefill_tokens: u64,
     /// `--cuda-graph-max-bs`, or `None` for SGLang's default on the GPU.
@@ -89,8 +93,11 @@ pub fn default_cuda_graph_max_bs(gpu_mib: f64, tp: u64) -> u64 {
 
 /// SGLang's default `mem_fraction_static` on a GPU of `gpu_mib` MiB at tensor parallelism `tp`.
 pub fn mem_fraction_static(gpu_mib: f64, tp: u64, m: SglangMemory) -> f64 {
-    let chunk_or_budget = if m.chunked_prefill_size > 0 {
-        m.chunked_prefill_size as f64
+    let chunk = m
+        .chunked_prefill_size
+        .unwrap_or_else(|| default_chunked_prefill_size(gpu_mib));
+    let chunk_or_budget = if chunk > 0 {
+        chunk as f64
     } else {
         m.max_prefill_tokens as f64
     };
@@ -102,7 +109,7 @@ pub fn mem_fraction_static(gpu_mib: f64, tp: u64, m: SglangMemory) -> f64 {
     if gpu_mib > 60.0 * MIB_PER_GIB {
         reserved = reserved.max(10.0 * MIB_PER_GIB);
     }
-    ((gpu_mib - reserved) / gpu_mib * 1000.0).round() / 1000.0
+    crate::round::round_py((gpu_mib - reserved) / gpu_mib, 3)
 }
 
 #[cfg(test)]
@@ -110,7 +117,7 @@ mod tests {
     use super::*;
 
     const CHUNKED: SglangMemory = SglangMemory {
-        chunked_prefill_size: 8192,
+        chunked_prefill_size: Some(8192),
         max_prefill_tokens: 16384,
         cuda_graph_max_bs: None,
     };
@@ -138,7 +145,7 @@ mod tests {
         // 4,224 MiB, raised to 10,240: (143,544.32 − 10,240) / 143,544.32 = 0.92866.
         let h200 = (141.0 - 0.82) * 1024.0;
         let small_chunks = SglangMemory {
-            chunked_prefill_size: 2048,
+            chunked_prefill_size: Some(2048),
             ..CHUNKED
         };
         assert_eq!(mem_fraction_static(h200, 1, small_chunks), 0.929);
@@ -149,14 +156,37 @@ mod tests {
         assert_eq!(mem_fraction_static(l40s, 1, CHUNKED), 0.731);
         // Chunking off: the prefill budget stands in for the chunk (16,384 x 1.5 = 24,576).
         let unchunked = SglangMemory {
-            chunked_prefill_size: -1,
+            chunked_prefill_size: Some(-1),
             ..CHUNKED
         };
-        assert_eq!(
-            mem_fraction_static(h200, 1, unchunked),
-            ((h200 - (512.0 + 24576.0 + 512.0 + 128.0)) / h200 * 1000.0).round() / 1000.0
-        );
+        // (143,544.32 − 25,728) / 143,544.32 = 0.82076.
+        assert_eq!(mem_fraction_static(h200, 1, unchunked), 0.821);
         assert_eq!(default_cuda_graph_max_bs(180.0 * 1024.0, 1), 512);
+    }
+
+    #[test]
+    fn a_gpu_of_60_gib_or_less_takes_no_floor_and_its_own_chunk_and_graphs() {
+        // An L40S left to SGLang: chunks of 4,096 and 32 graphs: 512 + 6,144 + 64 + 128 =
+        // 6,848 MiB, under the 10,240 a larger GPU would reserve at least: 0.85826.
+        let l40s = (48.0 - 0.82) * 1024.0;
+        let own = SglangMemory {
+            chunked_prefill_size: None,
+            ..CHUNKED
+        };
+        assert_eq!(mem_fraction_static(l40s, 1, own), 0.858);
+        // Graphs by memory and TP (below TP 4, from TP 4).
+        let mib = |gib: f64| gib * 1024.0;
+        for (gib, small, large) in [
+            (16.0, 8, 8),
+            (24.0, 24, 80),
+            (48.0, 32, 160),
+            (80.0, 256, 512),
+            (141.0, 256, 512),
+            (180.0, 512, 512),
+        ] {
+            assert_eq!(default_cuda_graph_max_bs(mib(gib), 3), small, "{gib} GiB");
+            assert_eq!(default_cuda_graph_max_bs(mib(gib), 4), large, "{gib} GiB");
+        }
     }
 
     #[test]

@@ -101,7 +101,8 @@ impl Profiler for BenchProfiler {
                 output_tps: r.output_tokens_per_s,
             };
             points.push(p);
-            let seats = b.max_num_seqs().unwrap_or(usize::MAX);
+            let kv = r.deployments.first().map(|d| d.served_kv());
+            let seats = b.max_num_seqs(kv).unwrap_or(usize::MAX);
             if p.ttft_p90_ms > ttft_ms || p.itl_p90_ms > itl_ms || clients >= seats {
                 break;
             }

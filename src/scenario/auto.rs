@@ -35,12 +35,18 @@ impl<T: schemars::JsonSchema> schemars::JsonSchema for Auto<T> {
             const_value: Some("auto".into()),
             ..Default::default()
         };
-        // The value's own words ("a whole number >= 1, or \"unbounded\""), else a number's.
+        // The value's own words ("a whole number >= 1, or \"unbounded\""), else its type's.
         let value = match T::json_schema(g) {
-            schemars::schema::Schema::Object(o) => o.metadata.and_then(|m| m.description),
+            schemars::schema::Schema::Object(o) => {
+                o.metadata.clone().and_then(|m| m.description).or_else(|| {
+                    let whole =
+                        o.instance_type == Some(schemars::schema::InstanceType::Integer.into());
+                    Some(if whole { "a whole number" } else { "a number" }.into())
+                })
+            }
             schemars::schema::Schema::Bool(_) => None,
         }
-        .unwrap_or_else(|| "a number".into());
+        .unwrap_or_else(|| "a value".into());
         SchemaObject {
             metadata: Some(Box::new(Metadata {
                 description: Some(format!("{value}, or \"auto\" for the engine's own")),

@@ -38,7 +38,7 @@ pub fn engine_memory(s: &Scenario) -> EngineMemory {
             EngineKind::Sglang => match g.mem_fraction_static {
                 Auto::Set(u) => MemoryShare::Given(u),
                 Auto::Derived => MemoryShare::SglangDefault(SglangMemory {
-                    chunked_prefill_size: s.sglang_chunked_prefill_size(),
+                    chunked_prefill_size: g.chunked_prefill_size.set(),
                     max_prefill_tokens: g.max_prefill_tokens,
                     cuda_graph_max_bs: g.cuda_graph_max_bs.set().map(|n| n as u64),
                 }),
@@ -51,7 +51,7 @@ pub fn engine_memory(s: &Scenario) -> EngineMemory {
         max_num_seqs: if s.engine.kind == EngineKind::Sglang {
             0
         } else {
-            s.max_num_seqs().unwrap_or(1024) as u64
+            s.max_num_seqs(None).unwrap_or(1024) as u64
         },
         max_num_seqs_key: match s.engine.kind {
             EngineKind::Trtllm => "engine.trtllm.max_batch_size",

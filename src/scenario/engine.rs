@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Auto, Limit, Pool, Scenario};
+use crate::deployment::ServedKv;
 
 /// `[engine]`: the serving engine whose step scheduler the workers run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
@@ -150,7 +151,7 @@ pub struct SglangSettings {
     /// The largest batch SGLang captures a CUDA graph for (`--cuda-graph-max-bs`, or the largest
     /// of `--cuda-graph-bs`); only sizes the memory SGLang's "auto" `mem_fraction_static`
     /// reserves (2 MiB per batch entry). "auto" (the default): SGLang's per GPU and parallelism
-    /// (256 below TP 4 and 512 from it on 60-160 GB GPUs).
+    /// (256 below TP 4 and 512 from it on GPUs of 60 to 160 GiB, 512 above, fewer below).
     pub cuda_graph_max_bs: Auto<usize>,
     /// The order waiting requests are tried in: "fcfs" (arrival, SGLang's default) or "lpm"
     /// (longest cached prefix first; past 128 waiting requests, fcfs).
@@ -255,7 +256,7 @@ pub enum AdmissionKind {
 }
 
 impl Scenario {
-    /// The GPU of the deployment the engine's GPU-dependent defaults follow: the aggregated or
+    /// The GPU of the deployment vLLM's GPU-dependent defaults follow: the aggregated or
     /// prefill workers'. `None` without a deployment (or with an unknown GPU).
     fn defaults_gpu(&self) -> Option<&'static crate::deployment::gpu::GpuSpec> {
         crate::deployment::gpu::find(
@@ -274,57 +275,46 @@ impl Scenario {
         Some(gpu.memory_gb >= 70.0 && !gpu.name.contains("a100"))
     }
 
-    /// SGLang's running requests at most per worker of `deployment` (`None`: unbounded):
-    /// `engine.sglang.max_running_requests`, or with "auto" SGLang's own for the deployment's KV
-    /// and context, or 256 (Dynamo's mocker's) without a deployment.
-    pub fn sglang_max_running_requests(
-        &self,
-        deployment: Option<&crate::deployment::Deployment>,
-    ) -> Option<usize> {
+    /// SGLang's running requests at most per worker (`None`: unbounded):
+    /// `engine.sglang.max_running_requests`, or with "auto" SGLang's own for the KV the worker's
+    /// deployment `kv` holds, or 256 (Dynamo's mocker's) without one.
+    pub fn sglang_max_running_requests(&self, kv: Option<ServedKv>) -> Option<usize> {
         match self.engine.sglang.max_running_requests {
             Auto::Set(limit) => limit.count(),
-            Auto::Derived => Some(deployment.map_or(256, |d| {
+            Auto::Derived => Some(kv.map_or(256, |k| {
                 crate::deployment::sglang_defaults::default_max_running_requests(
-                    d.kv_capacity_tokens,
-                    d.max_model_len,
+                    k.kv_tokens,
+                    k.context_len,
                 )
             })),
         }
     }
 
-    /// SGLang's prefill chunk, tokens (-1: no chunking): `engine.sglang.chunked_prefill_size`,
-    /// or SGLang's default for the deployment's GPU, or 8,192 without one.
-    pub fn sglang_chunked_prefill_size(&self) -> i64 {
+    /// SGLang's prefill chunk, tokens (-1: no chunking), on a worker of `gpu`:
+    /// `engine.sglang.chunked_prefill_size`, or SGLang's default for the GPU, or 8,192 without a
+    /// deployment.
+    pub fn sglang_chunked_prefill_size(
+        &self,
+        gpu: Option<&crate::deployment::gpu::GpuSpec>,
+    ) -> i64 {
         match self.engine.sglang.chunked_prefill_size {
             Auto::Set(c) => c,
-            Auto::Derived => self.defaults_gpu().map_or(8192, |gpu| {
+            Auto::Derived => gpu.map_or(8192, |gpu| {
                 crate::deployment::sglang_defaults::default_chunked_prefill_size(
-                    crate::deployment::usable_bytes(gpu) / crate::deployment::MIB,
+                    crate::deployment::cuda_mib(gpu),
                 )
             }),
         }
     }
 
-    /// Running requests at most per worker (`None`: unbounded): `engine.vllm.max_num_seqs`, or
-    /// the engine's default; under TensorRT-LLM, `engine.trtllm.max_batch_size`; under SGLang,
-    /// [`Scenario::sglang_max_running_requests`] of the aggregated or prefill workers'
-    /// deployment (a model file is read only by a run: `None` for one here when "auto").
-    pub fn max_num_seqs(&self) -> Option<usize> {
+    /// Running requests at most per worker (`None`: unbounded) whose deployment holds `kv`
+    /// (`None` without a deployment): `engine.vllm.max_num_seqs`, or the engine's default;
+    /// under TensorRT-LLM, `engine.trtllm.max_batch_size`; under SGLang,
+    /// [`Scenario::sglang_max_running_requests`], which follows the KV.
+    pub fn max_num_seqs(&self, kv: Option<ServedKv>) -> Option<usize> {
         match self.engine.kind {
             EngineKind::Trtllm => return self.engine.trtllm.max_batch_size.count(),
-            EngineKind::Sglang => {
-                let resolved = self
-                    .has_deployment()
-                    .then(|| super::deploy::resolve(self, None));
-                let d = match &resolved {
-                    Some(Ok(r)) => r.workers.as_ref().or(r.prefill.as_ref()),
-                    _ => None,
-                };
-                if d.is_none() && self.has_deployment() {
-                    return self.engine.sglang.max_running_requests.set()?.count();
-                }
-                return self.sglang_max_running_requests(d);
-            }
+            EngineKind::Sglang => return self.sglang_max_running_requests(kv),
             EngineKind::Vllm => {}
         }
         let default = match self.vllm_large_gpu() {

@@ -426,35 +426,71 @@ fn inactive_timing(s: &Scenario) -> Result<(), Invalid> {
     }
 }
 
+/// SGLang's chunk `c` (-1: none) on workers of `gpu` is whole pages of the scenario's blocks.
+fn whole_pages(
+    s: &Scenario,
+    c: i64,
+    gpu: Option<&crate::deployment::gpu::GpuSpec>,
+) -> Result<(), Invalid> {
+    let bs = s.block_size() as i64;
+    if c == -1 || (c > 0 && c % bs == 0) {
+        return Ok(());
+    }
+    Err(match s.engine.sglang.chunked_prefill_size {
+        Auto::Derived => Invalid::new(
+            "engine.sglang.chunked_prefill_size",
+            "\"auto\"",
+            &format!(
+                "is {c} ({}), which is not whole pages of cluster.block_size ({bs}): set a \
+                 multiple of it, or -1 for no chunking",
+                gpu.map_or("without a deployment, Dynamo's mocker's".to_string(), |g| {
+                    format!("SGLang's default on {}", g.name)
+                })
+            ),
+        ),
+        Auto::Set(_) => Invalid::new(
+            "engine.sglang.chunked_prefill_size",
+            c,
+            &format!(
+                "must be a positive multiple of cluster.block_size ({bs}: whole pages), or -1 \
+                 for no chunking"
+            ),
+        ),
+    })
+}
+
 /// `[engine.sglang]`'s values (SGLang's own checks, and the crate's: a chunk of whole pages).
 fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
     let g = &s.engine.sglang;
     if let Auto::Set(n) = g.max_running_requests {
         limit("engine.sglang.max_running_requests", n)?;
     }
-    let c = s.sglang_chunked_prefill_size();
-    let bs = s.block_size() as i64;
-    if c != -1 && (c <= 0 || c % bs != 0) {
-        let derived = g.chunked_prefill_size == Auto::Derived;
+    if g.cuda_graph_max_bs == Auto::Set(0) {
         return Err(Invalid::new(
-            "engine.sglang.chunked_prefill_size",
-            if derived {
-                "\"auto\"".to_string()
-            } else {
-                c.to_string()
-            },
-            &if derived {
-                format!(
-                    "is SGLang's {c} for the deployment's GPU, which is not whole pages of \
-                     cluster.block_size ({bs}): set a multiple of it, or -1 for no chunking"
-                )
-            } else {
-                format!(
-                    "must be a positive multiple of cluster.block_size ({bs}: whole pages), or -1 \
-                     for no chunking"
-                )
-            },
+            "engine.sglang.cuda_graph_max_bs",
+            0,
+            "must be at least 1, or \"auto\"",
         ));
+    }
+    if s.engine.kind == EngineKind::Sglang {
+        // The chunk each pool's workers take (SGLang's default follows their GPU).
+        let pools = [
+            super::Pool::Workers,
+            super::Pool::Prefill,
+            super::Pool::Decode,
+        ];
+        let gpus: Vec<_> = if s.has_deployment() {
+            pools
+                .iter()
+                .filter_map(|&p| s.deployment_of(p))
+                .map(|d| crate::deployment::gpu::find(&d.gpu))
+                .collect()
+        } else {
+            vec![None]
+        };
+        for gpu in gpus {
+            whole_pages(s, s.sglang_chunked_prefill_size(gpu), gpu)?;
+        }
     }
     if g.max_prefill_tokens == 0 {
         return Err(Invalid::new(
@@ -655,13 +691,6 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
         if let Some(u) = u.filter(|u| !(u.is_finite() && *u > 0.0 && *u <= 1.0)) {
             return Err(Invalid::new(key, format!("{u:?}"), problem));
         }
-    }
-    if s.engine.sglang.cuda_graph_max_bs == Auto::Set(0) {
-        return Err(Invalid::new(
-            "engine.sglang.cuda_graph_max_bs",
-            0,
-            "must be at least 1, or \"auto\"",
-        ));
     }
     let d = &s.disagg;
     if !d.enabled {

@@ -239,6 +239,10 @@ fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
             "expected f64, or \"auto\"",
         ),
         (
+            "engine.sglang.cuda_graph_max_bs=100000",
+            "engine.sglang.mem_fraction_static = \"auto\" is SGLang's default on h100_sxm at tp = 1: -1.626",
+        ),
+        (
             "engine.sglang.cuda_graph_max_bs=0",
             "must be at least 1, or \"auto\"",
         ),
@@ -687,6 +691,36 @@ fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
         ),
         "{e}"
     );
+}
+
+/// Under SGLang each pool takes SGLang's defaults for its own GPU: prefill workers on one H100
+/// chunk by 8,192 and reserve 512 + 12,288 + 2 x 256 + 128 = 13,440 MiB (share 0.834); decode
+/// workers on two B200s chunk by 16,384 and capture graphs up to 512: 512 + 24,576 + 2 x 512 +
+/// 256 = 26,368 MiB of 183,480.32 (0.856), not the 0.923 the prefill side's chunk would leave.
+#[test]
+fn disaggregated_sglang_pools_each_take_the_defaults_of_their_own_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[engine]\nkind = \"sglang\"\n\
+        [deployment]\nmodel = \"meta-llama/Llama-3.1-8B\"\ngpu = \"h100_sxm\"\n\
+        max_model_len = 8192\n\
+        [workload]\nkind = \"synthetic\"\nrequests = 20\nrate_per_s = 10.0\n\
+        [disagg]\nenabled = true\nlink_gbps = 50.0\n\
+        [disagg.decode_deployment]\nmodel = \"meta-llama/Llama-3.1-8B\"\n\
+        gpu = \"b200_sxm\"\ntp = 2\nmax_model_len = 8192\n";
+    let r = json(&["run", &write(dir.path(), "sglang.toml", text), "--json"]);
+    let shares: Vec<(&str, f64)> = r["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["pool"].as_str().unwrap(),
+                d["memory_share"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(shares, [("prefill", 0.834), ("decode", 0.856)]);
+    assert_eq!(r["acks"], 20);
 }
 
 /// `calibrate --check` predicts the rows it can and names each row whose deployment it refuses,

@@ -69,7 +69,8 @@
 //! computed blocks stay cached until evicted (SGLang frees the tokens past the prefix it
 //! matched). A request whose `ceil(prompt) + min(max_new, 4096)` tokens, or whose whole sequence,
 //! cannot fit the worker's KV is refused. `max_running_requests` defaults to the crate's 256
-//! (SGLang derives it from the memory); priority scheduling and
+//! without a deployment and to SGLang's own from the KV with one
+//! (`crate::deployment::sglang_defaults`); priority scheduling and
 //! the other policies (`lof`, `dfs-weight`, `random`) are not modelled. The crate charges
 //! `rem_total` with the chunk alone; SGLang (and dynsim) with the whole `extend`. It checks
 //! `max_prefill_tokens` (`rem_input`) with the chunk alone too, where SGLang checks the whole
