@@ -693,6 +693,46 @@ fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
     );
 }
 
+/// SGLang's chunk on a B200 is 16,384 tokens (its server_args.py tiers), and the scheduler takes
+/// it: a 12,000-token prompt is prefilled in one pass, where 8,192-token chunks take two.
+#[test]
+fn sglang_chunks_prompts_by_its_own_default_for_the_gpu() {
+    let steps = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--model",
+            "meta-llama/Llama-3.1-8B",
+            "--gpu",
+            "b200_sxm",
+            "--precision",
+            "fp8",
+            "--engine",
+            "sglang",
+            "--isl",
+            "12000",
+            "--osl",
+            "8",
+            "--concurrency",
+            "1",
+            "--requests",
+            "2",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)["per_worker"][0]["steps"].as_u64().unwrap()
+    };
+    let own = steps(&[]);
+    assert_eq!(
+        own,
+        steps(&["--set", "engine.sglang.chunked_prefill_size=16384"])
+    );
+    assert_eq!(
+        own + 2,
+        steps(&["--set", "engine.sglang.chunked_prefill_size=8192"]),
+        "one more pass per prompt"
+    );
+}
+
 /// Under SGLang each pool takes SGLang's defaults for its own GPU: prefill workers on one H100
 /// chunk by 8,192 and reserve 512 + 12,288 + 2 x 256 + 128 = 13,440 MiB (share 0.834); decode
 /// workers on two B200s chunk by 16,384 and capture graphs up to 512: 512 + 24,576 + 2 x 512 +
