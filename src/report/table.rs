@@ -19,7 +19,7 @@ impl Report {
                 "deployment",
                 format!(
                     "{}{} {} on {} x {}: {:.2} GB of weights and {:.2} GB of KV per GPU, {} \
-                     tokens of KV ({} bytes per token)",
+                     tokens of KV ({} bytes per token; memory share {})",
                     match d.pool {
                         crate::scenario::Pool::Workers => String::new(),
                         pool => format!("{}: ", serde_json::to_value(pool).expect("a name")),
@@ -32,7 +32,8 @@ impl Report {
                     d.weights_gb_per_gpu,
                     d.kv_gb_per_gpu,
                     d.kv_capacity_tokens,
-                    d.kv_bytes_per_token
+                    d.kv_bytes_per_token,
+                    d.memory_share
                 ),
             );
         }
