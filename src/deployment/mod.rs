@@ -391,16 +391,12 @@ impl Deployment {
                     "\"auto\"",
                     &format!(
                         "is SGLang's default on {} at tp = {}: {memory_share}, its reserve for \
-                         prefill chunks{} and CUDA graphs of up to {} requests taking all of the \
-                         GPU's {:.0} MiB: lower engine.sglang.chunked_prefill_size or \
+                         prefill activations and CUDA graphs ({:.0} MiB) taking all of the GPU's \
+                         {:.0} MiB: lower engine.sglang.chunked_prefill_size or \
                          engine.sglang.cuda_graph_max_bs, or set mem_fraction_static",
                         gpu.name,
                         s.tp,
-                        m.chunked_prefill_size
-                            .map_or(String::new(), |c| format!(" of {c} tokens")),
-                        m.cuda_graph_max_bs.unwrap_or_else(|| {
-                            sglang_defaults::default_cuda_graph_max_bs(cuda_mib(gpu), s.tp)
-                        }),
+                        sglang_defaults::reserved_mib(cuda_mib(gpu), s.tp, m),
                         cuda_mib(gpu)
                     ),
                 ));

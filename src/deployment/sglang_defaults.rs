@@ -49,6 +49,24 @@ pub struct SglangMemory {
 /// MiB in a GiB.
 const MIB_PER_GIB: f64 = 1024.0;
 
+/// SGLang's defaults by the GPU's memory, one row per tier of `_handle_gpu_memory_settings`:
+/// below this many GiB, `chunked_prefill_size`, and `cuda_graph_max_bs` below TP 4 and from it.
+const TIERS: [(f64, i64, u64, u64); 5] = [
+    (20.0, 2048, 8, 8),
+    (35.0, 2048, 24, 80),
+    (60.0, 4096, 32, 160),
+    (160.0, 8192, 256, 512),
+    (f64::INFINITY, 16384, 512, 512),
+];
+
+/// The tier of a GPU of `gpu_mib` MiB.
+fn tier(gpu_mib: f64) -> (f64, i64, u64, u64) {
+    *TIERS
+        .iter()
+        .find(|t| gpu_mib < t.0 * MIB_PER_GIB)
+        .expect("the last tier has no upper bound")
+}
+
 /// SGLang's default `max_running_requests` for a KV of `kv_tokens` tokens and a context of
 /// `context_len` (`tp_worker.py`: the request table's size, `int(kv_tokens / context_len x 512)`
 /// held between 2,048 and 4,096 (`model_runner.py`, `init_memory_pool`), and at most half the
@@ -60,30 +78,12 @@ pub fn default_max_running_requests(kv_tokens: u64, context_len: u64) -> usize {
 
 /// SGLang's default `chunked_prefill_size` on a GPU of `gpu_mib` MiB.
 pub fn default_chunked_prefill_size(gpu_mib: f64) -> i64 {
-    if gpu_mib < 35.0 * MIB_PER_GIB {
-        2048
-    } else if gpu_mib < 60.0 * MIB_PER_GIB {
-        4096
-    } else if gpu_mib < 160.0 * MIB_PER_GIB {
-        8192
-    } else {
-        16384
-    }
+    tier(gpu_mib).1
 }
 
 /// SGLang's default `cuda_graph_max_bs` on a GPU of `gpu_mib` MiB at `tp`.
 pub fn default_cuda_graph_max_bs(gpu_mib: f64, tp: u64) -> u64 {
-    let (small_tp, large_tp) = if gpu_mib < 20.0 * MIB_PER_GIB {
-        (8, 8)
-    } else if gpu_mib < 35.0 * MIB_PER_GIB {
-        (24, 80)
-    } else if gpu_mib < 60.0 * MIB_PER_GIB {
-        (32, 160)
-    } else if gpu_mib < 160.0 * MIB_PER_GIB {
-        (256, 512)
-    } else {
-        (512, 512)
-    };
+    let (_, _, small_tp, large_tp) = tier(gpu_mib);
     if tp < 4 {
         small_tp
     } else {
@@ -91,8 +91,9 @@ pub fn default_cuda_graph_max_bs(gpu_mib: f64, tp: u64) -> u64 {
     }
 }
 
-/// SGLang's default `mem_fraction_static` on a GPU of `gpu_mib` MiB at tensor parallelism `tp`.
-pub fn mem_fraction_static(gpu_mib: f64, tp: u64, m: SglangMemory) -> f64 {
+/// The MiB SGLang keeps out of `mem_fraction_static` on a GPU of `gpu_mib` MiB at `tp`: a
+/// prefill's activations, CUDA graphs, metadata, at least 10 GiB above 60 GiB.
+pub fn reserved_mib(gpu_mib: f64, tp: u64, m: SglangMemory) -> f64 {
     let chunk = m
         .chunked_prefill_size
         .unwrap_or_else(|| default_chunked_prefill_size(gpu_mib));
@@ -104,12 +105,18 @@ pub fn mem_fraction_static(gpu_mib: f64, tp: u64, m: SglangMemory) -> f64 {
     let graphs = m
         .cuda_graph_max_bs
         .unwrap_or_else(|| default_cuda_graph_max_bs(gpu_mib, tp));
-    let mut reserved =
+    let reserved =
         512.0 + chunk_or_budget.max(2048.0) * 1.5 + graphs as f64 * 2.0 + tp as f64 / 8.0 * 1024.0;
     if gpu_mib > 60.0 * MIB_PER_GIB {
-        reserved = reserved.max(10.0 * MIB_PER_GIB);
+        reserved.max(10.0 * MIB_PER_GIB)
+    } else {
+        reserved
     }
-    crate::round::round_py((gpu_mib - reserved) / gpu_mib, 3)
+}
+
+/// SGLang's default `mem_fraction_static` on a GPU of `gpu_mib` MiB at tensor parallelism `tp`.
+pub fn mem_fraction_static(gpu_mib: f64, tp: u64, m: SglangMemory) -> f64 {
+    crate::round::round_py((gpu_mib - reserved_mib(gpu_mib, tp, m)) / gpu_mib, 3)
 }
 
 #[cfg(test)]

@@ -256,22 +256,16 @@ pub enum AdmissionKind {
 }
 
 impl Scenario {
-    /// The GPU of the deployment vLLM's GPU-dependent defaults follow: the aggregated or
-    /// prefill workers'. `None` without a deployment (or with an unknown GPU).
-    fn defaults_gpu(&self) -> Option<&'static crate::deployment::gpu::GpuSpec> {
-        crate::deployment::gpu::find(
-            &self
-                .deployment_of(Pool::Workers)
-                .or(self.deployment_of(Pool::Prefill))?
-                .gpu,
-        )
-    }
-
     /// Whether vLLM takes its larger defaults on the deployment's GPU: 70 GiB or more of
     /// memory, and not an A100 (vLLM 0.12 `EngineArgs.get_batch_defaults`). `None` without a
     /// deployment (or with an unknown GPU).
     fn vllm_large_gpu(&self) -> Option<bool> {
-        let gpu = self.defaults_gpu()?;
+        let gpu = crate::deployment::gpu::find(
+            &self
+                .deployment_of(Pool::Workers)
+                .or(self.deployment_of(Pool::Prefill))?
+                .gpu,
+        )?;
         Some(gpu.memory_gb >= 70.0 && !gpu.name.contains("a100"))
     }
 
