@@ -58,6 +58,13 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("one JSON object")
 }
 
+/// A command line written as one string of words (`"bench --model M ..."`), then `extra`.
+fn words<'a>(line: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    line.split_whitespace()
+        .chain(extra.iter().copied())
+        .collect()
+}
+
 /// `bench --json` of Llama-3.1-8B-Instruct on H100s, 4 clients of 1,024 + 64 tokens, then `extra`.
 fn llama8b_bench(extra: &[&str]) -> serde_json::Value {
     llama8b_clients("4", extra)
@@ -147,28 +154,9 @@ fn bench_runs_tensorrt_llm_with_its_memory_rule_limits_and_profile() {
 /// (which SGLang does not take), it was 41,024.
 #[test]
 fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
-    let bench = |extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "--model",
-            "Qwen/Qwen3-32B",
-            "--gpu",
-            "h100_sxm",
-            "--precision",
-            "bf16",
-            "--isl",
-            "1024",
-            "--osl",
-            "128",
-            "--concurrency",
-            "16",
-            "--requests",
-            "16",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        json(&args)["deployments"][0].clone()
-    };
+    const QWEN: &str = "bench --model Qwen/Qwen3-32B --gpu h100_sxm --precision bf16 --isl 1024 \
+        --osl 128 --concurrency 16 --requests 16 --json";
+    let bench = |extra: &[&str]| json(&words(QWEN, extra))["deployments"][0].clone();
     let sglang = bench(&["--engine", "sglang"]);
     assert_eq!(sglang["memory_share"].as_f64().unwrap(), 0.84);
     assert_eq!(sglang["kv_capacity_tokens"].as_u64().unwrap(), 21_920);
@@ -196,28 +184,9 @@ fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
     // activations it reserves: 512 + 24,576 + 32 + 128 = 25,248 MiB of 183,480.32, 0.862; with
     // the 8,192 of smaller GPUs, 12,960 MiB and 0.929.
     let b200 = |extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "--model",
-            "meta-llama/Llama-3.1-70B",
-            "--gpu",
-            "b200_sxm",
-            "--precision",
-            "fp8",
-            "--engine",
-            "sglang",
-            "--isl",
-            "1024",
-            "--osl",
-            "128",
-            "--concurrency",
-            "16",
-            "--requests",
-            "16",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        json(&args)["deployments"][0]["memory_share"]
+        let line = "bench --model meta-llama/Llama-3.1-70B --gpu b200_sxm --precision fp8 \
+            --engine sglang --isl 1024 --osl 128 --concurrency 16 --requests 16 --json";
+        json(&words(line, extra))["deployments"][0]["memory_share"]
             .as_f64()
             .unwrap()
     };
@@ -247,23 +216,11 @@ fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
             "must be at least 1, or \"auto\"",
         ),
     ] {
-        let e = bad(&[
-            "bench",
-            "--model",
-            "Qwen/Qwen3-32B",
-            "--gpu",
-            "h100_sxm",
-            "--engine",
-            "sglang",
-            "--isl",
-            "1024",
-            "--osl",
-            "128",
-            "--concurrency",
-            "16",
-            "--set",
-            set,
-        ]);
+        let e = bad(&words(
+            "bench --model Qwen/Qwen3-32B --gpu h100_sxm --engine sglang --isl 1024 --osl 128 \
+             --concurrency 16",
+            &["--set", set],
+        ));
         assert!(e.contains(problem), "{set}: {e}");
     }
 }
@@ -276,28 +233,11 @@ fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
 fn sglang_runs_as_many_requests_as_its_kv_allows_by_default() {
     let bench = |running: &str| {
         let set = format!("engine.sglang.max_running_requests={running}");
-        json(&[
-            "bench",
-            "--model",
-            "meta-llama/Llama-3.1-8B-Instruct",
-            "--gpu",
-            "h200_sxm",
-            "--precision",
-            "fp8",
-            "--engine",
-            "sglang",
-            "--isl",
-            "512",
-            "--osl",
-            "1024",
-            "--concurrency",
-            "300",
-            "--requests",
-            "600",
-            "--json",
-            "--set",
-            &set,
-        ])
+        json(&words(
+            "bench --model meta-llama/Llama-3.1-8B-Instruct --gpu h200_sxm --precision fp8 \
+             --engine sglang --isl 512 --osl 1024 --concurrency 300 --requests 600 --json",
+            &["--set", &set],
+        ))
     };
     let (own, mocker) = (bench("\"auto\""), bench("256"));
     // The bench's context is its 1,536 tokens: thousands of rows, held at 4,096.
@@ -698,28 +638,11 @@ fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
 #[test]
 fn sglang_chunks_prompts_by_its_own_default_for_the_gpu() {
     let steps = |extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "--model",
-            "meta-llama/Llama-3.1-8B",
-            "--gpu",
-            "b200_sxm",
-            "--precision",
-            "fp8",
-            "--engine",
-            "sglang",
-            "--isl",
-            "12000",
-            "--osl",
-            "8",
-            "--concurrency",
-            "1",
-            "--requests",
-            "2",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        json(&args)["per_worker"][0]["steps"].as_u64().unwrap()
+        let line = "bench --model meta-llama/Llama-3.1-8B --gpu b200_sxm --precision fp8 --engine \
+            sglang --isl 12000 --osl 8 --concurrency 1 --requests 2 --json";
+        json(&words(line, extra))["per_worker"][0]["steps"]
+            .as_u64()
+            .unwrap()
     };
     let own = steps(&[]);
     assert_eq!(
