@@ -32,6 +32,16 @@
 //! inferencemax`, Dec 5 2026). So the H100 runs a bf16
 //! cache, the H200 and Blackwell an fp8 one (docs/FIDELITY.md, "How the rows were measured").
 //!
+//! AIConfigurator's generated servers (both of its protocols) name their KV dtype too: its
+//! generator passes the configuration's KV cache quantization as `--kv-cache-dtype` to vLLM and
+//! SGLang and as `kv_cache_config.dtype` to TensorRT-LLM (`generator/module_bridge.py` and
+//! `generator/config/backend_config_mapping.yaml` from f90534bc2 of Feb 11 2026), and that
+//! quantization is FP8 for every FP8 or NVFP4 checkpoint (`sdk/models.py`
+//! `_infer_quant_modes_from_raw_config`, and the `fp8` and `nvfp4` profiles of `sdk/task.py`'s
+//! `_quants`) and the model's dtype for a BF16 one: [`KvDtype::Auto`] as dynsim resolves it,
+//! whatever the engine version's own `auto` would have given (vLLM 0.12.0's was bf16 for any
+//! weights).
+//!
 //! dynsim draws the lengths from the scenario's seed, not numpy's: the same distribution, not
 //! the same draws. SGLang's and TensorRT-LLM's servers keep AIConfigurator's limits under either
 //! protocol (InferenceMAX's launch settings for them are not part of what dynsim cites).
@@ -133,7 +143,8 @@ impl Protocol {
     /// gives. InferenceMAX's vLLM servers: `fp8` on Blackwell GPUs and the H200 (their
     /// commands' `--kv-cache-dtype fp8`), `bf16` elsewhere (the H100's command set none when its
     /// rows were measured, and that vLLM's `auto` is the model's dtype; the module's doc).
-    /// AIConfigurator's and other engines' servers keep `auto`.
+    /// AIConfigurator's servers, and other engines', keep `auto`: the checkpoint's dtype, FP8
+    /// for FP8 or FP4 weights, as AIConfigurator's generator passes it (the module's doc).
     pub fn server_kv_dtype(
         self,
         engine: EngineKind,

@@ -16,34 +16,16 @@
 //! as AIConfigurator's whole `silicon_sample.csv`) can be checked for the rows dynsim does
 //! model; a malformed cell is refused in any row.
 //!
-//! A row without `kv_cache_dtype` ran its server's `auto` ([`MeasuredRow::server_kv_dtype`]):
-//! vLLM before 0.14 (the AIConfigurator rows' 0.12.0) takes the model's dtype, bf16, whatever
-//! the weights; a newer vLLM, and the other engines, the checkpoint's ([`KvDtype::Auto`]: an FP8
-//! KV cache with FP8 or FP4 weights). Rows without a version run under their protocol's launch
-//! commands ([`crate::bench::Protocol::server_kv_dtype`]: InferenceMAX's vLLM servers ran a bf16
-//! KV cache on the H100 and an fp8 one on the H200 and Blackwell).
+//! A row without `kv_cache_dtype` ran its protocol's server ([`crate::bench::Protocol::of_row`],
+//! [`crate::bench::Protocol::server_kv_dtype`]). AIConfigurator's generated servers (the rows with
+//! an engine version) pass their KV dtype on the command line, FP8 for FP8 or FP4 weights and
+//! the model's dtype for BF16 ones, which is [`KvDtype::Auto`]; InferenceMAX's vLLM servers ran
+//! a bf16 KV cache on the H100 and an fp8 one on the H200 and Blackwell.
 
 use std::path::Path;
 
 use crate::deployment::{KvDtype, Precision};
 use crate::error::{Error, Result};
-
-impl MeasuredRow {
-    /// The KV dtype the row's server ran: the `kv_cache_dtype` column's, else what the engine
-    /// version's `auto` gives where the version says (vLLM before 0.14: bf16), else `auto`.
-    pub fn server_kv_dtype(&self) -> KvDtype {
-        if self.kv_dtype != KvDtype::Auto || self.backend != "vllm" {
-            return self.kv_dtype;
-        }
-        let mut parts = self.version.trim().split('.');
-        let major = parts.next().and_then(|p| p.parse::<u32>().ok());
-        let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
-        match (major, minor) {
-            (Some(0), Some(minor)) if minor < 14 => KvDtype::Bf16,
-            _ => KvDtype::Auto,
-        }
-    }
-}
 
 /// One measured benchmark run.
 #[derive(Clone, Debug, PartialEq)]
@@ -308,25 +290,30 @@ mod tests {
         assert_eq!((m.rows[1].line, m.rows[1].precision), (5, Precision::Fp4));
     }
 
+    /// The `kv_cache_dtype` column is read as written, and a row without it runs `auto`
+    /// (its protocol's server decides, [`crate::bench::Protocol::server_kv_dtype`]), whatever
+    /// its engine version: before Dec 5 2026 a vLLM 0.12.0 row was given bf16 here, where
+    /// AIConfigurator's generated server ran an fp8 cache under FP8 weights and `bench` of the
+    /// same row ran fp8.
     #[test]
-    fn an_old_vllm_ran_a_bf16_kv_cache_whatever_the_weights() {
+    fn a_rows_kv_dtype_is_its_column_else_auto_whatever_the_version() {
         let text = "id,backend,backend_version,model_path,system,precision,mode,isl,osl,\
                     batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms,kv_cache_dtype\n\
                     a,vllm,0.12.0,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n\
                     b,vllm,0.16.1,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n\
                     c,vllm,,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n\
-                    d,vllm,0.12.0,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,fp8\n\
-                    e,sglang,0.5.6,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,\n";
+                    d,vllm,0.12.0,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,bf16\n\
+                    e,sglang,0.5.6,M,h200_sxm,fp8,agg,1024,128,8,1,1,1,fp8\n";
         let m = parse(Path::new("m.csv"), text).unwrap();
-        let kv: Vec<KvDtype> = m.rows.iter().map(MeasuredRow::server_kv_dtype).collect();
+        let kv: Vec<KvDtype> = m.rows.iter().map(|r| r.kv_dtype).collect();
         assert_eq!(
             kv,
             [
+                KvDtype::Auto,
+                KvDtype::Auto,
+                KvDtype::Auto,
                 KvDtype::Bf16,
-                KvDtype::Auto,
-                KvDtype::Auto,
-                KvDtype::Fp8,
-                KvDtype::Auto
+                KvDtype::Fp8
             ]
         );
     }

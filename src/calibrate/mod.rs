@@ -73,7 +73,7 @@ pub fn spec_of(row: &MeasuredRow, engine: EngineKind, setup: &Setup) -> BenchSpe
         gpu: row.gpu.clone(),
         tp: row.tp,
         precision: row.precision,
-        kv_dtype: row.server_kv_dtype(),
+        kv_dtype: row.kv_dtype,
         engine,
         isl: row.isl,
         osl: row.osl,

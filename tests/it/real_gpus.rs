@@ -587,6 +587,45 @@ fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
     assert!(e.contains("bad.toml:") && e.contains("step.kv_read"), "{e}");
 }
 
+/// `calibrate --check` predicts a measured row with the benchmark `bench` runs for it: the same
+/// deployment, protocol and server, so the same means. Until Dec 5 2026 a vLLM 0.12.0 row of
+/// FP8 weights was checked with a bf16 KV cache, where `bench --protocol aiperf`, like the
+/// server AIConfigurator's generator launched, ran an fp8 one.
+#[test]
+fn calibrate_predicts_a_row_as_bench_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = measured_subset(
+        &[",vllm,0.12.0,nvidia/Llama-3.1-8B-Instruct-FP8,h200_sxm,fp8,agg,8000,100,16,1,"],
+        1,
+    );
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    let measured = write(dir.path(), "m.csv", &csv);
+    let predictions = dir.path().join("p.csv");
+    ok(&[
+        "calibrate",
+        &measured,
+        "--check",
+        "--predictions",
+        predictions.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&predictions).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let cell = |name: &str| row[header.iter().position(|&h| h == name).unwrap()].to_string();
+    let r = json(&words(
+        "bench --model nvidia/Llama-3.1-8B-Instruct-FP8 --gpu h200_sxm --tp 1 --precision fp8 \
+         --isl 8000 --osl 100 --concurrency 16 --protocol aiperf --json",
+        &[],
+    ));
+    assert_eq!(r["deployments"][0]["kv_dtype"], "fp8");
+    let mean = |metric: &str| format!("{}", r[metric]["mean"].as_f64().unwrap());
+    assert_eq!(
+        (cell("predicted_ttft_ms"), cell("predicted_tpot_ms")),
+        (mean("ttft_ms"), mean("tpot_ms"))
+    );
+}
+
 #[test]
 fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
     let dir = tempfile::tempdir().unwrap();
