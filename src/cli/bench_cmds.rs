@@ -36,9 +36,9 @@ pub struct BenchArgs {
     /// The weights' precision.
     #[arg(long, default_value = "bf16", value_parser = choice::<Precision>(Precision::NAMES))]
     precision: Precision,
-    /// The KV cache's dtype (auto: the checkpoint's, as vLLM's auto: fp8 with fp8 or fp4 weights,
-    /// else bf16; under --protocol inferencemax, its vLLM launch commands': fp8 on Blackwell,
-    /// bf16 elsewhere).
+    /// The KV cache's dtype (auto: the checkpoint's, as vLLM's auto and AIConfigurator's
+    /// generated servers: fp8 with fp8 or fp4 weights, else bf16; under --protocol inferencemax,
+    /// its vLLM launch commands': fp8 on Blackwell and the H200, bf16 elsewhere).
     #[arg(long, default_value = "auto", value_parser = choice::<KvDtype>(KvDtype::NAMES))]
     kv_dtype: KvDtype,
     /// The serving engine.
@@ -75,7 +75,7 @@ pub struct BenchArgs {
     /// server's token budget concurrency + isl + 1,500), aiperf (the same, every prompt drawn
     /// from aiperf's default dataset of 100, which AIConfigurator's vLLM and SGLang servers
     /// cache and its TensorRT-LLM servers do not) or inferencemax (lengths uniform over 0.8 x
-    /// to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell, else bf16). Each
+    /// to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell and the H200, else bf16). Each
     /// takes the request overhead the profile fitted for it, if any ([request.by_protocol]).
     #[arg(long, default_value = "aiconfigurator", value_parser = choice::<Protocol>(&Protocol::NAMES))]
     protocol: Protocol,
