@@ -265,6 +265,14 @@ pub struct Report {
     pub tpot_cdf_ms: Vec<f64>,
 }
 
+impl Report {
+    /// The most requests the engine of `s` runs at once on each worker of this run's (first)
+    /// deployment (`None`: unbounded): SGLang's own limit follows that deployment's KV.
+    pub fn running_limit(&self, s: &crate::scenario::Scenario) -> Option<usize> {
+        s.max_num_seqs(self.deployments.first().map(DeploymentReport::served_kv))
+    }
+}
+
 /// One bucket of the report's `intervals`.
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct IntervalReport {

@@ -30,7 +30,8 @@
 //! `max_running_requests` = the concurrency, `max_prefill_tokens` = `isl` + 1,500,
 //! `enable_mixed_chunk` = true and CUDA graphs for batches of 1 to the concurrency (so
 //! `cuda_graph_max_bs` = the concurrency, which sizes SGLang's default `mem_fraction_static`),
-//! the rest SGLang's defaults (`chunked_prefill_size` 8,192).
+//! the rest SGLang's defaults (`chunked_prefill_size` by the GPU's memory: 8,192 on the H100
+//! and H200, 16,384 on Blackwell).
 //!
 //! The run is a scenario like any other ([`scenario`] builds it): a `[deployment]`, the engine,
 //! a closed-loop synthetic workload of `concurrency` clients, the roofline step times. Its report
@@ -338,9 +339,7 @@ fn with_facts(spec: &BenchSpec, s: &Scenario, report: Report) -> BenchReport {
         .first()
         .expect("a bench scenario has a deployment");
     let per_request = u64::from(spec.isl) + u64::from(spec.osl);
-    let seats = s
-        .max_num_seqs(Some(d.served_kv()))
-        .map_or(u64::MAX, |n| n as u64);
+    let seats = report.running_limit(s).map_or(u64::MAX, |n| n as u64);
     let max_batch = d.kv_capacity_tokens / per_request.max(1);
     let bench = BenchFacts {
         deployment: format!("{} {} on {} x {}", d.model, d.precision, d.tp, d.gpu),

@@ -75,8 +75,9 @@ pub struct BenchArgs {
     /// server's token budget concurrency + isl + 1,500), aiperf (the same, every prompt drawn
     /// from aiperf's default dataset of 100, which AIConfigurator's vLLM and SGLang servers
     /// cache and its TensorRT-LLM servers do not) or inferencemax (lengths uniform over 0.8 x
-    /// to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell and the H200, else bf16). Each
-    /// takes the request overhead the profile fitted for it, if any ([request.by_protocol]).
+    /// to 1 x isl and osl, vLLM's budget 8,192 and KV dtype: fp8 on Blackwell and the H200,
+    /// else bf16). Each takes the request overhead the profile fitted for it, if any
+    /// ([request.by_protocol]).
     #[arg(long, default_value = "aiconfigurator", value_parser = choice::<Protocol>(&Protocol::NAMES))]
     protocol: Protocol,
     /// A profile `dynsim calibrate` wrote (default: the engine's bundled one).

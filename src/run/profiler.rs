@@ -101,8 +101,7 @@ impl Profiler for BenchProfiler {
                 output_tps: r.output_tokens_per_s,
             };
             points.push(p);
-            let kv = r.deployments.first().map(|d| d.served_kv());
-            let seats = b.max_num_seqs(kv).unwrap_or(usize::MAX);
+            let seats = r.running_limit(&b).unwrap_or(usize::MAX);
             if p.ttft_p90_ms > ttft_ms || p.itl_p90_ms > itl_ms || clients >= seats {
                 break;
             }

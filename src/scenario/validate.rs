@@ -474,13 +474,8 @@ fn sglang_settings(s: &Scenario) -> Result<(), Invalid> {
     }
     if s.engine.kind == EngineKind::Sglang {
         // The chunk each pool's workers take (SGLang's default follows their GPU).
-        let pools = [
-            super::Pool::Workers,
-            super::Pool::Prefill,
-            super::Pool::Decode,
-        ];
         let gpus: Vec<_> = if s.has_deployment() {
-            pools
+            s.pools()
                 .iter()
                 .filter_map(|&p| s.deployment_of(p))
                 .map(|d| crate::deployment::gpu::find(&d.gpu))

@@ -221,10 +221,8 @@ impl<T> StepScheduler<T> {
             let target = Self::head_target(head);
             let (held, _, start) = self.head_start();
             let extend = target - start;
-            if (extend + max_new) as f64 >= budget.total {
-                break; // NO_TOKEN
-            }
-            // Locking the matched prefix pins its evictable blocks: no longer room.
+            // Locking the matched prefix pins its evictable blocks: no longer room. SGLang
+            // checks the budget before the lock and again after it; the second is the stricter.
             let locked = if rules.recheck_locked_prefix && head.kind == SeqKind::Prompt {
                 let pool = self.pool.borrow();
                 let on_device = held.min((start / bs as u64) as usize);
@@ -237,7 +235,7 @@ impl<T> StepScheduler<T> {
                 0.0
             };
             if (extend + max_new) as f64 >= budget.total - locked {
-                break; // NO_TOKEN, after the lock
+                break; // NO_TOKEN
             }
             let input = ceil_page(extend, bs) as f64;
             if !rules.charge_chunk && input >= budget.input && !work.is_empty() {
