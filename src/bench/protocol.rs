@@ -28,8 +28,8 @@
 //! at `auto`, in those vLLM images the model's dtype, bf16, even for an FP8 checkpoint. The
 //! measured H100 rows are from before: Llama-3.1-70B fp8 on 2 x H100, 64 clients of 1,024 +
 //! 8,192 tokens, measures a mean TTFT of 30.8 s, and with a bf16 KV cache dynsim queues them
-//! for 26.7 s; with an fp8 one everything fits and TTFT is 0.3 s (`bench --protocol
-//! inferencemax`, Dec 5 2026). So the H100 runs a bf16
+//! for 26.6 s; with an fp8 one everything fits and TTFT is 0.3 s (`bench --protocol
+//! inferencemax`, Dec 5 2026, the profile of 13:10 UTC). So the H100 runs a bf16
 //! cache, the H200 and Blackwell an fp8 one (docs/FIDELITY.md, "How the rows were measured").
 //!
 //! AIConfigurator's generated servers (both of its protocols) name their KV dtype too: its
