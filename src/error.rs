@@ -105,6 +105,18 @@ impl Error {
         }
     }
 
+    /// This error as the fault of command-line option `flag`, which named its file:
+    /// `--flag FILE: message` (other errors are already located and stay as they are).
+    pub fn for_flag(self, flag: &str) -> Self {
+        match self {
+            Error::File { file, message } => Error::Arg {
+                flag: format!("{flag} {file}"),
+                message,
+            },
+            other => other,
+        }
+    }
+
     /// A problem with the file as a whole.
     pub fn file(file: impl AsRef<Path>, message: impl Into<String>) -> Self {
         Error::File {

@@ -38,6 +38,43 @@ pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
+/// Refuses two of `outputs` (each a flag and the path it was given) that name one regular file
+/// (the later one would silently replace the earlier): the later flag is named. Standard output
+/// and files written in place (`/dev/null`, a FIFO) may be named twice.
+pub fn distinct_files(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
+    let mut seen: Vec<(&str, PathBuf)> = Vec::new();
+    for &(flag, path) in outputs {
+        let Some(dest) = path.and_then(regular_destination) else {
+            continue;
+        };
+        if let Some((first, _)) = seen.iter().find(|(_, d)| *d == dest) {
+            return Err(Error::arg(
+                flag,
+                format!(
+                    "names the same file as {first} ({}): give each output its own file",
+                    path.expect("a destination has a path").display()
+                ),
+            ));
+        }
+        seen.push((flag, dest));
+    }
+    Ok(())
+}
+
+/// The regular file `path` writes (links followed, its folder made absolute and canonical where
+/// it exists), `None` for standard output, a file written in place or a path that cannot be
+/// written (its own error comes when it is opened).
+fn regular_destination(path: &Path) -> Option<PathBuf> {
+    let Ok(Target::Replace(dest)) = resolve(path) else {
+        return None;
+    };
+    let dest = std::path::absolute(&dest).ok()?;
+    let name = dest.file_name()?;
+    let dir = dest.parent()?;
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    Some(dir.join(name))
+}
+
 /// Where an output path leads, symbolic links followed.
 #[derive(Debug, PartialEq, Eq)]
 enum Target {
@@ -116,11 +153,18 @@ impl AtomicFile {
                     Some(p) if !p.as_os_str().is_empty() => p,
                     _ => Path::new("."),
                 };
+                if !dir.is_dir() {
+                    return Err(Error::file(
+                        path,
+                        format!("cannot write: its folder {} does not exist", dir.display()),
+                    ));
+                }
+                // The error's own text names the temporary file, which the user never named.
                 let tmp = tempfile::Builder::new()
                     .prefix(".dynsim-")
                     .suffix(".tmp")
                     .tempfile_in(dir)
-                    .map_err(fail)?;
+                    .map_err(|e| fail(std::io::Error::from(e.kind())))?;
                 crate::interrupt::track_temp(tmp.path());
                 Sink::Temp { tmp, dest }
             }
@@ -203,11 +247,11 @@ pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
 
 /// Checks, before any work, that `dir` can be an output folder (so a bad `--out` fails in a
 /// second, not after a long run): neither it nor a folder above it may be a file. Creates
-/// nothing.
-pub fn check_out_dir(dir: &Path) -> Result<()> {
+/// nothing. `flag` is the option that named it.
+pub fn check_out_dir(flag: &str, dir: &Path) -> Result<()> {
     if is_stdout(dir) {
         return Err(Error::arg(
-            "--out",
+            flag,
             "takes a folder; - (standard output) cannot hold the files it writes",
         ));
     }
@@ -216,7 +260,7 @@ pub fn check_out_dir(dir: &Path) -> Result<()> {
             if !at.is_dir() {
                 return Err(Error::file(
                     at,
-                    "is a file, not a folder (--out takes a folder)",
+                    format!("is a file, not a folder ({flag} takes a folder)"),
                 ));
             }
             break;
@@ -247,6 +291,36 @@ mod tests {
                 "an output is readable by others, not private"
             );
         }
+    }
+
+    #[test]
+    fn two_outputs_naming_one_file_are_refused_by_the_later_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.out");
+        // The same file by another spelling (through `.`) and through a link.
+        let same = dir.path().join(".").join("a.out");
+        let link = dir.path().join("link.out");
+        std::os::unix::fs::symlink("a.out", &link).unwrap();
+        for other in [&a, &same, &link] {
+            let e = distinct_files(&[("--trace", Some(&a)), ("--perfetto", Some(other))])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("--perfetto") && e.contains("same file as --trace"),
+                "{e}"
+            );
+        }
+        let b = dir.path().join("b.out");
+        let dev = Path::new("/dev/null");
+        let stdout = Path::new("-");
+        distinct_files(&[
+            ("--trace", Some(&a)),
+            ("--perfetto", Some(&b)),
+            ("--x", None),
+        ])
+        .unwrap();
+        distinct_files(&[("--trace", Some(dev)), ("--perfetto", Some(dev))]).unwrap();
+        distinct_files(&[("--trace", Some(stdout)), ("--perfetto", Some(stdout))]).unwrap();
     }
 
     #[test]

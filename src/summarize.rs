@@ -102,6 +102,19 @@ pub fn summarize_text(path: &Path, text: &str) -> Result<Summary> {
         };
         let agg = median(&cell.agg).ok_or_else(|| missing("agg", "disagg"))?;
         let disagg = median(&cell.disagg).ok_or_else(|| missing("disagg", "agg"))?;
+        if !(agg.is_finite() && disagg.is_finite() && (disagg / agg).is_finite()) {
+            // Positive finite values whose median or ratio overflows (1e308 and 1e-300 ms):
+            // JSON has no infinity, and a null would pass for a result.
+            return Err(Error::field(
+                path,
+                cell.first_line,
+                "ttft_p50_ms",
+                format!(
+                    "cell {input}x{conc}: out of range (its medians or their ratio are not \
+                     finite numbers)"
+                ),
+            ));
+        }
         let result = CellSummary {
             agg_ms: round_py(agg, 1),
             disagg_ms: round_py(disagg, 1),
@@ -204,6 +217,25 @@ mod tests {
                 "m.jsonl:1: ttft_p50_ms: must be a positive",
             ),
             ("\n\n".to_string(), "m.jsonl: no measurements"),
+            // Each value valid, the ratio (1e600) or the median of two (2e308) not a number
+            // JSON can hold: refused, not written as null.
+            (
+                format!(
+                    "{}\n{}",
+                    row("agg", 1, 1, 0, 1e-300),
+                    row("disagg", 1, 1, 0, 1e300)
+                ),
+                "m.jsonl:1: ttft_p50_ms: cell 1x1: out of range",
+            ),
+            (
+                format!(
+                    "{}\n{}\n{}",
+                    row("agg", 1, 1, 0, 1e308),
+                    row("agg", 1, 1, 1, 1e308),
+                    row("disagg", 1, 1, 0, 1.0)
+                ),
+                "m.jsonl:1: ttft_p50_ms: cell 1x1: out of range",
+            ),
         ];
         for (text, expected) in cases {
             let err = run(&text).unwrap_err().to_string();

@@ -64,12 +64,51 @@ pub fn toml_error(
             .find(|&n| key_of(lines[n - 1]) == Some(field));
         line = spelled.unwrap_or(line);
     }
+    // A tagged enum's error points at its table, not at the value: the line in that table that
+    // spells the unknown variant as a string is the one at fault.
+    if let Some(variant) = message
+        .strip_prefix("unknown variant `")
+        .and_then(|rest| rest.split('`').next())
+    {
+        let quoted = [format!("\"{variant}\""), format!("'{variant}'")];
+        let spelled = (line..=lines.len())
+            .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
+            .find(|&n| {
+                key_of(lines[n - 1]).is_some() && quoted.iter().any(|q| lines[n - 1].contains(q))
+            });
+        line = spelled.unwrap_or(line);
+    }
+    // A missing field is named, not the line that lacks it; if an inline table of the table
+    // lacks it (`input = { tokens = 5 }`), that table's line and key.
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    // (`kind` is the tag of a table's own kind, `[workload] kind`: missing, the table lacks it.)
+    if let Some(m) = missing.filter(|&m| m != "kind") {
+        let names = |l: &str| {
+            l.split(['{', ',']).any(|part| {
+                part.split_once('=')
+                    .is_some_and(|(k, _)| k.trim().trim_matches('"') == m)
+            })
+        };
+        let lacking = (line..=lines.len())
+            .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
+            .find(|&n| {
+                let l = lines[n - 1];
+                key_of(l).is_some()
+                    && l.contains('{')
+                    && !names(l.split_once('=').map_or("", |(_, v)| v))
+            });
+        line = lacking.unwrap_or(line);
+    }
     let here = lines.get(line - 1).copied().unwrap_or("");
-    let key = match (key_of(here), table_above(&lines, line)) {
-        (Some(k), Some(t)) => format!("{t}.{k}"),
-        (Some(k), None) => k.to_string(),
-        (None, Some(t)) => t,
-        (None, None) => "line".to_string(),
+    let key = match (key_of(here), table_above(&lines, line), missing) {
+        (Some(k), Some(t), _) => format!("{t}.{k}"),
+        (Some(k), None, _) => k.to_string(),
+        (None, Some(t), Some(m)) => format!("{t}.{m}"),
+        (None, Some(t), None) => t,
+        (None, None, Some(m)) => m.to_string(),
+        (None, None, None) => "line".to_string(),
     };
     let message = match moved(&key) {
         Some(hint) if message.starts_with("unknown field") => hint.to_string(),

@@ -133,11 +133,21 @@ pub struct BenchReport {
 /// The scenario of `spec`: its deployment, one worker, a closed loop of `concurrency` clients.
 /// Errors name the bench flag at fault.
 pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
-    let requests = spec.requests.unwrap_or(
-        spec.protocol
-            .requests_per_client()
-            .saturating_mul(spec.concurrency),
-    );
+    let per_client = spec.protocol.requests_per_client();
+    let requests = spec
+        .requests
+        .unwrap_or(per_client.saturating_mul(spec.concurrency));
+    if spec.requests.is_none() && requests > crate::limits::MAX_REQUESTS {
+        // The default count is the clients' doing, not a --requests the user gave.
+        return Err(Error::arg(
+            format!("--concurrency {}", spec.concurrency),
+            format!(
+                "is {requests} requests at {per_client} per client, more than the {} a run \
+                 may have: give --requests",
+                crate::limits::MAX_REQUESTS
+            ),
+        ));
+    }
     let text = format!(
         "name = \"bench\"\n\
          [deployment]\nmodel = {model:?}\ngpu = {gpu:?}\ntp = {tp}\nprecision = {precision:?}\n\
@@ -270,13 +280,24 @@ fn as_flag_error(e: Error) -> Error {
     else {
         return e;
     };
-    if at.starts_with("--set") && !FLAGS.iter().any(|(k, _)| k == key) {
+    // A `--set` of the user's own is theirs to hear about as they wrote it (`--set
+    // engine.vllm.max_num_seqs=0` is not `--concurrency 0`); of the overrides, only
+    // `timing.profile` is bench's, made from `--profile`.
+    if at.starts_with("--set") && key != "timing.profile" {
         return e;
     }
     let flag = FLAGS
         .iter()
         .find(|(k, _)| key == k || key.starts_with(&format!("{k}.")))
-        .map(|(_, f)| *f);
+        .map(|(_, f)| *f)
+        // `--model-file` puts its file's path where `--model` puts a name.
+        .map(|f| {
+            if f == "--model" && value.trim_matches('"').ends_with(".toml") {
+                "--model-file"
+            } else {
+                f
+            }
+        });
     match flag {
         Some(flag) if value.is_empty() => Error::arg(flag, problem.clone()),
         Some("--isl") => Error::arg("--isl", format!("isl + osl = {value} {problem}")),

@@ -104,6 +104,9 @@ const REQUIRED: [&str; 10] = [
     "silicon_tpot_ms",
 ];
 
+/// The optional columns the reader uses.
+const OPTIONAL: [&str; 5] = ["id", "backend_version", "mode", "pp_size", "kv_cache_dtype"];
+
 /// Parses a measurements file's text; `path` names it in errors (`file:line: column: what`).
 pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
     // The csv crate places a record after a `\r\n` at its `\n` and so counts a CRLF file's lines
@@ -121,6 +124,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
         .map_err(|e| Error::file(path, format!("cannot read the header: {e}")))?
         .clone();
     let column = |name: &str| header.iter().position(|h| h.trim() == name);
+    // A column the reader uses, named twice, would be read from one and ignored in the other.
+    for name in REQUIRED.iter().chain(&OPTIONAL) {
+        if header.iter().filter(|h| h.trim() == *name).count() > 1 {
+            return Err(Error::field(
+                path,
+                1,
+                "header",
+                format!("the `{name}` column is named twice"),
+            ));
+        }
+    }
     let mut at = std::collections::BTreeMap::new();
     for name in REQUIRED {
         let i = column(name).ok_or_else(|| {
@@ -134,13 +148,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
         at.insert(name, i);
     }
     let optional = |name: &str| column(name);
-    let (id_col, version_col, mode_col, pp_col, kv_col) = (
-        optional("id"),
-        optional("backend_version"),
-        optional("mode"),
-        optional("pp_size"),
-        optional("kv_cache_dtype"),
-    );
+    let [id_col, version_col, mode_col, pp_col, kv_col] = OPTIONAL.map(optional);
     let mut out = Measurements::default();
     for record in reader.records() {
         let record = record.map_err(|e| {
@@ -153,13 +161,34 @@ pub fn parse(path: &Path, text: &str) -> Result<Measurements> {
         if record.iter().all(|f| f.trim().is_empty()) {
             continue;
         }
+        let bad = |name: &str, what: String| Error::field(path, line, name, what);
+        // Disaggregated rows and pipeline parallelism are skipped, but read: a malformed cell
+        // is refused in any row. (A skipped row's other cells may be empty, as a disaggregated
+        // row's `batch_size` is.)
         let mode = opt(mode_col);
-        let pp = opt(pp_col);
-        if !(mode.is_empty() || mode == "agg") || !(pp.is_empty() || pp == "1") {
+        if !matches!(mode, "" | "agg" | "disagg") {
+            return Err(bad(
+                "mode",
+                format!("expected agg or disagg (or nothing), got {mode:?}"),
+            ));
+        }
+        let pp = match opt(pp_col) {
+            "" => 1,
+            text => text
+                .parse::<u64>()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| {
+                    bad(
+                        "pp_size",
+                        format!("expected a whole number of at least 1, got {text:?}"),
+                    )
+                })?,
+        };
+        if mode == "disagg" || pp != 1 {
             out.skipped += 1;
             continue;
         }
-        let bad = |name: &str, what: String| Error::field(path, line, name, what);
         let whole = |name: &str, max: u64| -> Result<u64> {
             let text = get(name);
             text.parse::<u64>()
@@ -288,6 +317,45 @@ mod tests {
         );
         assert_eq!((a.ttft_ms, a.tpot_ms), (154.2, 18.04));
         assert_eq!((m.rows[1].line, m.rows[1].precision), (5, Precision::Fp4));
+    }
+
+    /// A skipped row's `mode` and `pp_size` are read too: a malformed one is refused by its line
+    /// and column, not skipped in silence; so is a column the reader uses named twice.
+    #[test]
+    fn a_malformed_mode_or_pp_size_and_a_doubled_column_are_refused() {
+        let row = |mode: &str, pp: &str| {
+            format!(
+                "{HEADER}a,vllm,Qwen/Qwen3-32B,h100_sxm,,{mode},1024,128,8,2,{pp},154.2,18.04\n"
+            )
+        };
+        for (mode, pp, want) in [
+            ("abc", "1", "m.csv:2: mode: expected agg or disagg"),
+            (
+                "agg",
+                "abc",
+                "m.csv:2: pp_size: expected a whole number of at least 1",
+            ),
+            ("agg", "-1", "m.csv:2: pp_size:"),
+            ("agg", "0", "m.csv:2: pp_size:"),
+            ("disagg", "x", "m.csv:2: pp_size:"),
+        ] {
+            let e = parse(Path::new("m.csv"), &row(mode, pp))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{mode} {pp}: {e}");
+        }
+        // A disaggregated row's empty cells and no pp_size are its own: skipped.
+        let text = format!(
+            "{HEADER}a,vllm,Q,h100_sxm,,disagg,1024,128,,,,1,1\n{}",
+            &row("agg", "")[HEADER.len()..]
+        );
+        assert_eq!(parse(Path::new("m.csv"), &text).unwrap().skipped, 1);
+        let doubled =
+            row("agg", "1")
+                .replacen("isl,", "isl,isl,", 1)
+                .replacen(",1024,", ",1024,1024,", 1);
+        let e = parse(Path::new("m.csv"), &doubled).unwrap_err().to_string();
+        assert_eq!(e, "m.csv:1: header: the `isl` column is named twice");
     }
 
     /// The `kv_cache_dtype` column is read as written, and a row without it runs `auto`

@@ -1,6 +1,6 @@
 //! `bench` and `calibrate`: real deployments, predicted and fitted.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -219,7 +219,7 @@ pub struct CalibrateArgs {
     #[arg(long)]
     leave_one_out: bool,
     /// The per-request jitter the fit holds, ms (default: the starting profile's).
-    #[arg(long, value_parser = super::parse::non_negative)]
+    #[arg(long, value_parser = super::parse::jitter_ms)]
     jitter_ms: Option<f64>,
     /// Writes each row's prediction and error as CSV.
     #[arg(long, value_name = "OUT.csv")]
@@ -275,6 +275,23 @@ fn check_rows(
 pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     use crate::calibrate::{self as cal, measured};
     use crate::deployment::profile::{self, Profile};
+    use crate::output::AtomicFile;
+    // The outputs are opened before any work, so that a bad path fails at once, not after the
+    // fit; each appears only when written whole.
+    crate::output::distinct_files(&[
+        ("--out", a.out.as_deref()),
+        ("--predictions", a.predictions.as_deref()),
+    ])?;
+    let open = |flag: &str, path: &Option<PathBuf>| {
+        path.as_deref()
+            .map(|p| AtomicFile::create(p).map_err(|e| e.for_flag(flag)))
+            .transpose()
+    };
+    let mut out_file = open("--out", &a.out)?;
+    let mut predictions_file = open("--predictions", &a.predictions)?;
+    if let Some(dir) = &a.plots {
+        crate::output::check_out_dir("--plots", dir)?;
+    }
     let text = crate::error::read_text(&a.measured)?;
     let all = measured::parse(&a.measured, &text)?;
     let engine = a.engine.name();
@@ -345,9 +362,15 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             ),
         ));
     }
+    // A profile file that cannot be read names its flag; one whose contents are wrong names its
+    // own line and field.
+    let read_profile = |flag: &str, path: &PathBuf| -> Result<Profile> {
+        let text = crate::error::read_text(path).map_err(|e| e.for_flag(flag))?;
+        Ok(Profile::of_file(&profile::parse(path, &text)?))
+    };
     let start =
         match &a.profile {
-            Some(path) => Profile::of_file(&profile::parse(path, &crate::error::read_text(path)?)?),
+            Some(path) => read_profile("--profile", path)?,
             None if a.check => Profile::of_file(profile::bundled(engine).ok_or_else(|| {
                 Error::arg("--engine", format!("{engine} has no bundled profile"))
             })?),
@@ -358,14 +381,16 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         request_jitter_ms: a.jitter_ms.unwrap_or(start.request_jitter_ms),
         ..start
     };
-    let read_profile = |path: &PathBuf| -> Result<Profile> {
-        Ok(Profile::of_file(&profile::parse(
-            path,
-            &crate::error::read_text(path)?,
-        )?))
-    };
-    let rates_from = a.rates_from.as_ref().map(read_profile).transpose()?;
-    let gemm_ratios_from = a.gemm_ratios_from.as_ref().map(read_profile).transpose()?;
+    let rates_from = a
+        .rates_from
+        .as_ref()
+        .map(|p| read_profile("--rates-from", p))
+        .transpose()?;
+    let gemm_ratios_from = a
+        .gemm_ratios_from
+        .as_ref()
+        .map(|p| read_profile("--gemm-ratios-from", p))
+        .transpose()?;
     if let Some(&(k, _)) = a
         .hold
         .iter()
@@ -469,13 +494,12 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         out.push_str(&error_table(&held, (n, e)));
     }
     if let Some(dir) = &a.plots {
-        crate::output::check_out_dir(dir)?;
         crate::output::write_dir(dir, &plots(&rows, &predictions, &groups))?;
     }
-    if let Some(path) = &a.predictions {
-        crate::output::write_atomic(path, predictions_csv(&rows, &predictions).as_bytes())?;
+    if let (Some(f), Some(path)) = (predictions_file.take(), &a.predictions) {
+        write_whole(f, path, predictions_csv(&rows, &predictions).as_bytes())?;
     }
-    if let Some(path) = &a.out {
+    if let (Some(f), Some(path)) = (out_file.take(), &a.out) {
         let fitted_on = format!(
             "{} ({} {} rows)",
             a.measured
@@ -531,10 +555,18 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             path.display(),
             env!("CARGO_PKG_VERSION")
         );
-        crate::output::write_atomic(path, profile::render(&file, &header).as_bytes())?;
+        write_whole(f, path, profile::render(&file, &header).as_bytes())?;
     }
     write_stdout(out.as_bytes())?;
     Ok(0)
+}
+
+/// Writes `bytes` to an output opened before the work and finishes it.
+fn write_whole(mut f: crate::output::AtomicFile, path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    f.write_all(bytes)
+        .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
+    f.commit()
 }
 
 /// The errors' table: one line per group, then every row together.

@@ -40,7 +40,7 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
         .iter()
         .map(|p| load_scenario(p, &a.set))
         .collect::<Result<Vec<_>>>()?;
-    check_out_dir(&a.out)?;
+    check_out_dir("--out", &a.out)?;
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let progress = Progress::new(a.progress, "compare", loaded.len() as u64, "scenarios");
     let reports = run_scenarios(&loaded, jobs, &|| progress.inc(1))?;

@@ -185,6 +185,18 @@ pub fn kvcost(a: KvcostArgs) -> Result<ExitCode> {
             "is too small: the transfer time is not a finite number",
         ));
     }
+    if report.breakeven_gbps.is_some_and(|g| !g.is_finite()) {
+        return Err(Error::arg(
+            "--saved-ms",
+            "is too small: the break-even link speed is not a finite number",
+        ));
+    }
+    if report.ttft_disagg_ms.is_some_and(|t| !t.is_finite()) {
+        return Err(Error::arg(
+            "--prefill-ms",
+            "is too large: the disaggregated TTFT is not a finite number",
+        ));
+    }
     print_line(&report)?;
     Ok(0)
 }

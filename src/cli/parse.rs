@@ -45,6 +45,18 @@ pub fn non_negative(s: &str) -> Result<f64, String> {
     Ok(x)
 }
 
+/// A reply jitter in ms: a finite number from 0 to 1e9, the range a profile's
+/// `request.jitter_ms` takes (past it, a benchmark's clients would wait beyond the clock's end).
+pub fn jitter_ms(s: &str) -> Result<f64, String> {
+    let x = non_negative(s)?;
+    if x > 1e9 {
+        return Err(format!(
+            "{s} must be at most 1e9 ms, a profile's request.jitter_ms range"
+        ));
+    }
+    Ok(x)
+}
+
 /// `NAME=VALUE` of `calibrate --hold`: a step coefficient's name and the value it is held at (a
 /// rate's at least 1, the datasheet's bound; a fixed cost's at least 0), as (its index in
 /// `FEATURE_NAMES`, the value).

@@ -313,7 +313,7 @@ pub fn run_plan(
         a.policy.clone()
     };
     if let Some((dir, _)) = out {
-        check_out_dir(dir)?;
+        check_out_dir("--out", dir)?;
     }
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let point_overrides = |policy: &str, value: f64| {
@@ -346,17 +346,43 @@ pub fn run_plan(
         Axis::Workers { max, .. } => max as f64,
         Axis::Load { max, .. } => max,
     };
+    let axis_flag = if matches!(axis, Axis::Workers { .. }) {
+        "--workers"
+    } else {
+        "--load"
+    };
+    // A point's workers and load are plan's own overrides: a value out of range is its flag's.
+    let as_axis_error = |e: Error| match e {
+        Error::Setting {
+            key,
+            value,
+            problem,
+            ..
+        } if key == load_at || key == "cluster.workers" => Error::arg(
+            if key == load_at {
+                "--load"
+            } else {
+                "--workers"
+            },
+            if value.is_empty() {
+                format!("takes {key} out of range: it {problem}")
+            } else {
+                format!("puts {key} at {value}, which {problem}")
+            },
+        ),
+        other => other,
+    };
     for p in &policies {
-        let loaded = source.load(&point_overrides(p, largest))?;
-        crate::run::check_fits(&loaded.scenario, &loaded.base_dir).map_err(|e| {
-            Error::arg(
-                if matches!(axis, Axis::Workers { .. }) {
-                    "--workers"
-                } else {
-                    "--load"
-                },
+        let loaded = source
+            .load(&point_overrides(p, largest))
+            .map_err(as_axis_error)?;
+        crate::run::check_fits(&loaded.scenario, &loaded.base_dir).map_err(|e| match e {
+            // Too large to run: the range's doing. A bad trace row or file is its own.
+            Error::Run { .. } => Error::arg(
+                axis_flag,
                 format!("the largest point of the range cannot run ({p}): {e}"),
-            )
+            ),
+            other => other,
         })?;
     }
     let key = serde_json::json!({
@@ -376,7 +402,9 @@ pub fn run_plan(
             .iter()
             .map(|&(p, v)| (policies[p].clone(), v))
             .collect();
-        eval.eval(&named, |p, v| source.load(&point_overrides(p, v)))
+        eval.eval(&named, |p, v| {
+            source.load(&point_overrides(p, v)).map_err(as_axis_error)
+        })
     })?;
     Ok(Planned {
         axis,

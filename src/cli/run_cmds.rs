@@ -107,6 +107,11 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
             "only one output can go to standard output (-); give the other a file",
         ));
     }
+    crate::output::distinct_files(&[
+        ("--trace", out.trace),
+        ("--perfetto", out.perfetto),
+        ("--timeline-plot", out.timeline_plot),
+    ])?;
     if out.timeline_plot.is_some() && !has_intervals(&loaded.scenario) {
         return Err(Error::arg(
             "--timeline-plot",

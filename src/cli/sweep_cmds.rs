@@ -46,7 +46,7 @@ pub struct SweepArgs {
 pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let mut sweep = load_sweep(&a.sweep)?;
     sweep.set = a.set;
-    check_out_dir(&a.out)?;
+    check_out_dir("--out", &a.out)?;
     let shard = a.shard.unwrap_or(Shard::ALL);
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let prior = if a.resume {

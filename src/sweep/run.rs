@@ -58,7 +58,17 @@ pub fn run_sweep(
         match outcome {
             Some(Ok(report)) => finished.push((index, report)),
             Some(Err(Error::Interrupted { .. })) | None => interrupted = true,
-            Some(Err(e)) => return Err(e),
+            Some(Err(e)) => {
+                // Which point failed, by its axes' values: the run's own error says why.
+                let axes: Vec<String> = axes_of(sweep, index)
+                    .into_iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect();
+                return Err(Error::file(
+                    &sweep.path,
+                    format!("point {index} ({}): {e}", axes.join(", ")),
+                ));
+            }
         }
     }
     let mut points = prior;

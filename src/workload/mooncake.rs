@@ -117,8 +117,14 @@ fn parse_row(
     let output = tokens("output_length")?;
     let context = u64::from(input) + u64::from(output);
     if context > MAX_CONTEXT_TOKENS {
+        // The field that took it past: the output when the prompt alone would fit.
+        let field = if u64::from(input) > MAX_CONTEXT_TOKENS {
+            "input_length"
+        } else {
+            "output_length"
+        };
         return Err(bad(
-            "input_length",
+            field,
             format!(
                 "{input} prompt + {output} output tokens is longer than the longest context \
                  dynsim serves ({MAX_CONTEXT_TOKENS} tokens)"
@@ -314,8 +320,12 @@ mod tests {
                 "hash_ids",
             ),
             (hundred_ids.as_str(), "hash_ids"),
-            // Longer than the longest context.
+            // Longer than the longest context: by its prompt, or by its answer.
             (too_long.as_str(), "input_length"),
+            (
+                r#"{"timestamp": 1, "input_length": 3, "output_length": 4294967295, "hash_ids": [1]}"#,
+                "output_length",
+            ),
             // Past the clock's limit.
             (
                 r#"{"timestamp": 1e300, "input_length": 3, "output_length": 1, "hash_ids": [1]}"#,

@@ -392,11 +392,17 @@ impl SyntheticStream {
             None => self.start_ns,
         };
         if start_ns.is_nan() || start_ns > MAX_MS * 1e6 {
+            // The rate that placed it: the schedule's where there is one.
+            let key = if p.rate_schedule.is_some() {
+                "rate_schedule"
+            } else {
+                "rate_per_s"
+            };
             return Some(Err((
-                "rate_per_s".to_string(),
+                key.to_string(),
                 format!(
                     "puts session {session} at {:e} ms, past the clock's limit of 1e12 ms (about \
-                     31.7 years): raise rate_per_s or lower requests",
+                     31.7 years): raise {key} or lower requests",
                     start_ns / 1e6
                 ),
             )));

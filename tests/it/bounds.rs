@@ -30,6 +30,23 @@ fn an_arrival_past_the_clock_names_the_trace_line_and_field() {
 }
 
 #[test]
+fn an_arrival_past_the_clock_from_a_rate_schedule_names_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(
+        dir.path(),
+        "s.toml",
+        "[workload]\nkind = \"synthetic\"\nrequests = 3\n\
+         rate_schedule = { shape = \"piecewise\", points = [[0.0, 1e-300]] }\n",
+    );
+    let line = bad(&["run", &s]);
+    assert!(
+        line.contains("s.toml:4: workload.rate_schedule")
+            && line.contains("past the clock's limit"),
+        "{line}"
+    );
+}
+
+#[test]
 fn a_run_that_would_pass_the_end_of_time_fails_instead_of_saturating() {
     let line = bad(&[
         "run",

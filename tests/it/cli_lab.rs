@@ -77,7 +77,7 @@ fn kvcost_optional_flags_add_ttft_and_breakeven() {
 
 #[test]
 fn bad_flags_exit_2_with_one_line() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["sim", "--mode", "kv", "--workers", "0"], "--workers"),
         (&["sim", "--mode", "kv", "--block", "0"], "--block"),
         (&["sim", "--mode", "best"], "--mode"),
@@ -89,6 +89,33 @@ fn bad_flags_exit_2_with_one_line() {
         (&["kvcost", "--tokens", "1500", "--gbps", "-1"], "--gbps"),
         (&["kvcost", "--tokens", "1500", "--gbps", "NaN"], "--gbps"),
         (&["kvcost", "--gbps", "1"], "--tokens"),
+        // Valid alone, but the break-even speed it gives is no finite number (was a null).
+        (
+            &[
+                "kvcost",
+                "--tokens",
+                "1500",
+                "--gbps",
+                "1",
+                "--saved-ms",
+                "1e-320",
+            ],
+            "--saved-ms: is too small",
+        ),
+        (
+            &[
+                "kvcost",
+                "--tokens",
+                "1",
+                "--gbps",
+                "1",
+                "--prefill-ms",
+                "1e308",
+                "--overhead-ms",
+                "1e308",
+            ],
+            "--prefill-ms: is too large",
+        ),
         (
             &["sim", "--mode", "kv-events", "--publish", "maybe"],
             "--publish",

@@ -324,6 +324,11 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("ramp_open.toml", "[workload]\nkind = \"synthetic\"\nconcurrency_ramp_s = 2.0\n", ":3: workload.concurrency_ramp_s"),
         ("ramp_trace.toml", "[workload]\nkind = \"trace\"\npath = \"t.jsonl\"\nconcurrency = 2\nconcurrency_ramp_s = -1.0\n", ":5: workload.concurrency_ramp_s = -1.0 must be in 0..=1e9 seconds"),
         ("ramp_negative.toml", "[workload]\nkind = \"synthetic\"\nconcurrency = 4\nconcurrency_ramp_s = -1.0\n", ":4: workload.concurrency_ramp_s"),
+        // A tagged table's errors point at the table: the line spelling the bad variant, or the
+        // inline table lacking the field, is named instead.
+        ("dist.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\ninput = { dist = \"nope\" }\n", ":4: workload.input: unknown variant `nope`"),
+        ("no_dist.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrequests = 3\ninput = { tokens = 5 }\n", ":5: workload.input: missing field `dist`"),
+        ("no_kind.toml", "name = \"x\"\n[workload]\ninput = { dist = \"fixed\", tokens = 5 }\n", ":2: workload.kind: missing field `kind`"),
     ];
     for (name, text, needle) in cases {
         let path = write(dir.path(), name, text);
@@ -373,6 +378,27 @@ fn a_failed_run_leaves_no_trace_file() {
         trace.to_str().unwrap(),
     ]);
     assert!(!trace.exists());
+}
+
+#[test]
+fn two_outputs_naming_one_file_are_refused_before_the_run() {
+    // Both used to be written, the timeline over the trace, and the run exited 0.
+    let dir = tempfile::tempdir().unwrap();
+    let same = dir.path().join("same.out");
+    let same = same.to_str().unwrap();
+    let line = bad(&[
+        "run",
+        "scenarios/kv.toml",
+        "--trace",
+        same,
+        "--perfetto",
+        same,
+    ]);
+    assert!(
+        line.starts_with("dynsim: --perfetto: names the same file as --trace"),
+        "{line}"
+    );
+    assert!(!std::path::Path::new(same).exists());
 }
 
 #[test]

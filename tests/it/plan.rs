@@ -222,10 +222,15 @@ fn plan_refuses_unclear_questions_in_one_line() {
     let s = write(dir.path(), "s.toml", SCENARIO);
     let out = dir.path().join("o");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["--workers", "1..4", "--load", "1..2"],
             "vary workers or load, not both",
+        ),
+        // The point's rate is plan's override, made from --load: that flag is named, not --set.
+        (
+            &["--load", "0.5..1e30"],
+            "--load: takes workload.rate_per_s out of range",
         ),
         (&[], "give one range"),
         (&["--workers", "4..1"], "MIN must not exceed MAX"),
@@ -248,6 +253,27 @@ fn plan_refuses_unclear_questions_in_one_line() {
         assert!(line.contains(needle), "{line}");
     }
     assert!(!out.exists() || out.is_dir(), "no half-written output");
+    // A bad trace row is the trace's, at its line, not the range's.
+    let trace = write(
+        dir.path(),
+        "t.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [1]}\n\
+         {\"timestamp\": 0, \"input_length\": 40160\n",
+    );
+    let line = bad(&[
+        "plan",
+        &trace,
+        "--out",
+        o,
+        "--sla",
+        "ttft_p90_ms<=100",
+        "--workers",
+        "1..4",
+    ]);
+    assert!(
+        line.starts_with(&format!("dynsim: {trace}:2: line: invalid JSON")),
+        "{line}"
+    );
     // Flags that only describe a trace input are refused with a scenario, not ignored.
     for (flag, value) in [("--scenario", s.as_str()), ("--format", "azure")] {
         let line = bad(&[

@@ -329,6 +329,37 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.starts_with("dynsim: --concurrency 100000: running requests leave no KV on 1 x h100_sxm"),
         "{e}"
     );
+    // A --set of the user's own is named as written, not as the flag bench sets it from; a
+    // default request count too large is the clients' doing.
+    let e = run(&[
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100_sxm",
+        "--set",
+        "engine.vllm.max_num_seqs=0",
+    ]);
+    assert!(
+        e.starts_with("dynsim: --set: engine.vllm.max_num_seqs = 0"),
+        "{e}"
+    );
+    let e = bad(&[
+        "bench",
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100_sxm",
+        "--isl",
+        "100",
+        "--osl",
+        "10",
+        "--concurrency",
+        "1000000",
+    ]);
+    assert!(
+        e.starts_with("dynsim: --concurrency 1000000: is 20000000 requests at 20 per client"),
+        "{e}"
+    );
     let e = run(&["--model", "Qwen/Qwen3-33B", "--gpu", "h100_sxm"]);
     assert!(
         e.contains("is not a known model (one of Qwen/Qwen3-0.6B,"),
@@ -417,6 +448,10 @@ fn a_user_model_file_is_read_and_its_bad_line_named() {
         "--concurrency",
         "2",
     ]);
+    assert!(
+        e.starts_with("dynsim: --model-file "),
+        "the flag given: {e}"
+    );
     assert!(e.contains("broken.toml:"), "{e}");
     assert!(e.contains(": parameters: "), "{e}");
 }
@@ -1011,4 +1046,55 @@ fn calibrate_refuses_holding_the_step_cost_it_fits_per_protocol() {
     assert!(e.contains("--hold") && e.contains("step_us"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(!dir.path().join("p.toml").exists());
+}
+
+/// `calibrate`'s outputs are checked before any row runs, each by its own flag: a folder that
+/// does not exist, two flags naming one file, a plots folder that is a file, a profile that
+/// cannot be read, a jitter past a profile's range.
+#[test]
+fn calibrate_refuses_bad_outputs_and_inputs_before_fitting_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = measured_subset(&[",vllm,", ",1024,128,8,"], 2);
+    let measured = write(dir.path(), "m.csv", &csv);
+    let nowhere = dir.path().join("no/such/p.toml");
+    let nowhere = nowhere.to_str().unwrap();
+    let e = bad(&["calibrate", &measured, "--out", nowhere]);
+    assert_eq!(
+        e,
+        format!(
+            "dynsim: --out {nowhere}: cannot write: its folder {} does not exist",
+            dir.path().join("no/such").display()
+        )
+    );
+    let p = dir.path().join("p.toml");
+    let p = p.to_str().unwrap();
+    let e = bad(&["calibrate", &measured, "--out", p, "--predictions", p]);
+    assert!(
+        e.starts_with("dynsim: --predictions: names the same file as --out"),
+        "{e}"
+    );
+    let file = write(dir.path(), "afile", "x");
+    let e = bad(&["calibrate", &measured, "--check", "--plots", &file]);
+    assert!(
+        e.ends_with("is a file, not a folder (--plots takes a folder)"),
+        "{e}"
+    );
+    for flag in ["--profile", "--rates-from", "--gemm-ratios-from"] {
+        let e = bad(&["calibrate", &measured, flag, "/no/such.toml", "--out", p]);
+        assert!(
+            e.starts_with(&format!("dynsim: {flag} /no/such.toml: cannot read")),
+            "{e}"
+        );
+    }
+    let e = bad(&["calibrate", &measured, "--jitter-ms", "1e30", "--out", p]);
+    assert!(
+        e.contains("--jitter-ms") && e.contains("at most 1e9"),
+        "{e}"
+    );
+    assert!(!std::path::Path::new(p).exists(), "nothing written");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary file left: only m.csv and afile"
+    );
 }

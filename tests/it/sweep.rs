@@ -349,3 +349,33 @@ fn warnings_are_kept_per_point_and_printed_once_per_kind() {
     };
     assert!(hot[0].ends_with(&more), "{}", hot[0]);
 }
+
+#[test]
+fn a_point_that_fails_is_named_by_its_axes() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = write(
+        dir.path(),
+        "sweep.toml",
+        &format!(
+            "base = {:?}\nmetrics = [\"hit_rate\"]\n[axes]\n\"timing.service_ms\" = [1.0, 1e12]\n",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/rr.toml")
+        ),
+    );
+    let o = out(dir.path(), "o");
+    let line = bad(&[
+        "sweep",
+        &sweep,
+        "--out",
+        &o,
+        "--set",
+        "workload.output_tokens=100",
+    ]);
+    assert!(
+        line.starts_with(&format!(
+            "dynsim: {sweep}: point 1 (timing.service_ms = 1000000000000.0): scenario rr: \
+             virtual time passed its end"
+        )),
+        "{line}"
+    );
+    assert!(!Path::new(&o).exists(), "nothing written");
+}
