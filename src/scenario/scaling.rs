@@ -36,6 +36,10 @@ pub enum Leave {
     Remove,
 }
 
+/// The shortest `planner.adjustment_interval_s`, seconds: a tenth of a second is 864,000
+/// decisions over a simulated day.
+pub const MIN_ADJUSTMENT_INTERVAL_S: f64 = 0.1;
+
 /// `[planner]`: an autoscaler acting every `adjustment_interval_s` on what it observes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -45,8 +49,8 @@ pub struct PlannerSettings {
     /// each worker's active prefill tokens and KV blocks) or `threshold` (an HPA on queue or KV
     /// bands). The `planner` module has each.
     pub kind: PlannerKind,
-    /// Seconds between decisions (`dynamo-throughput` 180, Dynamo's default; `dynamo-load` 5,
-    /// Dynamo's `loadbased_adjustment_interval`; `threshold` 30).
+    /// Seconds between decisions, at least 0.1 (`dynamo-throughput` 180, Dynamo's default;
+    /// `dynamo-load` 5, Dynamo's `loadbased_adjustment_interval`; `threshold` 30).
     #[serde(default)]
     pub adjustment_interval_s: Option<f64>,
     /// Fewest workers per pool (1, Dynamo's `min_endpoint`).
@@ -341,7 +345,17 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         return Ok(());
     };
     if let Some(i) = p.adjustment_interval_s {
-        positive("planner.adjustment_interval_s", i)?;
+        if !(i.is_finite() && (MIN_ADJUSTMENT_INTERVAL_S..=1e9).contains(&i)) {
+            return Err(bad(
+                "planner.adjustment_interval_s",
+                format!("{i:?}"),
+                &format!(
+                    "must be a number of seconds in {MIN_ADJUSTMENT_INTERVAL_S}..=1e9 (real \
+                     planners decide every 5 s to a few minutes; each decision observes every \
+                     worker, so a shorter interval only costs the run time)"
+                ),
+            ));
+        }
     }
     if let Some(max) = p.max_workers {
         if max < p.min_workers.max(1) {

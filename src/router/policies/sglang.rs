@@ -123,7 +123,8 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
             "must be a number of seconds in (0, 1e9]",
         ));
     }
-    let interval_ns = ms_to_ns(s.eviction_interval_secs * 1e3);
+    // At least a nanosecond: a shorter interval rounds to 0 and would never end.
+    let interval_ns = ms_to_ns(s.eviction_interval_secs * 1e3).max(1);
     Ok(Box::new(Sglang {
         settings: s,
         max_blocks: (s.max_tree_tokens / setup.block_size.max(1) as u64) as usize,
@@ -169,12 +170,18 @@ impl RoutingPolicy for Sglang {
         if !loads.any_up() {
             return None;
         }
-        while req.now >= self.next_prune {
+        if req.now >= self.next_prune {
+            // Pruning twice at one instant changes nothing, so every interval that ended by
+            // now is one prune (an interval far shorter than the gaps between requests would
+            // otherwise loop once per interval).
             for w in 0..loads.workers() {
                 self.history.shrink(w, self.max_blocks);
                 self.sizes.set(w, self.history.size(w) as u64);
             }
-            self.next_prune += self.interval_ns;
+            let missed = (req.now - self.next_prune) / self.interval_ns;
+            self.next_prune = self
+                .next_prune
+                .saturating_add((missed + 1).saturating_mul(self.interval_ns));
         }
         let (worker, known) = if self.imbalanced(loads) {
             (loads.least_in_flight()?, None)
@@ -315,5 +322,29 @@ mod tests {
         // threshold: the smallest tree wins, worker 1.
         let d = p.decide(&later, &loads, &mut rng).unwrap();
         assert_eq!((d.worker.index(), d.predicted_blocks), (1, 0));
+    }
+
+    #[test]
+    fn an_interval_shorter_than_a_nanosecond_prunes_once_per_decision() {
+        // 1e-12 s rounds to 0 ns; a day later 8.64e13 intervals have ended, one prune for all
+        // (it used to loop once per interval, forever at 0 ns). The prune is the 1 s one's.
+        for interval in ["1e-12", "1e-6"] {
+            let mut p = policy(&format!(
+                "max_tree_tokens = 8\neviction_interval_secs = {interval}"
+            ));
+            let mut loads = LoadBook::new(3, LoadKind::InFlight);
+            let long = block_hashes(&(0..40).collect::<Vec<u32>>(), 4);
+            assert_eq!(route(&mut *p, &mut loads, 0, &long), 0);
+            let mut rng = SimRng::new(RngKind::Chacha, 1);
+            let day_later = RouteRequest {
+                id: RequestId(1),
+                blocks: (&long).into(),
+                input_tokens: 40,
+                session: None,
+                now: 86_400 * 1_000_000_000,
+            };
+            let d = p.decide(&day_later, &loads, &mut rng).unwrap();
+            assert_eq!((d.worker.index(), d.predicted_blocks), (1, 0), "{interval}");
+        }
     }
 }

@@ -61,6 +61,9 @@ impl Session<'_> {
             }
             if let (Some((p, every, leave)), Some(tick)) = (planner.as_mut(), next_tick) {
                 if tick <= at {
+                    // Ticks with nothing delivered between them never reach the run's own
+                    // check (every few thousand deliveries).
+                    crate::interrupt::check()?;
                     let obs = self.observe();
                     let leave = *leave;
                     for (pool, n) in p.decide(&obs) {
