@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::features::{Features, FEATURES, FEATURE_NAMES, GPU_FEATURES};
+use super::features::{Features, FEATURES, FEATURE_NAMES, GPU_FEATURES, RATE_FEATURES};
 use super::gpu::GpuSpec;
 use super::Precision;
 use crate::error::{Error, Result};
@@ -293,23 +293,28 @@ impl Profile {
 
     /// Checks the coefficients: finite and >= 0. The error names the key.
     pub fn check(&self) -> Result<(), (String, String)> {
-        for (name, &c) in FEATURE_NAMES.iter().zip(&self.step) {
-            if !(c.is_finite() && (0.0..=1e9).contains(&c)) {
-                return Err((
-                    format!("step.{name}"),
-                    format!("= {c} must be >= 0 and finite"),
-                ));
+        // A rate coefficient is the datasheet's time over the kernels' (1 / the share of the
+        // peak reached): below 1 the GPU would beat its datasheet. The counts' costs are any
+        // microseconds >= 0.
+        let coefficient = |key: String, k: usize, c: f64| {
+            let least = if k < RATE_FEATURES { 1.0 } else { 0.0 };
+            if !(c.is_finite() && (least..=1e9).contains(&c)) {
+                let why = if k < RATE_FEATURES {
+                    "must be a finite number >= 1 (a rate coefficient below 1 would beat the \
+                     GPU's datasheet)"
+                } else {
+                    "must be >= 0 and finite"
+                };
+                return Err((key, format!("= {c} {why}")));
             }
+            Ok(())
+        };
+        for (k, (name, &c)) in FEATURE_NAMES.iter().zip(&self.step).enumerate() {
+            coefficient(format!("step.{name}"), k, c)?;
         }
         for (gpu, own) in &self.gpu_rates {
             for (&k, &c) in GPU_FEATURES.iter().zip(own) {
-                let name = FEATURE_NAMES[k];
-                if !(c.is_finite() && (0.0..=1e9).contains(&c)) {
-                    return Err((
-                        format!("gpu.{gpu}.{name}"),
-                        format!("= {c} must be >= 0 and finite"),
-                    ));
-                }
+                coefficient(format!("gpu.{gpu}.{}", FEATURE_NAMES[k]), k, c)?;
             }
         }
         for (gpu, by) in &self.gemm_by_precision {
@@ -318,9 +323,7 @@ impl Profile {
                 if !Precision::NAMES.contains(&precision.as_str()) {
                     return Err((key, "is not a precision: one of bf16, fp8, fp4".into()));
                 }
-                if !(c.is_finite() && (0.0..=1e9).contains(&c)) {
-                    return Err((key, format!("= {c} must be >= 0 and finite")));
-                }
+                coefficient(key, 0, c)?;
             }
         }
         let by_protocol = self
@@ -488,6 +491,32 @@ mod tests {
         let mut p = Profile::ones();
         p.step[3] = -1.0;
         assert_eq!(p.check().unwrap_err().0, "step.kv_read");
+    }
+
+    /// A rate coefficient below 1 (a GPU beating its datasheet: 0 made every step free) is
+    /// refused by name, in `[step]`, `[gpu.NAME]` and `[gemm_by_precision.NAME]`; a count's
+    /// cost of 0 microseconds is a cost like any other.
+    #[test]
+    fn a_rate_below_one_is_refused_and_a_free_count_is_not() {
+        let step_us = FEATURE_NAMES.iter().position(|&n| n == "step_us").unwrap();
+        assert!(step_us >= RATE_FEATURES);
+        let mut p = Profile::ones();
+        p.step[step_us] = 0.0;
+        assert_eq!(p.check(), Ok(()));
+        for (k, name) in FEATURE_NAMES.iter().enumerate().take(RATE_FEATURES) {
+            let mut q = p.clone();
+            q.step[k] = 0.999;
+            let (key, why) = q.check().unwrap_err();
+            assert_eq!(key, format!("step.{name}"));
+            assert!(why.contains(">= 1"), "{why}");
+        }
+        let mut q = p.clone();
+        q.gpu_rates.insert("h100_sxm".into(), [1.5, 1.0, 0.0, 1.2]);
+        assert_eq!(q.check().unwrap_err().0, "gpu.h100_sxm.kv_read");
+        let mut q = p.clone();
+        q.gemm_by_precision
+            .insert("h100_sxm".into(), BTreeMap::from([("fp8".into(), 1e-30)]));
+        assert_eq!(q.check().unwrap_err().0, "gemm_by_precision.h100_sxm.fp8");
     }
 
     /// A GPU's GEMMs at a weight precision it has its own coefficient for take that one; at
