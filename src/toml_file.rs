@@ -78,13 +78,14 @@ pub fn toml_error(
             });
         line = spelled.unwrap_or(line);
     }
-    // A missing field is named, not the line that lacks it; if an inline table of the table
-    // lacks it (`input = { tokens = 5 }`), that table's line and key.
+    // A missing field is named, not the line that lacks it. The tags of the inline tables a
+    // tagged table may hold (a length's `dist`, a schedule's `shape`) are missing from the
+    // inline table that lacks them (`input = { tokens = 5 }`): that line and key. Any other
+    // field (`kind`, a trace's `path`) is the table's own.
     let missing = message
         .strip_prefix("missing field `")
         .and_then(|rest| rest.split('`').next());
-    // (`kind` is the tag of a table's own kind, `[workload] kind`: missing, the table lacks it.)
-    if let Some(m) = missing.filter(|&m| m != "kind") {
+    if let Some(m) = missing.filter(|&m| INLINE_TAGS.contains(&m)) {
         let names = |l: &str| {
             l.split(['{', ',']).any(|part| {
                 part.split_once('=')
@@ -116,6 +117,10 @@ pub fn toml_error(
     };
     Error::field(path, line, key, message)
 }
+
+/// The tags of the tagged inline tables a scenario holds: `LengthDist`'s `dist`
+/// (`workload/synthetic.rs`) and `RateSchedule`'s `shape` (`workload/schedule.rs`).
+const INLINE_TAGS: [&str; 2] = ["dist", "shape"];
 
 /// The key a `key = value` line sets.
 fn key_of(line: &str) -> Option<&str> {

@@ -330,6 +330,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("no_dist.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrequests = 3\ninput = { tokens = 5 }\n", ":5: workload.input: missing field `dist`"),
         // A planner deciding every nanosecond would take the run's lifetime (it hung).
         ("planner_interval.toml", "[planner]\nkind = \"threshold\"\nadjustment_interval_s = 1e-30\n", ":3: planner.adjustment_interval_s = 1e-30 must be a number of seconds in 0.1..=1e9"),
+        ("no_shape.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrate_schedule = { peak = 2.0, trough = 1.0 }\n", ":4: workload.rate_schedule: missing field `shape`"),
         ("no_kind.toml", "name = \"x\"\n[workload]\ninput = { dist = \"fixed\", tokens = 5 }\n", ":2: workload.kind: missing field `kind`"),
     ];
     for (name, text, needle) in cases {
