@@ -21,6 +21,7 @@ from dynsim._native import (
     NativeSimulation,
     ScenarioError,
     bench_json,
+    check_out,
     merge_files,
     plan_json,
     run_json,
@@ -226,6 +227,8 @@ def sweep(
     """
     sets, json_sets = _sets(set)
     index, count = (0, 1) if shard is None else shard
+    if out is not None:
+        check_out(os.fspath(out))  # a bad folder fails now, not after every point has run
     files = dict(
         sweep_files(
             os.fspath(sweep),

@@ -55,6 +55,9 @@ def sweep_files(
 def merge_files(shards: List[Tuple[str, str]]) -> List[Tuple[str, bytes]]:
     """`dynsim merge`: the whole sweep's files from (label, results.json text) pairs."""
 
+def check_out(out: str) -> None:
+    """Checks that an output folder can be written, as the CLI checks --out first."""
+
 def write_files(out: str, files: List[Tuple[str, bytes]]) -> None:
     """Writes files into an output folder as the CLI does."""
 

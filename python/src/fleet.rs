@@ -158,6 +158,13 @@ pub(crate) fn merge_files(
     .map_err(py_err)
 }
 
+/// Checks, before any work, that `out` can be an output folder, as the CLI checks `--out`
+/// (neither it nor a folder above it a file); creates nothing.
+#[pyfunction]
+pub(crate) fn check_out(out: PathBuf) -> PyResult<()> {
+    check_out_dir("out", &out).map_err(py_err)
+}
+
 /// Writes files into the output folder `out` as the CLI does (each atomically; the folder
 /// created if missing).
 #[pyfunction]
@@ -166,7 +173,7 @@ pub(crate) fn write_files(out: PathBuf, files: Vec<(String, PyBackedBytes)>) -> 
         .into_iter()
         .map(|(name, bytes)| (name, bytes.to_vec()))
         .collect();
-    check_out_dir(&out)
+    check_out_dir("out", &out)
         .and_then(|()| write_dir(&out, &files))
         .map_err(py_err)
 }

@@ -22,7 +22,7 @@ mod fleet;
 mod signals;
 mod simulation;
 
-use fleet::{merge_files, plan_json, sweep_files, sweep_points, write_files};
+use fleet::{check_out, merge_files, plan_json, sweep_files, sweep_points, write_files};
 use signals::{interruptible, py_err};
 use simulation::NativeSimulation;
 
@@ -223,6 +223,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep_points, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_files, m)?)?;
     m.add_function(wrap_pyfunction!(merge_files, m)?)?;
+    m.add_function(wrap_pyfunction!(check_out, m)?)?;
     m.add_function(wrap_pyfunction!(write_files, m)?)?;
     m.add_class::<NativeSimulation>()?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;

@@ -94,3 +94,13 @@ def test_sweep_errors_are_the_clis_one_line_messages(dynsim_bin, tmp_path, sweep
         capture_output=True, text=True,
     )
     assert cli.returncode == 2 and cli.stderr.strip() == "dynsim: " + str(err.value)
+
+
+def test_a_sweep_into_a_file_fails_before_any_point_runs(tmp_path, sweep_file):
+    # Checked first, as the CLI checks --out: it used to be checked only after every point had
+    # run (here the points' own error, workload.requests = 0, would come first).
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    with pytest.raises(dynsim.ScenarioError, match=r"is a file, not a folder \(out takes a folder\)"):
+        dynsim.sweep(sweep_file, out=taken, set={"workload.requests": 0})
+    assert taken.read_text() == "not a folder"

@@ -161,7 +161,13 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
          [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
         model = spec.model,
         gpu = spec.gpu,
-        tp = spec.tp,
+        // A TOML integer is an i64: a larger --tp is refused here, with the scenario's range.
+        tp = i64::try_from(spec.tp).map_err(|_| {
+            Error::arg(
+                format!("--tp {}", spec.tp),
+                format!("must be 1 to {}", crate::deployment::MAX_TP),
+            )
+        })?,
         precision = spec.precision.name(),
         kv = spec
             .protocol
@@ -171,9 +177,10 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
         prompts = prompts(spec)?,
         output = length_dist(spec.protocol, spec.osl),
         c = spec.concurrency,
-        ramp = spec
-            .concurrency_ramp_s
-            .map_or(String::new(), |r| format!("concurrency_ramp_s = {r:?}\n")),
+        // TOML's spelling (`nan`, `inf`), so that the scenario's own check names a bad one.
+        ramp = spec.concurrency_ramp_s.map_or(String::new(), |r| {
+            format!("concurrency_ramp_s = {}\n", toml::Value::Float(r))
+        }),
         protocol = spec.protocol.name(),
         len = u64::from(spec.isl) + u64::from(spec.osl),
         limits = engine_limits(spec),

@@ -47,6 +47,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Invalid, Result};
 use gpu::GpuSpec;
 use model::ModelSpec;
+
+/// The most GPUs one worker may use for tensor parallelism (`deployment.tp`).
+pub const MAX_TP: u64 = 64;
 use sglang_defaults::SglangMemory;
 
 /// GiB, bytes.
@@ -320,8 +323,12 @@ impl Deployment {
                 )
             }
         })?;
-        if s.tp == 0 || s.tp > 64 {
-            return Err(bad("deployment.tp", s.tp, "must be 1 to 64"));
+        if s.tp == 0 || s.tp > MAX_TP {
+            return Err(bad(
+                "deployment.tp",
+                s.tp,
+                &format!("must be 1 to {MAX_TP}"),
+            ));
         }
         if model.attention_heads % s.tp != 0
             || (model.kv_heads % s.tp != 0 && s.tp % model.kv_heads != 0)

@@ -360,6 +360,16 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.starts_with("dynsim: --concurrency 1000000: is 20000000 requests at 20 per client"),
         "{e}"
     );
+    // Past a TOML integer (2^63): the flag and its range, not a line of bench's own scenario.
+    let e = run(&[
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "h100_sxm",
+        "--tp",
+        "9223372036854775808",
+    ]);
+    assert_eq!(e, "dynsim: --tp 9223372036854775808: must be 1 to 64");
     let e = run(&["--model", "Qwen/Qwen3-33B", "--gpu", "h100_sxm"]);
     assert!(
         e.contains("is not a known model (one of Qwen/Qwen3-0.6B,"),
