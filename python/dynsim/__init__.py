@@ -14,6 +14,7 @@ shaped like the TOML. ``set`` overrides keys as the CLI's ``--set`` does: a list
 """
 
 import json
+import numbers
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -60,6 +61,20 @@ def _source(scenario: Scenario) -> Tuple[str, str]:
     raise TypeError(
         "scenario must be a path, TOML text or a dict, not %s" % type(scenario).__name__
     )
+
+
+def _whole(name: str, value: Any) -> int:
+    """``value`` as a count: an int, or a float with no fraction; anything else (a bool, 2.7, a
+    negative or one past 2**64 - 1) raises a ``ScenarioError`` naming ``name`` (``int()``
+    truncated 2.7 to 2 in silence, and a negative overflowed without a name)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    # numbers.Integral takes numpy's integers too.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ScenarioError("%s: expected a whole number >= 0, got %r" % (name, value))
+    if not 0 <= int(value) < 2**64:
+        raise ScenarioError("%s: expected a whole number >= 0, got %r" % (name, value))
+    return int(value)
 
 
 def _sets(set: Sets) -> Tuple[List[str], List[Tuple[str, str]]]:
@@ -119,20 +134,20 @@ def bench(
         bench_json(
             model,
             gpu,
-            int(isl),
-            int(osl),
-            int(concurrency),
-            int(tp),
+            _whole("isl", isl),
+            _whole("osl", osl),
+            _whole("concurrency", concurrency),
+            _whole("tp", tp),
             precision,
             kv_dtype,
             engine,
-            None if requests is None else int(requests),
+            None if requests is None else _whole("requests", requests),
             None if profile is None else os.fspath(profile),
             sets,
             json_sets,
             None if model_file is None else os.fspath(model_file),
             protocol,
-            None if prompt_pool is None else int(prompt_pool),
+            None if prompt_pool is None else _whole("prompt_pool", prompt_pool),
             None if concurrency_ramp_duration is None else float(concurrency_ramp_duration),
         )
     )
@@ -196,7 +211,7 @@ def plan(
             json_sets,
             None if scenario is None else os.fspath(scenario),
             format,
-            None if jobs is None else int(jobs),
+            None if jobs is None else _whole("jobs", jobs),
             bool(allow_fixed_timing),
         )
     )
@@ -234,8 +249,8 @@ def sweep(
             os.fspath(sweep),
             sets,
             json_sets,
-            "%d/%d" % (int(index), int(count)),
-            int(jobs) if jobs is not None else (os.cpu_count() or 1),
+            "%d/%d" % (_whole("shard", index), _whole("shard", count)),
+            _whole("jobs", jobs) if jobs is not None else (os.cpu_count() or 1),
         )
     )
     if out is not None:
@@ -289,12 +304,22 @@ class Simulation:
         return self._native.now_s()
 
     def advance_to(self, t_s: float) -> None:
-        """Delivers everything at or before ``t_s`` seconds of virtual time.
+        """Delivers everything at or before ``t_s`` seconds of virtual time: not before
+        ``now`` (a run only goes forward) nor past the clock's limit of 1e9 s.
 
         Ctrl-C stops it within a few thousand deliveries and raises ``KeyboardInterrupt``;
         the simulation stays where it stopped (``now``) and may be advanced again.
         """
-        self._native.advance_to(float(t_s))
+        t = float(t_s)
+        if t > 1e9:  # the clock's limit; past it the clock stayed at the last delivery
+            raise ScenarioError(
+                "advance_to: %r s is past the clock's limit of 1e9 s (about 31.7 years)" % t
+            )
+        if t < self.now:  # going back was a silent no-op
+            raise ScenarioError(
+                "advance_to: %r s is before now (%r s): a run only goes forward" % (t, self.now)
+            )
+        self._native.advance_to(t)
 
     def observe(self) -> Dict[str, Any]:
         """What a planner sees now; observing starts the next interval.
@@ -310,7 +335,7 @@ class Simulation:
 
     def scale(self, pool: str, workers: int) -> None:
         """Sets ``pool``'s target (``workers``, or ``prefill``/``decode`` when disaggregated)."""
-        self._native.scale(pool, int(workers))
+        self._native.scale(pool, _whole("workers", workers))
 
     def done(self) -> bool:
         """Whether every request is completed and nothing is pending."""

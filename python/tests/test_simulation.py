@@ -66,6 +66,18 @@ def test_bad_steps_raise_one_line_messages(small):
         sim.scale("workers", 13)
     with pytest.raises(dynsim.ScenarioError, match="is not a time"):
         sim.advance_to(float("nan"))
+    # Going back was a silent no-op; past the clock's limit, the clock stayed at the last
+    # delivery while a large time moved it.
+    sim.advance_to(2.0)
+    with pytest.raises(dynsim.ScenarioError, match=r"^advance_to: 1.0 s is before now \(2.0 s\)"):
+        sim.advance_to(1.0)
+    with pytest.raises(dynsim.ScenarioError, match=r"^advance_to: 1e\+30 s is past the clock's limit"):
+        sim.advance_to(1e30)
+    assert sim.now == 2.0
+    # Counts are whole numbers: a float was truncated, a negative overflowed unnamed.
+    for workers in (2.7, -1, True):
+        with pytest.raises(dynsim.ScenarioError, match=r"^workers: expected a whole number"):
+            sim.scale("workers", workers)
     sim.report()
     with pytest.raises(dynsim.ScenarioError, match="has ended"):
         sim.advance_to(1.0)
