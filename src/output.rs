@@ -18,10 +18,7 @@ use crate::error::{Error, Result};
 
 /// Writes `bytes` to `path` (see the module documentation for what each kind of path gets).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = AtomicFile::create(path)?;
-    file.write_all(bytes)
-        .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
-    file.commit()
+    AtomicFile::create(path)?.write_whole(bytes)
 }
 
 /// Writes `bytes` to standard output; a failed write (a full disk, a closed pipe) is an error,
@@ -173,6 +170,14 @@ impl AtomicFile {
             path: path.to_path_buf(),
             sink,
         })
+    }
+
+    /// Writes `bytes` and finishes the file ([`AtomicFile::commit`]): for an output opened
+    /// before the work whose whole contents come at its end.
+    pub fn write_whole(mut self, bytes: &[u8]) -> Result<()> {
+        self.write_all(bytes)
+            .map_err(|e| Error::file(&self.path, format!("cannot write: {e}")))?;
+        self.commit()
     }
 
     /// Finishes the file: flushes it and, for a regular file, renames the temporary file over

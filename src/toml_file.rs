@@ -55,36 +55,28 @@ pub fn toml_error(
     };
     let lines: Vec<&str> = text.lines().collect();
     let mut line = line_of(text, span.start);
-    if let Some(field) = message
-        .strip_prefix("unknown field `")
-        .and_then(|rest| rest.split('`').next())
-    {
-        let spelled = (line..=lines.len())
-            .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
-            .find(|&n| key_of(lines[n - 1]) == Some(field));
-        line = spelled.unwrap_or(line);
+    // The name between backticks after `prefix` in the message.
+    let named = |prefix: &str| {
+        message
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split('`').next())
+    };
+    let missing = named("missing field `");
+    if let Some(field) = named("unknown field `") {
+        line = in_table(&lines, line, |l| key_of(l) == Some(field));
     }
     // A tagged enum's error points at its table, not at the value: the line in that table that
     // spells the unknown variant as a string is the one at fault.
-    if let Some(variant) = message
-        .strip_prefix("unknown variant `")
-        .and_then(|rest| rest.split('`').next())
-    {
+    if let Some(variant) = named("unknown variant `") {
         let quoted = [format!("\"{variant}\""), format!("'{variant}'")];
-        let spelled = (line..=lines.len())
-            .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
-            .find(|&n| {
-                key_of(lines[n - 1]).is_some() && quoted.iter().any(|q| lines[n - 1].contains(q))
-            });
-        line = spelled.unwrap_or(line);
+        line = in_table(&lines, line, |l| {
+            key_of(l).is_some() && quoted.iter().any(|q| l.contains(q))
+        });
     }
     // A missing field is named, not the line that lacks it. The tags of the inline tables a
     // tagged table may hold (a length's `dist`, a schedule's `shape`) are missing from the
     // inline table that lacks them (`input = { tokens = 5 }`): that line and key. Any other
     // field (`kind`, a trace's `path`) is the table's own.
-    let missing = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next());
     if let Some(m) = missing.filter(|&m| INLINE_TAGS.contains(&m)) {
         let names = |l: &str| {
             l.split(['{', ',']).any(|part| {
@@ -92,15 +84,11 @@ pub fn toml_error(
                     .is_some_and(|(k, _)| k.trim().trim_matches('"') == m)
             })
         };
-        let lacking = (line..=lines.len())
-            .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
-            .find(|&n| {
-                let l = lines[n - 1];
-                key_of(l).is_some()
-                    && l.contains('{')
-                    && !names(l.split_once('=').map_or("", |(_, v)| v))
-            });
-        line = lacking.unwrap_or(line);
+        line = in_table(&lines, line, |l| {
+            key_of(l).is_some()
+                && l.contains('{')
+                && !names(l.split_once('=').map_or("", |(_, v)| v))
+        });
     }
     let here = lines.get(line - 1).copied().unwrap_or("");
     let key = match (key_of(here), table_above(&lines, line), missing) {
@@ -121,6 +109,15 @@ pub fn toml_error(
 /// The tags of the tagged inline tables a scenario holds: `LengthDist`'s `dist`
 /// (`workload/synthetic.rs`) and `RateSchedule`'s `shape` (`workload/schedule.rs`).
 const INLINE_TAGS: [&str; 2] = ["dist", "shape"];
+
+/// The first 1-based line from `line` to the next table header (`line` itself may be one) for
+/// which `fits` holds, else `line`.
+fn in_table(lines: &[&str], line: usize, fits: impl Fn(&str) -> bool) -> usize {
+    (line..=lines.len())
+        .take_while(|&n| n == line || !lines[n - 1].trim_start().starts_with('['))
+        .find(|&n| fits(lines[n - 1]))
+        .unwrap_or(line)
+}
 
 /// The key a `key = value` line sets.
 fn key_of(line: &str) -> Option<&str> {

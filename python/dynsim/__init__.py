@@ -69,10 +69,8 @@ def _whole(name: str, value: Any) -> int:
     truncated 2.7 to 2 in silence, and a negative overflowed without a name)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    # numbers.Integral takes numpy's integers too.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ScenarioError("%s: expected a whole number >= 0, got %r" % (name, value))
-    if not 0 <= int(value) < 2**64:
+    # numbers.Integral takes numpy's integers too; a bool is one, and no count.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < 2**64:
         raise ScenarioError("%s: expected a whole number >= 0, got %r" % (name, value))
     return int(value)
 

@@ -299,7 +299,7 @@ fn as_flag_error(e: Error) -> Error {
         .map(|(_, f)| *f)
         // `--model-file` puts its file's path where `--model` puts a name.
         .map(|f| {
-            if f == "--model" && value.trim_matches('"').ends_with(".toml") {
+            if f == "--model" && crate::deployment::model::names_a_file(value.trim_matches('"')) {
                 "--model-file"
             } else {
                 f

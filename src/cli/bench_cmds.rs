@@ -1,6 +1,6 @@
 //! `bench` and `calibrate`: real deployments, predicted and fitted.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
@@ -96,7 +96,7 @@ impl BenchArgs {
     fn spec(&self) -> Result<BenchSpec> {
         let model = match (&self.model, &self.model_file) {
             (_, Some(path)) => {
-                if path.extension().is_none_or(|e| e != "toml") {
+                if !crate::deployment::model::names_a_file(&path.to_string_lossy()) {
                     return Err(Error::arg("--model-file", "must name a .toml model file"));
                 }
                 std::path::absolute(path)
@@ -287,8 +287,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             .map(|p| AtomicFile::create(p).map_err(|e| e.for_flag(flag)))
             .transpose()
     };
-    let mut out_file = open("--out", &a.out)?;
-    let mut predictions_file = open("--predictions", &a.predictions)?;
+    let out_file = open("--out", &a.out)?;
+    let predictions_file = open("--predictions", &a.predictions)?;
     if let Some(dir) = &a.plots {
         crate::output::check_out_dir("--plots", dir)?;
     }
@@ -496,10 +496,10 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     if let Some(dir) = &a.plots {
         crate::output::write_dir(dir, &plots(&rows, &predictions, &groups))?;
     }
-    if let (Some(f), Some(path)) = (predictions_file.take(), &a.predictions) {
-        write_whole(f, path, predictions_csv(&rows, &predictions).as_bytes())?;
+    if let Some(f) = predictions_file {
+        f.write_whole(predictions_csv(&rows, &predictions).as_bytes())?;
     }
-    if let (Some(f), Some(path)) = (out_file.take(), &a.out) {
+    if let (Some(f), Some(path)) = (out_file, &a.out) {
         let fitted_on = format!(
             "{} ({} {} rows)",
             a.measured
@@ -555,18 +555,10 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             path.display(),
             env!("CARGO_PKG_VERSION")
         );
-        write_whole(f, path, profile::render(&file, &header).as_bytes())?;
+        f.write_whole(profile::render(&file, &header).as_bytes())?;
     }
     write_stdout(out.as_bytes())?;
     Ok(0)
-}
-
-/// Writes `bytes` to an output opened before the work and finishes it.
-fn write_whole(mut f: crate::output::AtomicFile, path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    f.write_all(bytes)
-        .map_err(|e| Error::file(path, format!("cannot write: {e}")))?;
-    f.commit()
 }
 
 /// The errors' table: one line per group, then every row together.

@@ -179,23 +179,28 @@ pub fn kvcost(a: KvcostArgs) -> Result<ExitCode> {
         overhead_ms: a.overhead_ms,
         saved_ms: a.saved_ms,
     });
-    if !report.transfer_ms.is_finite() {
-        return Err(Error::arg(
+    // Valid flags whose result JSON cannot hold (it would print null): the flag that took it
+    // out of range.
+    for (value, flag, problem) in [
+        (
+            Some(report.transfer_ms),
             "--gbps",
             "is too small: the transfer time is not a finite number",
-        ));
-    }
-    if report.breakeven_gbps.is_some_and(|g| !g.is_finite()) {
-        return Err(Error::arg(
+        ),
+        (
+            report.breakeven_gbps,
             "--saved-ms",
             "is too small: the break-even link speed is not a finite number",
-        ));
-    }
-    if report.ttft_disagg_ms.is_some_and(|t| !t.is_finite()) {
-        return Err(Error::arg(
+        ),
+        (
+            report.ttft_disagg_ms,
             "--prefill-ms",
             "is too large: the disaggregated TTFT is not a finite number",
-        ));
+        ),
+    ] {
+        if value.is_some_and(|v| !v.is_finite()) {
+            return Err(Error::arg(flag, problem));
+        }
     }
     print_line(&report)?;
     Ok(0)

@@ -221,6 +221,12 @@ pub fn catalog() -> &'static [ModelSpec] {
     })
 }
 
+/// Whether a deployment's `model` names a model file (`*.toml`, read like `data/models/`'s)
+/// rather than a bundled model.
+pub fn names_a_file(model: &str) -> bool {
+    model.ends_with(".toml")
+}
+
 /// The bundled model `id` names (its name or an alias, case aside).
 pub fn find(id: &str) -> Option<&'static ModelSpec> {
     catalog().iter().find(|m| m.answers_to(id))

@@ -136,7 +136,7 @@ fn model_of(
             model::known()
         )));
     }
-    if d.model.ends_with(".toml") {
+    if model::names_a_file(&d.model) {
         let Some(base) = base_dir else {
             return Ok(None);
         };

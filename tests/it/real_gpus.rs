@@ -310,21 +310,25 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.contains("--precision fp4: needs FP4 tensor cores, which h100_sxm lacks"),
         "{e}"
     );
+    // Qwen3-8B on one H100, 1,024 + 128 tokens, `c` clients.
+    let clients = |c: &str| {
+        bad(&[
+            "bench",
+            "--model",
+            "Qwen/Qwen3-8B",
+            "--gpu",
+            "h100_sxm",
+            "--isl",
+            "1024",
+            "--osl",
+            "128",
+            "--concurrency",
+            c,
+        ])
+    };
     // The weights fit; 100,000 running requests' sampler reserve does not: the flag that set
     // the limit is named, not --tp.
-    let e = bad(&[
-        "bench",
-        "--model",
-        "Qwen/Qwen3-8B",
-        "--gpu",
-        "h100_sxm",
-        "--isl",
-        "1024",
-        "--osl",
-        "128",
-        "--concurrency",
-        "100000",
-    ]);
+    let e = clients("100000");
     assert!(
         e.starts_with("dynsim: --concurrency 100000: running requests leave no KV on 1 x h100_sxm"),
         "{e}"
@@ -343,19 +347,7 @@ fn bench_refuses_what_cannot_be_served_naming_the_flag() {
         e.starts_with("dynsim: --set: engine.vllm.max_num_seqs = 0"),
         "{e}"
     );
-    let e = bad(&[
-        "bench",
-        "--model",
-        "Qwen/Qwen3-8B",
-        "--gpu",
-        "h100_sxm",
-        "--isl",
-        "100",
-        "--osl",
-        "10",
-        "--concurrency",
-        "1000000",
-    ]);
+    let e = clients("1000000");
     assert!(
         e.starts_with("dynsim: --concurrency 1000000: is 20000000 requests at 20 per client"),
         "{e}"

@@ -239,6 +239,17 @@ mod tests {
         .unwrap()
     }
 
+    /// Request `id` of `blocks` (4 tokens each) at `now` ns.
+    fn request(id: u64, blocks: &[crate::hash::BlockHash], now: u64) -> RouteRequest<'_> {
+        RouteRequest {
+            id: RequestId(id),
+            blocks: blocks.into(),
+            input_tokens: blocks.len() as u32 * 4,
+            session: None,
+            now,
+        }
+    }
+
     fn route(
         p: &mut dyn RoutingPolicy,
         loads: &mut LoadBook,
@@ -246,13 +257,7 @@ mod tests {
         blocks: &[crate::hash::BlockHash],
     ) -> usize {
         let mut rng = SimRng::new(RngKind::Chacha, 1);
-        let req = RouteRequest {
-            id: RequestId(id),
-            blocks: blocks.into(),
-            input_tokens: blocks.len() as u32 * 4,
-            session: None,
-            now: 0,
-        };
+        let req = request(id, blocks, 0);
         let d = p.decide(&req, loads, &mut rng).unwrap();
         loads.routed_to(RequestId(id), d.worker, blocks.len());
         p.on_routed(&req, &d);
@@ -311,13 +316,7 @@ mod tests {
         let long = block_hashes(&(0..40).collect::<Vec<u32>>(), 4);
         assert_eq!(route(&mut *p, &mut loads, 0, &long), 0);
         let mut rng = SimRng::new(RngKind::Chacha, 1);
-        let later = RouteRequest {
-            id: RequestId(1),
-            blocks: (&long).into(),
-            input_tokens: 40,
-            session: None,
-            now: 1_000_000_000,
-        };
+        let later = request(1, &long, 1_000_000_000);
         // After pruning worker 0 keeps the long prompt's first 2 blocks: 0.2, below the
         // threshold: the smallest tree wins, worker 1.
         let d = p.decide(&later, &loads, &mut rng).unwrap();
@@ -336,13 +335,7 @@ mod tests {
             let long = block_hashes(&(0..40).collect::<Vec<u32>>(), 4);
             assert_eq!(route(&mut *p, &mut loads, 0, &long), 0);
             let mut rng = SimRng::new(RngKind::Chacha, 1);
-            let day_later = RouteRequest {
-                id: RequestId(1),
-                blocks: (&long).into(),
-                input_tokens: 40,
-                session: None,
-                now: 86_400 * 1_000_000_000,
-            };
+            let day_later = request(1, &long, 86_400 * 1_000_000_000);
             let d = p.decide(&day_later, &loads, &mut rng).unwrap();
             assert_eq!((d.worker.index(), d.predicted_blocks), (1, 0), "{interval}");
         }
