@@ -5,11 +5,9 @@
 //! a pipe or a FIFO never returns to check the flag).
 //!
 //! The flag is the only state; [`install`] is called once by the binary. A program that embeds
-//! the library (the Python package) has its own signal handling: it [`request`]s a stop from
-//! another thread and [`clear`]s the flag after, or lends the checks of its own thread a poll
-//! ([`with_poll`]).
+//! the library (the Python package) has its own signal handling: it runs the work on another
+//! thread, [`request`]s a stop from its own and [`clear`]s the flag once the work has stopped.
 
-use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -24,33 +22,14 @@ static TEMPS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 /// The exit code of an interrupted command (128 + SIGINT, as shells report it).
 pub const EXIT_CODE: i32 = 130;
 
-thread_local! {
-    /// The poll this thread's checks ask besides the flag (see [`with_poll`]).
-    static POLL: Cell<Option<fn() -> bool>> = const { Cell::new(None) };
-}
-
-/// Whether an interrupt was asked for (or this thread's poll says one came).
+/// Whether an interrupt was asked for.
 pub fn requested() -> bool {
-    REQUESTED.load(Ordering::Relaxed) || POLL.with(|p| p.get().is_some_and(|poll| poll()))
+    REQUESTED.load(Ordering::Relaxed)
 }
 
 /// Forgets an interrupt once its work has stopped (for an embedding that goes on).
 pub fn clear() {
     REQUESTED.store(false, Ordering::Relaxed);
-}
-
-/// Runs `work` with `poll` asked by every check on this thread, besides the flag: the Python
-/// package's poll runs Python's signal handlers, so Ctrl-C stops a stepped run it holds.
-pub fn with_poll<R>(poll: fn() -> bool, work: impl FnOnce() -> R) -> R {
-    /// Puts the previous poll back, even if `work` panics.
-    struct Restore(Option<fn() -> bool>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            POLL.with(|p| p.set(self.0));
-        }
-    }
-    let _restore = Restore(POLL.with(|p| p.replace(Some(poll))));
-    work()
 }
 
 /// Asks every loop to stop (what the signal handler does first).
@@ -103,33 +82,5 @@ fn temps() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
 fn remove_temps() {
     for path in temps().iter() {
         let _ = std::fs::remove_file(path);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    static POLLED: AtomicUsize = AtomicUsize::new(0);
-
-    fn says_stop() -> bool {
-        POLLED.fetch_add(1, Ordering::SeqCst);
-        true
-    }
-
-    #[test]
-    fn a_poll_interrupts_only_its_own_thread_and_only_while_lent() {
-        assert!(check().is_ok());
-        let inside = with_poll(says_stop, || {
-            let other = std::thread::spawn(check).join().unwrap();
-            (check(), other)
-        });
-        assert!(matches!(inside.0, Err(Error::Interrupted { .. })));
-        assert!(
-            inside.1.is_ok(),
-            "another thread's checks do not ask this poll"
-        );
-        assert!(check().is_ok(), "the poll is given back");
-        assert_eq!(POLLED.load(Ordering::SeqCst), 1);
     }
 }

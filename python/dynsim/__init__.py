@@ -8,12 +8,14 @@ message. Ctrl-C stops a long call (``run``, ``plan``, ``sweep``, ``Simulation.ad
 ...) and raises ``KeyboardInterrupt``; a ``Simulation`` stays where it stopped.
 
 A scenario is a path to a TOML file (its relative paths start from its folder), TOML text
-(anything with a newline or ``=``; relative paths start from the current folder) or a dict
+(anything with a newline, or one line with ``=`` that is neither a file nor ends with
+``.toml``; relative paths start from the current folder) or a dict
 shaped like the TOML. ``set`` overrides keys as the CLI's ``--set`` does: a list of
 ``"KEY=VALUE"`` strings (the value parsed as TOML) or a dict ``{"router.policy": "rr"}``.
 """
 
 import json
+import math
 import numbers
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -55,7 +57,11 @@ def _source(scenario: Scenario) -> Tuple[str, str]:
     if isinstance(scenario, os.PathLike):
         return "path", os.fspath(scenario)
     if isinstance(scenario, str):
-        if "\n" in scenario or "=" in scenario:
+        # A path may hold "=" ("seed=3.toml"); one line of TOML never ends with ".toml" unquoted.
+        one_line = "\n" not in scenario
+        if one_line and (scenario.endswith(".toml") or os.path.exists(scenario)):
+            return "path", scenario
+        if not one_line or "=" in scenario:
             return "toml", scenario
         return "path", scenario
     raise TypeError(
@@ -75,12 +81,35 @@ def _whole(name: str, value: Any) -> int:
     return int(value)
 
 
+def _json_value(key: Any, value: Any) -> str:
+    """``value`` of ``set[key]`` as JSON text; one JSON or TOML cannot hold raises a
+    ``ScenarioError`` naming the key (``json.dumps`` raised a bare ``TypeError``, and an integer
+    past TOML's range or a NaN inside a list got a message naming neither)."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ScenarioError("set %s: %r is not a value a scenario holds (%s)" % (key, value, e))
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if not -(2**63) <= value < 2**63:
+            raise ScenarioError(
+                "set %s: %d is past TOML's integers (-2**63 to 2**63 - 1)" % (key, value)
+            )
+    return text
+
+
 def _sets(set: Sets) -> Tuple[List[str], List[Tuple[str, str]]]:
     """The native module's overrides: `KEY=VALUE` strings and (key, JSON value) pairs."""
     if set is None:
         return [], []
     if isinstance(set, Mapping):
-        return [], [(str(k), json.dumps(v)) for k, v in set.items()]
+        strings, pairs = [], []
+        for k, v in set.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                # JSON has no NaN or infinity and TOML has: the scenario's check names the key.
+                strings.append("%s=%s" % (k, "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")))
+            else:
+                pairs.append((str(k), _json_value(k, v)))
+        return strings, pairs
     if isinstance(set, str):
         return [set], []
     return [str(s) for s in set], []
@@ -269,6 +298,11 @@ def merge(
     texts = []
     for i, shard in enumerate(shards):
         if isinstance(shard, Mapping):
+            if "results.json" not in shard:
+                raise ScenarioError(
+                    "merge: shard %d has no results.json (give what sweep(..., shard=...) "
+                    "returned, or its results.json)" % i
+                )
             shard = shard["results.json"]
         if isinstance(shard, bytes):
             shard = shard.decode("utf-8")
@@ -289,6 +323,11 @@ class Simulation:
     and returns its report. The scenario's own ``[[scale]]`` steps and ``[planner]`` do not
     act here. Stepping never changes what is delivered: a simulation stepped at any times
     without scaling reports exactly what ``run`` reports.
+
+    The run lives on a thread of its own: any Python thread may step it (calls from several
+    run one at a time, in the order they come), and other Python threads run while it
+    advances (the GIL is released). GPU-seconds are paid up to the run's last completion,
+    whatever the pools do after it.
     """
 
     def __init__(self, scenario: Scenario, set: Sets = None) -> None:
@@ -340,5 +379,11 @@ class Simulation:
         return self._native.done()
 
     def report(self) -> Dict[str, Any]:
-        """Delivers what is left (no more scaling), ends the run and returns its report."""
+        """Delivers what is left (no more scaling), ends the run and returns its report (later
+        calls return it again).
+
+        Requests that wait for a pool scaled to 0 raise ``ScenarioError`` and the run stays:
+        scale the pool back up and call ``report()`` again. An error that leaves nothing to go
+        on with ends the run; later calls, ``done()`` too, raise it.
+        """
         return json.loads(self._native.report_json())

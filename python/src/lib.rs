@@ -87,7 +87,7 @@ fn json_to_toml(place: &str, json: &str) -> Result<toml::Value, Error> {
     toml::Value::try_from(value).map_err(|e| {
         Error::file(
             place,
-            format!("has a value TOML cannot hold (None, say): {e}"),
+            format!("has a value TOML cannot hold (None, or an integer past 2^63 - 1): {e}"),
         )
     })
 }
@@ -161,7 +161,13 @@ fn bench_json(
                     .to_string()
             }
             (Some(m), None) => m,
-            _ => {
+            (None, None) => {
+                return Err(Error::arg(
+                    "--model",
+                    "give a model (a Hugging Face id or alias) or a model_file",
+                ))
+            }
+            (Some(_), Some(_)) => {
                 return Err(Error::arg(
                     "--model",
                     "give a model or a model_file, not both",

@@ -1,7 +1,7 @@
-//! Errors and Ctrl-C: the library's errors as Python exceptions, and long calls that run
-//! Python's signal handlers while they work.
+//! Errors and Ctrl-C: the library's errors as Python exceptions, and long calls that run on
+//! another thread while the calling one, the GIL released, runs Python's signal handlers.
 
-use std::sync::mpsc::RecvTimeoutError;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use dynsim::error::Error;
@@ -11,38 +11,51 @@ use pyo3::prelude::*;
 
 use crate::ScenarioError;
 
-/// The library's error as a Python exception: an interrupt raised by a poll becomes the
-/// exception Python's signal handler raised (KeyboardInterrupt for Ctrl-C).
+/// The library's error as a Python exception (an interrupt as KeyboardInterrupt).
 pub(crate) fn py_err(e: Error) -> PyErr {
     if let Error::Interrupted { .. } = e {
-        if let Some(raised) = RAISED.with(|r| r.borrow_mut().take()) {
-            return raised;
-        }
         return PyKeyboardInterrupt::new_err("interrupted");
     }
     ScenarioError::new_err(e.to_string())
 }
 
-thread_local! {
-    /// What Python's signal handlers raised during a poll, until it is re-raised.
-    static RAISED: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
-}
-
-/// The poll lent to a stepped run's interrupt checks (every few thousand deliveries): runs
-/// Python's signal handlers (the GIL is held) and keeps what they raise.
-pub(crate) fn python_signal_came() -> bool {
-    Python::with_gil(|py| match py.check_signals() {
-        Ok(()) => false,
-        Err(e) => {
-            RAISED.with(|r| *r.borrow_mut() = Some(e));
-            true
+/// Waits for the answer of work running on another thread, the GIL released (other Python
+/// threads go on), running Python's signal handlers every 50 ms. When a handler raises
+/// (Ctrl-C: KeyboardInterrupt), the work is asked to stop (the library's interrupt flag,
+/// cleared once it has answered) and what the handler raised is raised. `lost` is called when
+/// the work went away without answering (it panicked): it goes on with that panic.
+pub(crate) fn wait_for<T: Send>(
+    py: Python<'_>,
+    answer: Receiver<Result<T, Error>>,
+    lost: impl FnOnce() -> PyErr,
+) -> PyResult<T> {
+    let wait = Duration::from_millis(50);
+    // The receiver is moved in and out: it may cross to a thread, not be shared.
+    let mut answer = Some(answer);
+    loop {
+        let (back, got) = py.allow_threads(|| {
+            let rx = answer.take().expect("given back every time");
+            let got = rx.recv_timeout(wait);
+            (rx, got)
+        });
+        answer = Some(back);
+        match got {
+            Ok(result) => return result.map_err(py_err),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Err(lost()),
         }
-    })
+        if let Err(raised) = py.check_signals() {
+            interrupt::request();
+            let rx = answer.take().expect("given back above");
+            let _ = py.allow_threads(move || rx.recv());
+            interrupt::clear();
+            return Err(raised);
+        }
+    }
 }
 
-/// Runs `work` on its own thread with the GIL released while this (the calling) thread runs
-/// Python's signal handlers every 50 ms: Ctrl-C stops the work (through the library's
-/// interrupt flag, cleared after) and raises KeyboardInterrupt once it has stopped.
+/// Runs `work` on its own thread (see [`wait_for`]): Ctrl-C stops it and raises
+/// KeyboardInterrupt once it has stopped.
 pub(crate) fn interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce() -> Result<T, Error> + Send,
@@ -52,38 +65,10 @@ pub(crate) fn interruptible<T: Send>(
         let worker = scope.spawn(move || {
             let _ = tx.send(work());
         });
-        let wait = Duration::from_millis(50);
-        let mut rx = Some(rx);
-        loop {
-            // The receiver is moved in and out: it may cross to a thread, not be shared.
-            let (back, got) = py.allow_threads(|| {
-                let rx = rx.take().expect("given back every time");
-                let got = rx.recv_timeout(wait);
-                (rx, got)
-            });
-            rx = Some(back);
-            match got {
-                Ok(result) => {
-                    let _ = worker.join();
-                    return result.map_err(py_err);
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    // The work panicked: its panic goes on here.
-                    match worker.join() {
-                        Err(panic) => std::panic::resume_unwind(panic),
-                        Ok(()) => unreachable!("the work sends before it ends"),
-                    }
-                }
-            }
-            if let Err(raised) = py.check_signals() {
-                interrupt::request();
-                let rx = rx.take().expect("given back above");
-                let _ = py.allow_threads(move || rx.recv());
-                let _ = worker.join();
-                interrupt::clear();
-                return Err(raised);
-            }
-        }
+        let result = wait_for(py, rx, || match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the work sends before it ends"),
+        });
+        result
     })
 }

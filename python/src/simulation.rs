@@ -1,29 +1,99 @@
 //! `dynsim.Simulation`: a run stepped from Python, the planner being the caller's code.
+//!
+//! The run lives on a thread of its own for its whole life (the library's session is not
+//! `Send`: its actors share state through `Rc`), and each method sends it a job and waits for
+//! the answer with the GIL released ([`wait_for`]). So a simulation can be stepped from any
+//! Python thread, other Python threads run while it advances, and Ctrl-C stops a long call
+//! (its construction too) where it is.
 
-use dynsim::engine::ms_to_ns;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+
+use dynsim::engine::{ms_to_ns, Nanos};
 use dynsim::error::Error;
-use dynsim::interrupt;
 use dynsim::run::{build_workload, Session, SessionHooks};
 use dynsim::scenario::Pool;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use crate::signals::{py_err, python_signal_came};
+use crate::signals::{py_err, wait_for};
 use crate::{load, report_json, ScenarioError};
 
+/// What the run's thread holds.
+enum State {
+    /// Not built yet (the first job builds it).
+    Unbuilt,
+    /// Running.
+    Running(Box<Session<'static>>),
+    /// Reported: the report's JSON text, which later calls return again.
+    Reported(String),
+    /// Ended by an error that leaves nothing to go on with: its message.
+    Failed(String),
+}
+
+impl State {
+    /// The running session, or why there is none.
+    fn session(&mut self) -> Result<&mut Session<'static>, Error> {
+        match self {
+            State::Running(s) => Ok(s),
+            State::Reported(_) => Err(Error::arg(
+                "Simulation",
+                "has ended: report() was called (it returns the same report again)",
+            )),
+            State::Failed(why) => Err(Error::arg(
+                "Simulation",
+                format!("has ended: its run failed ({why})"),
+            )),
+            State::Unbuilt => unreachable!("the first job builds the run"),
+        }
+    }
+}
+
+/// A job for the run's thread.
+type Job = Box<dyn FnOnce(&mut State) + Send>;
+
 /// A run stepped from Python (see `dynsim.Simulation`).
-#[pyclass(unsendable)]
+#[pyclass]
 pub(crate) struct NativeSimulation {
-    /// The run, until it is reported.
-    session: Option<Session<'static>>,
-    /// The report's JSON text, once reported.
-    report: Option<String>,
+    /// Jobs for the run's thread.
+    jobs: Sender<Job>,
+    /// The run's thread, until it is found to have panicked.
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl NativeSimulation {
-    fn session(&mut self) -> PyResult<&mut Session<'static>> {
-        self.session
-            .as_mut()
-            .ok_or_else(|| ScenarioError::new_err("the simulation has ended (report() was called)"))
+    /// Runs `job` on the run's thread and waits for its answer (see [`wait_for`]).
+    fn call<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        job: impl FnOnce(&mut State) -> Result<T, Error> + Send + 'static,
+    ) -> PyResult<T> {
+        let (tx, rx) = channel();
+        let sent = self.jobs.send(Box::new(move |state: &mut State| {
+            let _ = tx.send(job(state));
+        }));
+        if sent.is_err() {
+            return Err(PyRuntimeError::new_err(
+                "the simulation's thread has stopped (it panicked in an earlier call)",
+            ));
+        }
+        wait_for(py, rx, || {
+            let thread = self.thread.lock().map(|mut t| t.take()).ok().flatten();
+            match thread.map(JoinHandle::join) {
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                _ => PyRuntimeError::new_err("the simulation's thread has stopped"),
+            }
+        })
+    }
+
+    /// Runs `work` on the running session.
+    fn on_session<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&mut Session<'static>) -> Result<T, Error> + Send + 'static,
+    ) -> PyResult<T> {
+        self.call(py, |state| work(state.session()?))
     }
 }
 
@@ -31,48 +101,61 @@ impl NativeSimulation {
 impl NativeSimulation {
     #[new]
     fn new(
+        py: Python<'_>,
         kind: &str,
         text: &str,
         sets: Vec<String>,
         json_sets: Vec<(String, String)>,
     ) -> PyResult<Self> {
         let loaded = load(kind, text, sets, json_sets).map_err(py_err)?;
-        let built = build_workload(&loaded.scenario, &loaded.base_dir).map_err(py_err)?;
-        let session =
-            Session::new(&loaded.scenario, built, SessionHooks::default()).map_err(py_err)?;
-        Ok(NativeSimulation {
-            session: Some(session),
-            report: None,
-        })
+        let (jobs, queue) = channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("dynsim-simulation".into())
+            .spawn(move || {
+                let mut state = State::Unbuilt;
+                for job in queue {
+                    job(&mut state);
+                }
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+        let sim = NativeSimulation {
+            jobs,
+            thread: Mutex::new(Some(thread)),
+        };
+        sim.call(py, move |state| {
+            let built = build_workload(&loaded.scenario, &loaded.base_dir)?;
+            let session = Session::new(&loaded.scenario, built, SessionHooks::default())?;
+            *state = State::Running(Box::new(session));
+            Ok(())
+        })?;
+        Ok(sim)
     }
 
-    /// Delivers everything up to `t_s` seconds of virtual time.
-    fn advance_to(&mut self, t_s: f64) -> PyResult<()> {
+    /// Delivers everything up to `t_s` seconds of virtual time; interrupted, the run stays
+    /// where it stopped.
+    fn advance_to(&self, py: Python<'_>, t_s: f64) -> PyResult<()> {
         if !(t_s.is_finite() && t_s >= 0.0) {
             return Err(ScenarioError::new_err(format!(
                 "advance_to: {t_s} is not a time (seconds, finite, at least 0)"
             )));
         }
-        let session = self.session()?;
-        interrupt::with_poll(python_signal_came, || {
-            session.advance_to(ms_to_ns(t_s * 1e3))
-        })
-        .map_err(py_err)
+        self.on_session(py, move |s| s.advance_to(ms_to_ns(t_s * 1e3)))
     }
 
     /// The run's virtual time, s.
-    fn now_s(&mut self) -> PyResult<f64> {
-        Ok(self.session()?.now() as f64 / 1e9)
+    fn now_s(&self, py: Python<'_>) -> PyResult<f64> {
+        self.on_session(py, |s| Ok(s.now() as f64 / 1e9))
     }
 
     /// What a planner sees now, as JSON text.
-    fn observe_json(&mut self) -> PyResult<String> {
-        let obs = self.session()?.observe();
-        Ok(serde_json::to_string(&obs).expect("in-memory JSON"))
+    fn observe_json(&self, py: Python<'_>) -> PyResult<String> {
+        self.on_session(py, |s| {
+            Ok(serde_json::to_string(&s.observe()).expect("in-memory JSON"))
+        })
     }
 
     /// Sets `pool`'s target to `workers` now (leaving workers drain).
-    fn scale(&mut self, pool: &str, workers: usize) -> PyResult<()> {
+    fn scale(&self, py: Python<'_>, pool: &str, workers: usize) -> PyResult<()> {
         let pool = match pool {
             "workers" => Pool::Workers,
             "prefill" => Pool::Prefill,
@@ -83,39 +166,63 @@ impl NativeSimulation {
                 )))
             }
         };
-        self.session()?.scale(pool, workers).map_err(py_err)
+        self.on_session(py, move |s| s.scale(pool, workers))
     }
 
-    /// Whether every request is completed and nothing is pending.
-    fn done(&mut self) -> PyResult<bool> {
-        match self.session.as_mut() {
-            Some(s) => Ok(s.done()),
-            None => Ok(true),
-        }
+    /// Whether every request is completed and nothing is pending (true once reported; a run
+    /// that failed raises its error).
+    fn done(&self, py: Python<'_>) -> PyResult<bool> {
+        self.call(py, |state| match state {
+            State::Reported(_) => Ok(true),
+            _ => Ok(state.session()?.done()),
+        })
     }
 
     /// Delivers what is left (no more scaling), ends the run and returns the report's JSON
-    /// text; later calls return the same text.
-    fn report_json(&mut self) -> PyResult<String> {
-        if let Some(r) = &self.report {
-            return Ok(r.clone());
-        }
-        let session = self
-            .session
-            .as_mut()
-            .ok_or_else(|| ScenarioError::new_err("the simulation has ended: its run failed"))?;
-        match interrupt::with_poll(python_signal_came, || session.run_out()) {
-            Ok(()) => {}
-            // Interrupted, the simulation stays where it stopped.
-            Err(e @ Error::Interrupted { .. }) => return Err(py_err(e)),
-            Err(e) => {
-                self.session = None;
-                return Err(py_err(e));
+    /// text; later calls return the same text. Interrupted, the run stays where it stopped;
+    /// stranded (requests wait for a pool scaled to 0), it stays too, to be scaled back.
+    fn report_json(&self, py: Python<'_>) -> PyResult<String> {
+        self.call(py, |state| {
+            if let State::Reported(text) = state {
+                return Ok(text.clone());
             }
-        }
-        let session = self.session.take().expect("checked above");
-        let text = session.finish().map(|r| report_json(&r)).map_err(py_err)?;
-        self.report = Some(text.clone());
-        Ok(text)
+            let session = state.session()?;
+            match session.advance_to(Nanos::MAX) {
+                Ok(()) => {}
+                Err(e @ Error::Interrupted { .. }) => return Err(e),
+                Err(e) => {
+                    *state = State::Failed(e.to_string());
+                    return Err(e);
+                }
+            }
+            // Everything is delivered: the only error left is requests no worker will serve.
+            match session.run_out() {
+                Ok(()) => {}
+                Err(Error::Run { scenario, message }) => {
+                    return Err(Error::Run {
+                        scenario,
+                        message: format!(
+                            "{message}; the simulation stays: scale that pool back up and \
+                             call report() again"
+                        ),
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+            let State::Running(session) = std::mem::replace(state, State::Unbuilt) else {
+                unreachable!("checked above");
+            };
+            match session.finish() {
+                Ok(report) => {
+                    let text = report_json(&report);
+                    *state = State::Reported(text.clone());
+                    Ok(text)
+                }
+                Err(e) => {
+                    *state = State::Failed(e.to_string());
+                    Err(e)
+                }
+            }
+        })
     }
 }

@@ -98,6 +98,36 @@ def test_bad_toml_text_names_its_line():
         dynsim.run('name = "x"\n[cluster]\nworkers = "two"\n')
 
 
+def test_a_path_with_an_equals_sign_is_a_path(small, tmp_path):
+    # It was read as TOML text.
+    odd = tmp_path / "seed=3.toml"
+    odd.write_text(small.read_text())
+    assert dynsim.run(str(odd)) == dynsim.run(small)
+    with pytest.raises(dynsim.ScenarioError, match=r"^.*missing=1\.toml: "):
+        dynsim.run(str(tmp_path / "missing=1.toml"))
+
+
+def test_set_values_json_or_toml_cannot_hold_name_their_key(small):
+    # NaN reaches the scenario's check as TOML's nan (it was "is not JSON"), an object raised a
+    # bare TypeError, 2**64 - 1 a message naming None.
+    with pytest.raises(dynsim.ScenarioError, match=r"workload.rate_per_s"):
+        dynsim.run(small, set={"workload.rate_per_s": float("nan")})
+    with pytest.raises(dynsim.ScenarioError, match=r"^set seed: <object object .*> is not a value"):
+        dynsim.run(small, set={"seed": object()})
+    with pytest.raises(dynsim.ScenarioError, match=r"^set seed: 18446744073709551615 is past TOML's integers"):
+        dynsim.run(small, set={"seed": 2**64 - 1})
+
+
+def test_merge_of_a_dict_without_results_names_the_shard():
+    with pytest.raises(dynsim.ScenarioError, match=r"^merge: shard 0 has no results.json"):
+        dynsim.merge([{}])
+
+
+def test_bench_without_a_model_asks_for_one():
+    with pytest.raises(dynsim.ScenarioError, match=r"^--model: give a model \(a Hugging Face id or alias\) or a model_file$"):
+        dynsim.bench(None, gpu="h100_sxm", isl=128, osl=16, concurrency=1)
+
+
 def test_a_dict_with_none_is_refused():
     with pytest.raises(dynsim.ScenarioError, match=r"^<dict>: "):
         dynsim.run({"name": None})

@@ -1,6 +1,9 @@
 """dynsim.Simulation: stepped without scaling it equals the one-shot run; scale() acts; a
 planner written in Python runs in the loop."""
 
+import concurrent.futures
+import threading
+
 import pytest
 
 import dynsim
@@ -83,12 +86,56 @@ def test_bad_steps_raise_one_line_messages(small):
         sim.advance_to(1.0)
 
 
-def test_a_pool_left_at_zero_raises_at_report(small):
+def test_a_pool_left_at_zero_raises_at_report_and_can_be_scaled_back(small):
     sim = dynsim.Simulation(small)
     sim.advance_to(1.0)
     sim.scale("workers", 0)
-    with pytest.raises(dynsim.ScenarioError, match="none is coming"):
+    with pytest.raises(dynsim.ScenarioError, match="none is coming.*scale that pool back up"):
         sim.report()
+    # The run stays (it said done() and ended it before): scaled back, it reports.
+    assert not sim.done()
+    sim.scale("workers", 2)
+    report = sim.report()
+    assert report["requests"] == 300
+    assert sim.done() and sim.report() == report
+
+
+def test_scaling_after_the_last_completion_pays_every_worker_to_the_end(small):
+    # Retired workers were paid up to their leaving, kept ones up to the last completion:
+    # scaling to 1 at 100 s charged about 100 GPU-s more, to 3 nothing.
+    plain = dynsim.run(small)["gpu_seconds"]
+    for workers in (1, 3):
+        sim = dynsim.Simulation(small)
+        sim.advance_to(100.0)
+        assert sim.done()
+        sim.scale("workers", workers)
+        sim.advance_to(200.0)
+        assert sim.report()["gpu_seconds"] == plain
+
+
+def test_a_simulation_steps_from_another_thread_and_frees_the_gil(small):
+    # It was pyo3-unsendable: another thread got a PanicException with a Rust backtrace.
+    once = dynsim.run(small)
+    sim = dynsim.Simulation(small)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(sim.advance_to, 3.0).result()
+        assert pool.submit(sim.report).result() == once
+    # While a long advance runs on one thread, this one runs Python: it held the GIL, and this
+    # thread came back only once the advance had ended.
+    day = dynsim.Simulation(REPO / "scenarios" / "planner-day.toml")
+    inside, finished = threading.Event(), []
+
+    def advance():
+        inside.set()
+        day.advance_to(3600.0)  # about a second
+        finished.append(True)
+
+    worker = threading.Thread(target=advance)
+    worker.start()
+    inside.wait()
+    seen_running = not finished
+    worker.join()
+    assert seen_running and finished
 
 
 def queue_planner(scenario, interval_s, lo=1, hi=6):

@@ -8,15 +8,22 @@ use crate::round::round_py;
 use crate::scenario::Pool;
 
 impl Membership {
-    /// GPU-seconds paid up to `end` (startup included; 3 decimals).
+    /// GPU-seconds paid up to `end`, the run's end (startup included; 3 decimals). Every
+    /// span is cut at `end`, a worker's that left after it as one's still in the cluster: a
+    /// stepped run may scale after its last completion, and then the workers it retires were
+    /// paid up to their leaving while those it kept were cut at the end.
     pub fn gpu_seconds(&self, end: Nanos) -> f64 {
-        let open: u128 = (0..self.slots.len())
+        let open = (0..self.slots.len())
             .filter(|&w| self.slots[w].state != SlotState::Absent)
-            .map(|w| {
-                u128::from(self.slots[w].gpus) * u128::from(end.saturating_sub(self.paid_from(w)))
-            })
+            .map(|w| (self.slots[w].gpus, self.paid_from(w), end));
+        let paid: u128 = self
+            .closed
+            .iter()
+            .copied()
+            .chain(open)
+            .map(|(gpus, from, to)| u128::from(gpus) * u128::from(to.min(end).saturating_sub(from)))
             .sum();
-        round_py((self.closed_gpu_ns + open) as f64 / 1e9, 3)
+        round_py(paid as f64 / 1e9, 3)
     }
 
     /// Each pool's size at every change, from the workers' phases (the first at 0 s).

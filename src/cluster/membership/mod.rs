@@ -110,8 +110,8 @@ pub struct Membership {
     startup_ns: Nanos,
     /// Starts waiting for a free slot, per pool.
     deferred: Vec<(Pool, usize)>,
-    /// GPU-nanoseconds of the phases that ended.
-    closed_gpu_ns: u128,
+    /// The paid spans of workers that left: (GPUs, from, to), ns.
+    closed: Vec<(u64, Nanos, Nanos)>,
     events: Vec<ScaleEvent>,
     phases: Vec<Phase>,
 }
@@ -143,7 +143,7 @@ impl Membership {
                 .collect(),
             startup_ns,
             deferred: Vec::new(),
-            closed_gpu_ns: 0,
+            closed: Vec::new(),
             events: Vec::new(),
             phases: Vec::new(),
         };
@@ -299,9 +299,8 @@ impl Membership {
 
     /// The slot becomes empty at `at`: its GPUs are no longer paid.
     fn absent(&mut self, w: usize, at: Nanos) {
-        let slot = &self.slots[w];
-        self.closed_gpu_ns +=
-            u128::from(slot.gpus) * u128::from(at.saturating_sub(self.paid_from(w)));
+        self.closed
+            .push((self.slots[w].gpus, self.paid_from(w), at));
         self.close_phase(w, at);
         self.slots[w].state = SlotState::Absent;
     }

@@ -74,3 +74,17 @@ fn shrinking_retires_starting_workers_first_and_full_slots_defer_starts() {
         }
     ));
 }
+
+#[test]
+fn a_worker_that_leaves_after_the_end_is_paid_up_to_the_end() {
+    // Two workers of 2 GPUs from 0; the run's last completion is at 100 s and a stepped run
+    // scales to 1 at 150 s (worker1 leaves, nothing to drain). Paid up to the end, 100 s:
+    // 2 x 2 x 100 = 400 GPU-s, as if it had not scaled (it counted 2 x 150 + 2 x 100 = 500).
+    let mut m = ledger(2, 2);
+    let orders = m.scale(Pool::Workers, 1, false, 150_000_000_000, "api");
+    assert_eq!(orders.retire, vec![(WorkerId(1), false)]);
+    assert_eq!(m.state(WorkerId(1)), SlotState::Absent);
+    assert_eq!(m.gpu_seconds(100_000_000_000), 400.0);
+    // One that leaves before the end is paid up to its leaving: at 300 s, 2 x 300 + 2 x 150.
+    assert_eq!(m.gpu_seconds(300_000_000_000), 900.0);
+}
