@@ -3,6 +3,7 @@ planner written in Python runs in the loop."""
 
 import concurrent.futures
 import threading
+import time
 
 import pytest
 
@@ -120,22 +121,24 @@ def test_a_simulation_steps_from_another_thread_and_frees_the_gil(small):
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(sim.advance_to, 3.0).result()
         assert pool.submit(sim.report).result() == once
-    # While a long advance runs on one thread, this one runs Python: it held the GIL, and this
-    # thread came back only once the advance had ended.
+    # While a long advance runs (about a second), another thread runs Python: it held the GIL,
+    # and a thread ticking every 10 ms ticked at most once or twice during the call.
     day = dynsim.Simulation(REPO / "scenarios" / "planner-day.toml")
-    inside, finished = threading.Event(), []
+    ticks, stop = [0], threading.Event()
 
-    def advance():
-        inside.set()
-        day.advance_to(3600.0)  # about a second
-        finished.append(True)
+    def tick():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.01)
 
-    worker = threading.Thread(target=advance)
-    worker.start()
-    inside.wait()
-    seen_running = not finished
-    worker.join()
-    assert seen_running and finished
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    before = ticks[0]
+    day.advance_to(3600.0)
+    during = ticks[0] - before
+    stop.set()
+    ticker.join()
+    assert during >= 10, during
 
 
 def queue_planner(scenario, interval_s, lo=1, hi=6):
