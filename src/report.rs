@@ -238,8 +238,8 @@ pub struct Report {
     /// Trace rows read and skipped, for trace workloads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceRows>,
-    /// Workers x GPUs per worker x seconds each was in the cluster, startup and drain included
-    /// (3 places): what the run paid for.
+    /// Workers x GPUs per worker x seconds each was in the cluster, startup and drain included,
+    /// up to the run's end, its last completion (3 places): what the run paid for.
     pub gpu_seconds: f64,
     /// Each pool's size at every change (the first at 0 s): workers serving, starting and
     /// draining.

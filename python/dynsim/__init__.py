@@ -57,9 +57,11 @@ def _source(scenario: Scenario) -> Tuple[str, str]:
     if isinstance(scenario, os.PathLike):
         return "path", os.fspath(scenario)
     if isinstance(scenario, str):
-        # A path may hold "=" ("seed=3.toml"); one line of TOML never ends with ".toml" unquoted.
+        # A path may hold "=" ("seed=3.toml", missing or not); one line of TOML that ends
+        # with ".toml" has a space or a quote in it ('base = "a.toml"', "seed = 3 # b.toml").
         one_line = "\n" not in scenario
-        if one_line and (scenario.endswith(".toml") or os.path.exists(scenario)):
+        bare = one_line and not any(c.isspace() or c in "\"'" for c in scenario)
+        if one_line and (os.path.exists(scenario) or (bare and scenario.endswith(".toml"))):
             return "path", scenario
         if not one_line or "=" in scenario:
             return "toml", scenario
@@ -327,7 +329,9 @@ class Simulation:
     The run lives on a thread of its own: any Python thread may step it (calls from several
     run one at a time, in the order they come), and other Python threads run while it
     advances (the GIL is released). GPU-seconds are paid up to the run's last completion,
-    whatever the pools do after it.
+    whatever the pools do after it. A simulation stays in the process that built it (a
+    forked child builds its own), and a call still running in a daemon thread when the
+    interpreter exits aborts the process, as any call that releases the GIL may.
     """
 
     def __init__(self, scenario: Scenario, set: Sets = None) -> None:
@@ -352,11 +356,7 @@ class Simulation:
             raise ScenarioError(
                 "advance_to: %r s is past the clock's limit of 1e9 s (about 31.7 years)" % t
             )
-        if t < self.now:  # going back was a silent no-op
-            raise ScenarioError(
-                "advance_to: %r s is before now (%r s): a run only goes forward" % (t, self.now)
-            )
-        self._native.advance_to(t)
+        self._native.advance_to(t)  # which refuses a time before now
 
     def observe(self) -> Dict[str, Any]:
         """What a planner sees now; observing starts the next interval.

@@ -21,54 +21,78 @@ pub(crate) fn py_err(e: Error) -> PyErr {
 
 /// Waits for the answer of work running on another thread, the GIL released (other Python
 /// threads go on), running Python's signal handlers every 50 ms. When a handler raises
-/// (Ctrl-C: KeyboardInterrupt), the work is asked to stop (the library's interrupt flag,
-/// cleared once it has answered) and what the handler raised is raised. `lost` is called when
-/// the work went away without answering (it panicked): it goes on with that panic.
+/// (Ctrl-C: KeyboardInterrupt), `stop` asks the work to stop, and what the handler raised is
+/// raised once the work has answered, or at once if a handler raises again meanwhile (a second
+/// Ctrl-C gives up on work that does not check). `lost` is called when the work went away
+/// without answering (it panicked): it goes on with that panic.
 pub(crate) fn wait_for<T: Send>(
     py: Python<'_>,
     answer: Receiver<Result<T, Error>>,
+    stop: impl FnOnce(),
     lost: impl FnOnce() -> PyErr,
 ) -> PyResult<T> {
     let wait = Duration::from_millis(50);
     // The receiver is moved in and out: it may cross to a thread, not be shared.
     let mut answer = Some(answer);
-    loop {
+    let mut next = |py: Python<'_>| {
         let (back, got) = py.allow_threads(|| {
             let rx = answer.take().expect("given back every time");
             let got = rx.recv_timeout(wait);
             (rx, got)
         });
         answer = Some(back);
-        match got {
+        got
+    };
+    let raised = loop {
+        match next(py) {
             Ok(result) => return result.map_err(py_err),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return Err(lost()),
         }
         if let Err(raised) = py.check_signals() {
-            interrupt::request();
-            let rx = answer.take().expect("given back above");
-            let _ = py.allow_threads(move || rx.recv());
-            interrupt::clear();
-            return Err(raised);
+            break raised;
         }
+    };
+    stop();
+    loop {
+        match next(py) {
+            Ok(_) | Err(RecvTimeoutError::Disconnected) => return Err(raised),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        // A second signal: what its handler raised, at once.
+        py.check_signals()?;
     }
 }
 
-/// Runs `work` on its own thread (see [`wait_for`]): Ctrl-C stops it and raises
-/// KeyboardInterrupt once it has stopped.
+/// Runs `work` on its own thread (see [`wait_for`]): Ctrl-C stops it through the library's
+/// interrupt flag, cleared once it has stopped, and raises KeyboardInterrupt (after a second
+/// Ctrl-C too, the call returns only once the work has ended: it borrows the caller's data).
 pub(crate) fn interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce() -> Result<T, Error> + Send,
 ) -> PyResult<T> {
-    std::thread::scope(|scope| {
+    let mut asked = false;
+    let result = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel();
         let worker = scope.spawn(move || {
             let _ = tx.send(work());
         });
-        let result = wait_for(py, rx, || match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the work sends before it ends"),
-        });
-        result
-    })
+        wait_for(
+            py,
+            rx,
+            || {
+                asked = true;
+                interrupt::request();
+            },
+            || match worker.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => unreachable!("the work sends before it ends"),
+            },
+        )
+        // The scope waits for the work to end before it returns.
+    });
+    if asked {
+        interrupt::clear();
+    }
+    result
 }

@@ -6,12 +6,14 @@
 //! Python thread, other Python threads run while it advances, and Ctrl-C stops a long call
 //! (its construction too) where it is.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use dynsim::engine::{ms_to_ns, Nanos};
 use dynsim::error::Error;
+use dynsim::interrupt;
 use dynsim::run::{build_workload, Session, SessionHooks};
 use dynsim::scenario::Pool;
 use pyo3::exceptions::PyRuntimeError;
@@ -60,6 +62,8 @@ pub(crate) struct NativeSimulation {
     jobs: Sender<Job>,
     /// The run's thread, until it is found to have panicked.
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The process the run's thread is in (a forked child has no such thread).
+    pid: u32,
 }
 
 impl NativeSimulation {
@@ -69,16 +73,26 @@ impl NativeSimulation {
         py: Python<'_>,
         job: impl FnOnce(&mut State) -> Result<T, Error> + Send + 'static,
     ) -> PyResult<T> {
+        if std::process::id() != self.pid {
+            return Err(PyRuntimeError::new_err(
+                "a Simulation does not cross a fork (its run's thread stayed in the parent \
+                 process): build one in the child",
+            ));
+        }
         let (tx, rx) = channel();
+        // This call's own stop: Ctrl-C here stops this job, not another thread's dynsim work.
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_job = Arc::clone(&stop);
         let sent = self.jobs.send(Box::new(move |state: &mut State| {
-            let _ = tx.send(job(state));
+            let _ = tx.send(interrupt::with_stop(stop_job, || job(state)));
         }));
         if sent.is_err() {
             return Err(PyRuntimeError::new_err(
                 "the simulation's thread has stopped (it panicked in an earlier call)",
             ));
         }
-        wait_for(py, rx, || {
+        let ask = || stop.store(true, Ordering::Relaxed);
+        wait_for(py, rx, ask, || {
             let thread = self.thread.lock().map(|mut t| t.take()).ok().flatten();
             match thread.map(JoinHandle::join) {
                 Some(Err(panic)) => std::panic::resume_unwind(panic),
@@ -121,6 +135,7 @@ impl NativeSimulation {
         let sim = NativeSimulation {
             jobs,
             thread: Mutex::new(Some(thread)),
+            pid: std::process::id(),
         };
         sim.call(py, move |state| {
             let built = build_workload(&loaded.scenario, &loaded.base_dir)?;
@@ -131,7 +146,8 @@ impl NativeSimulation {
         Ok(sim)
     }
 
-    /// Delivers everything up to `t_s` seconds of virtual time; interrupted, the run stays
+    /// Delivers everything up to `t_s` seconds of virtual time (not before now: checked on the
+    /// run's thread, so no other thread's call comes between); interrupted, the run stays
     /// where it stopped.
     fn advance_to(&self, py: Python<'_>, t_s: f64) -> PyResult<()> {
         if !(t_s.is_finite() && t_s >= 0.0) {
@@ -139,7 +155,17 @@ impl NativeSimulation {
                 "advance_to: {t_s} is not a time (seconds, finite, at least 0)"
             )));
         }
-        self.on_session(py, move |s| s.advance_to(ms_to_ns(t_s * 1e3)))
+        self.on_session(py, move |s| {
+            let now_s = s.now() as f64 / 1e9;
+            if t_s < now_s {
+                // Going back was a silent no-op.
+                return Err(Error::arg(
+                    "advance_to",
+                    format!("{t_s:?} s is before now ({now_s:?} s): a run only goes forward"),
+                ));
+            }
+            s.advance_to(ms_to_ns(t_s * 1e3))
+        })
     }
 
     /// The run's virtual time, s.
@@ -179,22 +205,18 @@ impl NativeSimulation {
     }
 
     /// Delivers what is left (no more scaling), ends the run and returns the report's JSON
-    /// text; later calls return the same text. Interrupted, the run stays where it stopped;
-    /// stranded (requests wait for a pool scaled to 0), it stays too, to be scaled back.
+    /// text; later calls return the same text. Interrupted or failed while delivering, the run
+    /// stays where it stopped; stranded (requests wait for a pool scaled to 0), it stays too,
+    /// to be scaled back. Only a failed report ends it.
     fn report_json(&self, py: Python<'_>) -> PyResult<String> {
         self.call(py, |state| {
             if let State::Reported(text) = state {
                 return Ok(text.clone());
             }
+            // An error of the delivering (an interrupt, the memory budget) leaves the run where
+            // it stopped, as in advance_to.
             let session = state.session()?;
-            match session.advance_to(Nanos::MAX) {
-                Ok(()) => {}
-                Err(e @ Error::Interrupted { .. }) => return Err(e),
-                Err(e) => {
-                    *state = State::Failed(e.to_string());
-                    return Err(e);
-                }
-            }
+            session.advance_to(Nanos::MAX)?;
             // Everything is delivered: the only error left is requests no worker will serve.
             match session.run_out() {
                 Ok(()) => {}

@@ -83,3 +83,31 @@ except Stop:
 """
     words = child(code)
     assert words[0] == "stopped" and 0.0 < float(words[1]) < 86400.0
+
+
+def test_ctrl_c_stops_only_the_call_it_came_in():
+    # Another thread's Simulation, advancing when the signal comes, runs to its time: the stop
+    # was the process-wide flag, and the other thread got KeyboardInterrupt too.
+    code = PRELUDE + """
+import threading
+other = {}
+def advance_other():
+    sim = dynsim.Simulation("scenarios/planner-day.toml")
+    try:
+        sim.advance_to(7200.0)  # a few seconds: under way when the signal comes
+        other["now"] = sim.now
+    except BaseException as e:
+        other["error"] = repr(e)
+thread = threading.Thread(target=advance_other)
+thread.start()
+sim = dynsim.Simulation("scenarios/planner-day.toml")
+interrupt_soon()
+try:
+    sim.advance_to(86400.0)
+    print("not interrupted")
+except KeyboardInterrupt:
+    thread.join()
+    print("stopped", other.get("now"), other.get("error"))
+"""
+    words = child(code)
+    assert words[:3] == ["stopped", "7200.0", "None"], words

@@ -2,6 +2,8 @@
 planner written in Python runs in the loop."""
 
 import concurrent.futures
+import os
+import signal
 import threading
 import time
 
@@ -112,6 +114,31 @@ def test_scaling_after_the_last_completion_pays_every_worker_to_the_end(small):
         sim.scale("workers", workers)
         sim.advance_to(200.0)
         assert sim.report()["gpu_seconds"] == plain
+
+
+def test_a_forked_child_is_refused_not_left_waiting(small):
+    # The run's thread stays in the parent: a child's call waited forever for it.
+    sim = dynsim.Simulation(small)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sim.now
+            os._exit(1)
+        except RuntimeError as e:
+            os._exit(0 if "does not cross a fork" in str(e) else 2)
+        except BaseException:
+            os._exit(3)
+    for _ in range(200):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child's call did not return")
+    assert os.WEXITSTATUS(status) == 0
+    assert sim.now == 0.0  # the parent's goes on
 
 
 def test_a_simulation_steps_from_another_thread_and_frees_the_gil(small):

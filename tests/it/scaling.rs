@@ -100,6 +100,38 @@ fn a_worker_added_at_t_serves_nothing_before_t_plus_startup() {
 }
 
 #[test]
+fn workers_that_stop_loading_after_the_last_completion_are_paid_to_the_end() {
+    // Two workers from the start; two more start loading at 10 s (60 s of startup) and stop at
+    // 30 s, after the last completion: every span is cut at the run's end, as the kept
+    // workers' are (the starting ones were paid up to 30 s: 2 x end + 2 x 20 s).
+    let s = scenario(
+        2,
+        "max_workers = 6\n[[scale]]\nat_s = 10.0\npool = \"workers\"\nworkers = 4\n\
+         [[scale]]\nat_s = 30.0\npool = \"workers\"\nworkers = 2\n",
+    );
+    let s = Scenario {
+        cluster: dynsim::scenario::Cluster {
+            startup_s: 60.0,
+            ..s.cluster.clone()
+        },
+        ..s
+    };
+    let r = run(&s, None);
+    let end = r.duration_ms / 1e3;
+    assert!(
+        end < 30.0,
+        "the last completion is before the scale-down: {end}"
+    );
+    assert_eq!(r.scale_events.len(), 2);
+    assert!(
+        (r.gpu_seconds - (2.0 * end + 2.0 * (end - 10.0))).abs() < 1e-2,
+        "{} against {}",
+        r.gpu_seconds,
+        2.0 * end + 2.0 * (end - 10.0)
+    );
+}
+
+#[test]
 fn removed_workers_hand_their_requests_back_and_every_request_completes() {
     let s = scenario(
         4,
