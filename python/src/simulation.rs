@@ -19,7 +19,7 @@ use dynsim::scenario::Pool;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use crate::signals::{py_err, wait_for};
+use crate::signals::wait_for;
 use crate::{load, report_json, ScenarioError};
 
 /// What the run's thread holds.
@@ -121,7 +121,7 @@ impl NativeSimulation {
         sets: Vec<String>,
         json_sets: Vec<(String, String)>,
     ) -> PyResult<Self> {
-        let loaded = load(kind, text, sets, json_sets).map_err(py_err)?;
+        let (kind, text) = (kind.to_string(), text.to_string());
         let (jobs, queue) = channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("dynsim-simulation".into())
@@ -137,7 +137,10 @@ impl NativeSimulation {
             thread: Mutex::new(Some(thread)),
             pid: std::process::id(),
         };
+        // Reading the scenario makes every draw of a synthetic workload to check it (about a
+        // second for 10^7 requests), as building it does: both on the run's thread.
         sim.call(py, move |state| {
+            let loaded = load(&kind, &text, sets, json_sets)?;
             let built = build_workload(&loaded.scenario, &loaded.base_dir)?;
             let session = Session::new(&loaded.scenario, built, SessionHooks::default())?;
             *state = State::Running(Box::new(session));
