@@ -223,7 +223,9 @@ pub struct Report {
     /// Per request, (e2e − ttft) / (output tokens − 1), over requests with two tokens or more.
     pub tpot_ms: Percentiles,
     /// Gaps between consecutive tokens of a request, all tokens pooled (percentiles within
-    /// 0.1 %, mean exact: a bounded sketch).
+    /// 0.1 %, mean exact: a bounded sketch). Every token a worker produced counts, those of an
+    /// attempt lost to a fault or a removal too (streamed before the loss), where a request's
+    /// `ttft_ms` and `tpot_ms` are its last attempt's.
     pub itl_ms: Percentiles,
     /// Completed requests per second of virtual time.
     pub throughput_rps: f64,
@@ -280,7 +282,8 @@ pub struct IntervalReport {
     pub t_s: f64,
     /// Requests that arrived in it, per second.
     pub load_rps: f64,
-    /// Requests that completed in it.
+    /// Requests that completed in it (a rejected request is not one: it is counted only by
+    /// `sla_attainment`, as a miss).
     pub completed: u64,
     /// Their TTFT p90, ms (`null`: none completed).
     pub ttft_p90_ms: Option<f64>,
@@ -288,7 +291,8 @@ pub struct IntervalReport {
     pub itl_p90_ms: Option<f64>,
     /// Prompt tokens they took from caches / their prompt tokens.
     pub prefix_reuse: Option<f64>,
-    /// Their share within `[sla]` (`null` without one).
+    /// Their share within `[sla]`, the requests rejected in it counted as misses (`null`
+    /// without one).
     pub sla_attainment: Option<f64>,
 }
 

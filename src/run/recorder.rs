@@ -11,10 +11,12 @@ use crate::report::IntervalReport;
 use crate::round::round_py;
 use crate::scenario::SlaSettings;
 
-/// Completions of a window: each request's TTFT and mean ITL, ns, and sums.
+/// Completions of a window: each request's TTFT and mean ITL, ns, and sums; rejected requests
+/// apart (they have no first token).
 #[derive(Clone, Debug, Default)]
 struct Window {
     arrivals: u64,
+    rejected: u64,
     isl_sum: u64,
     ttft: Vec<u64>,
     itl: Vec<u64>,
@@ -30,6 +32,12 @@ struct Window {
 
 impl Window {
     fn add(&mut self, a: &Ack, met: bool) {
+        if a.rejected {
+            // Counted as a completion before: a TTFT of 0 and its prompt among the tokens
+            // that missed the caches.
+            self.rejected += 1;
+            return;
+        }
         let ttft = a.first_token_ns - a.arrived_ns;
         self.ttft.push(ttft);
         self.osl_sum += a.output_tokens;
@@ -243,8 +251,8 @@ impl Recorder {
                     itl_p90_ms: p90_ms(&mut b.itl),
                     prefix_reuse: (b.input_sum > 0)
                         .then(|| round_py(b.cached_sum as f64 / b.input_sum as f64, 4)),
-                    sla_attainment: (sla && b.completed() > 0)
-                        .then(|| round_py(b.met as f64 / b.completed() as f64, 4)),
+                    sla_attainment: (sla && b.completed() + b.rejected > 0)
+                        .then(|| round_py(b.met as f64 / (b.completed() + b.rejected) as f64, 4)),
                 })
                 .collect(),
         )

@@ -568,3 +568,46 @@ fn the_next_turn_finds_the_answer_before_it_cached_as_its_engine_keeps_it() {
         );
     }
 }
+
+#[test]
+fn rejected_requests_are_not_completions_of_a_worker_or_an_interval() {
+    // A KV cache of 15 blocks of 64 tokens holds no 2,048-token shared prefix: every request
+    // is rejected. Workers and intervals counted each as completed (intervals with a TTFT of
+    // 0 ms); run-level and interval SLA attainment count them as misses.
+    let out = dynsim()
+        .args(["run", "scenarios/scale.toml", "--json"])
+        .args([
+            "--set",
+            "workload.requests=200",
+            "--set",
+            "cluster.workers=4",
+        ])
+        .args([
+            "--set",
+            "workload.rate_per_s=8.0",
+            "--set",
+            "cluster.kv_capacity_blocks=15",
+        ])
+        .args(["--set", "sla.ttft_p90_ms=500.0"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["rejected"], 200);
+    for w in r["per_worker"].as_array().unwrap() {
+        assert_eq!(w["completed"], 0, "{w}");
+    }
+    let intervals = r["intervals"].as_array().unwrap();
+    assert!(!intervals.is_empty());
+    for i in intervals {
+        assert_eq!(i["completed"], 0, "{i}");
+        assert!(i["ttft_p90_ms"].is_null(), "{i}");
+        assert!(i["prefix_reuse"].is_null(), "{i}");
+    }
+    assert!(intervals.iter().any(|i| i["sla_attainment"] == 0.0));
+    assert_eq!(r["sla_attainment"], 0.0);
+}

@@ -187,6 +187,9 @@ proptest! {
         let acks = acks_per_request(&trace);
         prop_assert_eq!(acks.len(), a.requests, "{}", text);
         prop_assert!(acks.values().all(|&n| n == 1), "{}", text);
+        // Workers count completions, not rejections (they counted every ack).
+        let completed: u64 = a.per_worker.iter().map(|w| w.completed).sum();
+        prop_assert_eq!(completed, a.acks - a.rejected, "{}", text);
         let replicas = scenario.router.replicas as u64;
         prop_assert!(
             a.events.applied <= a.events.published * replicas,

@@ -76,7 +76,7 @@ pub struct WorkerSetup {
 /// A worker's counters.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WorkerStats {
-    /// Requests completed here (acks sent).
+    /// Requests completed here (acks sent, but for rejections).
     pub completed: u64,
     /// Prompts first admitted here.
     pub prefills: u64,
@@ -483,7 +483,8 @@ impl Worker {
             preemptions,
             rejected,
         };
-        self.stats.completed += 1;
+        // A rejected request is answered, not completed.
+        self.stats.completed += u64::from(!rejected);
         ctx.send(routed.router, Msg::Ack(Box::new(ack)), 0);
     }
 
