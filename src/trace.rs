@@ -71,7 +71,7 @@ fn blocks_json(s: &mut String, blocks: &[BlockHash]) {
 fn control_fields(s: &mut String, msg: &Msg) {
     match msg {
         Msg::ReplayRequest { worker, from, .. } => {
-            let _ = write!(s, r#","worker":{worker},"from":{from}"#);
+            let _ = write!(s, r#","worker":{worker},"from_seq":{from}"#);
         }
         Msg::Replay(a) => {
             let _ = write!(

@@ -12,7 +12,7 @@ use super::ExitCode;
 use crate::error::{Error, Result};
 use crate::output::{check_out_dir, write_dir, write_stdout};
 use crate::plan::{
-    plan_json, plots, search, table, warning_summary, Axis, PolicyPlan, Sla, PROBES,
+    plan_json, plots, search, table, warning_summary, Axis, Op, PolicyPlan, Sla, PROBES,
 };
 use crate::router::registry;
 use crate::scenario::validate::MAX_WORKERS;
@@ -91,11 +91,15 @@ fn range<T: Copy + PartialOrd>(
 fn load_key(w: &Workload) -> Result<(&'static str, f64, bool)> {
     match w {
         Workload::Trace(t) if t.concurrency.is_none() => Ok(("workload.speedup", t.speedup, true)),
-        Workload::Synthetic(p) => Ok(("workload.rate_per_s", p.rate_per_s, true)),
+        Workload::Synthetic(p) if p.concurrency.is_none() => {
+            Ok(("workload.rate_per_s", p.rate_per_s, true))
+        }
         Workload::PrefixRepeat(p) => Ok(("workload.interval_ms", p.interval_ms, false)),
-        Workload::Trace(_) => Err(Error::arg(
+        // Scaling the rate changed nothing there, and the plan answered its highest load.
+        Workload::Trace(_) | Workload::Synthetic(_) => Err(Error::arg(
             "--load",
-            "a closed-loop trace (workload.concurrency) has no arrival rate to scale",
+            "a closed-loop workload (workload.concurrency) has no arrival rate to scale: \
+             plan --workers, or vary workload.concurrency with a sweep",
         )),
     }
 }
@@ -169,6 +173,14 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     // The runs' warnings, one line per kind (each point's are in plan.json).
     for line in warning_summary(axis, plans) {
         tracing::warn!("{line}");
+    }
+    for sla in slas.iter().filter(|s| s.op == Op::AtLeast) {
+        tracing::warn!(
+            "{}: the search assumes every SLA holds from some worker count up, or up to some \
+             load, as latency bounds do; a lower bound may not (a hit rate falls with \
+             workers, a throughput rises with load): check the answer with a sweep",
+            sla.text()
+        );
     }
     write_stdout(table(axis, slas, plans).as_bytes())?;
     Ok(0)

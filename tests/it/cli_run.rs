@@ -611,3 +611,32 @@ fn rejected_requests_are_not_completions_of_a_worker_or_an_interval() {
     assert!(intervals.iter().any(|i| i["sla_attainment"] == 0.0));
     assert_eq!(r["sla_attainment"], 0.0);
 }
+
+#[test]
+fn diff_reads_a_trace_with_replayed_events() {
+    // A replay request's trace line named "from" twice (its sender, then the first sequence
+    // number wanted), and diff refused every trace of a run that recovered lost events.
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl").to_string_lossy().into_owned();
+    ok(&[
+        "run",
+        "scenarios/event-gaps.toml",
+        "--set",
+        "workload.limit=200",
+        "--trace",
+        &a,
+    ]);
+    let text = std::fs::read_to_string(&a).unwrap();
+    let replay = text
+        .lines()
+        .find(|l| l.contains("\"ReplayRequest\""))
+        .expect("the run replays lost events");
+    assert_eq!(replay.matches("\"from\":").count(), 1, "{replay}");
+    let out = dynsim().args(["diff", &a, &a]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

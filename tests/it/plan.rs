@@ -253,6 +253,24 @@ fn plan_refuses_unclear_questions_in_one_line() {
         assert!(line.contains(needle), "{line}");
     }
     assert!(!out.exists() || out.is_dir(), "no half-written output");
+    // A closed loop's rate is ignored: scaling it changed nothing, and the plan answered the
+    // range's highest load.
+    let closed = write(
+        dir.path(),
+        "closed.toml",
+        &SCENARIO.replace("[workload]\n", "[workload]\nconcurrency = 4\n"),
+    );
+    let line = bad(&[
+        "plan",
+        &closed,
+        "--out",
+        o,
+        "--sla",
+        "ttft_p90_ms<=100",
+        "--load",
+        "1..8",
+    ]);
+    assert!(line.contains("--load: a closed-loop workload"), "{line}");
     // A bad trace row is the trace's, at its line, not the range's.
     let trace = write(
         dir.path(),
@@ -293,6 +311,40 @@ fn plan_refuses_unclear_questions_in_one_line() {
             "{line}"
         );
     }
+}
+
+#[test]
+fn a_lower_bound_sla_is_said_to_be_outside_what_the_bisection_assumes() {
+    // block_hit_rate>= falls with workers where ttft<= rises: both ends of a range can fail
+    // with points between meeting both, and the plan answered none without a word.
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", SCENARIO);
+    let out = dir.path().join("o");
+    let o = out.to_str().unwrap();
+    let run = dynsim()
+        .args(["plan", &s, "--out", o, "--workers", "1..3"])
+        .args([
+            "--sla",
+            "ttft_p90_ms<=100000",
+            "--sla",
+            "block_hit_rate>=0.0",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("block_hit_rate>=0: the search assumes"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("ttft_p90_ms<=100000: the search assumes"),
+        "{err}"
+    );
 }
 
 #[test]
