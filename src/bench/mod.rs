@@ -111,8 +111,8 @@ pub struct BenchFacts {
     pub kv_capacity_tokens: u64,
     /// The KV cache's dtype as the server runs it (`auto` and the protocol resolved).
     pub kv_dtype: String,
-    /// The most requests of `isl + osl` tokens the KV holds at once: the largest batch the KV
-    /// allows.
+    /// The most requests of `isl + osl` tokens the KV holds at once, each in whole blocks: the
+    /// largest batch the KV allows.
     pub max_batch: u64,
     /// The most requests the engine runs at once (`max_num_seqs`).
     pub max_num_seqs: u64,
@@ -360,15 +360,29 @@ pub fn run_with_profile(
     Ok(with_facts(spec, &s, report))
 }
 
+/// The most requests of `isl + osl` tokens a KV cache of `capacity_tokens` holds at once, each
+/// in whole blocks of `block_size` tokens (a request of 3 tokens takes a block of 16).
+fn max_batch(capacity_tokens: u64, block_size: u64, isl: u32, osl: u32) -> u64 {
+    let block_size = block_size.max(1);
+    let per_request = (u64::from(isl) + u64::from(osl))
+        .div_ceil(block_size)
+        .max(1);
+    capacity_tokens / block_size / per_request
+}
+
 /// `report` with what the deployment of `spec` allows.
 fn with_facts(spec: &BenchSpec, s: &Scenario, report: Report) -> BenchReport {
     let d = report
         .deployments
         .first()
         .expect("a bench scenario has a deployment");
-    let per_request = u64::from(spec.isl) + u64::from(spec.osl);
     let seats = report.running_limit(s).map_or(u64::MAX, |n| n as u64);
-    let max_batch = d.kv_capacity_tokens / per_request.max(1);
+    let max_batch = max_batch(
+        d.kv_capacity_tokens,
+        s.block_size() as u64,
+        spec.isl,
+        spec.osl,
+    );
     let bench = BenchFacts {
         deployment: format!("{} {} on {} x {}", d.model, d.precision, d.tp, d.gpu),
         isl: spec.isl,
@@ -457,6 +471,17 @@ mod tests {
             profile: None,
             set: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_largest_batch_counts_whole_blocks() {
+        // 30,206 blocks of 16 tokens: a request of 1 + 2 tokens takes one block, not 3 of the
+        // 483,296 tokens (which gave 161,098 at once).
+        assert_eq!(max_batch(30_206 * 16, 16, 1, 2), 30_206);
+        // 1,000 + 100 tokens are 69 blocks (68.75): 40,968 / 69 = 593, not 655,488 / 1,100 = 595.
+        assert_eq!(max_batch(40_968 * 16, 16, 1_000, 100), 593);
+        // 1,024 + 1,024 tokens fill 128 blocks exactly.
+        assert_eq!(max_batch(177_841 * 16, 16, 1_024, 1_024), 1_389);
     }
 
     #[test]

@@ -197,6 +197,9 @@ mod tests {
         assert_eq!(h100.peak_flops(Precision::Bf16), Some(989e12));
         assert_eq!(h100.link_bytes_per_s(), 450e9);
         // L40S has no NVLink: PCIe Gen4 x16, 64 GB/s both ways.
-        assert_eq!(find("l40s").unwrap().link_bytes_per_s(), 32e9);
+        let l40s = find("l40s").unwrap();
+        assert_eq!(l40s.link_bytes_per_s(), 32e9);
+        // Its in-band ECC takes a sixteenth of the 48 GiB: nvidia-smi's 46,068 MiB.
+        assert!((l40s.memory_bytes() - 46_068.0 * 1_048_576.0).abs() < 0.01 * 1_073_741_824.0);
     }
 }
