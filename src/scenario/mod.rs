@@ -646,7 +646,8 @@ pub struct Disagg {
     pub prefill_workers: usize,
     /// Decode workers (1).
     pub decode_workers: usize,
-    /// KV transfer link, GB/s = 1e9 bytes/s (13.4).
+    /// KV transfer link, GB/s = 1e9 bytes/s (13.4): each prefill worker's, carrying one
+    /// transfer at a time.
     pub link_gbps: f64,
     /// Fixed cost per transfer, ms (0.0).
     pub transfer_overhead_ms: f64,

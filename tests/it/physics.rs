@@ -474,3 +474,45 @@ fn a_decode_worker_decodes_at_the_kv_it_holds_like_an_aggregated_worker() {
         "disaggregated {dis} vs aggregated {agg}"
     );
 }
+
+#[test]
+fn a_kv_link_carries_one_transfer_at_a_time() {
+    // Four prompts of 1,000 tokens reach one prefill worker 1 ms apart; each moves
+    // 1,000 x 114,688 bytes (Qwen3-0.6B) over 0.1 GB/s: 1,146.88 ms. One after another the
+    // last arrives after 4 x 1,146.88 = 4,587.52 ms; side by side (as before) all four took
+    // the link's full rate and the run ended after about 1.25 s.
+    let text = r#"
+name = "link"
+[workload]
+kind = "synthetic"
+requests = 4
+groups = 1
+zipf_s = 0.0
+shared_prefix_tokens = 0
+rate_per_s = 1000.0
+arrival = "fixed"
+input = { dist = "fixed", tokens = 1000 }
+output = { dist = "fixed", tokens = 2 }
+[cluster]
+workers = 1
+block_size = 16
+[router]
+policy = "rr"
+[disagg]
+enabled = true
+prefill_workers = 1
+decode_workers = 1
+link_gbps = 0.1
+"#;
+    let s = parse_scenario(Path::new("link.toml"), text, &[]).expect("valid");
+    let r = run(&s);
+    let transfer_ms = disagg::transfer_ms(1000, 114_688, 0.1);
+    assert!((transfer_ms - 1146.88).abs() < 1e-9);
+    assert!(
+        r.duration_ms >= 4.0 * transfer_ms && r.duration_ms < 4.0 * transfer_ms + 100.0,
+        "{}",
+        r.duration_ms
+    );
+    // The first waits for nothing, the last for three transfers.
+    assert!(r.ttft_ms.p99 > 3.5 * transfer_ms && r.ttft_ms.mean > 2.0 * transfer_ms);
+}

@@ -119,6 +119,9 @@ pub struct Worker {
     peers_up: Vec<bool>,
     /// Prefilled requests waiting for a decode peer to come back up.
     waiting_for_peer: VecDeque<Routed>,
+    /// When its KV link is free again: transfers take it one after another at its full rate
+    /// (they ran side by side at full rate each before).
+    link_free_at: Nanos,
     /// Prefix groups whose requests this worker admitted (the lab's hit definition).
     processed: HashSet<u64, IdBuilder>,
     /// The next event's sequence number in this epoch.
@@ -154,6 +157,7 @@ impl Worker {
             sched,
             peers_up: vec![true; setup.decode_peers.len()],
             waiting_for_peer: VecDeque::new(),
+            link_free_at: 0,
             setup,
             up: true,
             epoch: 0,
@@ -506,8 +510,18 @@ impl Worker {
             link.gbps,
             link.overhead_ms,
         );
+        // The link carries one transfer at a time: this one waits for those before it. The
+        // fixed overhead (a handshake) does not hold the link.
+        let now = ctx.now();
+        let wait = self.link_free_at.saturating_sub(now);
+        let moving = ms_to_ns(disagg::transfer_ms(tokens, link.bytes_per_token, link.gbps));
+        self.link_free_at = now.saturating_add(wait).saturating_add(moving);
         let peer = self.setup.decode_peers[k].1;
-        ctx.send(peer, Msg::Handoff(routed), ms_to_ns(delay_ms));
+        ctx.send(
+            peer,
+            Msg::Handoff(routed),
+            wait.saturating_add(ms_to_ns(delay_ms)),
+        );
     }
 
     /// A decode peer went down or came back.
