@@ -23,7 +23,7 @@ use super::bus::{BusActor, BusFaults, BusModel};
 use super::client::{Arrivals, Client, Feed, Pacing, SharedFeed};
 use super::hardware::Hardware;
 use super::probes::Probes;
-use super::router_actor::{GapRecovery, Placement, RouterActor, RouterSetup};
+use super::router_actor::{GapRecovery, Placement, RouterActor, RouterSetup, SeenPrefixes};
 use super::timeline::SharedTimeline;
 use super::topology::{Role, Topology};
 use super::truth::Truth;
@@ -92,6 +92,7 @@ pub fn populate(
     };
     let own_tails_unread = own_tails_unread(s, list_own_tails);
     assert_eq!(sim.add(Node::Client(Box::new(client))), topo.client());
+    let seen_prefixes = SeenPrefixes::default();
     for (replica, policy) in policies.into_iter().enumerate() {
         let setup = RouterSetup {
             workers: topo.routable().iter().map(|w| w.addr).collect(),
@@ -113,6 +114,7 @@ pub fn populate(
                 timeout_ns: ms_to_ns(s.router.recovery_timeout_ms),
                 guess_ttl_ns: ms_to_ns(s.router.fallback_ttl_ms),
             },
+            seen_prefixes: Rc::clone(&seen_prefixes),
         };
         let place = Placement {
             replica,

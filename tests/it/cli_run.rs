@@ -640,3 +640,27 @@ fn diff_reads_a_trace_with_replayed_events() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn router_replicas_count_a_repeat_against_every_request_before_it() {
+    // Each replica kept its own set of prefix groups seen: 10 repeats with one replica, 7 with
+    // two and 5 with four, where diff, reading the trace, counted 10 in each.
+    let repeats = |replicas: &str| -> serde_json::Value {
+        let out = dynsim()
+            .args(["run", "scenarios/router-replicas.toml", "--json"])
+            .args(["--set", "workload.limit=200", "--set"])
+            .arg(format!("router.replicas={replicas}"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        r["repeat_requests"].clone()
+    };
+    assert_eq!(repeats("1"), 10);
+    assert_eq!(repeats("2"), 10);
+    assert_eq!(repeats("4"), 10);
+}

@@ -7,7 +7,9 @@
 //! keeps its load book from acks (and, with replica sync, from the other replicas' notes), and
 //! holds requests while every worker is down.
 
+use std::cell::RefCell;
 use std::collections::{HashSet, VecDeque};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::engine::{Actor, ActorId, Context, Envelope, Nanos};
@@ -94,7 +96,15 @@ pub struct RouterSetup {
     pub shares_active_load: bool,
     /// How it recovers its KV event streams, for a policy that learns from events.
     pub recovery: GapRecovery,
+    /// The prefix groups a request reaching any replica named before (the lab's "repeat"),
+    /// one set for all replicas: each kept its own, and a repeat of a group another replica
+    /// had seen went uncounted.
+    pub seen_prefixes: SeenPrefixes,
 }
+
+/// The prefix groups requests named so far, shared by a run's router replicas (one
+/// simulation runs on one thread).
+pub type SeenPrefixes = Rc<RefCell<HashSet<u64, IdBuilder>>>;
 
 /// How a router recovers a KV event stream's gaps (`router.on_gap` and its timers).
 #[derive(Clone, Copy, Debug)]
@@ -121,7 +131,6 @@ pub struct RouterActor {
     /// run only while it has some: a peer's note that was lost on the bus must not keep a
     /// replica busy forever.
     own_open: u64,
-    seen_prefixes: HashSet<u64, IdBuilder>,
     /// Whether a snapshot refresh timer is running.
     refreshing: bool,
     /// For a policy that learns from events.
@@ -157,7 +166,6 @@ impl RouterActor {
             place,
             pending: VecDeque::new(),
             own_open: 0,
-            seen_prefixes: HashSet::default(),
             refreshing: false,
             recovery,
             stats: RouterStats::default(),
@@ -347,7 +355,7 @@ impl Actor for RouterActor {
         match env.msg {
             Msg::Request(mut routed) => {
                 if let Some(p) = routed.spec.prefix {
-                    routed.repeat = !self.seen_prefixes.insert(p);
+                    routed.repeat = !self.setup.seen_prefixes.borrow_mut().insert(p);
                 }
                 self.route(routed, ctx);
             }
