@@ -52,11 +52,25 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
         } else if s.router.on_gap == OnGap::Ignore
             && e.applied * 10 < e.published * s.router.replicas as u64 * 9
         {
-            out.push(format!(
-                "the router applied only {} of {} published KV events (the bus dropped {}): its \
-                 index is stale and part of its routing is blind",
-                e.applied, e.published, e.dropped
-            ));
+            let replicas = s.router.replicas as u64;
+            out.push(if replicas == 1 {
+                format!(
+                    "the router applied only {} of {} published KV events (the bus dropped {}): \
+                     its index is stale and part of its routing is blind",
+                    e.applied, e.published, e.dropped
+                )
+            } else {
+                // Each replica is sent every event: "190 of 140" read as more than all.
+                format!(
+                    "the {replicas} router replicas applied only {} of {} KV events ({} published \
+                     to each; the bus dropped {}): their indexes are stale and part of their \
+                     routing is blind",
+                    e.applied,
+                    e.published * replicas,
+                    e.published,
+                    e.dropped
+                )
+            });
         }
     }
     if r.acks != r.requests as u64 {
