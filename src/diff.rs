@@ -126,8 +126,8 @@ pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
             }
             _ => {}
         }
-        for name in [from, to] {
-            if ActorKind::of_name(name) == router {
+        for (name, kind) in [(from, from_kind), (to, to_kind)] {
+            if kind == router && !routers.contains(name) {
                 routers.insert(name.to_string());
             }
         }

@@ -27,21 +27,15 @@ pub(crate) fn py_err(e: Error) -> PyErr {
 /// without answering (it panicked): it goes on with that panic.
 pub(crate) fn wait_for<T: Send>(
     py: Python<'_>,
-    answer: Receiver<Result<T, Error>>,
+    mut answer: Receiver<Result<T, Error>>,
     stop: impl FnOnce(),
     lost: impl FnOnce() -> PyErr,
 ) -> PyResult<T> {
     let wait = Duration::from_millis(50);
-    // The receiver is moved in and out: it may cross to a thread, not be shared.
-    let mut answer = Some(answer);
+    // A receiver may cross to another thread (the closure takes it by `&mut`), not be shared.
     let mut next = |py: Python<'_>| {
-        let (back, got) = py.allow_threads(|| {
-            let rx = answer.take().expect("given back every time");
-            let got = rx.recv_timeout(wait);
-            (rx, got)
-        });
-        answer = Some(back);
-        got
+        let rx = &mut answer;
+        py.allow_threads(move || rx.recv_timeout(wait))
     };
     let raised = loop {
         match next(py) {

@@ -67,6 +67,11 @@ impl Window {
     fn completed(&self) -> u64 {
         self.ttft.len() as u64
     }
+
+    /// Requests answered in the window: completed or rejected.
+    fn answered(&self) -> u64 {
+        self.completed() + self.rejected
+    }
 }
 
 /// A request's mean gap between tokens, ns (`None` below two tokens).
@@ -251,8 +256,8 @@ impl Recorder {
                     itl_p90_ms: p90_ms(&mut b.itl),
                     prefix_reuse: (b.input_sum > 0)
                         .then(|| round_py(b.cached_sum as f64 / b.input_sum as f64, 4)),
-                    sla_attainment: (sla && b.completed() + b.rejected > 0)
-                        .then(|| round_py(b.met as f64 / (b.completed() + b.rejected) as f64, 4)),
+                    sla_attainment: (sla && b.answered() > 0)
+                        .then(|| round_py(b.met as f64 / b.answered() as f64, 4)),
                 })
                 .collect(),
         )

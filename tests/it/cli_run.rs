@@ -581,29 +581,22 @@ fn rejected_requests_are_not_completions_of_a_worker_or_an_interval() {
     // A KV cache of 15 blocks of 64 tokens holds no 2,048-token shared prefix: every request
     // is rejected. Workers and intervals counted each as completed (intervals with a TTFT of
     // 0 ms); run-level and interval SLA attainment count them as misses.
-    let out = dynsim()
-        .args(["run", "scenarios/scale.toml", "--json"])
-        .args([
-            "--set",
-            "workload.requests=200",
-            "--set",
-            "cluster.workers=4",
-        ])
-        .args([
-            "--set",
-            "workload.rate_per_s=8.0",
-            "--set",
-            "cluster.kv_capacity_blocks=15",
-        ])
-        .args(["--set", "sla.ttft_p90_ms=500.0"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = ok(&[
+        "run",
+        "scenarios/scale.toml",
+        "--json",
+        "--set",
+        "workload.requests=200",
+        "--set",
+        "cluster.workers=4",
+        "--set",
+        "workload.rate_per_s=8.0",
+        "--set",
+        "cluster.kv_capacity_blocks=15",
+        "--set",
+        "sla.ttft_p90_ms=500.0",
+    ]);
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(r["rejected"], 200);
     for w in r["per_worker"].as_array().unwrap() {
         assert_eq!(w["completed"], 0, "{w}");
@@ -639,13 +632,7 @@ fn diff_reads_a_trace_with_replayed_events() {
         .find(|l| l.contains("\"ReplayRequest\""))
         .expect("the run replays lost events");
     assert_eq!(replay.matches("\"from\":").count(), 1, "{replay}");
-    let out = dynsim().args(["diff", &a, &a]).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(ok(&["diff", &a, &a]).starts_with("identical"));
 }
 
 #[test]
@@ -653,19 +640,17 @@ fn router_replicas_count_a_repeat_against_every_request_before_it() {
     // Each replica kept its own set of prefix groups seen: 10 repeats with one replica, 7 with
     // two and 5 with four, where diff, reading the trace, counted 10 in each.
     let repeats = |replicas: &str| -> serde_json::Value {
-        let out = dynsim()
-            .args(["run", "scenarios/router-replicas.toml", "--json"])
-            .args(["--set", "workload.limit=200", "--set"])
-            .arg(format!("router.replicas={replicas}"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        r["repeat_requests"].clone()
+        let set = format!("router.replicas={replicas}");
+        let text = ok(&[
+            "run",
+            "scenarios/router-replicas.toml",
+            "--json",
+            "--set",
+            "workload.limit=200",
+            "--set",
+            &set,
+        ]);
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["repeat_requests"].clone()
     };
     assert_eq!(repeats("1"), 10);
     assert_eq!(repeats("2"), 10);
@@ -678,37 +663,29 @@ fn diff_and_the_warning_count_every_replicas_copy_of_an_event() {
     // dropped where the report said 90) and the warning read "190 of 140 published".
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("t.jsonl").to_string_lossy().into_owned();
-    let out = dynsim()
-        .args([
-            "run",
-            "scenarios/measured-2026-10-07.toml",
-            "--json",
-            "--trace",
-            &t,
-        ])
-        .args([
-            "--set",
-            "router.policy=\"kv-events\"",
-            "--set",
-            "cluster.kv_capacity_blocks=20",
-        ])
-        .args(["--set", "router.replicas=2", "--set", "bus.drop_rate=0.3"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = ok(&[
+        "run",
+        "scenarios/measured-2026-10-07.toml",
+        "--json",
+        "--trace",
+        &t,
+        "--set",
+        "router.policy=\"kv-events\"",
+        "--set",
+        "cluster.kv_capacity_blocks=20",
+        "--set",
+        "router.replicas=2",
+        "--set",
+        "bus.drop_rate=0.3",
+    ]);
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
     let events = &r["events"];
     let (published, dropped) = (
         events["published"].as_u64().unwrap(),
         events["dropped"].as_u64().unwrap(),
     );
     assert!(dropped > 0);
-    let diff = dynsim().args(["diff", &t, &t]).output().unwrap();
-    let text = String::from_utf8(diff.stdout).unwrap();
+    let text = ok(&["diff", &t, &t]);
     let value = |name: &str| -> u64 {
         text.lines()
             .find(|l| l.split_whitespace().next() == Some(name))

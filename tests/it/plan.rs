@@ -3,7 +3,7 @@
 
 use serde_json::Value as Json;
 
-use crate::common::{bad, dynsim, ok, write};
+use crate::common::{bad, dynsim, ok, ok_with_stderr, write};
 
 const SCENARIO: &str = r#"
 seed = 1
@@ -321,22 +321,18 @@ fn a_lower_bound_sla_is_said_to_be_outside_what_the_bisection_assumes() {
     let s = write(dir.path(), "s.toml", SCENARIO);
     let out = dir.path().join("o");
     let o = out.to_str().unwrap();
-    let run = dynsim()
-        .args(["plan", &s, "--out", o, "--workers", "1..3"])
-        .args([
-            "--sla",
-            "ttft_p90_ms<=100000",
-            "--sla",
-            "block_hit_rate>=0.0",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let err = String::from_utf8_lossy(&run.stderr);
+    let (_, err) = ok_with_stderr(&[
+        "plan",
+        &s,
+        "--out",
+        o,
+        "--workers",
+        "1..3",
+        "--sla",
+        "ttft_p90_ms<=100000",
+        "--sla",
+        "block_hit_rate>=0.0",
+    ]);
     assert!(
         err.contains("block_hit_rate>=0: the search assumes"),
         "{err}"

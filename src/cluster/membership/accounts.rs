@@ -1,27 +1,26 @@
 //! What the ledger reports: GPU-seconds, each pool's size at every change, the scale events
 //! and the workers' phases.
 
-use super::{secs, Membership, Phase, ReplicaPoint, ScaleEvent, SlotState};
+use super::{secs, Membership, Phase, ReplicaPoint, ScaleEvent};
 use crate::engine::Nanos;
 use crate::ids::WorkerId;
 use crate::round::round_py;
 use crate::scenario::Pool;
 
 impl Membership {
-    /// GPU-seconds paid up to `end`, the run's end (startup included; 3 decimals). Every
-    /// span is cut at `end`, a worker's that left after it as one's still in the cluster: a
-    /// stepped run may scale after its last completion, and then the workers it retires were
-    /// paid up to their leaving while those it kept were cut at the end.
+    /// GPU-seconds paid up to `end`, the run's end (startup included; 3 decimals): a worker's
+    /// phases cover it from its start to its leaving, so they are what was paid, each cut at
+    /// `end` (a stepped run may scale after its last completion: the workers it retires then
+    /// were paid up to their leaving, where those it kept were cut at the end).
     pub fn gpu_seconds(&self, end: Nanos) -> f64 {
-        let open = (0..self.slots.len())
-            .filter(|&w| self.slots[w].state != SlotState::Absent)
-            .map(|w| (self.slots[w].gpus, self.paid_from(w), end));
         let paid: u128 = self
-            .closed
+            .phases
             .iter()
-            .copied()
-            .chain(open)
-            .map(|(gpus, from, to)| u128::from(gpus) * u128::from(to.min(end).saturating_sub(from)))
+            .map(|p| {
+                let to = p.end.map_or(end, |e| e.min(end));
+                u128::from(self.slots[p.worker.index()].gpus)
+                    * u128::from(to.saturating_sub(p.start))
+            })
             .sum();
         round_py(paid as f64 / 1e9, 3)
     }

@@ -33,16 +33,10 @@ pub enum SlotState {
         /// When it serves.
         ready_at: Nanos,
     },
-    /// Serving since `since` (its GPUs paid since `paid_from`).
-    Serving {
-        /// When it started.
-        paid_from: Nanos,
-    },
+    /// Serving.
+    Serving,
     /// Finishing what it holds.
-    Draining {
-        /// When it started.
-        paid_from: Nanos,
-    },
+    Draining,
 }
 
 /// What happened to one worker, for the timeline.
@@ -110,8 +104,6 @@ pub struct Membership {
     startup_ns: Nanos,
     /// Starts waiting for a free slot, per pool.
     deferred: Vec<(Pool, usize)>,
-    /// The paid spans of workers that left: (GPUs, from, to), ns.
-    closed: Vec<(u64, Nanos, Nanos)>,
     events: Vec<ScaleEvent>,
     phases: Vec<Phase>,
 }
@@ -135,7 +127,7 @@ impl Membership {
                     gpus,
                     name,
                     state: if present {
-                        SlotState::Serving { paid_from: 0 }
+                        SlotState::Serving
                     } else {
                         SlotState::Absent
                     },
@@ -143,7 +135,6 @@ impl Membership {
                 .collect(),
             startup_ns,
             deferred: Vec::new(),
-            closed: Vec::new(),
             events: Vec::new(),
             phases: Vec::new(),
         };
@@ -163,7 +154,7 @@ impl Membership {
     /// Workers of `pool` starting or serving (its current target, less deferred starts).
     pub fn active(&self, pool: Pool) -> usize {
         self.count(pool, |s| {
-            matches!(s, SlotState::Starting { .. } | SlotState::Serving { .. })
+            matches!(s, SlotState::Starting { .. } | SlotState::Serving)
         })
     }
 
@@ -178,9 +169,9 @@ impl Membership {
     /// Workers serving, starting and draining in `pool`.
     pub fn sizes(&self, pool: Pool) -> (usize, usize, usize) {
         (
-            self.count(pool, |s| matches!(s, SlotState::Serving { .. })),
+            self.count(pool, |s| matches!(s, SlotState::Serving)),
             self.count(pool, |s| matches!(s, SlotState::Starting { .. })),
-            self.count(pool, |s| matches!(s, SlotState::Draining { .. })),
+            self.count(pool, |s| matches!(s, SlotState::Draining)),
         )
     }
 
@@ -248,8 +239,7 @@ impl Membership {
                 .collect();
             victims.sort_by_key(|&w| std::cmp::Reverse((self.starting_since(w), w)));
             victims.extend((0..self.slots.len()).rev().filter(|&w| {
-                self.slots[w].pool == pool
-                    && matches!(self.slots[w].state, SlotState::Serving { .. })
+                self.slots[w].pool == pool && matches!(self.slots[w].state, SlotState::Serving)
             }));
             for &w in victims.iter().take(active - workers) {
                 event.retired.push(self.slots[w].name.clone());
@@ -259,8 +249,7 @@ impl Membership {
                     _ if drain => {
                         self.close_phase(w, now);
                         self.open_phase(w, "draining", now);
-                        let paid_from = self.paid_from(w);
-                        self.slots[w].state = SlotState::Draining { paid_from };
+                        self.slots[w].state = SlotState::Draining;
                         orders.retire.push((WorkerId::at(w), true));
                     }
                     _ => {
@@ -281,14 +270,6 @@ impl Membership {
         }
     }
 
-    fn paid_from(&self, w: usize) -> Nanos {
-        match self.slots[w].state {
-            SlotState::Starting { since, .. } => since,
-            SlotState::Serving { paid_from } | SlotState::Draining { paid_from } => paid_from,
-            SlotState::Absent => 0,
-        }
-    }
-
     fn start(&mut self, w: usize, now: Nanos) {
         self.slots[w].state = SlotState::Starting {
             since: now,
@@ -299,8 +280,6 @@ impl Membership {
 
     /// The slot becomes empty at `at`: its GPUs are no longer paid.
     fn absent(&mut self, w: usize, at: Nanos) {
-        self.closed
-            .push((self.slots[w].gpus, self.paid_from(w), at));
         self.close_phase(w, at);
         self.slots[w].state = SlotState::Absent;
     }
@@ -320,9 +299,9 @@ impl Membership {
     pub fn ready(&mut self, now: Nanos) -> Vec<WorkerId> {
         let mut out = Vec::new();
         for w in 0..self.slots.len() {
-            if let SlotState::Starting { since, ready_at } = self.slots[w].state {
+            if let SlotState::Starting { ready_at, .. } = self.slots[w].state {
                 if ready_at <= now {
-                    self.slots[w].state = SlotState::Serving { paid_from: since };
+                    self.slots[w].state = SlotState::Serving;
                     self.close_phase(w, now);
                     self.open_phase(w, "serving", now);
                     out.push(WorkerId::at(w));
@@ -348,7 +327,7 @@ impl Membership {
     /// Workers draining.
     pub fn draining(&self) -> Vec<WorkerId> {
         (0..self.slots.len())
-            .filter(|&w| matches!(self.slots[w].state, SlotState::Draining { .. }))
+            .filter(|&w| matches!(self.slots[w].state, SlotState::Draining))
             .map(WorkerId::at)
             .collect()
     }

@@ -503,25 +503,15 @@ impl Worker {
         };
         let link = self.setup.link.expect("prefill roles have a link");
         let tokens = u64::from(routed.spec.input_tokens);
-        let delay_ms = disagg::ttft_disagg(
-            0.0,
-            tokens,
-            link.bytes_per_token,
-            link.gbps,
-            link.overhead_ms,
-        );
+        let moving_ms = disagg::transfer_ms(tokens, link.bytes_per_token, link.gbps);
         // The link carries one transfer at a time: this one waits for those before it. The
         // fixed overhead (a handshake) does not hold the link.
         let now = ctx.now();
         let wait = self.link_free_at.saturating_sub(now);
-        let moving = ms_to_ns(disagg::transfer_ms(tokens, link.bytes_per_token, link.gbps));
-        self.link_free_at = now.saturating_add(wait).saturating_add(moving);
+        self.link_free_at = now.saturating_add(wait).saturating_add(ms_to_ns(moving_ms));
         let peer = self.setup.decode_peers[k].1;
-        ctx.send(
-            peer,
-            Msg::Handoff(routed),
-            wait.saturating_add(ms_to_ns(delay_ms)),
-        );
+        let delay = wait.saturating_add(ms_to_ns(moving_ms + link.overhead_ms));
+        ctx.send(peer, Msg::Handoff(routed), delay);
     }
 
     /// A decode peer went down or came back.

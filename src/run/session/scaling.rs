@@ -120,7 +120,7 @@ impl Session<'_> {
                 gpus = self.hw.of(slot.role).map_or(1, |d| d.tp);
                 if !matches!(
                     self.membership.state(slot.id),
-                    crate::cluster::membership::SlotState::Serving { .. }
+                    crate::cluster::membership::SlotState::Serving
                 ) {
                     continue;
                 }
