@@ -89,6 +89,21 @@ fn one_worker_taking_most_requests_warns_of_a_hot_spot() {
     assert!(!spread.warnings.iter().any(|w| w.starts_with("hot spot")));
 }
 
+/// Round-robin counts the workers up, not a scaling pool's empty slots: room for 8 workers
+/// changes nothing of 2 that never scale (before Dec 5 2026 worker0 took 67 of 72, the turns
+/// of the six empty slots after worker1 included).
+#[test]
+fn round_robin_takes_no_turn_for_empty_slots() {
+    let (mut s, base) = crate::common::scenario("rr.toml");
+    let fixed = dynsim::run::run_scenario(&s, &base, None).expect("runs");
+    s.cluster.max_workers = Some(8);
+    let roomy = dynsim::run::run_scenario(&s, &base, None).expect("runs");
+    let routed =
+        |r: &dynsim::report::Report| r.per_worker.iter().map(|w| w.routed).collect::<Vec<_>>();
+    assert_eq!(routed(&fixed), [36, 36]);
+    assert_eq!(routed(&roomy), routed(&fixed));
+}
+
 #[test]
 fn a_refreshed_snapshot_lags_the_signals_and_an_exact_one_does_not() {
     // llm-d reads waiting queues and KV usage: with a snapshot refreshed every 200 ms a burst
