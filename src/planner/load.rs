@@ -10,7 +10,12 @@
 //! load observed under the target). A pool grows by one when *every* worker is above it, and
 //! shrinks by one when every worker is below `x_sla · (n−1)/n · sensitivity`. Aggregated
 //! workers grow when either side says so and shrink when both do. A pool with workers still
-//! starting is left alone (Dynamo applies a scaling and waits for it: `blocking=True`).
+//! starting is left alone (Dynamo applies a scaling and waits for it: `blocking=True`). A target
+//! at or below 0 (the TTFT SLA out of reach at the current prompt length, or the ITL one out
+//! of reach at any load) makes no decision, except in a prefill pool: Dynamo's
+//! `prefill_planner.py` (002a7c31) has no such check, so every worker is above the target and
+//! the pool grows by one each interval. As in Dynamo, `min_workers` and `max_workers` clamp a
+//! decision: a pool that starts outside them moves only when a verdict moves it.
 //!
 //! Where dynsim differs: the observations are the interval's per-worker means of the requests
 //! each worker completed, and its instantaneous load at the decision (Dynamo averages
@@ -125,14 +130,18 @@ impl LoadPlanner {
         }
     }
 
-    /// The verdict for `workers` whose loads are `load(w)`, at most `x_sla` each.
+    /// The verdict for `workers` whose loads are `load(w)`, at most `x_sla` each. A target at
+    /// or below 0 (the SLA out of reach at the current prompts) means no decision when
+    /// `skip_unreachable`, as Dynamo's aggregated and decode planners do; its prefill planner
+    /// has no such check, so every worker is above the target and the pool grows.
     fn verdict(
         &self,
         workers: &[WorkerObservation],
         x_sla: Option<f64>,
+        skip_unreachable: bool,
         load: impl Fn(&WorkerObservation) -> f64,
     ) -> Verdict {
-        let Some(x) = x_sla.filter(|&x| x > 0.0) else {
+        let Some(x) = x_sla.filter(|&x| x > 0.0 || !skip_unreachable) else {
             return Verdict::Stay;
         };
         if workers.is_empty() {
@@ -182,8 +191,10 @@ impl Planner for LoadPlanner {
             if p.starting > 0 || p.workers.is_empty() {
                 continue;
             }
-            let prefill = self.verdict(&p.workers, prefill_x, |w| w.active_prefill_tokens as f64);
-            let decode = self.verdict(&p.workers, decode_x, |w| w.active_kv_blocks as f64);
+            let prefill = self.verdict(&p.workers, prefill_x, pool != Pool::Prefill, |w| {
+                w.active_prefill_tokens as f64
+            });
+            let decode = self.verdict(&p.workers, decode_x, true, |w| w.active_kv_blocks as f64);
             let verdict = match pool {
                 Pool::Prefill => prefill,
                 Pool::Decode => decode,
@@ -292,5 +303,29 @@ mod tests {
             p.decide(&obs(vec![worker(150, None), worker(10, None)])),
             vec![(Pool::Workers, 1)]
         );
+    }
+
+    #[test]
+    fn an_unreachable_ttft_target_grows_a_prefill_pool_and_leaves_an_aggregated_one() {
+        let settings: PlannerSettings =
+            toml::from_str("kind = \"dynamo-load\"\nmin_observations = 2").unwrap();
+        let sla = SlaSettings {
+            ttft_p90_ms: Some(40.0),
+            itl_p90_ms: None,
+        };
+        // TTFT = 0.1 (active + isl) + 20 again: 40 ms at x = 200, below the 300-token prompt,
+        // so the target is 200 - 300 = -100 active tokens.
+        let points = || vec![worker(200, Some(70.0)), worker(600, Some(110.0))];
+        let mut agg = LoadPlanner::new(&settings, &sla, vec![(Pool::Workers, 1, 4)]);
+        assert_eq!(
+            agg.decide(&obs(points())),
+            vec![],
+            "agg_planner.py: target <= 0, no decision"
+        );
+        let mut disagg = LoadPlanner::new(&settings, &sla, vec![(Pool::Prefill, 1, 4)]);
+        let mut prefill = obs(points());
+        prefill.pools[0].pool = Pool::Prefill;
+        // prefill_planner.py has no such check: every worker (200, 600 > -100) is above it.
+        assert_eq!(disagg.decide(&prefill), vec![(Pool::Prefill, 3)]);
     }
 }

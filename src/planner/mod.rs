@@ -1,7 +1,7 @@
 //! Planners: autoscalers in the loop. Every adjustment interval a planner sees what a real one
 //! observes ([`Observation`]: per worker its queue, active prefill tokens and KV use; the
-//! interval's request rate, lengths, TTFT and ITL) and sets each pool's target within
-//! `min_workers..=max_workers`; the run starts and retires workers accordingly
+//! interval's request rate, lengths, TTFT and ITL) and may set each pool's target, a decision
+//! clamped to `min_workers..=max_workers`; the run starts and retires workers accordingly
 //! ([`crate::cluster::membership`]).
 //!
 //! - [`throughput`]: `dynamo-throughput`, Dynamo's throughput-based SLA planner: predicted

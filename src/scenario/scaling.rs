@@ -53,10 +53,10 @@ pub struct PlannerSettings {
     /// `dynamo-load` 5, Dynamo's `loadbased_adjustment_interval`; `threshold` 30).
     #[serde(default)]
     pub adjustment_interval_s: Option<f64>,
-    /// Fewest workers per pool (1, Dynamo's `min_endpoint`).
+    /// Fewest workers per pool, at least 1 (1, Dynamo's `min_endpoint`).
     #[serde(default = "one")]
     pub min_workers: usize,
-    /// Most workers per pool (absent: the pool's size at the start).
+    /// Most workers per pool the planner may ask for (absent: the pool's size at the start).
     #[serde(default)]
     pub max_workers: Option<usize>,
     /// `dynamo-throughput`: the load predictor, `constant`, `moving-average` or `kalman`
@@ -229,16 +229,21 @@ impl Scenario {
             .iter()
             .filter(|s| s.pool == pool)
             .map(|s| s.workers);
-        let planned = self
-            .planner
-            .as_ref()
-            .map(|p| p.max_workers.unwrap_or(self.initial_workers(pool)));
         scheduled
-            .chain(planned)
+            .chain(self.planner_max_workers(pool))
             .chain(self.cluster.max_workers)
             .chain([self.initial_workers(pool)])
             .max()
             .unwrap_or(0)
+    }
+
+    /// The most workers the planner may ask of a pool: `[planner] max_workers` (absent: the
+    /// pool's size at the start). A `[[scale]]` step or `cluster.max_workers` above it makes
+    /// room for more, not a higher ceiling for the planner.
+    pub fn planner_max_workers(&self, pool: Pool) -> Option<usize> {
+        self.planner
+            .as_ref()
+            .map(|p| p.max_workers.unwrap_or(self.initial_workers(pool)))
     }
 
     /// Worker slots a pool is built with: as many as it has when it does not scale, else twice
@@ -373,8 +378,16 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             ));
         }
     }
+    if p.min_workers == 0 {
+        return Err(bad(
+            "planner.min_workers",
+            0,
+            "must be at least 1 (Dynamo's min_endpoint): a planner decides from the workers it \
+             observes, so a pool it scaled to 0 could never be scaled back",
+        ));
+    }
     for pool in s.pools() {
-        if p.min_workers > s.max_workers(*pool) {
+        if Some(p.min_workers) > s.planner_max_workers(*pool) {
             return Err(bad(
                 "planner.min_workers",
                 p.min_workers,
@@ -385,12 +398,44 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     if p.window == 0 {
         return Err(bad("planner.window", 0, "must be at least 1"));
     }
-    if p.learning_window < 2 || p.min_observations < 2 {
+    if p.learning_window < 2 {
+        return Err(bad(
+            "planner.learning_window",
+            p.learning_window,
+            "must be at least 2 (a line needs two points)",
+        ));
+    }
+    if p.min_observations < 2 {
         return Err(bad(
             "planner.min_observations",
             p.min_observations,
-            "must be at least 2, and learning_window at least 2 (a line needs two points)",
+            "must be at least 2 (a line needs two points)",
         ));
+    }
+    if p.kind == PlannerKind::DynamoLoad && p.min_observations > p.learning_window {
+        // Blame the one of the two that was changed from its default.
+        return Err(if p.learning_window != fifty() {
+            bad(
+                "planner.learning_window",
+                p.learning_window,
+                &format!(
+                    "must be at least min_observations ({}): the regressions keep \
+                     learning_window points and fit from min_observations, so the planner \
+                     would never decide",
+                    p.min_observations
+                ),
+            )
+        } else {
+            bad(
+                "planner.min_observations",
+                p.min_observations,
+                &format!(
+                    "must be at most learning_window ({}): the regressions keep that many \
+                     points and fit from min_observations, so the planner would never decide",
+                    p.learning_window
+                ),
+            )
+        });
     }
     if !(p.scale_down_sensitivity.is_finite() && (0.0..=100.0).contains(&p.scale_down_sensitivity))
     {
@@ -413,11 +458,25 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     }
     if p.kind == PlannerKind::Threshold {
         let (up, down) = p.bands();
-        if !(up.is_finite() && down.is_finite() && down >= 0.0 && up > down) {
+        if !(down.is_finite() && down >= 0.0) {
+            return Err(bad(
+                "planner.scale_down_below",
+                format!("{down:?}"),
+                "must be a finite number >= 0",
+            ));
+        }
+        if !up.is_finite() || (up <= down && p.scale_up_above.is_some()) {
             return Err(bad(
                 "planner.scale_up_above",
                 format!("{up:?}"),
-                &format!("must be a finite number above scale_down_below ({down:?}, >= 0)"),
+                &format!("must be a finite number above scale_down_below ({down:?})"),
+            ));
+        }
+        if up <= down {
+            return Err(bad(
+                "planner.scale_down_below",
+                format!("{down:?}"),
+                &format!("must be below scale_up_above ({up:?})"),
             ));
         }
     }

@@ -202,6 +202,116 @@ fn scaling_settings_are_checked() {
         bad("[planner]\nkind = \"threshold\"\nmax_workers = 0\n").contains("planner.max_workers")
     );
     assert!(bad("[[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 2\n[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 1.0\ndown_ms = 1.0\n").contains("faults"));
+    // Refused rather than accepted and never acted on (found by the Dec 5 2026 audit).
+    let sla = "[sla]\nttft_p90_ms = 100.0\n";
+    let zero = bad(&format!(
+        "[planner]\nkind = \"threshold\"\nmin_workers = 0\n{sla}"
+    ));
+    assert!(
+        zero.contains("planner.min_workers = 0 must be at least 1"),
+        "{zero}"
+    );
+    let window = bad(&format!(
+        "[planner]\nkind = \"dynamo-load\"\nlearning_window = 3\n{sla}"
+    ));
+    assert!(
+        window.contains("planner.learning_window = 3 must be at least min_observations (5)"),
+        "{window}"
+    );
+    let min = bad(&format!(
+        "[planner]\nkind = \"dynamo-load\"\nmin_observations = 60\n{sla}"
+    ));
+    assert!(
+        min.contains("planner.min_observations = 60 must be at most learning_window (50)"),
+        "{min}"
+    );
+    // Each band names itself, not the other one.
+    let down = bad("[planner]\nkind = \"threshold\"\nscale_down_below = -1.0\n");
+    assert!(down.contains("planner.scale_down_below = -1.0"), "{down}");
+    let crossed =
+        bad("[planner]\nkind = \"threshold\"\nmetric = \"queue\"\nscale_down_below = 7.0\n");
+    assert!(
+        crossed.contains("planner.scale_down_below = 7.0 must be below scale_up_above (5.0)"),
+        "{crossed}"
+    );
+}
+
+/// A start that waits for a draining worker's slot takes it when the drain ends, not when the
+/// run next looks: before Dec 5 2026 the session took it up only at its next scaling step or
+/// at the end, so this run (every slot draining at 3 s, requests of 10 s) stopped with 29 of
+/// its 60 requests never served, and exited 0.
+#[test]
+fn a_deferred_start_takes_the_slot_when_the_drain_ends() {
+    let text = "name = \"deferred\"\nseed = 1\n[workload]\nkind = \"synthetic\"\nrequests = 60\n\
+                rate_per_s = 10.0\narrival = \"fixed\"\ninput = { dist = \"fixed\", tokens = 128 }\n\
+                output = { dist = \"fixed\", tokens = 1000 }\n[cluster]\nworkers = 2\nstartup_s = 1.0\n\
+                [timing]\nmodel = \"fixed\"\nservice_ms = 10.0\n\
+                [[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 0\n\
+                [[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 2\n\
+                [[scale]]\nat_s = 3.0\npool = \"workers\"\nworkers = 0\n\
+                [[scale]]\nat_s = 3.0\npool = \"workers\"\nworkers = 2\n";
+    let s = parse_scenario(Path::new("deferred.toml"), text, &[]).expect("valid");
+    let r = run(&s, None);
+    assert_eq!(r.acks, 60, "every request served");
+    let deferred: Vec<_> = r
+        .scale_events
+        .iter()
+        .filter(|e| e.by == "deferred")
+        .collect();
+    assert!(deferred.iter().any(|e| e.t_s > 3.0), "{deferred:?}");
+    // Each deferred start after the 3 s step happens at an instant a drain ended: where the
+    // pool's count of draining workers fell.
+    for e in deferred
+        .iter()
+        .filter(|e| !e.started.is_empty() && e.t_s > 3.0)
+    {
+        let before = r
+            .replicas
+            .iter()
+            .rfind(|p| p.t_s < e.t_s)
+            .expect("a point before");
+        let at = r
+            .replicas
+            .iter()
+            .find(|p| p.t_s == e.t_s)
+            .expect("a point at the start");
+        assert!(at.draining < before.draining, "{e:?}: {before:?} -> {at:?}");
+        assert!(at.starting >= 1, "{e:?}: {at:?}");
+    }
+}
+
+/// The planner's ceiling is its own `max_workers`: a `cluster.max_workers` that makes room for
+/// more is not a higher ceiling (before Dec 5 2026 the planner took the largest of every limit
+/// and grew this pool to 6).
+#[test]
+fn the_planner_stays_under_its_own_max_workers() {
+    let (mut s, base) = crate::common::scenario("burst-threshold.toml");
+    s.planner.as_mut().expect("a planner").max_workers = Some(3);
+    s.cluster.max_workers = Some(6);
+    let r = dynsim::run::run_scenario_with(&s, &base, RunHooks::default()).expect("runs");
+    assert!(
+        r.scale_events.iter().any(|e| e.to == 3),
+        "{:?}",
+        r.scale_events
+    );
+    assert!(
+        r.scale_events.iter().all(|e| e.to <= 3),
+        "{:?}",
+        r.scale_events
+    );
+    // Sizes after the last completion are not the run's (the pool's last start, at 300 s,
+    // serves at 315 s, after the end).
+    let end_s = r.duration_ms / 1e3;
+    assert!(
+        r.replicas.iter().all(|p| p.t_s <= end_s),
+        "{:?}",
+        r.replicas.last()
+    );
+    assert!(
+        !r.warnings.iter().any(|w| w.starts_with("hot spot")),
+        "{:?}",
+        r.warnings
+    );
 }
 
 proptest! {

@@ -25,8 +25,10 @@ impl Membership {
         round_py(paid as f64 / 1e9, 3)
     }
 
-    /// Each pool's size at every change, from the workers' phases (the first at 0 s).
-    pub fn replicas(&self) -> Vec<ReplicaPoint> {
+    /// Each pool's size at every change up to `end`, the run's end, from the workers' phases
+    /// (the first at 0 s). As GPU-seconds, they stop at the end: a worker that comes up after
+    /// the last completion never served the run.
+    pub fn replicas(&self, end: Nanos) -> Vec<ReplicaPoint> {
         // (time, pool, kind, +1 or -1), in time order; phases that begin and end at one
         // instant cancel out.
         let mut changes: Vec<(Nanos, Pool, &'static str, i64)> = Vec::new();
@@ -37,6 +39,7 @@ impl Membership {
                 changes.push((end, pool, p.kind, -1));
             }
         }
+        changes.retain(|c| c.0 <= end);
         changes.sort_by_key(|c| c.0);
         let mut pools: Vec<Pool> = self.slots.iter().map(|s| s.pool).collect();
         pools.dedup();

@@ -180,6 +180,11 @@ impl Membership {
         self.active(pool) + self.deferred_of(pool)
     }
 
+    /// Whether a start waits for a draining worker's slot in any pool.
+    pub fn has_deferred(&self) -> bool {
+        self.deferred.iter().any(|&(_, n)| n > 0)
+    }
+
     fn deferred_of(&self, pool: Pool) -> usize {
         self.deferred
             .iter()

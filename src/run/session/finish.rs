@@ -21,7 +21,10 @@ impl Session<'_> {
                 .s
                 .pools()
                 .iter()
-                .map(|&pool| (pool, p.min_workers, self.s.max_workers(pool)))
+                .map(|&pool| {
+                    let max = self.s.planner_max_workers(pool).expect("a planner");
+                    (pool, p.min_workers, max)
+                })
                 .collect();
             let profiler = crate::run::profiler::BenchProfiler::new(&self.s, &self.base_dir);
             (
@@ -195,7 +198,7 @@ impl Session<'_> {
             &s, &hw, &topology, sim, trace_rows, audit, itl, learns, features,
         );
         r.gpu_seconds = membership.gpu_seconds(duration_ns);
-        r.replicas = membership.replicas();
+        r.replicas = membership.replicas(duration_ns);
         r.scale_events = membership.events().to_vec();
         r.sla_attainment = recorder.sla_attainment(r.requests);
         r.goodput_rps = recorder.goodput_rps(duration_ns);

@@ -20,7 +20,7 @@ use crate::cluster::timeline::{SharedTimeline, Timeline};
 use crate::cluster::topology::Topology;
 use crate::cluster::worker::probe::FeatureTotals;
 use crate::cluster::Node;
-use crate::engine::{ms_to_ns, Envelope, Nanos, Simulation};
+use crate::engine::{ms_to_ns, ActorId, Envelope, Nanos, Simulation};
 use crate::error::{Error, Result};
 use crate::protocol::messages::Msg;
 use crate::report::TraceRows;
@@ -182,18 +182,22 @@ impl<'a> Session<'a> {
     }
 
     /// Delivers every delivery at or before `t` (ns), starting the workers whose startup ends
-    /// on the way at their exact time.
+    /// on the way at their exact time. While a start waits for a draining worker's slot
+    /// (`deferred`), each drain's end is taken up at the instant it happens, so the waiting
+    /// worker starts then, not whenever the session next looks.
     pub fn advance_to(&mut self, t: Nanos) -> Result<()> {
         loop {
-            match self.membership.next_ready() {
-                Some(r) if r <= t => {
-                    self.deliver(r, false)?;
-                    self.bring_up(r);
-                }
-                _ => break,
+            let ready = self.membership.next_ready().filter(|&r| r <= t);
+            let (until, inclusive) = ready.map_or((t, true), |r| (r, false));
+            if self.deliver(until, inclusive)? == Delivered::DrainEnded {
+                self.poll_drains();
+                continue;
+            }
+            match ready {
+                Some(r) => self.bring_up(r),
+                None => break,
             }
         }
-        self.deliver(t, true)?;
         if t != Nanos::MAX {
             self.clock = self.clock.max(t);
         }
@@ -201,10 +205,22 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Delivers what is due before `t` (and at `t` when `inclusive`).
-    fn deliver(&mut self, t: Nanos, inclusive: bool) -> Result<()> {
+    /// Delivers what is due before `t` (and at `t` when `inclusive`), stopping early, right
+    /// after the delivery that ended it, at a drain's end while a start waits for a slot.
+    fn deliver(&mut self, t: Nanos, inclusive: bool) -> Result<Delivered> {
         let limit = budget::budget();
         let client = self.topology.client();
+        // The draining workers whose end a deferred start waits for (none, nearly always).
+        let watched: Vec<ActorId> = if self.membership.has_deferred() {
+            self.membership
+                .draining()
+                .into_iter()
+                .map(|w| self.topology.worker(w).addr)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let last_to = std::cell::Cell::new(client);
         let Session {
             sim,
             writer,
@@ -220,6 +236,7 @@ impl<'a> Session<'a> {
             ..
         } = self;
         let mut observe = |env: &Envelope<Msg>| {
+            last_to.set(env.to);
             if let Some(w) = writer.as_mut() {
                 w.push(env);
             }
@@ -239,6 +256,13 @@ impl<'a> Session<'a> {
             }
             sim.step(&mut observe);
             *steps += 1;
+            if watched.contains(&last_to.get()) {
+                if let Node::Worker(w) = sim.actor(last_to.get()) {
+                    if w.left_at().is_some() {
+                        return Ok(Delivered::DrainEnded);
+                    }
+                }
+            }
             if *steps % 4096 == 0 {
                 crate::interrupt::check()?;
                 if let (Some(tx), Some(t)) = (marks_out.as_ref(), timeline.as_ref()) {
@@ -271,8 +295,17 @@ impl<'a> Session<'a> {
                 }
             }
         }
-        Ok(())
+        Ok(Delivered::Through)
     }
+}
+
+/// How far [`Session::deliver`] went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delivered {
+    /// Everything due.
+    Through,
+    /// Up to a drain's end that a deferred start waits for.
+    DrainEnded,
 }
 
 /// A pool's name as scenarios spell it.
