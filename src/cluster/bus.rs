@@ -94,10 +94,14 @@ impl BusModel {
         let mut sent = now;
         if let Some(gbps) = self.faults.link_gbps {
             let start = now.max(self.link_free[d]);
-            sent = start + (bytes as f64 / gbps).ceil() as Nanos;
+            // Saturating, never wrapping: a link too slow for the clock makes a delivery past
+            // the end of time, which fails the run ([`crate::engine::Context::send`]).
+            sent = start.saturating_add((bytes as f64 / gbps).ceil() as Nanos);
             self.link_free[d] = sent;
         }
-        let mut at = sent + self.faults.latency_ns + jitter;
+        let mut at = sent
+            .saturating_add(self.faults.latency_ns)
+            .saturating_add(jitter);
         if !self.faults.reorder {
             at = at.max(self.last_delivery[d]);
             self.last_delivery[d] = at;
@@ -274,6 +278,26 @@ mod tests {
         assert_eq!(
             m.fate(0, ActorId(4), 1_000, &mut rng),
             Fate::Deliver(2_000_000)
+        );
+    }
+
+    #[test]
+    fn a_link_too_slow_for_the_clock_saturates_rather_than_wraps() {
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        // 1e-300 GB/s: the wire time is past `Nanos::MAX`; with latency added it used to wrap
+        // to a delivery sooner than a fast link's.
+        let mut m = model(|b| {
+            b.link_gbps = Some(1e-300);
+            b.latency_ns = 1_000_000;
+        });
+        assert_eq!(
+            m.fate(5, ActorId(3), 2_000, &mut rng),
+            Fate::Deliver(Nanos::MAX - 5)
+        );
+        assert_eq!(
+            m.fate(10, ActorId(3), 8, &mut rng),
+            Fate::Deliver(Nanos::MAX - 10),
+            "the link stays busy to the end of time"
         );
     }
 }

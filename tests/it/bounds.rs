@@ -59,6 +59,32 @@ fn a_run_that_would_pass_the_end_of_time_fails_instead_of_saturating() {
     assert!(line.contains("virtual time passed its end"), "{line}");
 }
 
+/// A bandwidth so small that one transfer outlasts the clock (1e-300 GB/s) used to wrap its
+/// end time around to a small one: the tier's loads, and the bus's snapshots, were instant.
+/// Every such link now saturates, and the run fails with the clock's error (not a misleading
+/// one about workers that never come, for the disaggregated KV link).
+#[test]
+fn a_link_too_slow_for_the_clock_fails_the_run_instead_of_wrapping() {
+    for (scenario, key, limit) in [
+        ("scenarios/kv-tiers.toml", "kv.host.h2d_gbps", true),
+        ("scenarios/kv-tiers.toml", "kv.host.d2h_gbps", true),
+        ("scenarios/disagg-one-gpu.toml", "disagg.link_gbps", false),
+        ("scenarios/events-on.toml", "bus.link_gbps", false),
+    ] {
+        let set = format!("{key}=1e-300");
+        let mut args = vec!["run", scenario, "--set", &set];
+        if limit {
+            args.extend(["--set", "workload.limit=300"]);
+        }
+        let line = bad(&args);
+        assert!(
+            line.contains("virtual time passed its end"),
+            "{scenario} {set}: {line}"
+        );
+        assert!(!line.contains("none is coming"), "{scenario} {set}: {line}");
+    }
+}
+
 #[test]
 fn mooncake_rows_must_cover_their_prompt() {
     let dir = tempfile::tempdir().unwrap();

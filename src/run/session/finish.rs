@@ -94,8 +94,24 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// The error of a run whose waiting requests no worker will ever serve.
+    /// The error of a run that asked for a delivery at or past the end of time.
+    fn clock_overflow(&self) -> Error {
+        Error::run(
+            &self.s.name,
+            "virtual time passed its end (2^63 ns, about 292 years): the settings make the \
+             run too long to time (look at timing.service_ms, the step-time coefficients, \
+             the workload's lengths and any bandwidth: kv.*.d2h_gbps, kv.*.h2d_gbps, \
+             bus.link_gbps, disagg.link_gbps)",
+        )
+    }
+
+    /// The error of a run whose waiting requests no worker will ever serve; or, when the run
+    /// stopped at the end of time, that error (its requests wait because the clock ran out,
+    /// not for a worker).
     fn stranded(&self) -> Error {
+        if self.sim.overflowed() {
+            return self.clock_overflow();
+        }
         Error::run(
             &self.s.name,
             format!(
@@ -156,12 +172,7 @@ impl Session<'_> {
             p(self.done, self.total);
         }
         if self.sim.overflowed() {
-            return Err(Error::run(
-                &self.s.name,
-                "virtual time passed its end (2^63 ns, about 292 years): the settings make the \
-                 run too long to time (look at timing.service_ms, the step-time coefficients \
-                 and the workload's lengths)",
-            ));
+            return Err(self.clock_overflow());
         }
         if let Some(w) = self.writer.take() {
             w.close();

@@ -23,15 +23,19 @@ impl Lane {
     }
 
     /// Queues `bytes` that may start at `ready`; returns when the last byte arrives:
-    /// `max(free, ready + first byte) + bytes / GB/s`.
+    /// `max(free, ready + first byte) + bytes / GB/s`. The sum saturates at `Nanos::MAX` (a
+    /// bandwidth so small the transfer outlasts the clock), never wraps: a step waiting for it
+    /// then asks for a delivery past the end of time and the run fails
+    /// ([`crate::engine::Context::send`]).
     pub fn submit(&mut self, ready: Nanos, bytes: u64) -> Nanos {
-        let start = self.free_at.max(ready + self.first_byte_ns);
+        let start = self.free_at.max(ready.saturating_add(self.first_byte_ns));
         let ns = if self.gbps > 0.0 {
+            // `as` saturates a float past `Nanos::MAX` (and 1e-300 GB/s makes one).
             (bytes as f64 / self.gbps).round() as Nanos
         } else {
             0
         };
-        self.free_at = start + ns;
+        self.free_at = start.saturating_add(ns);
         self.free_at
     }
 }

@@ -71,6 +71,18 @@ fn a_lane_serves_its_transfers_first_in_first_out() {
 }
 
 #[test]
+fn a_lane_too_slow_for_the_clock_saturates_rather_than_wraps() {
+    // 1e-300 GB/s: the transfer time is past `Nanos::MAX`; it used to wrap to a small time.
+    let mut lane = Lane::new(1e-300, 0.05);
+    assert_eq!(lane.submit(1_000, 4_096), Nanos::MAX);
+    // The lane stays busy to the end of time: the next transfer cannot finish sooner.
+    assert_eq!(lane.submit(2_000, 1), Nanos::MAX);
+    // A block ready at the end of time still saturates with the first-byte time.
+    let mut fast = Lane::new(32.0, 0.05);
+    assert_eq!(fast.submit(Nanos::MAX - 1, 64), Nanos::MAX);
+}
+
+#[test]
 fn evictions_cascade_host_to_disk_least_recently_used_first() {
     let mut t = tiers(3, Some(2));
     let mut moves = Vec::new();
