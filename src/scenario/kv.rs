@@ -222,6 +222,23 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             "needs [kv.host]: the disk tier takes the blocks host memory drops",
         ));
     }
+    if let (Some(host), Some(disk)) = (&s.kv.host, &s.kv.disk) {
+        // A host that holds nothing stores nothing, so it drops (and writes through) nothing
+        // to disk: the disk tier would never be used.
+        if host.capacity_blocks == Some(0) || host.capacity_gb == Some(0.0) {
+            let (key, v) = match (disk.capacity_blocks, disk.capacity_gb) {
+                (Some(n), _) => ("kv.disk.capacity_blocks", n.to_string()),
+                (None, Some(gb)) => ("kv.disk.capacity_gb", format!("{gb:?}")),
+                (None, None) => ("kv.disk", "a table".to_string()),
+            };
+            return Err(Invalid::new(
+                key,
+                v,
+                "needs kv.host.capacity_blocks > 0: disk takes the blocks host memory drops \
+                 (or, written through, stores), and a host of 0 blocks drops none",
+            ));
+        }
+    }
     for (name, t) in [("host", &s.kv.host), ("disk", &s.kv.disk)] {
         let Some(t) = t else { continue };
         let key = |k: &str| format!("kv.{name}.{k}");

@@ -204,6 +204,15 @@ fn bad_tier_settings_are_refused_in_one_line() {
             "[kv.host]\ncapacity_blocks = 10\n[kv.disk]\ncapacity_ratio = 2.0\n",
             "kv.disk.capacity_ratio",
         ),
+        // A host of 0 blocks drops nothing, so a disk below it would never be used.
+        (
+            "[kv.host]\ncapacity_blocks = 0\n[kv.disk]\ncapacity_blocks = 100\n",
+            "kv.disk.capacity_blocks = 100 needs kv.host.capacity_blocks > 0",
+        ),
+        (
+            "[kv.host]\ncapacity_blocks = 0\n[kv.disk]\ncapacity_blocks = 100\nwrite_policy = \"write_through\"\n",
+            "kv.disk.capacity_blocks = 100 needs kv.host.capacity_blocks > 0",
+        ),
     ] {
         let path = write(dir.path(), "bad.toml", &format!("{SMALL_DEVICE}{extra}"));
         let line = bad(&["run", &path]);
