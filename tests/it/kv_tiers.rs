@@ -325,3 +325,42 @@ fn a_cluster_shared_host_keeps_its_blocks_through_a_restart_and_the_stream_stays
     assert_eq!(first["t_ns"].as_u64(), Some(up_ns));
     assert!(!first["blocks"].as_array().unwrap().is_empty());
 }
+
+/// Runs `args` (a `run ... --json`) and returns its report as JSON.
+fn json_run(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("a JSON report")
+}
+
+/// Every request rejected (each prompt needs more blocks than a worker has): the workers
+/// published nothing, so the router had nothing to learn and the bus lost nothing. It used to
+/// warn that "the bus lost every event (0 published, 0 dropped)".
+#[test]
+fn a_run_whose_requests_are_all_rejected_blames_no_bus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "rejected.toml",
+        "[workload]\nkind = \"synthetic\"\nrequests = 20\nrate_per_s = 10.0\n\
+         input = { dist = \"uniform\", min = 200, max = 300 }\n\
+         output = { dist = \"uniform\", min = 1, max = 5 }\n\
+         [cluster]\nworkers = 2\nblock_size = 16\nkv_capacity_blocks = 4\n\
+         [router]\npolicy = \"dynamo\"\n[bus]\npublish = true\n",
+    );
+    let r = json_run(&["run", &path, "--json"]);
+    assert_eq!(r["rejected"], 20, "every request rejected");
+    assert_eq!(r["events"]["published"], 0);
+    let warnings: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().all(|w| !w.contains("applied no KV event")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("rejected")),
+        "the rejections still warn: {warnings:?}"
+    );
+}
