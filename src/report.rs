@@ -192,9 +192,14 @@ pub struct Report {
     pub prompt_blocks: u64,
     /// Prompt blocks the serving workers really held.
     pub cached_blocks: u64,
+    /// Prompt blocks after those that the serving workers loaded back from host or disk at
+    /// first admission instead of computing them; absent without `[kv.host]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loaded_blocks: Option<u64>,
     /// Prompt blocks the router believed the chosen workers held.
     pub predicted_blocks: u64,
-    /// Missed prompt blocks by cause (they sum to prompt_blocks − cached_blocks); `None`
+    /// Missed prompt blocks by cause (they sum to prompt_blocks − cached_blocks −
+    /// loaded_blocks: a block loaded back from a lower tier is reused, not missed); `None`
     /// (`null`) when the scenario turns attribution off (`router.attribute_misses = false`).
     pub misses: Option<Misses>,
     /// KV event counts.

@@ -20,6 +20,8 @@ pub struct Tally {
     pub prompt_blocks: u64,
     /// Cached blocks.
     pub cached_blocks: u64,
+    /// Blocks after the cached ones loaded back from a lower tier.
+    pub loaded_blocks: u64,
     /// Predicted blocks.
     pub predicted_blocks: u64,
     /// Misses by cause.
@@ -83,6 +85,7 @@ impl Tally {
         }
         self.prompt_blocks += u64::from(a.prompt_blocks);
         self.cached_blocks += u64::from(a.cached_blocks);
+        self.loaded_blocks += u64::from(a.loaded_blocks);
         self.predicted_blocks += u64::from(a.predicted_blocks);
         if let Some(m) = &a.misses {
             self.misses.add(m);

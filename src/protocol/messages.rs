@@ -202,6 +202,8 @@ pub struct PrefillOutcome {
     pub worker: WorkerId,
     /// Blocks it already held.
     pub cached_blocks: u32,
+    /// Blocks after those it loaded back from its lower tiers (host, disk).
+    pub loaded_blocks: u32,
     /// Whether it still held the whole shared prefix (the lab hit).
     pub prefix_hit: bool,
     /// Missed blocks by cause (`None`: not attributed).
@@ -217,7 +219,9 @@ pub struct PrefillOutcome {
     pub started_ns: Nanos,
 }
 
-/// Missed prompt blocks of one request, by cause (they sum to the missed blocks).
+/// Missed prompt blocks of one request, by cause (they sum to the missed blocks: those neither
+/// held on the device nor loaded back from a lower tier, so that prompt blocks = cached on the
+/// device + loaded from the lower tiers + missed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Misses {
     /// No worker had ever computed the block.
@@ -259,6 +263,8 @@ pub struct Ack {
     pub prompt_blocks: u32,
     /// Prompt blocks the prefill worker really held when prefill started.
     pub cached_blocks: u32,
+    /// Prompt blocks after those that it loaded back from its lower tiers (host, disk).
+    pub loaded_blocks: u32,
     /// Blocks the router believed it held.
     pub predicted_blocks: u32,
     /// Whether its prefix had reached the router before (the lab's repeat request).

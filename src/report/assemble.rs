@@ -180,6 +180,7 @@ pub fn assemble(run: Finished<'_>) -> (Report, u64) {
         }),
         prompt_blocks: tally.prompt_blocks,
         cached_blocks: tally.cached_blocks,
+        loaded_blocks: tiered.then_some(tally.loaded_blocks),
         predicted_blocks: tally.predicted_blocks,
         misses: s.router.attribute_misses.then_some(tally.misses),
         events,

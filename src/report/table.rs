@@ -70,11 +70,12 @@ impl Report {
             row(
                 "kv tiers",
                 format!(
-                    "reuse device {} host {} disk {}  offloaded {:.3} GB host {:.3} GB disk  \
-                     loaded back {:.3} GB host {:.3} GB disk",
+                    "reuse device {} host {} disk {} ({} prompt blocks loaded back)  offloaded \
+                     {:.3} GB host {:.3} GB disk  loaded back {:.3} GB host {:.3} GB disk",
                     r.device.unwrap_or(0.0),
                     r.host,
                     r.disk,
+                    self.loaded_blocks.unwrap_or(0),
                     off.host as f64 / 1e9,
                     off.disk as f64 / 1e9,
                     on.host as f64 / 1e9,

@@ -331,6 +331,83 @@ fn json_run(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("a JSON report")
 }
 
+/// A prompt block loaded back from host or disk is reused, not missed: prompt blocks = blocks
+/// held on the device + blocks loaded back + missed blocks, whatever the tiers, their write
+/// policies, the engine or disaggregation. (The misses used to count the loaded blocks too.)
+#[test]
+fn prompt_blocks_are_the_cached_the_loaded_and_the_missed() {
+    let disk = "[kv.disk]\ncapacity_blocks = 2000\n";
+    let small_host = HOST.replace("capacity_blocks = 384", "capacity_blocks = 64");
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (HOST.to_string(), vec![]),
+        (format!("{small_host}{disk}"), vec![]),
+        (
+            format!("{small_host}{disk}write_policy = \"write_through\"\n"),
+            vec![],
+        ),
+        (format!("{HOST}write_policy = \"write_through\"\n"), vec![]),
+        (
+            format!("{HOST}write_policy = \"write_through_selective\"\n"),
+            vec![],
+        ),
+        (
+            HOST.replace("h2d_gbps", "scope = \"cluster\"\nh2d_gbps"),
+            vec![],
+        ),
+        (HOST.to_string(), vec!["engine.kind=sglang"]),
+        (HOST.to_string(), vec!["engine.kind=trtllm"]),
+        (
+            format!("{HOST}[disagg]\nenabled = true\nprefill_workers = 2\ndecode_workers = 2\n"),
+            vec![],
+        ),
+        (
+            HOST.to_string(),
+            vec!["bus.drop_rate=0.3", "router.on_gap=ignore"],
+        ),
+    ];
+    for (extra, set) in cases {
+        let r = run(&extra, &set);
+        let m = r.misses.expect("attributed");
+        let loaded = r.loaded_blocks.expect("tiers configured");
+        assert!(loaded > 0, "{extra} {set:?}: nothing loaded");
+        assert_eq!(
+            r.prompt_blocks,
+            r.cached_blocks + loaded + m.total(),
+            "{extra} {set:?}: {m:?}"
+        );
+    }
+    // Without tiers, no field, and the identity is the device's alone.
+    let r = run("", &[]);
+    assert_eq!(r.loaded_blocks, None);
+    assert_eq!(r.prompt_blocks, r.cached_blocks + r.misses.unwrap().total());
+}
+
+/// The auditor's case: one worker, 2 prefixes x 2 reps of 64 + 16 tokens on 6 device blocks:
+/// of the 20 prompt blocks, 2 are held on the device and 6 loaded back from host, so 12 are
+/// missed (cold, the first time each prefix is seen), not 18.
+#[test]
+fn misses_leave_out_the_blocks_loaded_back_from_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "m.toml",
+        "[workload]\nkind = \"prefix-repeat\"\nprefixes = 2\nreps = 2\nprefix_len = 64\n\
+         tail_len = 16\n[cluster]\nworkers = 1\nblock_size = 16\nkv_capacity_blocks = 6\n\
+         [kv.host]\ncapacity_blocks = 100\nd2h_gbps = 1.0\nh2d_gbps = 1.0\n\
+         [router]\npolicy = \"kv\"\n[timing]\nmodel = \"fixed\"\nservice_ms = 1.0\n",
+    );
+    let r = json_run(&["run", &path, "--json"]);
+    assert_eq!(r["prompt_blocks"], 20);
+    assert_eq!(r["cached_blocks"], 2);
+    assert_eq!(r["loaded_blocks"], 6);
+    let m = &r["misses"];
+    assert_eq!(
+        (&m["cold"], &m["routing"], &m["stale_index"], &m["capacity"]),
+        (&12.into(), &0.into(), &0.into(), &0.into()),
+        "{m}"
+    );
+}
+
 /// Every request rejected (each prompt needs more blocks than a worker has): the workers
 /// published nothing, so the router had nothing to learn and the bus lost nothing. It used to
 /// warn that "the bus lost every event (0 published, 0 dropped)".

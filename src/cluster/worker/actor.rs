@@ -384,9 +384,10 @@ impl Worker {
         let routed = &seq.payload.routed;
         let spec = &routed.spec;
         let misses = self.setup.probes.truth.is_some().then(|| {
+            // A block loaded back from host or disk is reused, not missed.
             classify(
                 &spec.blocks,
-                first.held_blocks,
+                first.held_blocks + first.lower_blocks,
                 routed.predicted_blocks as usize,
                 routed.others_held_blocks as usize,
                 routed.ever_computed_blocks as usize,
@@ -400,6 +401,7 @@ impl Worker {
         seq.payload.outcome = Some(PrefillOutcome {
             worker: me,
             cached_blocks: first.held_blocks as u32,
+            loaded_blocks: first.lower_blocks as u32,
             prefix_hit,
             misses,
             cached_tokens: first.cached_tokens,
@@ -456,6 +458,7 @@ impl Worker {
         let o = outcome.unwrap_or(PrefillOutcome {
             worker: me,
             cached_blocks: 0,
+            loaded_blocks: 0,
             prefix_hit: false,
             misses: self.setup.probes.truth.as_ref().map(|_| Misses::default()),
             cached_tokens: 0,
@@ -470,6 +473,7 @@ impl Worker {
             prefill_worker: o.worker,
             prompt_blocks: spec.blocks.len() as u32,
             cached_blocks: o.cached_blocks,
+            loaded_blocks: o.loaded_blocks,
             predicted_blocks: routed.predicted_blocks,
             repeat: routed.repeat,
             prefix_hit: o.prefix_hit,

@@ -32,6 +32,9 @@ pub struct FirstAdmission {
     /// Named prompt blocks the worker held or remembered having held (evicted not long ago),
     /// counted from the front.
     pub remembered_blocks: usize,
+    /// Named prompt blocks after `held_blocks` loaded back from the lower tiers (host and disk)
+    /// instead of computed.
+    pub lower_blocks: usize,
     /// Prompt tokens taken from the cache instead of computed (the hit capped one token short
     /// of the sequence, as vLLM caps it), the lower tiers' included.
     pub cached_tokens: u64,

@@ -179,6 +179,7 @@ impl<T> StepScheduler<T> {
                 at_ns: now,
                 held_blocks: held,
                 remembered_blocks: remembered,
+                lower_blocks: loaded[0] + loaded[1],
                 cached_tokens,
                 host_tokens,
                 disk_tokens: cached_tokens - upto(held + loaded[0]),
