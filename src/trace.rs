@@ -95,6 +95,12 @@ fn control_fields(s: &mut String, msg: &Msg) {
                 a.next,
                 a.blocks.len()
             );
+            // With lower tiers, the blocks on them too (absent without: traces of runs
+            // without tiers read as before).
+            if !a.lower.is_empty() {
+                let lower: usize = a.lower.iter().map(|(_, b)| b.len()).sum();
+                let _ = write!(s, r#","lower_blocks":{lower}"#);
+            }
         }
         Msg::Peer(PeerNote::Added { spec, worker, .. }) => {
             let _ = write!(s, r#","request":{},"worker":{worker}"#, spec.id);

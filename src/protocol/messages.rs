@@ -6,8 +6,8 @@ use std::sync::Arc;
 use crate::engine::{ActorId, Nanos};
 use crate::hash::BlockHash;
 use crate::ids::{RequestId, WorkerId};
-use crate::protocol::kv_event::KvEvent;
 use crate::protocol::kv_event::Stamp;
+use crate::protocol::kv_event::{KvEvent, Tier};
 use crate::workload::RequestSpec;
 
 /// Every message the cluster's actors exchange.
@@ -130,7 +130,8 @@ pub struct ReplayAnswer {
     pub next: u64,
 }
 
-/// Every block a worker holds, as of its next sequence number.
+/// Every block a worker holds, on its device and on each lower tier it reports, as of its next
+/// sequence number.
 #[derive(Clone, Debug)]
 pub struct SnapshotAnswer {
     /// The worker.
@@ -139,8 +140,18 @@ pub struct SnapshotAnswer {
     pub epoch: u32,
     /// Its next sequence number: the snapshot reflects every event before it.
     pub next: u64,
-    /// Its blocks, in increasing order of name.
+    /// Its device blocks, in increasing order of name.
     pub blocks: Vec<BlockHash>,
+    /// Its blocks on each lower tier (host, then disk), each in increasing order of name; empty
+    /// without `[kv.host]`.
+    pub lower: Vec<(Tier, Vec<BlockHash>)>,
+}
+
+impl SnapshotAnswer {
+    /// Blocks it names, device and lower tiers together.
+    pub fn block_count(&self) -> usize {
+        self.blocks.len() + self.lower.iter().map(|(_, b)| b.len()).sum::<usize>()
+    }
 }
 
 /// A replica's note to the others about a request it routed (Dynamo's active-sequence sync).
@@ -334,7 +345,8 @@ impl Msg {
 
     /// Its size on the bus, bytes, in a compact binary encoding like vLLM's msgpack batches:
     /// 24 bytes of framing (kind, worker, epoch, sequence number), 8 per block name or request
-    /// id. Only messages the bus carries have one (0 for the rest).
+    /// id (a snapshot's blocks on the device and on the lower tiers alike). Only messages the
+    /// bus carries have one (0 for the rest).
     pub fn wire_bytes(&self) -> u64 {
         const FRAME: u64 = 24;
         let blocks = |n: usize| 8 * n as u64;
@@ -349,7 +361,7 @@ impl Msg {
                         .map(|(_, e)| FRAME + event_bytes(e))
                         .sum::<u64>()
             }
-            Msg::Snapshot(a) => FRAME + blocks(a.blocks.len()),
+            Msg::Snapshot(a) => FRAME + blocks(a.block_count()),
             Msg::Peer(PeerNote::Added { spec, .. }) => FRAME + 8 + blocks(spec.blocks.len()),
             Msg::Peer(_) => FRAME + 8,
             _ => 0,

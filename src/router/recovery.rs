@@ -17,6 +17,7 @@ use crate::protocol::kv_event::KvEvent;
 use super::stream::{Ask, OnGap, ReplayVerdict, StreamTracker, Verdict};
 use super::ttl::TtlIndex;
 use crate::protocol::kv_event::Stamp;
+use crate::protocol::messages::SnapshotAnswer;
 
 /// Gap recovery state: the stream tracker, the asks, and in fallback the predictions.
 pub struct Recovery {
@@ -129,18 +130,23 @@ impl Recovery {
         }
     }
 
-    /// A worker's snapshot (every block it holds, as of its next sequence number `next`): if it
-    /// is the one awaited, the worker's blocks are forgotten (predictions too) and the snapshot
-    /// believed.
+    /// A worker's snapshot (every block it holds, as of its next sequence number: on its
+    /// device, and on each lower tier): if it is the one awaited, the worker's blocks are
+    /// forgotten on every tier (predictions too) and the snapshot believed, device then each
+    /// lower tier, so the router knows what a lossless stream would have told it.
     pub fn snapshot(
         &mut self,
-        worker: WorkerId,
-        epoch: u32,
-        next: u64,
-        blocks: Vec<BlockHash>,
+        answer: SnapshotAnswer,
         now: Nanos,
         mut believe: impl FnMut(&KvEvent),
     ) {
+        let SnapshotAnswer {
+            worker,
+            epoch,
+            next,
+            blocks,
+            lower,
+        } = answer;
         let w = worker.index();
         if !self.streams.on_snapshot(w, epoch, next, now) {
             return;
@@ -153,6 +159,13 @@ impl Recovery {
             parent: None,
             blocks: blocks.into(),
         });
+        for (tier, blocks) in lower.into_iter().filter(|(_, b)| !b.is_empty()) {
+            believe(&KvEvent::TierStored {
+                worker,
+                tier,
+                blocks,
+            });
+        }
     }
 
     /// In fallback, a decision sending `blocks` to `w` counts as `w` holding them for the TTL.
@@ -216,6 +229,7 @@ impl Recovery {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::kv_event::Tier;
 
     fn stored(w: usize, blocks: &[u64]) -> KvEvent {
         KvEvent::Stored {
@@ -281,9 +295,14 @@ mod tests {
         // The snapshot: forget, believe it, and predict no more.
         seen.clear();
         r.guess(&[BlockHash(8)], 0, 130, |_| {});
-        r.snapshot(WorkerId::at(0), 0, 3, vec![BlockHash(9)], 140, |e| {
-            seen.push(e.clone())
-        });
+        let answer = SnapshotAnswer {
+            worker: WorkerId::at(0),
+            epoch: 0,
+            next: 3,
+            blocks: vec![BlockHash(9)],
+            lower: Vec::new(),
+        };
+        r.snapshot(answer, 140, |e| seen.push(e.clone()));
         assert_eq!(seen, vec![cleared, stored(0, &[9])]);
         r.guess(&[BlockHash(10)], 0, 150, |e| seen.push(e.clone()));
         r.expire_guesses(1_000, |e| seen.push(e.clone()));
@@ -291,6 +310,40 @@ mod tests {
             seen.len(),
             2,
             "no prediction after the snapshot, none left to expire"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_lower_tiers_after_forgetting_them() {
+        let mut r = Recovery::new(1, OnGap::Resync, 1_000, 1_000, 0);
+        assert!(!r.live(at(2), stored(0, &[1]), 10, |_| {}));
+        assert_eq!(r.take_asks(), vec![(0, Ask::Snapshot)]);
+        let mut seen = Vec::new();
+        let worker = WorkerId::at(0);
+        let answer = SnapshotAnswer {
+            worker,
+            epoch: 0,
+            next: 3,
+            blocks: vec![BlockHash(9)],
+            lower: vec![
+                (Tier::Host, vec![BlockHash(3), BlockHash(4)]),
+                (Tier::Disk, Vec::new()),
+            ],
+        };
+        r.snapshot(answer, 20, |e| seen.push(e.clone()));
+        // The `Cleared` forgets every tier (`LowerTiers::apply`); the host blocks come back
+        // after the device's, and an empty tier says nothing.
+        assert_eq!(
+            seen,
+            vec![
+                KvEvent::Cleared { worker },
+                stored(0, &[9]),
+                KvEvent::TierStored {
+                    worker,
+                    tier: Tier::Host,
+                    blocks: vec![BlockHash(3), BlockHash(4)],
+                },
+            ]
         );
     }
 

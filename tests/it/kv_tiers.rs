@@ -331,6 +331,63 @@ fn json_run(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).expect("a JSON report")
 }
 
+/// A router that resyncs after a gap learns each worker's host blocks again from the snapshot,
+/// as a replay (or a lossless stream) tells it: a snapshot used to carry the device's blocks
+/// only, and resync forgot every block on the workers' host tiers. Worker 0 holds prefix A
+/// (1-5) on host when the last request, A again, arrives after an outage: replay and resync
+/// both send it to worker 0, which loads 4 of A's blocks back (host reuse 0.2: 64 of the 320
+/// prompt tokens). Resync used to send it to worker 1, host reuse 0.
+#[test]
+fn a_resync_restores_what_the_workers_hold_on_their_lower_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        r#"{"timestamp":0,"input_length":80,"output_length":1,"hash_ids":[1,2,3,4,5]}"#,
+        r#"{"timestamp":10,"input_length":96,"output_length":1,"hash_ids":[21,22,23,24,25,26]}"#,
+        r#"{"timestamp":20,"input_length":32,"output_length":1,"hash_ids":[21,31]}"#,
+        r#"{"timestamp":30,"input_length":32,"output_length":1,"hash_ids":[21,41]}"#,
+        r#"{"timestamp":40,"input_length":80,"output_length":1,"hash_ids":[1,2,3,4,55]}"#,
+    ];
+    write(dir.path(), "tr.jsonl", &rows.join("\n"));
+    let path = write(
+        dir.path(),
+        "s.toml",
+        "[workload]\nkind = \"trace\"\npath = \"tr.jsonl\"\ntrace_block_size = 16\n\
+         [cluster]\nworkers = 2\nblock_size = 16\nkv_capacity_blocks = 6\n\
+         [kv.host]\ncapacity_blocks = 100\n[router]\npolicy = \"dynamo\"\n\
+         [bus]\noutages = [{ start_ms = 15.0, end_ms = 25.0 }]\n\
+         [timing]\nmodel = \"fixed\"\nservice_ms = 1.0\n",
+    );
+    let run = |on_gap: &str| {
+        let set = format!("router.on_gap={on_gap}");
+        json_run(&["run", &path, "--seed", "7", "--set", &set, "--json"])
+    };
+    let (replay, resync) = (run("replay"), run("resync"));
+    assert!(
+        resync["events"]["resyncs"].as_u64().unwrap() > 0,
+        "{resync}"
+    );
+    // Snapshots are charged for their host blocks too: more than 24 bytes of framing and 8 for
+    // each of the device's 6 blocks at most (72 bytes, all a snapshot used to cost here).
+    assert!(
+        resync["events"]["resync_bytes"].as_u64().unwrap() > 24 + 8 * 6,
+        "{}",
+        resync["events"]
+    );
+    for k in ["reuse_by_tier", "loaded_blocks", "cached_blocks"] {
+        assert_eq!(replay[k], resync[k], "{k}");
+    }
+    assert_eq!(resync["reuse_by_tier"]["host"].as_f64(), Some(0.2));
+    let routed = |r: &serde_json::Value| -> Vec<u64> {
+        r["per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["routed"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(routed(&replay), routed(&resync));
+}
+
 /// A prompt block loaded back from host or disk is reused, not missed: prompt blocks = blocks
 /// held on the device + blocks loaded back + missed blocks, whatever the tiers, their write
 /// policies, the engine or disaggregation. (The misses used to count the loaded blocks too.)

@@ -67,14 +67,7 @@ impl RouterActor {
             return;
         };
         let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-        r.snapshot(
-            answer.worker,
-            answer.epoch,
-            answer.next,
-            answer.blocks,
-            now,
-            believe,
-        );
+        r.snapshot(answer, now, believe);
     }
 
     /// In fallback, a decision for `w` counts as `w` holding the prompt for the TTL.

@@ -28,6 +28,7 @@ use std::rc::Rc;
 use crate::engine::Nanos;
 use crate::hash::BlockHash;
 use crate::ids::RequestId;
+use crate::protocol::kv_event::Tier;
 use crate::protocol::signals::WorkerSignals;
 use crate::sketch::SharedHistogram;
 
@@ -79,6 +80,9 @@ pub trait Engine<T> {
     /// Every named block on the device, in increasing order of name (a snapshot for a
     /// router).
     fn snapshot(&self) -> Vec<BlockHash>;
+    /// Every block on each lower tier (host, then disk), each in increasing order of name
+    /// (empty without tiers): the rest of a snapshot for a router.
+    fn lower_snapshot(&self) -> Vec<(Tier, Vec<BlockHash>)>;
     /// What the feature clock found, when there is one.
     fn feature_totals(&self) -> Option<&FeatureTotals>;
 }

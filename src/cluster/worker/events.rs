@@ -2,7 +2,7 @@
 //! lower tiers, the blocks offloaded to them and dropped from them), stamped
 //! with the worker's epoch and a sequence number and kept in a replay buffer; and the worker's
 //! answers to routers recovering from a gap (a replay of the events kept, or a snapshot of its
-//! cache). See [`crate::router::stream`] for the router's side.
+//! cache, lower tiers included). See [`crate::router::stream`] for the router's side.
 //!
 //! A replay or snapshot answer reflects the worker's cache when the request arrives, including
 //! the changes of the step in progress, whose live events are still on their way (they arrive
@@ -229,7 +229,13 @@ impl Worker {
         ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);
     }
 
-    /// Answers a router's snapshot request: every named block the worker holds.
+    /// Answers a router's snapshot request: every named block the worker holds on its device
+    /// and on each lower tier, all of which its events report (a cluster-shared host pool's
+    /// whole residency: the pool changes it has not reported yet come after, on its stream,
+    /// and re-applying them leaves the router where the pool is). As Dynamo's worker-side
+    /// recovery dump covers every tier: `LocalKvIndexer::dump_all_tiers` in
+    /// `lib/kv-router/src/indexer/local.rs` (a 2026 revision: the device tree's events, then
+    /// each lower tier's with its `storage_tier`, under one reset of every tier).
     pub(super) fn answer_snapshot(&self, reply_to: ActorId, ctx: &mut Context<'_, Msg>) {
         if !self.answers() {
             return;
@@ -239,6 +245,7 @@ impl Worker {
             epoch: self.epoch,
             next: self.next_seq,
             blocks: self.sched.snapshot(),
+            lower: self.sched.lower_snapshot(),
         };
         let msg = Box::new(Msg::Snapshot(Box::new(answer)));
         ctx.send(self.setup.bus, Msg::Via { to: reply_to, msg }, 0);

@@ -37,6 +37,12 @@ impl KvPool {
         self.now = now;
     }
 
+    /// Every block each lower tier holds, tier by tier, in increasing order of name
+    /// ([`Tiers::snapshot`]); empty without tiers.
+    pub fn lower_snapshot(&self) -> Vec<(Tier, Vec<BlockHash>)> {
+        self.tiers.as_ref().map_or_else(Vec::new, |t| t.snapshot())
+    }
+
     /// From the front of `blocks` (the blocks after a prefix held here), the blocks each lower
     /// tier would give back ([`Tiers::lookup`]); none without tiers.
     pub fn lower_prefix(&self, blocks: &[BlockHash]) -> TierHits {

@@ -353,6 +353,20 @@ impl Tiers {
         n
     }
 
+    /// Every block each tier holds, tier by tier (host, then disk), each in increasing order of
+    /// name: what the tiers' `TierStored`/`TierRemoved` events have told a router so far (a
+    /// snapshot for a router resyncing; a cluster-shared host pool's whole residency).
+    pub fn snapshot(&self) -> Vec<(Tier, Vec<BlockHash>)> {
+        self.stores
+            .iter()
+            .map(|s| {
+                let mut blocks: Vec<BlockHash> = s.peek(|r| r.entries.keys().copied().collect());
+                blocks.sort_unstable();
+                (s.spec.tier, blocks)
+            })
+            .collect()
+    }
+
     /// Writes `blocks` at `now` (in order: the blocks the device evicted, or under write-through
     /// the blocks it stored) to the first tier, cascading what each tier drops to the next; a
     /// block the tier holds is only touched (left where it is by host written through, whose

@@ -47,6 +47,7 @@ use crate::protocol::signals::WorkerSignals;
 use crate::sketch::{LogHistogram, SharedHistogram};
 
 use crate::hash::BlockHash;
+use crate::protocol::kv_event::Tier;
 
 use super::engine::{CacheView, Engine, EngineSetup, KvLevels, SchedulerStats};
 use super::kv::{Changes, KvPool, SharedPool};
@@ -1042,6 +1043,10 @@ impl<T> Engine<T> for StepScheduler<T> {
 
     fn snapshot(&self) -> Vec<BlockHash> {
         self.pool.borrow().named_blocks()
+    }
+
+    fn lower_snapshot(&self) -> Vec<(Tier, Vec<BlockHash>)> {
+        self.pool.borrow().lower_snapshot()
     }
 
     fn feature_totals(&self) -> Option<&FeatureTotals> {
