@@ -178,7 +178,9 @@ pub struct Report {
     /// tokens (4 places): Dynamo's prefix reuse (the hit capped one token short of the prompt).
     pub prefix_reuse: f64,
     /// `prefix_reuse` split by where the reused tokens came from: the device's cache, or loaded
-    /// back from the host or disk tier (4 places each; absent without `[kv.host]`).
+    /// back from the host or disk tier (4 places each; absent without `[kv.host]`). Like
+    /// `prefix_reuse`, it counts each request's first admission only: a reload after a
+    /// preemption, a retraction or a fault is not in it (it is in `kv_onload_bytes`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reuse_by_tier: Option<ByTier<f64>>,
     /// KV bytes offloaded into each lower tier (device → host, host → disk); absent without
@@ -186,6 +188,8 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_offload_bytes: Option<ByTier<u64>>,
     /// KV bytes loaded back from each lower tier to the device; absent without `[kv.host]`.
+    /// Every load counts, a reload after a preemption, a retraction or a fault included, where
+    /// `reuse_by_tier` and `loaded_blocks` count a request's first admission only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_onload_bytes: Option<ByTier<u64>>,
     /// Prompt blocks over all requests.
