@@ -194,7 +194,8 @@ pub struct TraceWorkload {
     pub path: String,
     /// Its format (mooncake).
     pub format: TraceFormat,
-    /// Tokens per trace hash id (512).
+    /// Tokens per trace hash id (512; a Mooncake trace's: an Azure trace has no ids, and its
+    /// blocks are `cluster.block_size` tokens).
     pub trace_block_size: usize,
     /// Arrival-time compression factor (1.0).
     pub speedup: f64,
@@ -267,11 +268,14 @@ impl Scenario {
         own.or(self.deployment.as_ref())
     }
 
-    /// Tokens per engine block: the trace's own block size when a trace is routed on its block
-    /// ids, `cluster.block_size` otherwise.
+    /// Tokens per engine block: the trace's own block size when a Mooncake trace is routed on
+    /// its block ids, `cluster.block_size` otherwise (an Azure trace has no ids: before
+    /// Dec 5 2026 it was cut into `trace_block_size` blocks, documented as unused).
     pub fn block_size(&self) -> usize {
         match &self.workload {
-            Workload::Trace(t) if !t.rechunk => t.trace_block_size,
+            Workload::Trace(t) if !t.rechunk && t.format == TraceFormat::Mooncake => {
+                t.trace_block_size
+            }
             _ => self.cluster.block_size,
         }
     }

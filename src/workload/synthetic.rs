@@ -233,7 +233,15 @@ impl SyntheticParams {
         let longest = u64::from(self.shared_prefix_tokens)
             + u64::from(self.turns) * (self.input.max() + self.output.max());
         if longest > u64::from(u32::MAX) {
-            return err("turns", "the last turn's prompt could exceed 2^32 tokens");
+            // Name what makes it long: the turns when there are several, else the lengths.
+            let key = if self.turns > 1 {
+                "turns"
+            } else if self.input.max() >= self.output.max() {
+                "input"
+            } else {
+                "output"
+            };
+            return err(key, "the last turn's prompt could exceed 2^32 tokens");
         }
         Ok(())
     }
@@ -696,6 +704,26 @@ mod tests {
         .is_err());
         let bad = |p: SyntheticParams| p.validate().unwrap_err().0;
         let d = SyntheticParams::default;
+        // A prompt length that could pass 2^32 names the lengths, not `turns` (never set).
+        let huge = LengthDist::Uniform {
+            min: 1,
+            max: u32::MAX,
+        };
+        assert_eq!(
+            bad(SyntheticParams {
+                input: huge,
+                ..d()
+            }),
+            "input"
+        );
+        assert_eq!(
+            bad(SyntheticParams {
+                turns: 3,
+                input: huge,
+                ..d()
+            }),
+            "turns"
+        );
         assert_eq!(
             bad(SyntheticParams {
                 rate_per_s: 0.0,

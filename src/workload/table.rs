@@ -265,15 +265,37 @@ impl TraceTable {
         duration_s: Option<f64>,
     ) -> std::result::Result<TraceTable, String> {
         let n = self.rows.len();
-        let last = self.rows[n - 1].arrival_ns;
-        let span_ns = (last + last / (n as u64 - 1).max(1)).max(1);
+        let (first, last) = (self.rows[0].arrival_ns, self.rows[n - 1].arrival_ns);
+        // A pass lasts its last arrival plus the mean gap between its arrivals.
+        let span_ns = (last + (last - first) / (n as u64 - 1).max(1)).max(1);
         let (mut total, mut first_turns) = (n, self.first_turns);
         if let Some(d) = duration_s {
+            if last == 0 {
+                let rows = if n == 1 {
+                    "its one row arrives".to_string()
+                } else {
+                    format!("its {n} rows all arrive")
+                };
+                return Err(format!(
+                    "duration_s = {d} repeats the trace, but {rows} at 0 ms, so a pass has no \
+                     length; leave duration_s out"
+                ));
+            }
             // Operational (trace) time the run plays in `d` seconds.
             let horizon_ns = match &schedule {
                 Some(s) => s.integral(d) * 1e9,
                 None => d * 1e9,
             };
+            // Every pass that starts within it plays its first row at least.
+            let passes = (horizon_ns / span_ns as f64).ceil();
+            if passes > crate::limits::MAX_REQUESTS as f64 {
+                return Err(format!(
+                    "duration_s = {d} plays more than {} passes of the trace, more requests \
+                     than a run may have ({})",
+                    crate::limits::MAX_REQUESTS,
+                    crate::limits::MAX_REQUESTS
+                ));
+            }
             (total, first_turns) = (0, 0);
             let mut pass = 0u64;
             while (pass as f64) * (span_ns as f64) < horizon_ns {

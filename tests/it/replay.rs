@@ -206,3 +206,84 @@ fn concurrency_keeps_at_most_n_requests_in_flight() {
     }
     assert_eq!((peak, in_flight), (3, 0));
 }
+
+/// Found by the Dec 5 2026 audit of the workloads; each would come back unseen without a test.
+#[test]
+fn repeated_and_scheduled_traces_keep_time_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1. A speedup schedule that jumps from 0.001x to 50x: arrivals 1 ms apart in the trace
+    //    came out of the old bisection (a relative width of 1e-9) in reverse order, and the
+    //    run panicked ("a stream is in time order").
+    let rows: Vec<String> = (0..1000u64)
+        .map(|i| mooncake_row(100_000 + i, &[i], ""))
+        .collect();
+    let late = write(dir.path(), "late.jsonl", &rows.join("\n"));
+    let r = json(&ok(&[
+        "replay",
+        &late,
+        "--set",
+        "workload.speedup_schedule={shape=\"piecewise\",points=[[0.0,0.001],[100000.0,50.0]],interpolate=\"step\"}",
+        "--set",
+        "timing={}",
+        "--json",
+    ]));
+    assert_eq!(r["acks"], 1000);
+    // 2. A pass of a trace whose first row is at 1,000 ms lasts its last arrival plus the mean
+    //    gap, 1,030 ms (the mean gap was taken as if the first row were at 0: 1,530 ms).
+    let off: Vec<String> = [(1000, 2), (1010, 3), (1020, 4)]
+        .iter()
+        .map(|&(t, id)| mooncake_row(t, &[1, id], ""))
+        .collect();
+    let off = write(dir.path(), "off.jsonl", &off.join("\n"));
+    let out = dir.path().join("off.trace.jsonl");
+    ok(&[
+        "replay",
+        &off,
+        "--set",
+        "workload.duration_s=3.0",
+        "--set",
+        "timing={}",
+        "--trace",
+        out.to_str().unwrap(),
+    ]);
+    let sent: Vec<u64> = trace_lines(&out)
+        .iter()
+        .filter(|l| l["from"] == "client")
+        .map(|l| l["t_ns"].as_u64().unwrap())
+        .collect();
+    let ms: Vec<u64> = sent.iter().map(|t| t / 1_000_000).collect();
+    assert_eq!(ms, [1000, 1010, 1020, 2030, 2040, 2050]);
+    // 3. A trace whose rows all arrive at 0 ms has no pass length: refused at once, where the
+    //    old loop counted passes of 1 ns (6e10 of them in a minute) and hung.
+    let zero = write(dir.path(), "zero.jsonl", &mooncake_row(0, &[1], ""));
+    let line = bad(&["replay", &zero, "--set", "workload.duration_s=60.0"]);
+    assert!(
+        line.contains("its one row arrives at 0 ms, so a pass has no length"),
+        "{line}"
+    );
+}
+
+/// An Azure trace has no block ids, so its blocks are `cluster.block_size` tokens: before
+/// Dec 5 2026 it was cut into `trace_block_size` (512) blocks, documented as unused.
+#[test]
+fn azure_blocks_follow_the_cluster_block_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,1000,4\n2023-11-16 18:15:50.9951690,600,4\n";
+    let path = write(dir.path(), "a.csv", text);
+    let blocks = |bs: &str| {
+        json(&ok(&[
+            "replay",
+            &path,
+            "--json",
+            "--set",
+            "timing={}",
+            "--set",
+            bs,
+        ]))["prompt_blocks"]
+            .as_u64()
+            .unwrap()
+    };
+    // 1000 / 16 = 62 and 600 / 16 = 37 full blocks.
+    assert_eq!(blocks("cluster.block_size=16"), 62 + 37);
+    assert_eq!(blocks("cluster.block_size=100"), 10 + 6);
+}
