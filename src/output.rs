@@ -115,6 +115,16 @@ fn resolve(path: &Path) -> Result<Target> {
     ))
 }
 
+/// `e`'s message without the temporary file's path tempfile's message ends with (`... at path
+/// "/dir/.dynsim-x.tmp"`): the operating system's own words ("Permission denied (os error 13)").
+fn without_path(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" at path ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
 /// A file being written (see the module documentation). [`AtomicFile::commit`] finishes it;
 /// dropped without a commit, a regular file's temporary file vanishes and the destination is
 /// untouched.
@@ -156,12 +166,15 @@ impl AtomicFile {
                         format!("cannot write: its folder {} does not exist", dir.display()),
                     ));
                 }
-                // The error's own text names the temporary file, which the user never named.
+                // The error's own text names the temporary file, which the user never named:
+                // the operating system's message is kept without it.
                 let tmp = tempfile::Builder::new()
                     .prefix(".dynsim-")
                     .suffix(".tmp")
                     .tempfile_in(dir)
-                    .map_err(|e| fail(std::io::Error::from(e.kind())))?;
+                    .map_err(|e| {
+                        Error::file(path, format!("cannot write: {}", without_path(&e)))
+                    })?;
                 crate::interrupt::track_temp(tmp.path());
                 Sink::Temp { tmp, dest }
             }
@@ -374,6 +387,20 @@ mod tests {
             .unwrap_err()
             .to_string()
             .ends_with("is a folder, not a file"));
+    }
+
+    #[test]
+    fn a_folder_that_refuses_new_files_gives_the_operating_system_s_message() {
+        // /proc exists but takes no new files: the message is the system's, not "entity not
+        // found", and names the output, not the temporary file.
+        let e = write_atomic(Path::new("/proc/dynsim-x.json"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/proc/dynsim-x.json: cannot write: ") && e.contains("(os error "),
+            "{e}"
+        );
+        assert!(!e.contains(".dynsim-"), "{e}");
     }
 
     #[test]

@@ -678,6 +678,17 @@ pub enum Pool {
     Decode,
 }
 
+impl Pool {
+    /// The pool's name as scenarios spell it (`scale[].pool`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Pool::Workers => "workers",
+            Pool::Prefill => "prefill",
+            Pool::Decode => "decode",
+        }
+    }
+}
+
 impl Default for Disagg {
     fn default() -> Self {
         Disagg {

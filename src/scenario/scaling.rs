@@ -334,7 +334,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             };
             return Err(bad(
                 &key("pool"),
-                format!("{:?}", step.pool),
+                format!("{:?}", step.pool.name()),
                 &format!("is not a pool of this cluster: {pools}"),
             ));
         }

@@ -194,8 +194,11 @@ fn scaling_settings_are_checked() {
             .unwrap_err()
             .to_string()
     };
+    // The pool as the scenario spells it, not Rust's name for it.
+    let line = bad("[[scale]]\nat_s = 1.0\npool = \"prefill\"\nworkers = 2\n");
     assert!(
-        bad("[[scale]]\nat_s = 1.0\npool = \"prefill\"\nworkers = 2\n").contains("scale[0].pool")
+        line.contains("scale[0].pool = \"prefill\" is not a pool"),
+        "{line}"
     );
     assert!(bad("[planner]\nkind = \"dynamo-load\"\n").contains("[sla]"));
     assert!(
