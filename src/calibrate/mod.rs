@@ -148,8 +148,12 @@ pub fn predict(
     )
 }
 
-/// An error of a row's simulation, naming the row.
+/// An error of a row's simulation, naming the row; an interrupt stays one (the row did
+/// nothing wrong, and the CLI exits 130 for it).
 fn at_row(row: &MeasuredRow, e: Error) -> Error {
+    if matches!(e, Error::Interrupted { .. }) {
+        return e;
+    }
     Error::run(
         format!("measured row {} (line {})", row.id, row.line),
         e.to_string(),

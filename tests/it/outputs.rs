@@ -170,6 +170,23 @@ fn ctrl_c_leaves_no_temporary_file() {
     );
 }
 
+#[test]
+fn an_interrupted_calibrate_says_so_and_exits_130_blaming_no_row() {
+    let (code, stderr) = interrupt_after_first_progress(&[
+        "calibrate",
+        "data/measurements/aic_silicon_dense_agg_train.csv",
+        "--engine",
+        "vllm",
+        "--check",
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(code, Some(130), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.ends_with("dynsim: interrupted"), "{stderr}");
+    assert!(!stderr.contains("measured row"), "{stderr}");
+}
+
 /// A sweep of 24 points of about a few hundred ms each in a debug build.
 const SWEEP: &str = r#"base = "base.toml"
 metrics = ["block_hit_rate", "ttft_p90_ms"]
