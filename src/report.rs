@@ -161,7 +161,9 @@ pub struct Report {
     /// The seed.
     pub seed: u64,
     /// What each pool's deployment derives (absent without a `[deployment]`).
+    // Left out when empty, so not required (the schema's `default`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(default)]
     pub deployments: Vec<DeploymentReport>,
     /// Requests in the workload.
     pub requests: usize,

@@ -24,6 +24,7 @@ mod real_gpus;
 mod replay;
 mod routers;
 mod scaling;
+mod schemas;
 mod serving_engines;
 mod streams;
 mod stretches;

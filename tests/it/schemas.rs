@@ -1,0 +1,217 @@
+//! `dynsim schema`: the JSON Schemas agree with what the binary writes and accepts, and the key
+//! list says what the validator says.
+
+use serde_json::Value;
+
+use crate::common::ok;
+
+/// The errors of `value` against `schema` (the draft-07 keywords schemars writes: `$ref` into
+/// `definitions`, `allOf`, `anyOf`, `oneOf`, `type`, `enum`, `const`, `required`, `properties`,
+/// `additionalProperties`, `items`, `minItems`, `maxItems`, `minimum`, `maximum`), each with the
+/// JSON pointer of the value at fault. Enough to check dynsim's own schemas without a Python
+/// package.
+pub fn schema_errors(root: &Value, schema: &Value, value: &Value, at: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let Some(s) = schema.as_object() else {
+        return errors; // `true` and the like accept anything.
+    };
+    if let Some(name) = s.get("$ref").and_then(Value::as_str) {
+        let key = name.trim_start_matches("#/definitions/");
+        let def = &root["definitions"][key];
+        assert!(!def.is_null(), "{name}: no such definition");
+        errors.extend(schema_errors(root, def, value, at));
+    }
+    for sub in s
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        errors.extend(schema_errors(root, sub, value, at));
+    }
+    for (key, exactly_one) in [("anyOf", false), ("oneOf", true)] {
+        if let Some(options) = s.get(key).and_then(Value::as_array) {
+            let passing = options
+                .iter()
+                .filter(|o| schema_errors(root, o, value, at).is_empty())
+                .count();
+            if passing == 0 || (exactly_one && passing > 1) {
+                errors.push(format!("{at}: {passing} of {key}'s options accept {value}"));
+            }
+        }
+    }
+    if let Some(ty) = s.get("type") {
+        let types: Vec<&str> = match ty {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let fits = |t: &str| match t {
+            "null" => value.is_null(),
+            "boolean" => value.is_boolean(),
+            "string" => value.is_string(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "number" => value.is_number(),
+            "integer" => value.is_i64() || value.is_u64(),
+            _ => panic!("type {t}"),
+        };
+        if !types.iter().any(|t| fits(t)) {
+            errors.push(format!("{at}: {value} is not {types:?}"));
+        }
+    }
+    if let Some(values) = s.get("enum").and_then(Value::as_array) {
+        if !values.contains(value) {
+            errors.push(format!("{at}: {value} is not one of {values:?}"));
+        }
+    }
+    if let Some(c) = s.get("const") {
+        if c != value {
+            errors.push(format!("{at}: {value} is not {c}"));
+        }
+    }
+    if let Some(x) = value.as_f64() {
+        if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
+            if x < min {
+                errors.push(format!("{at}: {x} is below the minimum {min}"));
+            }
+        }
+        if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
+            if x > max {
+                errors.push(format!("{at}: {x} is above the maximum {max}"));
+            }
+        }
+    }
+    if let Some(obj) = value.as_object() {
+        for key in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = key.as_str().unwrap();
+            if !obj.contains_key(key) {
+                errors.push(format!("{at}: required {key:?} is missing"));
+            }
+        }
+        let props = s.get("properties").and_then(Value::as_object);
+        for (key, v) in obj {
+            let here = format!("{at}/{key}");
+            match (
+                props.and_then(|p| p.get(key)),
+                s.get("additionalProperties"),
+            ) {
+                (Some(sub), _) => errors.extend(schema_errors(root, sub, v, &here)),
+                (None, Some(Value::Bool(false))) => {
+                    errors.push(format!("{here}: not a property the schema allows"))
+                }
+                (None, Some(extra @ Value::Object(_))) => {
+                    errors.extend(schema_errors(root, extra, v, &here))
+                }
+                (None, _) => {}
+            }
+        }
+    }
+    if let Some(items) = value.as_array() {
+        match s.get("items") {
+            Some(Value::Array(each)) => {
+                for (i, (sub, v)) in each.iter().zip(items).enumerate() {
+                    errors.extend(schema_errors(root, sub, v, &format!("{at}/{i}")));
+                }
+            }
+            Some(sub) => {
+                for (i, v) in items.iter().enumerate() {
+                    errors.extend(schema_errors(root, sub, v, &format!("{at}/{i}")));
+                }
+            }
+            None => {}
+        }
+        let n = items.len() as u64;
+        if s.get("minItems")
+            .and_then(Value::as_u64)
+            .is_some_and(|m| n < m)
+            || s.get("maxItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| n > m)
+        {
+            errors.push(format!("{at}: {n} items is outside the schema's bounds"));
+        }
+    }
+    errors
+}
+
+/// The JSON Schema `dynsim schema --json-schema which` prints.
+fn json_schema(which: &str) -> Value {
+    serde_json::from_str(&ok(&["schema", "--json-schema", which])).expect("JSON")
+}
+
+#[test]
+fn the_validator_of_these_tests_refuses_what_it_should() {
+    let schema = json_schema("report");
+    let report: Value = serde_json::from_str(&ok(&["run", "scenarios/rr.toml", "--json"])).unwrap();
+    assert_eq!(
+        schema_errors(&schema, &schema, &report, ""),
+        Vec::<String>::new()
+    );
+    let mut wrong = report.clone();
+    wrong.as_object_mut().unwrap().remove("requests");
+    wrong["seed"] = "one".into();
+    wrong["ttft_ms"]["p50"] = Value::Null;
+    wrong["deployments"] = 1.into();
+    let errors = schema_errors(&schema, &schema, &wrong, "");
+    for part in [
+        "\"requests\" is missing",
+        "/seed",
+        "/ttft_ms/p50",
+        "/deployments",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains(part)),
+            "{part}: {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn real_reports_with_and_without_deployments_meet_the_report_schema() {
+    let schema = json_schema("report");
+    // Without a [deployment] (the report leaves `deployments` out), with one, disaggregated,
+    // with host-tier, scaling and interval fields (cut short: a debug build runs them).
+    for (scenario, cut) in [
+        ("scenarios/rr.toml", None),
+        ("scenarios/lossy-bus.toml", None),
+        ("scenarios/disagg-one-gpu.toml", None),
+        (
+            "scenarios/qwen3-32b-fp8-h100.toml",
+            Some("workload.limit=200"),
+        ),
+        ("scenarios/kv-tiers.toml", Some("workload.limit=200")),
+        ("scenarios/scale.toml", Some("workload.requests=2000")),
+        (
+            "scenarios/burst-threshold.toml",
+            Some("workload.requests=300"),
+        ),
+    ] {
+        let mut args = vec!["run", scenario, "--json"];
+        if let Some(set) = cut {
+            args.extend(["--set", set]);
+        }
+        let report: Value = serde_json::from_str(&ok(&args)).unwrap();
+        let errors = schema_errors(&schema, &schema, &report, "");
+        assert!(errors.is_empty(), "{scenario}: {errors:?}");
+        if scenario.contains("qwen3") {
+            assert!(report["deployments"].is_array(), "{scenario}");
+        }
+    }
+    let text = ok(&[
+        "replay",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--set",
+        "workload.limit=50",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&text).unwrap();
+    assert!(report.get("deployments").is_none(), "left out when empty");
+    let errors = schema_errors(&schema, &schema, &report, "");
+    assert!(errors.is_empty(), "replay: {errors:?}");
+}
