@@ -11,6 +11,7 @@ use crate::router::registry::POLICIES;
 pub fn scenario_schema() -> Json {
     let mut root = serde_json::to_value(schemars::schema_for!(crate::scenario::Scenario))
         .expect("a schema serialises");
+    plain_descriptions(&mut root);
     let mut tables = Map::new();
     for p in POLICIES {
         let s = serde_json::to_value((p.settings)()).expect("a schema serialises");
@@ -25,6 +26,10 @@ pub fn scenario_schema() -> Json {
             .or_insert_with(|| Json::Object(Map::new()));
         if let Json::Object(props) = props {
             props.extend(tables);
+            // The validator takes the registry's names, no other.
+            if let Some(Json::Object(policy)) = props.get_mut("policy") {
+                policy.insert("enum".into(), crate::router::registry::names().into());
+            }
         }
     }
     root
@@ -32,7 +37,47 @@ pub fn scenario_schema() -> Json {
 
 /// The JSON Schema of `dynsim run --json`'s report.
 pub fn report_schema() -> Json {
-    serde_json::to_value(schemars::schema_for!(crate::report::Report)).expect("serialises")
+    let mut root =
+        serde_json::to_value(schemars::schema_for!(crate::report::Report)).expect("serialises");
+    plain_descriptions(&mut root);
+    root
+}
+
+/// Every `description` of `schema` (the doc comments) without rustdoc's links: ``[`a::b::C`]``
+/// reads `` `C` `` (a user reads the schema, not the crate's documentation).
+fn plain_descriptions(schema: &mut Json) {
+    match schema {
+        Json::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                match v {
+                    Json::String(text) if k == "description" => *text = plain_links(text),
+                    other => plain_descriptions(other),
+                }
+            }
+        }
+        Json::Array(a) => a.iter_mut().for_each(plain_descriptions),
+        _ => {}
+    }
+}
+
+/// `text` with each intra-doc link ``[`path::Name`]`` as `` `Name` `` (a code span that then
+/// touches another, `` `1..=`[`MAX`] ``, joins it: `` `1..=MAX` ``).
+fn plain_links(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("[`") {
+        let Some(len) = rest[start + 2..].find("`]") else {
+            break;
+        };
+        let path = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push('`');
+        out.push_str(path.rsplit("::").next().unwrap_or(path));
+        out.push('`');
+        rest = &rest[start + 2 + len + 2..];
+    }
+    out.push_str(rest);
+    out.replace("``", "")
 }
 
 /// A policy's settings schema with its definitions inlined (it sits inside the scenario's).
@@ -124,6 +169,13 @@ fn walk(prefix: &str, variant: &str, schema: &Json, out: &mut Vec<Key>) {
                         })
                     })
                     .unwrap_or_default();
+                // A union inside a variant (`workload.input` of `kind = "synthetic"`) is
+                // named by both tags.
+                let tag = if variant.is_empty() {
+                    tag
+                } else {
+                    format!("{variant}, {tag}")
+                };
                 walk(prefix, &tag, v, out);
             }
             return;
@@ -147,6 +199,16 @@ fn walk(prefix: &str, variant: &str, schema: &Json, out: &mut Vec<Key>) {
                 .and_then(Json::as_array)
                 .is_some_and(|v| v.iter().all(|x| x.get("properties").is_some()));
         if is_table {
+            if sub_s.get("oneOf").is_some() && !std::ptr::eq(sub_s, single(sub)) {
+                // An optional table of variants (`rate_schedule`): a line of its own says
+                // what it is for, then its variants' keys.
+                out.push(Key {
+                    key: shown(&key, variant),
+                    ty: format!("table, optional: {}", variant_tags(sub_s).join(" or ")),
+                    default: String::new(),
+                    meaning: description(sub).unwrap_or_default(),
+                });
+            }
             walk(&key, variant, sub_s, out);
             continue;
         }
@@ -173,13 +235,8 @@ fn walk(prefix: &str, variant: &str, schema: &Json, out: &mut Vec<Key>) {
             });
             continue;
         }
-        let shown = if variant.is_empty() {
-            key
-        } else {
-            format!("{key} ({variant})")
-        };
         out.push(Key {
-            key: shown,
+            key: shown(&key, variant),
             ty: type_words(sub_s),
             default: sub
                 .get("default")
@@ -191,6 +248,31 @@ fn walk(prefix: &str, variant: &str, schema: &Json, out: &mut Vec<Key>) {
     }
 }
 
+/// `key` as listed: with the variant it belongs to, if any (`workload.path (kind = "trace")`).
+fn shown(key: &str, variant: &str) -> String {
+    if variant.is_empty() {
+        key.to_string()
+    } else {
+        format!("{key} ({variant})")
+    }
+}
+
+/// The tags of a union of tables (`shape = "sine"`, `shape = "piecewise"`).
+fn variant_tags(s: &Json) -> Vec<String> {
+    let variants = s.get("oneOf").and_then(Json::as_array);
+    variants
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            v.get("properties")?.as_object()?.iter().find_map(|(k, s)| {
+                enum_values(single(s))
+                    .filter(|e| e.len() == 1)
+                    .map(|e| format!("{k} = {}", e[0]))
+            })
+        })
+        .collect()
+}
+
 /// Whether a schema describes a table (its keys) or tables tagged by a key.
 fn is_tables(s: &Json) -> bool {
     let s = single(s);
@@ -200,14 +282,14 @@ fn is_tables(s: &Json) -> bool {
             .is_some_and(|v| v.iter().all(|x| x.get("properties").is_some()))
 }
 
-/// The table an optional table's schema (`anyOf: [table, null]`) holds.
+/// The table (or union of tables) an optional table's schema (`anyOf: [table, null]`) holds.
 fn optional_table(s: &Json) -> Option<&Json> {
     let options = s.get("anyOf")?.as_array()?;
     let mut tables = options
         .iter()
         .filter(|o| o.get("type").and_then(Json::as_str) != Some("null"))
         .map(single);
-    let table = tables.next().filter(|t| t.get("properties").is_some())?;
+    let table = tables.next().filter(|t| is_tables(t))?;
     (tables.next().is_none() && options.len() == 2).then_some(table)
 }
 
@@ -226,12 +308,24 @@ fn description(s: &Json) -> Option<String> {
     Some(d.as_str()?.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// The values a schema allows, when it lists them: `enum`, `const`, or a `oneOf` of those (an
+/// enum whose variants carry doc comments).
 fn enum_values(s: &Json) -> Option<Vec<String>> {
+    let s = single(s);
     if let Some(c) = s.get("const") {
         return Some(vec![c.to_string()]);
     }
-    let values = s.get("enum")?.as_array()?;
-    Some(values.iter().map(Json::to_string).collect())
+    if let Some(values) = s.get("enum").and_then(Json::as_array) {
+        return Some(values.iter().map(Json::to_string).collect());
+    }
+    let options = s.get("oneOf")?.as_array()?;
+    let values: Option<Vec<Vec<String>>> = options.iter().map(enum_values).collect();
+    Some(values?.concat())
+}
+
+/// Whether a schema is `{"type": "null"}` (the absent half of an optional key).
+fn is_null(s: &Json) -> bool {
+    s.get("type").and_then(Json::as_str) == Some("null")
 }
 
 fn type_words(s: &Json) -> String {
@@ -243,9 +337,15 @@ fn type_words(s: &Json) -> String {
         .or_else(|| s.get("anyOf"))
         .and_then(Json::as_array)
     {
-        let values: Option<Vec<Vec<String>>> = options.iter().map(enum_values).collect();
+        let present: Vec<&Json> = options.iter().filter(|o| !is_null(o)).collect();
+        let optional = if present.len() < options.len() {
+            ", optional"
+        } else {
+            ""
+        };
+        let values: Option<Vec<Vec<String>>> = present.iter().map(|o| enum_values(o)).collect();
         if let Some(values) = values {
-            return format!("one of {}", values.concat().join(", "));
+            return format!("one of {}{optional}", values.concat().join(", "));
         }
         if let Some(d) = s.get("description").and_then(Json::as_str) {
             return d.to_string();
@@ -350,6 +450,63 @@ mod tests {
                     "{top}"
                 ),
             }
+        }
+    }
+
+    #[test]
+    fn enums_read_as_their_values_and_optional_schedules_list_their_keys() {
+        let keys = scenario_keys();
+        let ty = |k: &str| {
+            keys.iter()
+                .find(|x| x.key == k)
+                .unwrap_or_else(|| panic!("{k} missing"))
+                .ty
+                .clone()
+        };
+        // An optional enum whose variants carry doc comments (`anyOf` of a `oneOf`, and null).
+        assert_eq!(
+            ty("timing.model"),
+            "one of \"steps\", \"fixed\", \"roofline\", optional"
+        );
+        assert!(ty("kv.host.write_policy").starts_with("one of \"write_back\""));
+        assert!(ty("router.policy").starts_with("one of \"rr\""));
+        for k in &keys {
+            assert!(
+                !k.ty.contains('`') && k.ty != k.meaning,
+                "a description in the type column: {k:?}"
+            );
+            assert!(!k.meaning.contains("[`"), "a rustdoc link: {k:?}");
+        }
+        // The optional schedule's keys, under both workloads that take one.
+        for (table, kind) in [
+            ("workload.rate_schedule", "synthetic"),
+            ("workload.speedup_schedule", "trace"),
+        ] {
+            assert!(ty(&format!("{table} (kind = \"{kind}\")")).starts_with("table, optional"));
+            for (key, shape) in [
+                ("peak", "sine"),
+                ("trough", "sine"),
+                ("period_s", "sine"),
+                ("peak_at_s", "sine"),
+                ("points", "piecewise"),
+                ("interpolate", "piecewise"),
+            ] {
+                ty(&format!(
+                    "{table}.{key} (kind = \"{kind}\", shape = \"{shape}\")"
+                ));
+            }
+            assert!(keys.iter().any(|k| k.key == format!("{table}.shape")));
+        }
+    }
+
+    #[test]
+    fn rustdoc_links_read_as_plain_names() {
+        assert_eq!(
+            plain_links("see [`crate::a::b`]: one of [`X`], `1..=`[`MAX`]."),
+            "see `b`: one of `X`, `1..=MAX`."
+        );
+        for schema in [scenario_schema(), report_schema()] {
+            assert!(!schema.to_string().contains("[`"));
         }
     }
 

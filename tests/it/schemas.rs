@@ -215,3 +215,35 @@ fn real_reports_with_and_without_deployments_meet_the_report_schema() {
     let errors = schema_errors(&schema, &schema, &report, "");
     assert!(errors.is_empty(), "replay: {errors:?}");
 }
+
+/// A TOML file as the JSON an editor checks against the scenario schema.
+fn toml_as_json(text: &str) -> Value {
+    toml::from_str(text).expect("TOML")
+}
+
+#[test]
+fn every_bundled_scenario_meets_the_scenario_schema() {
+    let schema = json_schema("scenario");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let scenario = toml_as_json(&std::fs::read_to_string(&path).unwrap());
+        let errors = schema_errors(&schema, &schema, &scenario, "");
+        assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 20, "{checked} scenarios");
+    // The optional schedule the key list now shows is one the schema takes.
+    let scheduled = toml_as_json(
+        "[workload]\nkind = \"synthetic\"\n\
+         rate_schedule = { shape = \"piecewise\", points = [[0.0, 1.0], [10.0, 2.0]] }\n",
+    );
+    assert_eq!(
+        schema_errors(&schema, &schema, &scheduled, ""),
+        Vec::<String>::new()
+    );
+}
