@@ -15,12 +15,16 @@ pub const GBPS: f64 = 1e9;
 #[serde(deny_unknown_fields, default)]
 pub struct ModelShape {
     /// Transformer layers.
+    #[schemars(range(min = 1))]
     pub layers: u64,
     /// KV heads per layer (grouped-query attention: fewer than query heads).
+    #[schemars(range(min = 1))]
     pub kv_heads: u64,
     /// Dimensions per head.
+    #[schemars(range(min = 1))]
     pub head_dim: u64,
     /// Bytes per element (2 for bf16/fp16).
+    #[schemars(range(min = 1))]
     pub dtype_bytes: u64,
 }
 

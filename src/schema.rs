@@ -12,6 +12,9 @@ pub fn scenario_schema() -> Json {
     let mut root = serde_json::to_value(schemars::schema_for!(crate::scenario::Scenario))
         .expect("a schema serialises");
     plain_descriptions(&mut root);
+    for &(definition, tag, keys) in REQUIRED {
+        require(&mut root, definition, tag, keys);
+    }
     let mut tables = Map::new();
     for p in POLICIES {
         let s = serde_json::to_value((p.settings)()).expect("a schema serialises");
@@ -33,6 +36,51 @@ pub fn scenario_schema() -> Json {
         }
     }
     root
+}
+
+/// Keys the parser defaults to `""` but the validator refuses empty, so that a table (or the
+/// variant with the tag given) must give them: (definition, tag, keys).
+const REQUIRED: &[(&str, Option<&str>, &[&str])] = &[
+    ("DeploymentSettings", None, &["model", "gpu"]),
+    ("Workload", Some("trace"), &["path"]),
+];
+
+/// Marks `keys` of `definition` (of its variant tagged `tag`) required, without a default.
+fn require(root: &mut Json, definition: &str, tag: Option<&str>, keys: &[&str]) {
+    let Some(def) = root.pointer_mut(&format!("/definitions/{definition}")) else {
+        panic!("no definition {definition}");
+    };
+    let table = match tag {
+        None => Some(def),
+        Some(tag) => def
+            .get_mut("oneOf")
+            .and_then(Json::as_array_mut)
+            .into_iter()
+            .flatten()
+            .find(|v| {
+                variant_tags(&serde_json::json!({ "oneOf": [v] }))
+                    .iter()
+                    .any(|t| t.ends_with(&format!("= \"{tag}\"")))
+            }),
+    };
+    let table = table.unwrap_or_else(|| panic!("{definition} has no variant {tag:?}"));
+    for key in keys {
+        let prop = table
+            .pointer_mut(&format!("/properties/{key}"))
+            .and_then(Json::as_object_mut)
+            .unwrap_or_else(|| panic!("{definition} has no key {key}"));
+        prop.remove("default");
+        let required = table
+            .as_object_mut()
+            .expect("a table")
+            .entry("required")
+            .or_insert_with(|| Json::Array(Vec::new()));
+        if let Json::Array(r) = required {
+            if !r.iter().any(|k| k == key) {
+                r.push((*key).into());
+            }
+        }
+    }
 }
 
 /// The JSON Schema of `dynsim run --json`'s report.
@@ -235,9 +283,17 @@ fn walk(prefix: &str, variant: &str, schema: &Json, out: &mut Vec<Key>) {
             });
             continue;
         }
+        let required = schema
+            .get("required")
+            .and_then(Json::as_array)
+            .is_some_and(|r| r.iter().any(|k| k == name));
         out.push(Key {
             key: shown(&key, variant),
-            ty: type_words(sub_s),
+            ty: if required {
+                format!("{}, required", type_words(sub_s))
+            } else {
+                type_words(sub_s)
+            },
             default: sub
                 .get("default")
                 .or_else(|| sub_s.get("default"))
@@ -366,10 +422,15 @@ fn type_words(s: &Json) -> String {
         .into_iter()
         .filter(|t| t != "null")
         .map(|t| match t.as_str() {
-            "integer" if s.get("minimum").and_then(Json::as_f64) == Some(0.0) => {
-                "whole number >= 0".to_string()
+            "integer" => {
+                let bound = |k: &str| s.get(k).and_then(Json::as_f64).map(|x| x as i64);
+                match (bound("minimum"), bound("maximum")) {
+                    (Some(min), Some(max)) => format!("whole number in {min}..={max}"),
+                    (Some(min), None) => format!("whole number >= {min}"),
+                    (None, Some(max)) => format!("whole number <= {max}"),
+                    (None, None) => "whole number".to_string(),
+                }
             }
-            "integer" => "whole number".to_string(),
             "number" => "number".to_string(),
             "boolean" => "true or false".to_string(),
             "string" => "string".to_string(),

@@ -166,6 +166,7 @@ pub struct SglangSettings {
     /// 8,192 (Dynamo's mocker's) without a deployment.
     pub chunked_prefill_size: Auto<i64>,
     /// Prompt tokens per prefill pass at most; the pass's first request may exceed it (16,384).
+    #[schemars(range(min = 1))]
     pub max_prefill_tokens: u64,
     /// Scales the share of running requests' remaining output that admission reserves (1.0:
     /// `new_token_ratio` starts at 0.7).

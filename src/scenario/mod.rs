@@ -125,8 +125,10 @@ impl Default for Workload {
 #[serde(deny_unknown_fields, default)]
 pub struct PrefixRepeatWorkload {
     /// Distinct prefixes (12).
+    #[schemars(range(min = 1))]
     pub prefixes: usize,
     /// Requests per prefix (6).
+    #[schemars(range(min = 1))]
     pub reps: usize,
     /// Prefix tokens (96).
     pub prefix_len: usize,
@@ -196,15 +198,18 @@ pub struct TraceWorkload {
     pub format: TraceFormat,
     /// Tokens per trace hash id (512; a Mooncake trace's: an Azure trace has no ids, and its
     /// blocks are `cluster.block_size` tokens).
+    #[schemars(range(min = 1))]
     pub trace_block_size: usize,
     /// Arrival-time compression factor (1.0).
     pub speedup: f64,
     /// Closed loop: keep this many requests in flight and ignore timestamps (absent: open loop).
+    #[schemars(range(min = 1))]
     pub concurrency: Option<usize>,
     /// With `concurrency`: the clients join over this many seconds, one at a time at even
     /// steps, as aiperf's `--concurrency-ramp-duration` (absent: all at once).
     pub concurrency_ramp_s: Option<f64>,
     /// Only the first N rows (absent: all).
+    #[schemars(range(min = 1))]
     pub limit: Option<usize>,
     /// Skip malformed rows and count them instead of stopping (false).
     pub skip_bad: bool,
@@ -395,8 +400,10 @@ impl<'de> Deserialize<'de> for Limit {
 #[serde(deny_unknown_fields, default)]
 pub struct Cluster {
     /// Workers (2); with disaggregation, `disagg.prefill_workers` + `disagg.decode_workers` instead.
+    #[schemars(range(min = 1, max = "crate::limits::MAX_WORKERS"))]
     pub workers: usize,
     /// Tokens per KV block (16); a trace routed on its block ids uses the trace's block size.
+    #[schemars(range(min = 1))]
     pub block_size: usize,
     /// KV capacity per worker in blocks, or "unbounded" (the default).
     pub kv_capacity_blocks: Limit,
@@ -445,6 +452,7 @@ pub struct Router {
     /// prompt, ms (120000.0, Dynamo's `router_ttl_secs`).
     pub fallback_ttl_ms: f64,
     /// Router replicas, each with its own index and load view (1).
+    #[schemars(range(min = 1, max = "crate::limits::MAX_REPLICAS"))]
     pub replicas: usize,
     /// How the client spreads requests over replicas (round-robin).
     pub spread: Spread,

@@ -55,13 +55,16 @@ pub enum LengthDist {
     /// Always `tokens`.
     Fixed {
         /// The count.
+        #[schemars(range(min = 1))]
         tokens: u32,
     },
     /// Uniform over `min..=max`.
     Uniform {
         /// Smallest count.
+        #[schemars(range(min = 1))]
         min: u32,
-        /// Largest count.
+        /// Largest count (at least `min`).
+        #[schemars(range(min = 1))]
         max: u32,
     },
     /// `median * exp(sigma * z)`, z standard normal, rounded and clamped to
@@ -137,12 +140,14 @@ pub struct SyntheticParams {
     /// Tokens generated per turn (default fixed 128).
     pub output: LengthDist,
     /// Turns per session (default 1).
+    #[schemars(range(min = 1))]
     pub turns: u32,
     /// Think time between a turn's completion and the next turn, ms (default 0).
     pub think_ms: f64,
     /// Closed loop: this many clients, each sending its next request when its last completes,
     /// in id order, arrival times and sessions ignored (absent: open loop, the default). A
     /// benchmark's `--max-concurrency`.
+    #[schemars(range(min = 1))]
     pub concurrency: Option<usize>,
     /// With `concurrency`: the clients join over this many seconds, one at a time at even
     /// steps, as aiperf's `--concurrency-ramp-duration` (absent: all at once).

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::common::ok;
+use crate::common::{bad, ok};
 
 /// The errors of `value` against `schema` (the draft-07 keywords schemars writes: `$ref` into
 /// `definitions`, `allOf`, `anyOf`, `oneOf`, `type`, `enum`, `const`, `required`, `properties`,
@@ -31,12 +31,17 @@ pub fn schema_errors(root: &Value, schema: &Value, value: &Value, at: &str) -> V
     }
     for (key, exactly_one) in [("anyOf", false), ("oneOf", true)] {
         if let Some(options) = s.get(key).and_then(Value::as_array) {
-            let passing = options
+            let each: Vec<Vec<String>> = options
                 .iter()
-                .filter(|o| schema_errors(root, o, value, at).is_empty())
-                .count();
+                .map(|o| schema_errors(root, o, value, at))
+                .collect();
+            let passing = each.iter().filter(|e| e.is_empty()).count();
             if passing == 0 || (exactly_one && passing > 1) {
-                errors.push(format!("{at}: {passing} of {key}'s options accept {value}"));
+                // Each option's own errors say why it refused.
+                errors.push(format!(
+                    "{at}: {passing} of {key}'s options accept {value} ({})",
+                    each.concat().join("; ")
+                ));
             }
         }
     }
@@ -246,4 +251,206 @@ fn every_bundled_scenario_meets_the_scenario_schema() {
         schema_errors(&schema, &schema, &scheduled, ""),
         Vec::<String>::new()
     );
+}
+
+/// The schema of dotted `key` in the scenario schema `root`: through `$ref`, `allOf`, optional
+/// tables (`anyOf` with null) and every variant of a tagged table (`oneOf`).
+fn key_schema<'a>(root: &'a Value, key: &str) -> &'a Value {
+    fn tables<'a>(root: &'a Value, s: &'a Value, out: &mut Vec<&'a Value>) {
+        if let Some(name) = s.get("$ref").and_then(Value::as_str) {
+            tables(
+                root,
+                &root["definitions"][name.trim_start_matches("#/definitions/")],
+                out,
+            );
+        }
+        for k in ["allOf", "anyOf", "oneOf"] {
+            for sub in s.get(k).and_then(Value::as_array).into_iter().flatten() {
+                tables(root, sub, out);
+            }
+        }
+        if s.get("properties").is_some() {
+            out.push(s);
+        }
+    }
+    let mut at = root;
+    for part in key.split('.') {
+        let mut candidates = Vec::new();
+        tables(root, at, &mut candidates);
+        at = candidates
+            .into_iter()
+            .find_map(|t| t["properties"].get(part))
+            .unwrap_or_else(|| panic!("{key}: no {part}"));
+    }
+    at
+}
+
+/// Keys the validator refuses below a minimum (or above a maximum), each with the command line
+/// of a run whose `--set KEY=VALUE` reaches the check (`TRACE`: a two-row Mooncake trace of
+/// one-token prompts, which any `trace_block_size` reads).
+const BOUNDED: &[(&str, &[&str])] = &[
+    ("cluster.workers", &["run", "scenarios/rr.toml"]),
+    ("cluster.block_size", &["run", "scenarios/rr.toml"]),
+    ("workload.prefixes", &["run", "scenarios/rr.toml"]),
+    ("workload.reps", &["run", "scenarios/rr.toml"]),
+    ("router.replicas", &["run", "scenarios/rr.toml"]),
+    ("disagg.model.layers", &["run", "scenarios/rr.toml"]),
+    ("disagg.model.kv_heads", &["run", "scenarios/rr.toml"]),
+    ("disagg.model.head_dim", &["run", "scenarios/rr.toml"]),
+    ("disagg.model.dtype_bytes", &["run", "scenarios/rr.toml"]),
+    (
+        "engine.sglang.max_prefill_tokens",
+        &[
+            "run",
+            "scenarios/rr.toml",
+            "--set",
+            "engine.kind=\"sglang\"",
+        ],
+    ),
+    (
+        "router.vllm-session.virtual_nodes",
+        &[
+            "run",
+            "scenarios/rr.toml",
+            "--set",
+            "router.policy=\"vllm-session\"",
+        ],
+    ),
+    ("workload.turns", &["run", "scenarios/disagg-one-gpu.toml"]),
+    (
+        "workload.concurrency",
+        &["run", "scenarios/disagg-one-gpu.toml"],
+    ),
+    (
+        "workload.output.tokens",
+        &["run", "scenarios/disagg-one-gpu.toml"],
+    ),
+    ("workload.limit", &["replay", "TRACE"]),
+    ("workload.trace_block_size", &["replay", "TRACE"]),
+];
+
+#[test]
+fn the_scenario_schema_carries_the_validator_s_bounds() {
+    let schema = json_schema("scenario");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = crate::common::write(
+        dir.path(),
+        "t.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n\
+         {\"timestamp\": 5, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n",
+    );
+    for &(key, command) in BOUNDED {
+        let command: Vec<&str> = command
+            .iter()
+            .map(|&a| if a == "TRACE" { trace.as_str() } else { a })
+            .collect();
+        let s = key_schema(&schema, key);
+        let min = s["minimum"]
+            .as_f64()
+            .map(|m| m as i64)
+            .unwrap_or_else(|| panic!("{key}: no minimum in {s}"));
+        let with = |value: i64| {
+            let set = format!("{key}={value}");
+            let mut args = command.to_vec();
+            args.extend(["--set", &set, "--json"]);
+            args.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+        };
+        let refs = |v: &[String]| {
+            v.iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join("\u{0}")
+        };
+        let below = with(min - 1);
+        let line = bad(&refs(&below).split('\u{0}').collect::<Vec<_>>());
+        assert!(line.contains(key), "{key} = {}: {line}", min - 1);
+        let at = with(min);
+        ok(&refs(&at).split('\u{0}').collect::<Vec<_>>());
+        if let Some(max) = s["maximum"].as_f64().map(|m| m as i64) {
+            let above = with(max + 1);
+            let line = bad(&refs(&above).split('\u{0}').collect::<Vec<_>>());
+            assert!(line.contains(key), "{key} = {}: {line}", max + 1);
+        }
+        // An editor checking a file against the schema refuses what the validator refuses.
+        let mut file = Value::Object(Default::default());
+        let mut at = &mut file;
+        for part in key.split('.') {
+            at = &mut at[part];
+        }
+        *at = (min - 1).into();
+        assert!(
+            !schema_errors(&schema, &schema, &file, "").is_empty(),
+            "{key} = {}: the schema accepts {file}",
+            min - 1
+        );
+    }
+    // The upper ends the validator takes, where a run at them is quick.
+    for set in [
+        "router.replicas=63",
+        "router.vllm-session.virtual_nodes=10000",
+    ] {
+        ok(&[
+            "run",
+            "scenarios/rr.toml",
+            "--set",
+            "router.policy=\"vllm-session\"",
+            "--set",
+            set,
+        ]);
+    }
+    assert_eq!(
+        key_schema(&schema, "router.replicas")["maximum"],
+        63.0,
+        "MAX_REPLICAS"
+    );
+}
+
+#[test]
+fn keys_refused_empty_are_required_and_have_no_default() {
+    let schema = json_schema("scenario");
+    let keys = ok(&["schema"]);
+    for key in ["workload.path", "deployment.model", "deployment.gpu"] {
+        assert!(
+            key_schema(&schema, key).get("default").is_none(),
+            "{key} has a default"
+        );
+        let line = keys
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("{key} missing"));
+        assert!(line.ends_with("(string, required)"), "{line}");
+    }
+    // The JSON Schema refuses a table without them, as the validator does.
+    for (file, missing) in [
+        (
+            r#"{"deployment": {"gpu": "h100_sxm"}}"#,
+            "\"model\" is missing",
+        ),
+        (
+            r#"{"deployment": {"model": "Qwen/Qwen3-32B"}}"#,
+            "\"gpu\" is missing",
+        ),
+        (r#"{"workload": {"kind": "trace"}}"#, "options accept"),
+    ] {
+        let file: Value = serde_json::from_str(file).unwrap();
+        let errors = schema_errors(&schema, &schema, &file, "");
+        assert!(
+            errors.iter().any(|e| e.contains(missing)),
+            "{file}: {errors:?}"
+        );
+    }
+    let line = bad(&[
+        "run",
+        "scenarios/qwen3-32b-fp8-h100.toml",
+        "--set",
+        "deployment.model=\"\"",
+    ]);
+    assert!(line.contains("deployment.model"), "{line}");
+    let line = bad(&[
+        "replay",
+        "data/traces/mooncake_conversation_trace.jsonl",
+        "--set",
+        "workload.path=\"\"",
+    ]);
+    assert!(line.contains("workload.path"), "{line}");
 }

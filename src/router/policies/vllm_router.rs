@@ -68,11 +68,15 @@ pub const LOADAWARE: PolicyEntry = PolicyEntry {
     settings: crate::router::policy::settings_schema::<LoadawareSettings>,
 };
 
+/// The most ring points per worker `[router.vllm-session]` takes.
+const MAX_VIRTUAL_NODES: usize = 10_000;
+
 /// `[router.vllm-session]`.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionSettings {
     /// Points per worker on the ring (160).
+    #[schemars(range(min = 1, max = "MAX_VIRTUAL_NODES"))]
     pub virtual_nodes: usize,
     /// The QPS fallback's window, s (60).
     pub qps_window_secs: f64,
@@ -138,11 +142,11 @@ fn window(name: &str, secs: f64) -> Result<Qps, Invalid> {
 
 fn build_session(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
     let s: SessionSettings = setup.settings()?;
-    if s.virtual_nodes == 0 || s.virtual_nodes > 10_000 {
+    if s.virtual_nodes == 0 || s.virtual_nodes > MAX_VIRTUAL_NODES {
         return Err(Invalid {
             key: "router.vllm-session.virtual_nodes".into(),
             value: s.virtual_nodes.to_string(),
-            problem: "must be in 1..=10000".into(),
+            problem: format!("must be in 1..={MAX_VIRTUAL_NODES}"),
         });
     }
     let mut ring: Vec<(u64, usize)> = (0..setup.workers)
