@@ -9,6 +9,10 @@
 //! - A symbolic link's target is written that way and the link kept.
 //! - A path that exists and is not a regular file (`/dev/null`, a FIFO, a socket, a terminal)
 //!   is opened and written in place: renaming a file over it would replace the device.
+//!
+//! Before any work, every command hands its outputs and the files it reads to
+//! [`check_outputs`]: two outputs naming one file, an output naming (or a folder output
+//! writing over) one of its inputs, and a folder that cannot be made are refused then.
 
 use std::fs::File;
 use std::io::Write;
@@ -33,6 +37,175 @@ pub fn write_stdout(bytes: &[u8]) -> Result<()> {
 /// Whether an output path means standard output.
 pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
+}
+
+/// The files a command reads, each known by its identity (device and inode), so that an
+/// output reaching one by another path (a link, `./`, a hard link) is still found.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// Each input as given, what it is ("the scenario"), and its identity.
+    files: Vec<(PathBuf, String, FileId)>,
+}
+
+/// A regular file's identity: its device and inode (elsewhere, its canonical path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileId {
+    #[cfg(unix)]
+    dev_ino: (u64, u64),
+    #[cfg(not(unix))]
+    path: PathBuf,
+}
+
+impl FileId {
+    /// The identity of the regular file `path` leads to (links followed), or `None` when there
+    /// is none (missing, a folder, a device: nothing an output could replace).
+    fn of(path: &Path) -> Option<FileId> {
+        let meta = std::fs::metadata(path)
+            .ok()
+            .filter(std::fs::Metadata::is_file)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Some(FileId {
+                dev_ino: (meta.dev(), meta.ino()),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            Some(FileId {
+                path: path.canonicalize().ok()?,
+            })
+        }
+    }
+}
+
+impl Inputs {
+    /// No inputs yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `path`, `what` the command reads it as ("the scenario", "a trace"); a path that is
+    /// not an existing regular file (`-`, a device, a missing file: its own error comes when
+    /// it is read) is no output's concern and is skipped.
+    pub fn add(&mut self, what: &str, path: &Path) {
+        if let Some(id) = FileId::of(path) {
+            self.files.push((path.to_path_buf(), what.to_string(), id));
+        }
+    }
+
+    /// The input that `path` (an output) would replace, if any.
+    fn replaced_by(&self, path: &Path) -> Option<(&Path, &str)> {
+        let id = FileId::of(path)?;
+        self.files
+            .iter()
+            .find(|(_, _, i)| *i == id)
+            .map(|(p, what, _)| (p.as_path(), what.as_str()))
+    }
+}
+
+/// One output of a command, as [`check_outputs`] takes it.
+pub enum Output<'a> {
+    /// A file (`-` for standard output), by the flag that named it; `None` when not given.
+    File(&'a str, Option<&'a Path>),
+    /// A folder, by the flag that named it, and which file names the command writes (or
+    /// removes) in it.
+    Folder(&'a str, &'a Path, &'a dyn Fn(&str) -> bool),
+}
+
+/// Checks a command's outputs before any work: that no two files name one regular file
+/// ([`distinct_files`]), that every folder can be made ([`check_out_dir`]), and that no output
+/// replaces one of `inputs` (a file output that is one, or a file a folder output writes that
+/// is one, reached by any path). The output at fault's flag is named.
+pub fn check_outputs(outputs: &[Output<'_>], inputs: &Inputs) -> Result<()> {
+    let files: Vec<(&str, Option<&Path>)> = outputs
+        .iter()
+        .filter_map(|o| match *o {
+            Output::File(flag, path) => Some((flag, path)),
+            Output::Folder(..) => None,
+        })
+        .collect();
+    distinct_files(&files)?;
+    // How the output names an input: as given, and the input's own path where it differs.
+    let named = |output: &Path, input: &Path, what: &str| {
+        let also = if output == input {
+            String::new()
+        } else {
+            format!(" ({})", input.display())
+        };
+        format!("{}{also}, {what} this command reads", output.display())
+    };
+    for output in outputs {
+        match *output {
+            Output::File(flag, Some(path)) if !is_stdout(path) => {
+                if let Some((input, what)) = inputs.replaced_by(path) {
+                    return Err(Error::arg(
+                        flag,
+                        format!(
+                            "names {}: give the output its own file",
+                            named(path, input, what)
+                        ),
+                    ));
+                }
+                // A file a folder output also writes.
+                for other in outputs {
+                    if let Output::Folder(dir_flag, dir, writes) = *other {
+                        if written_in(dir, writes, path) {
+                            return Err(Error::arg(
+                                flag,
+                                format!(
+                                    "names {}, a file {dir_flag} {} writes: give each output \
+                                     its own file",
+                                    path.display(),
+                                    dir.display()
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            Output::File(..) => {}
+            Output::Folder(flag, dir, writes) => {
+                check_out_dir(flag, dir)?;
+                let Ok(entries) = std::fs::read_dir(dir) else {
+                    continue; // Not there yet: it holds nothing to replace.
+                };
+                for entry in entries.flatten() {
+                    let name = entry.file_name();
+                    if !name.to_str().is_some_and(writes) {
+                        continue;
+                    }
+                    let path = entry.path();
+                    if let Some((input, what)) = inputs.replaced_by(&path) {
+                        return Err(Error::arg(
+                            flag,
+                            format!(
+                                "would write over {}: give the output its own folder",
+                                named(&path, input, what)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the file output `path` is a file the folder output `dir` writes (`writes` its name).
+fn written_in(dir: &Path, writes: &dyn Fn(&str) -> bool, path: &Path) -> bool {
+    let Some(dest) = regular_destination(path) else {
+        return false;
+    };
+    let (Some(name), Some(parent)) = (dest.file_name().and_then(|n| n.to_str()), dest.parent())
+    else {
+        return false;
+    };
+    writes(name)
+        && dir
+            .canonicalize()
+            .is_ok_and(|d| parent.canonicalize().is_ok_and(|p| p == d))
 }
 
 /// Refuses two of `outputs` (each a flag and the path it was given) that name one regular file
@@ -264,8 +437,10 @@ pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
 }
 
 /// Checks, before any work, that `dir` can be an output folder (so a bad `--out` fails in a
-/// second, not after a long run): neither it nor a folder above it may be a file. Creates
-/// nothing. `flag` is the option that named it.
+/// second, not after a long run): neither it nor a folder above it may be a file, and the
+/// nearest of them that exists must take a new file (one is made there and removed at once:
+/// a read-only folder, or one like `/proc` that takes no files, is refused now). Leaves
+/// nothing behind. `flag` is the option that named it.
 pub fn check_out_dir(flag: &str, dir: &Path) -> Result<()> {
     if is_stdout(dir) {
         return Err(Error::arg(
@@ -273,6 +448,7 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> Result<()> {
             "takes a folder; - (standard output) cannot hold the files it writes",
         ));
     }
+    let mut nearest = Path::new(".");
     for at in dir.ancestors().filter(|a| !a.as_os_str().is_empty()) {
         if at.exists() {
             if !at.is_dir() {
@@ -281,10 +457,21 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> Result<()> {
                     format!("is a file, not a folder ({flag} takes a folder)"),
                 ));
             }
+            nearest = at;
             break;
         }
     }
-    Ok(())
+    let doing = if nearest == dir {
+        "cannot write into the folder"
+    } else {
+        "cannot create the folder"
+    };
+    tempfile::Builder::new()
+        .prefix(".dynsim-")
+        .suffix(".tmp")
+        .tempfile_in(nearest)
+        .map(drop)
+        .map_err(|e| Error::file(dir, format!("{doing}: {}", without_path(&e))))
 }
 
 #[cfg(test)]
@@ -339,6 +526,93 @@ mod tests {
         .unwrap();
         distinct_files(&[("--trace", Some(dev)), ("--perfetto", Some(dev))]).unwrap();
         distinct_files(&[("--trace", Some(stdout)), ("--perfetto", Some(stdout))]).unwrap();
+    }
+
+    #[test]
+    fn an_output_reaching_an_input_by_any_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.toml");
+        std::fs::write(&input, "x").unwrap();
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink("in.toml", &link).unwrap();
+        let hard = dir.path().join("hard.toml");
+        std::fs::hard_link(&input, &hard).unwrap();
+        let dotted = dir.path().join(".").join("in.toml");
+        let mut inputs = Inputs::new();
+        inputs.add("the scenario", &input);
+        inputs.add("a missing file", &dir.path().join("missing"));
+        inputs.add("a device", Path::new("/dev/null"));
+        for out in [&input, &link, &hard, &dotted] {
+            let e = check_outputs(&[Output::File("--trace", Some(out))], &inputs)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("--trace: names ") && e.contains("the scenario this command reads"),
+                "{e}"
+            );
+        }
+        let other = dir.path().join("out.jsonl");
+        for out in [&other, Path::new("-"), Path::new("/dev/null")] {
+            check_outputs(&[Output::File("--trace", Some(out))], &inputs).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_folder_output_is_checked_against_the_files_it_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results.json");
+        std::fs::write(&results, "{}").unwrap();
+        let beside = dir.path().join("sweep.toml");
+        std::fs::write(&beside, "x").unwrap();
+        let writes = |name: &str| name == "results.json" || name.ends_with(".svg");
+        let mut inputs = Inputs::new();
+        inputs.add("a shard's results", &results);
+        let e = check_outputs(&[Output::Folder("--out", dir.path(), &writes)], &inputs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--out: would write over "), "{e}");
+        // An input the command does not write is no concern.
+        let mut inputs = Inputs::new();
+        inputs.add("the sweep file", &beside);
+        check_outputs(&[Output::Folder("--out", dir.path(), &writes)], &inputs).unwrap();
+        // A file output that the folder output also writes.
+        let plot = dir.path().join("a.svg");
+        let e = check_outputs(
+            &[
+                Output::File("--predictions", Some(&plot)),
+                Output::Folder("--plots", dir.path(), &writes),
+            ],
+            &Inputs::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("a file --plots"), "{e}");
+    }
+
+    #[test]
+    fn an_output_folder_is_checked_by_making_a_file_where_it_would_go() {
+        let dir = tempfile::tempdir().unwrap();
+        // A new folder (two levels) under a writable one: fine, and nothing is left behind.
+        check_out_dir("--out", &dir.path().join("a").join("b")).unwrap();
+        check_out_dir("--out", dir.path()).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A folder that takes no files (/proc), and one below a file.
+        let e = check_out_dir("--out", Path::new("/proc/dynsim-x"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/proc/dynsim-x: cannot create the folder: ") && e.contains("(os error"),
+            "{e}"
+        );
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let e = check_out_dir("--out", &file.join("sub"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("is a file, not a folder (--out takes a folder)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -278,10 +278,26 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     use crate::output::AtomicFile;
     // The outputs are opened before any work, so that a bad path fails at once, not after the
     // fit; each appears only when written whole.
-    crate::output::distinct_files(&[
-        ("--out", a.out.as_deref()),
-        ("--predictions", a.predictions.as_deref()),
-    ])?;
+    let mut inputs = crate::output::Inputs::new();
+    inputs.add("the measurements", &a.measured);
+    for (what, path) in [
+        ("the --profile", &a.profile),
+        ("the --rates-from profile", &a.rates_from),
+        ("the --gemm-ratios-from profile", &a.gemm_ratios_from),
+    ] {
+        if let Some(path) = path {
+            inputs.add(what, path);
+        }
+    }
+    let plot_files = |name: &str| name == "ttft.svg" || name == "tpot.svg";
+    let mut outputs = vec![
+        crate::output::Output::File("--out", a.out.as_deref()),
+        crate::output::Output::File("--predictions", a.predictions.as_deref()),
+    ];
+    if let Some(dir) = &a.plots {
+        outputs.push(crate::output::Output::Folder("--plots", dir, &plot_files));
+    }
+    crate::output::check_outputs(&outputs, &inputs)?;
     let open = |flag: &str, path: &Option<PathBuf>| {
         path.as_deref()
             .map(|p| AtomicFile::create(p).map_err(|e| e.for_flag(flag)))
@@ -289,9 +305,6 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     };
     let out_file = open("--out", &a.out)?;
     let predictions_file = open("--predictions", &a.predictions)?;
-    if let Some(dir) = &a.plots {
-        crate::output::check_out_dir("--plots", dir)?;
-    }
     let text = crate::error::read_text(&a.measured)?;
     let all = measured::parse(&a.measured, &text)?;
     let engine = a.engine.name();

@@ -8,7 +8,7 @@ use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
 use crate::compare::{labels, render, table, Compared};
 use crate::error::Result;
-use crate::output::{check_out_dir, write_dir, write_stdout};
+use crate::output::{check_outputs, write_dir, write_stdout, Inputs, Output};
 use crate::run::run_scenarios;
 use crate::scenario::{load_scenario, Override};
 
@@ -40,7 +40,13 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
         .iter()
         .map(|p| load_scenario(p, &a.set))
         .collect::<Result<Vec<_>>>()?;
-    check_out_dir("--out", &a.out)?;
+    let mut inputs = Inputs::new();
+    for (path, l) in a.scenarios.iter().zip(&loaded) {
+        inputs.add("a scenario", path);
+        super::run_cmds::add_scenario_files(&mut inputs, l);
+    }
+    let writes = |name: &str| name == "compare.json" || name.ends_with(".svg");
+    check_outputs(&[Output::Folder("--out", &a.out, &writes)], &inputs)?;
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let progress = Progress::new(a.progress, "compare", loaded.len() as u64, "scenarios");
     let reports = run_scenarios(&loaded, jobs, &|| progress.inc(1))?;

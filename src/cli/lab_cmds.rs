@@ -12,7 +12,7 @@ use crate::budget;
 use crate::disagg::{checked_kv_bytes_per_token, ModelShape};
 use crate::error::{Error, Result};
 use crate::lab::{self, KvCostParams, LabMode, SimParams, LAB_LINKS_GBPS, LAB_TOKENS};
-use crate::output::{pretty_json, write_atomic, write_stdout};
+use crate::output::{check_outputs, pretty_json, write_atomic, write_stdout, Inputs, Output};
 use crate::rng::RngKind;
 use crate::scenario::validate::{MAX_CONTEXT_TOKENS, MAX_REQUESTS};
 use crate::summarize::summarize_file;
@@ -215,6 +215,9 @@ pub struct SummarizeArgs {
 }
 
 pub fn summarize(a: SummarizeArgs) -> Result<ExitCode> {
+    let mut inputs = Inputs::new();
+    inputs.add("the measurements", &a.input);
+    check_outputs(&[Output::File("OUTPUT", Some(&a.output))], &inputs)?;
     let summary = summarize_file(&a.input)?;
     write_atomic(&a.output, &pretty_json(&summary))?;
     Ok(0)
@@ -233,7 +236,16 @@ pub struct LabArgs {
     seed: u64,
 }
 
+/// The files `lab` writes in its folder.
+const LAB_FILES: [&str; 4] = ["modes.json", "events.json", "kvcost.json", "measured.json"];
+
 pub fn lab(a: LabArgs) -> Result<ExitCode> {
+    let mut inputs = Inputs::new();
+    if let Some(measured) = &a.measured {
+        inputs.add("the measurements", measured);
+    }
+    let writes = |name: &str| LAB_FILES.contains(&name);
+    check_outputs(&[Output::Folder("--out", &a.out, &writes)], &inputs)?;
     let sim = |mode, publish| {
         lab::run_sim(&SimParams {
             mode,

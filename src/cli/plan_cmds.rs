@@ -10,7 +10,7 @@ use super::progress::{Progress, ProgressMode};
 use super::run_cmds::ScenarioSource;
 use super::ExitCode;
 use crate::error::{Error, Result};
-use crate::output::{check_out_dir, write_dir, write_stdout};
+use crate::output::{check_outputs, write_dir, write_stdout, Inputs, Output};
 use crate::plan::{
     plan_json, plots, search, table, warning_summary, Axis, Op, PolicyPlan, Sla, PROBES,
 };
@@ -244,7 +244,28 @@ pub fn run_plan(
         ScenarioSource::of_trace(&a.input, a.format, a.scenario.as_deref(), false)?
     };
     source.overrides.extend(a.set.clone());
-    let base = source.load(&[])?.scenario;
+    let loaded_base = source.load(&[])?;
+    if let Some((dir, _)) = out {
+        // Before the checks below that read traces: a bad folder fails at once.
+        let mut inputs = Inputs::new();
+        inputs.add(
+            if is_scenario {
+                "the scenario"
+            } else {
+                "the trace"
+            },
+            &a.input,
+        );
+        if let Some(base) = &a.scenario {
+            inputs.add("the base scenario", base);
+        }
+        super::run_cmds::add_scenario_files(&mut inputs, &loaded_base);
+        let writes = |name: &str| {
+            name == "plan.json" || name == super::plan_eval::PARTIAL || name.ends_with(".svg")
+        };
+        check_outputs(&[Output::Folder("--out", dir, &writes)], &inputs)?;
+    }
+    let base = loaded_base.scenario;
     if matches!(base.workload, Workload::Trace(_))
         && base.timing_kind() == TimingKind::Fixed
         && !a.allow_fixed_timing
@@ -324,9 +345,6 @@ pub fn run_plan(
     } else {
         a.policy.clone()
     };
-    if let Some((dir, _)) = out {
-        check_out_dir("--out", dir)?;
-    }
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let point_overrides = |policy: &str, value: f64| {
         let (w, l) = match axis {

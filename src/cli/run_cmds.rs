@@ -11,7 +11,7 @@ use super::ExitCode;
 use crate::chart::timeline::{timeline_series, timeline_svg};
 use crate::diff::diff_files;
 use crate::error::{Error, Result};
-use crate::output::{is_stdout, write_stdout, AtomicFile};
+use crate::output::{check_outputs, is_stdout, write_stdout, AtomicFile, Inputs, Output};
 use crate::router::registry;
 use crate::run::recorder::has_intervals;
 use crate::run::{run_scenario_with, RunHooks};
@@ -57,12 +57,16 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if let Some(seed) = a.seed {
         loaded.scenario.seed = seed;
     }
+    let mut inputs = Inputs::new();
+    inputs.add("the scenario", &a.scenario);
+    add_scenario_files(&mut inputs, &loaded);
     let out = Outputs {
         trace: a.trace.as_deref(),
         perfetto: a.perfetto.as_deref(),
         timeline_plot: a.timeline_plot.as_deref(),
         json: a.json,
         progress: a.progress,
+        inputs,
     };
     execute(&loaded, out)
 }
@@ -90,6 +94,15 @@ struct Outputs<'a> {
     timeline_plot: Option<&'a Path>,
     json: bool,
     progress: ProgressMode,
+    /// The files the command reads, which no output may replace.
+    inputs: Inputs,
+}
+
+/// Adds the files `loaded` names (its trace, model files, profile) to `inputs`.
+pub(super) fn add_scenario_files(inputs: &mut Inputs, loaded: &Loaded) {
+    for (what, path) in loaded.input_files() {
+        inputs.add(what, &path);
+    }
 }
 
 /// Runs a loaded scenario (with progress on stderr), writes the trace, timeline and plot (see
@@ -107,11 +120,14 @@ fn execute(loaded: &Loaded, out: Outputs<'_>) -> Result<ExitCode> {
             "only one output can go to standard output (-); give the other a file",
         ));
     }
-    crate::output::distinct_files(&[
-        ("--trace", out.trace),
-        ("--perfetto", out.perfetto),
-        ("--timeline-plot", out.timeline_plot),
-    ])?;
+    check_outputs(
+        &[
+            Output::File("--trace", out.trace),
+            Output::File("--perfetto", out.perfetto),
+            Output::File("--timeline-plot", out.timeline_plot),
+        ],
+        &out.inputs,
+    )?;
     if out.timeline_plot.is_some() && !has_intervals(&loaded.scenario) {
         return Err(Error::arg(
             "--timeline-plot",
@@ -240,12 +256,19 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
              --set disagg.decode_workers=M",
         ));
     }
+    let mut inputs = Inputs::new();
+    inputs.add("the trace", &a.input);
+    if let Some(base) = &a.scenario {
+        inputs.add("the base scenario", base);
+    }
+    add_scenario_files(&mut inputs, &loaded);
     let out = Outputs {
         trace: a.trace_out.as_deref(),
         perfetto: a.perfetto.as_deref(),
         timeline_plot: a.timeline_plot.as_deref(),
         json: a.json,
         progress: a.progress,
+        inputs,
     };
     execute(&loaded, out)
 }

@@ -7,9 +7,9 @@ use clap::Args;
 use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
 use crate::error::{Error, Result};
-use crate::output::{check_out_dir, write_dir};
+use crate::output::{check_outputs, write_dir, Inputs, Output};
 use crate::scenario::Override;
-use crate::sweep::output::{remove_stale_plots, render};
+use crate::sweep::output::{remove_stale_plots, render, writes};
 use crate::sweep::{
     header, load_sweep, merge as merge_shards, read_results, resumable, run_sweep, Shard,
 };
@@ -46,7 +46,14 @@ pub struct SweepArgs {
 pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let mut sweep = load_sweep(&a.sweep)?;
     sweep.set = a.set;
-    check_out_dir("--out", &a.out)?;
+    // Every point's files: an axis may name a trace, a model or a profile of its own.
+    let mut inputs = Inputs::new();
+    inputs.add("the sweep file", &a.sweep);
+    inputs.add("the base scenario", &sweep.base_path);
+    for i in 0..sweep.points_total() {
+        super::run_cmds::add_scenario_files(&mut inputs, &sweep.load_point(i)?);
+    }
+    check_outputs(&[Output::Folder("--out", &a.out, &writes)], &inputs)?;
     let shard = a.shard.unwrap_or(Shard::ALL);
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let prior = if a.resume {
@@ -98,6 +105,11 @@ pub struct MergeArgs {
 
 /// Merges shard folders into the unsharded sweep's output folder.
 pub fn merge(a: MergeArgs) -> Result<ExitCode> {
+    let mut inputs = Inputs::new();
+    for dir in &a.shards {
+        inputs.add("a shard's results", &dir.join("results.json"));
+    }
+    check_outputs(&[Output::Folder("--out", &a.out, &writes)], &inputs)?;
     let shards = a
         .shards
         .iter()

@@ -61,6 +61,32 @@ pub struct Loaded {
     pub base_dir: PathBuf,
 }
 
+impl Loaded {
+    /// The files the scenario names and a run reads (relative to its folder), each with what
+    /// it is: the trace, model files, the profile. The scenario file itself is its loader's.
+    pub fn input_files(&self) -> Vec<(&'static str, PathBuf)> {
+        let s = &self.scenario;
+        let mut files = Vec::new();
+        if let super::Workload::Trace(t) = &s.workload {
+            files.push(("the trace", self.base_dir.join(&t.path)));
+        }
+        let deployments = [
+            s.deployment.as_ref(),
+            s.disagg.prefill_deployment.as_ref(),
+            s.disagg.decode_deployment.as_ref(),
+        ];
+        for d in deployments.into_iter().flatten() {
+            if crate::deployment::model::names_a_file(&d.model) {
+                files.push(("a model file", self.base_dir.join(&d.model)));
+            }
+        }
+        if let Some(profile) = &s.timing.profile {
+            files.push(("the profile", self.base_dir.join(profile)));
+        }
+        files
+    }
+}
+
 /// Reads, overrides and validates the scenario at `path`; without a `name`, the scenario takes
 /// the file's stem.
 pub fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Loaded> {

@@ -27,6 +27,12 @@ pub fn render(results: &SweepResults) -> Result<Vec<(String, Vec<u8>)>> {
     Ok(files)
 }
 
+/// Whether a sweep (or a merge) writes, or removes, a file of this name in its output folder:
+/// `results.json`, `results.csv` and the plots.
+pub fn writes(name: &str) -> bool {
+    name == "results.json" || name == "results.csv" || name.ends_with(".svg")
+}
+
 /// Removes the plots of `metrics` left in `dir` by an earlier, complete sweep, so that a shard
 /// written there does not sit beside plots of other results. Missing files are fine.
 pub fn remove_stale_plots(dir: &Path, results: &SweepResults) -> Result<()> {

@@ -312,3 +312,253 @@ fn an_interrupted_plan_resumes_to_identical_files() {
         "resumed = uninterrupted, byte for byte"
     );
 }
+
+/// Each command's files as given, by another spelling (`./`), through a symbolic link and a
+/// hard link: an output naming one is refused before any work (exit 2, one line naming the
+/// flag and the input), and the input is left as it was.
+#[test]
+fn an_output_naming_an_input_is_refused_and_the_input_kept() {
+    use crate::common::bad;
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let scenario = write(
+        dir.path(),
+        "s.toml",
+        &std::fs::read_to_string("scenarios/lossy-bus.toml").unwrap(),
+    );
+    std::os::unix::fs::symlink("s.toml", dir.path().join("link.toml")).unwrap();
+    std::fs::hard_link(&scenario, dir.path().join("hard.toml")).unwrap();
+    let dotted = format!("{}/./s.toml", dir.path().display());
+    let trace = write(
+        dir.path(),
+        "t.jsonl",
+        &std::fs::read_to_string("data/traces/mooncake_conversation_trace.jsonl")
+            .unwrap()
+            .lines()
+            .take(3)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    );
+    let measured = write(
+        dir.path(),
+        "m.jsonl",
+        "{\"mode\":\"agg\",\"input\":1,\"conc\":1,\"rep\":1,\"ttft_p50_ms\":1}\n\
+         {\"mode\":\"disagg\",\"input\":1,\"conc\":1,\"rep\":1,\"ttft_p50_ms\":2}\n",
+    );
+    let csv_text =
+        std::fs::read_to_string("data/measurements/aic_silicon_dense_agg_train.csv").unwrap();
+    let mut lines = csv_text.lines();
+    let mut rows = format!("{}\n", lines.next().unwrap());
+    for l in lines.filter(|l| l.contains(",vllm,")).take(6) {
+        rows.push_str(l);
+        rows.push('\n');
+    }
+    let csv = write(dir.path(), "c.csv", &rows);
+    // A scenario replaying a trace by a path relative to it.
+    let replaying = write(
+        dir.path(),
+        "r.toml",
+        "[workload]\nkind = \"trace\"\npath = \"t.jsonl\"\n",
+    );
+    let (link, hard) = (d("link.toml"), d("hard.toml"));
+    let before = files(dir.path());
+    let cases: Vec<(Vec<&str>, &str, &str)> = vec![
+        (
+            vec!["run", &scenario, "--trace", &scenario],
+            "--trace",
+            "the scenario",
+        ),
+        (
+            vec!["run", &scenario, "--perfetto", &dotted],
+            "--perfetto",
+            "the scenario",
+        ),
+        (
+            vec!["run", &scenario, "--trace", &link],
+            "--trace",
+            "the scenario",
+        ),
+        (
+            vec!["run", &scenario, "--trace", &hard],
+            "--trace",
+            "the scenario",
+        ),
+        (
+            vec!["run", &replaying, "--trace", &trace],
+            "--trace",
+            "the trace",
+        ),
+        (
+            vec!["replay", &trace, "--trace", &trace],
+            "--trace",
+            "the trace",
+        ),
+        (
+            vec![
+                "replay",
+                &trace,
+                "--scenario",
+                &scenario,
+                "--perfetto",
+                &scenario,
+            ],
+            "--perfetto",
+            "the base scenario",
+        ),
+        (
+            vec!["summarize", &measured, &measured],
+            "OUTPUT",
+            "the measurements",
+        ),
+        (
+            vec!["calibrate", &csv, "--check", "--predictions", &csv],
+            "--predictions",
+            "the measurements",
+        ),
+    ];
+    for (args, flag, what) in &cases {
+        let line = bad(args);
+        assert!(
+            line.starts_with(&format!("dynsim: {flag}: names "))
+                && line.contains(&format!("{what} this command reads")),
+            "{args:?}: {line}"
+        );
+    }
+    assert_eq!(
+        files(dir.path()),
+        before,
+        "every input as it was, nothing written"
+    );
+}
+
+/// A folder output writing over one of the command's inputs (a shard's results merged into
+/// that shard's folder, lab's measurements named like its summary) is refused before any work;
+/// an input beside the outputs that the command does not write is no concern.
+#[test]
+fn a_folder_output_writing_over_an_input_is_refused() {
+    use crate::common::{bad, ok};
+    let dir = tempfile::tempdir().unwrap();
+    let base = write(
+        dir.path(),
+        "base.toml",
+        "[workload]\nkind = \"prefix-repeat\"\nreps = 2\n",
+    );
+    let sweep = write(
+        dir.path(),
+        "s.toml",
+        &format!("base = {base:?}\nmetrics = [\"hit_rate\"]\n[axes]\nseed = [1, 2]\n"),
+    );
+    let shard = |i: usize| {
+        let out = dir.path().join(format!("shard{i}"));
+        let spec = format!("{i}/2");
+        ok(&[
+            "sweep",
+            &sweep,
+            "--shard",
+            &spec,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        out.to_str().unwrap().to_string()
+    };
+    let (s0, s1) = (shard(0), shard(1));
+    let kept = files(Path::new(&s0));
+    let line = bad(&["merge", &s0, &s1, "--out", &s0]);
+    assert!(
+        line.starts_with("dynsim: --out: would write over ")
+            && line.contains("results.json, a shard's results this command reads"),
+        "{line}"
+    );
+    assert_eq!(files(Path::new(&s0)), kept, "the shard as it was");
+    // The same folder by another path.
+    let line = bad(&["merge", &s0, &s1, "--out", &format!("{s1}/../shard0")]);
+    assert!(line.contains("a shard's results"), "{line}");
+    // Lab's --measured named like the summary lab writes beside it.
+    let lab = dir.path().join("lab");
+    std::fs::create_dir(&lab).unwrap();
+    let measured = write(
+        &lab,
+        "measured.json",
+        "{\"mode\":\"agg\",\"input\":1,\"conc\":1,\"rep\":1,\"ttft_p50_ms\":1}\n",
+    );
+    let line = bad(&[
+        "lab",
+        "--out",
+        lab.to_str().unwrap(),
+        "--measured",
+        &measured,
+    ]);
+    assert!(
+        line.contains("the measurements this command reads"),
+        "{line}"
+    );
+    assert_eq!(files(&lab).len(), 1, "nothing written");
+    // The sweep file and its base beside the outputs are not written over: allowed.
+    ok(&["sweep", &sweep, "--out", dir.path().to_str().unwrap()]);
+}
+
+/// A folder that cannot be made fails in a moment, before any run, for every command with an
+/// output folder: one line on stderr (no progress), naming the folder and the system's reason.
+#[test]
+fn an_output_folder_that_cannot_be_made_fails_before_any_work() {
+    use crate::common::bad;
+    let dir = tempfile::tempdir().unwrap();
+    let base = write(
+        dir.path(),
+        "base.toml",
+        "[workload]\nkind = \"prefix-repeat\"\nreps = 2\n",
+    );
+    let sweep = write(
+        dir.path(),
+        "s.toml",
+        &format!("base = {base:?}\nmetrics = [\"hit_rate\"]\n[axes]\nseed = [1, 2]\n"),
+    );
+    let always = ["--progress", "always"];
+    let with_progress = |args: &[&str]| -> Vec<String> {
+        args.iter().chain(&always).map(|a| a.to_string()).collect()
+    };
+    let cases: Vec<Vec<String>> = vec![
+        with_progress(&[
+            "plan",
+            &base,
+            "--sla",
+            "ttft_p90_ms<=100",
+            "--workers",
+            "1..3",
+            "--out",
+            "/proc/dynsim-plan",
+        ]),
+        with_progress(&[
+            "compare",
+            "scenarios/rr.toml",
+            "scenarios/kv.toml",
+            "--out",
+            "/proc/dynsim-compare",
+        ]),
+        with_progress(&["sweep", &sweep, "--out", "/proc/dynsim-sweep"]),
+        with_progress(&[
+            "calibrate",
+            "data/measurements/aic_silicon_dense_agg_train.csv",
+            "--check",
+            "--plots",
+            "/proc/dynsim-plots",
+        ]),
+        vec!["lab".into(), "--out".into(), "/proc/dynsim-lab".into()],
+        vec![
+            "merge".into(),
+            dir.path().display().to_string(),
+            "--out".into(),
+            "/proc/dynsim-merge".into(),
+        ],
+    ];
+    for args in &cases {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let line = bad(&refs);
+        assert!(
+            line.contains("/proc/dynsim-")
+                && line.contains(": cannot create the folder: ")
+                && line.contains("(os error"),
+            "{args:?}: {line}"
+        );
+    }
+}
