@@ -55,6 +55,7 @@ pub struct PlannerSettings {
     pub adjustment_interval_s: Option<f64>,
     /// Fewest workers per pool, at least 1 (1, Dynamo's `min_endpoint`).
     #[serde(default = "one")]
+    #[schemars(range(min = 1))]
     pub min_workers: usize,
     /// Most workers per pool the planner may ask for (absent: the pool's size at the start).
     #[serde(default)]

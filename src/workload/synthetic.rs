@@ -714,13 +714,7 @@ mod tests {
             min: 1,
             max: u32::MAX,
         };
-        assert_eq!(
-            bad(SyntheticParams {
-                input: huge,
-                ..d()
-            }),
-            "input"
-        );
+        assert_eq!(bad(SyntheticParams { input: huge, ..d() }), "input");
         assert_eq!(
             bad(SyntheticParams {
                 turns: 3,

@@ -325,6 +325,10 @@ const BOUNDED: &[(&str, &[&str])] = &[
         "workload.output.tokens",
         &["run", "scenarios/disagg-one-gpu.toml"],
     ),
+    (
+        "planner.min_workers",
+        &["run", "scenarios/burst-threshold.toml"],
+    ),
     ("workload.limit", &["replay", "TRACE"]),
     ("workload.trace_block_size", &["replay", "TRACE"]),
 ];
