@@ -1,6 +1,6 @@
 //! What a router knows of the workers' lower KV tiers (host memory, disk): one index per tier,
 //! fed by the workers' `TierStored`/`TierRemoved` events, for the policies whose upstream reads
-//! them (`dynamo`: weighted continuation blocks; `llm-d`: any medium counts as held). A policy
+//! them (`dynamo`: weighted continuation blocks; `llm-d`: weighted by medium along the prefix). A policy
 //! keeps `Option<Box<LowerTiers>>`, made on the first tier event, so runs without tiers pay
 //! nothing.
 
@@ -58,6 +58,11 @@ impl LowerTiers {
     /// Whether worker `w` holds `block` on either lower tier.
     pub fn holds(&self, w: usize, block: BlockHash) -> bool {
         self.tiers.iter().any(|t| t.holds(w, block))
+    }
+
+    /// Whether worker `w` holds `block` on its host tier and on its disk tier.
+    pub fn held_on(&self, w: usize, block: BlockHash) -> [bool; 2] {
+        [self.tiers[0].holds(w, block), self.tiers[1].holds(w, block)]
     }
 
     /// Of `rest` (a prompt's blocks after worker `w`'s device match), the blocks that continue

@@ -6,13 +6,13 @@
 //! Each worker that is up scores Σ weight x score, every score in [0, 1], and the highest wins,
 //! uniformly random (seeded) among equal scores (the max-score picker shuffles, then sorts):
 //!
-//! - precise prefix (fed by KV events): the blocks each worker holds from the front, min-max
-//!   normalised over the workers that hold at least the first one (`(o − min) / (max − min)`,
-//!   1 for all of them when they are equal, 0 for a worker that holds none), as upstream's
-//!   `indexedScoresToNormalizedScoredPods` does with the kv-cache indexer's longest-prefix scores
-//!   (`pkg/epp/framework/plugins/scheduling/scorer/precise_prefix_cache/utils.go` at 8c16bcc5;
-//!   the scores map holds only pods that match the first block:
-//!   llm-d-kv-cache-manager `pkg/kvcache/kvblock_scorer.go`, `LongestPrefixScorer`);
+//! - precise prefix (fed by KV events): the kv-cache indexer's longest-prefix score (the blocks
+//!   a worker holds from the front, each weighted by its best medium) over the prompt's full
+//!   blocks, at most 1 (0 for a worker without the first block), as upstream's `Score` does
+//!   with `absoluteScoredPods`
+//!   (`pkg/epp/framework/plugins/scheduling/scorer/preciseprefixcache/precise_prefix_cache.go`
+//!   and `utils.go` at 520af478, since PR #1107; before it, at 8c16bcc5, the scores were
+//!   min-max normalised over the holders, which dynsim followed until Dec 5 2026);
 //! - approximate prefix (from the router's own routing history, an LRU of
 //!   `lru_capacity_per_server` blocks per worker): blocks matched from the front / prompt blocks;
 //! - queue: (max q − q) / (max q − min q) over the workers that are up, q = waiting requests
@@ -29,11 +29,14 @@
 //! `approx_prefix_weight` (0.0; llm-d's configuration without a file uses 3 with queue 2 and
 //! KV utilisation 2), `lru_capacity_per_server` (31,250), `speculative_ttl_ms` (0: off).
 //!
-//! Lower KV tiers (`[kv.host]`, `[kv.disk]`): the precise scorer counts a block a worker holds
-//! on any medium as held, as llm-d-kv-cache-manager does (`pkg/kvcache/kvevents/pool.go` at
-//! 0e9fb472 indexes a `BlockStored` per pod and `Medium`; `pkg/kvcache/kvblock/in_memory.go` at
-//! 00bb4ca4, `Lookup`, returns the pods of every medium, and `LongestPrefixScorer`,
-//! `pkg/kvcache/kvblock_scorer.go` at 760bfeab, weighs them alike).
+//! Lower KV tiers (`[kv.host]`, `[kv.disk]`): a block a worker holds on any medium continues
+//! its prefix, weighted by the best medium it is on: the device 1.0, host memory 0.8 (vLLM's
+//! `CPU` medium, lowercased), disk 1.0 (a medium the default weights do not name), as
+//! llm-d-kv-cache v0.8.0 (the version 520af478's `go.mod` pins) does: `pkg/kvcache/backend.go`,
+//! `DefaultKVCacheBackendConfig` (`gpu` 1.0, `cpu` 0.8), `pkg/kvcache/kvblock_scorer.go`,
+//! `LongestPrefixScorer::Score` and `fillMaxWeights` (1.0 for an unnamed medium), and
+//! `pkg/kvevents/pool.go` (the event's medium, lowercased). Before Dec 5 2026 dynsim weighed
+//! every medium alike.
 //!
 //! Where dynsim differs: blocks are the engine's (llm-d's approximate scorer hashes 64-byte
 //! chunks of the request body, its precise scorer the engine's blocks, as here).
@@ -113,11 +116,19 @@ fn build(setup: &PolicySetup<'_>) -> Result<Box<dyn RoutingPolicy>, Invalid> {
         history: RoutedHistory::new(setup.workers),
         scratch: MatchScratch::default(),
         precise_overlaps: Vec::new(),
+        precise_weights: Vec::new(),
         speculative_overlaps: Vec::new(),
         scores: Vec::new(),
         lower: None,
     }))
 }
+
+/// A block's weight on the device (`gpu`), in host memory (`cpu`) and on disk (a medium the
+/// default weights do not name): llm-d-kv-cache v0.8.0's `DefaultKVCacheBackendConfig` and
+/// `fillMaxWeights`.
+const DEVICE_WEIGHT: f64 = 1.0;
+const HOST_WEIGHT: f64 = 0.8;
+const DISK_WEIGHT: f64 = 1.0;
 
 struct LlmD {
     settings: Settings,
@@ -128,6 +139,8 @@ struct LlmD {
     history: RoutedHistory,
     scratch: MatchScratch,
     precise_overlaps: Vec<usize>,
+    /// Each worker's longest-prefix score: its prefix's blocks weighted by medium.
+    precise_weights: Vec<f64>,
     speculative_overlaps: Vec<usize>,
     scores: Vec<(usize, f64)>,
     /// The workers' host and disk tiers (`None` until a tier event arrives).
@@ -143,14 +156,28 @@ impl RoutingPolicy for LlmD {
         }
         self.precise
             .overlaps(&req.blocks, &mut self.scratch, &mut self.precise_overlaps);
+        // The indexer's score: each block of the prefix weighs its best medium's weight (the
+        // device's 1.0 for the device match).
+        self.precise_weights.clear();
+        self.precise_weights
+            .extend(self.precise_overlaps.iter().map(|&o| o as f64));
         if let Some(lower) = &self.lower {
-            // A block on any medium counts as held (upstream indexes one entry per pod and
-            // medium, and its lookup returns the pods of every medium).
+            // A block on any medium continues the prefix (upstream indexes one entry per pod
+            // and medium, and its lookup returns the pods of every medium).
             for (w, o) in self.precise_overlaps.iter_mut().enumerate() {
-                *o += req.blocks[*o..]
-                    .iter()
-                    .take_while(|b| lower.holds(w, **b) || self.precise.holds(w, **b))
-                    .count();
+                for b in &req.blocks[*o..] {
+                    let weight = if self.precise.holds(w, *b) {
+                        DEVICE_WEIGHT
+                    } else {
+                        match lower.held_on(w, *b) {
+                            [_, true] => DISK_WEIGHT,
+                            [true, false] => HOST_WEIGHT,
+                            [false, false] => break,
+                        }
+                    };
+                    *o += 1;
+                    self.precise_weights[w] += weight;
+                }
             }
         }
         if self.ttl_ns > 0 {
@@ -159,12 +186,15 @@ impl RoutingPolicy for LlmD {
                 &mut self.scratch,
                 &mut self.speculative_overlaps,
             );
-            for (p, sp) in self
+            // A speculative entry stands for blocks on the device.
+            for ((p, weight), sp) in self
                 .precise_overlaps
                 .iter_mut()
+                .zip(self.precise_weights.iter_mut())
                 .zip(&self.speculative_overlaps)
             {
                 *p = (*p).max(*sp);
+                *weight = weight.max(*sp as f64);
             }
         }
         let approx: &[usize] = if s.approx_prefix_weight > 0.0 {
@@ -172,17 +202,14 @@ impl RoutingPolicy for LlmD {
         } else {
             &[]
         };
-        // Upstream's min and max run over the indexer's scores: every worker matching the
-        // prompt's first block, up or not.
-        let (pmin, pmax) = self
-            .precise_overlaps
-            .iter()
-            .filter(|&&o| o > 0)
-            .fold((usize::MAX, 0), |(mn, mx), &o| (mn.min(o), mx.max(o)));
-        let precise_score = |o: usize| match o {
-            0 => 0.0,
-            _ if pmax == pmin => 1.0,
-            _ => (o - pmin) as f64 / (pmax - pmin) as f64,
+        // Upstream's `absoluteScoredPods`: the score over the prompt's full blocks, at most 1.
+        let full_blocks = req.blocks.len();
+        let precise_score = |weight: f64| {
+            if full_blocks == 0 {
+                0.0
+            } else {
+                (weight / full_blocks as f64).min(1.0)
+            }
         };
         let queue = |w: usize| u64::from(loads.signals(w).waiting);
         let (qmax, qmin) = loads
@@ -197,7 +224,7 @@ impl RoutingPolicy for LlmD {
                 (qmax - queue(w)) as f64 / (qmax - qmin) as f64
             };
             let kv_score = 1.0 - loads.signals(w).kv_usage.clamp(0.0, 1.0);
-            let mut score = s.precise_prefix_weight * precise_score(self.precise_overlaps[w])
+            let mut score = s.precise_prefix_weight * precise_score(self.precise_weights[w])
                 + s.queue_weight * queue_score
                 + s.kv_utilization_weight * kv_score;
             if let Some(a) = approx.get(w) {
@@ -263,20 +290,13 @@ mod tests {
     #[test]
     fn a_decision_computed_by_hand_from_the_published_rule() {
         // Three workers, a 4-block prompt. Worker 0 holds 3 of its blocks (events), worker 1
-        // holds 1. Waiting queues 4, 0, 2; KV usage 0.5, 0.9, 0.0. Precise prefix, min-max
-        // normalised over the holders (min 1, max 3): 1, 0, 0.
-        //   worker 0: 2 x 1 + 1 x (4−4)/(4−0) + 1 x (1 − 0.5) = 2 + 0 + 0.5 = 2.5
-        //   worker 1: 2 x 0 + 1 x 1 + 1 x 0.1 = 1.1
+        // holds 1. Waiting queues 4, 0, 2; KV usage 0.5, 0.9, 0.0. Precise prefix, the held
+        // blocks over the prompt's 4: 0.75, 0.25, 0.
+        //   worker 0: 2 x 0.75 + 1 x (4−4)/(4−0) + 1 x (1 − 0.5) = 1.5 + 0 + 0.5 = 2.0
+        //   worker 1: 2 x 0.25 + 1 x 1 + 1 x 0.1 = 1.6
         //   worker 2: 0 + 1 x 2/4 + 1 x 1 = 1.5
         let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
-        let mut p = build(&PolicySetup {
-            name: "llm-d",
-            workers: 3,
-            block_size: 4,
-            kv_capacity_blocks: None,
-            settings: None,
-        })
-        .unwrap();
+        let mut p = llm_d(3);
         p.on_event(&KvEvent::Stored {
             worker: WorkerId(0),
             parent: None,
@@ -288,30 +308,19 @@ mod tests {
             blocks: blocks[..1].to_vec().into(),
         });
         let mut loads = LoadBook::new(3, LoadKind::Routed);
-        let signal = |waiting, kv_usage| WorkerSignals {
-            waiting,
-            kv_usage,
-            ..WorkerSignals::default()
-        };
         loads.refresh_signals(&[signal(4, 0.5), signal(0, 0.9), signal(2, 0.0)]);
-        let req = RouteRequest {
-            id: RequestId(0),
-            blocks: (&blocks).into(),
-            input_tokens: 16,
-            session: None,
-            now: 0,
-        };
+        let req = request(&blocks);
         let mut rng = SimRng::new(RngKind::Chacha, 1);
         let d = p.decide(&req, &loads, &mut rng).unwrap();
         assert_eq!((d.worker, d.predicted_blocks), (WorkerId(0), 3));
         // Worker 0's queue grows to 12 and its KV usage to 0.95:
-        //   worker 0: 2 + 0 + 0.05 = 2.05; worker 1: 0 + 1 + 0.1 = 1.1;
-        //   worker 2: 0 + (12 − 2)/12 + 1 = 1.83: the longest holder still wins (divided by
-        //   the prompt's 4 blocks, its 1.5 + 0.05 would lose to worker 2's 1.83).
+        //   worker 0: 1.5 + 0 + 0.05 = 1.55; worker 1: 0.5 + 1 + 0.1 = 1.6;
+        //   worker 2: 0 + (12 − 2)/12 + 1 = 1.83: the idle worker wins (min-max over the
+        //   holders, upstream's rule before PR #1107, gave the longest holder a full 2 + 0.05).
         loads.refresh_signals(&[signal(12, 0.95), signal(0, 0.9), signal(2, 0.0)]);
-        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(0));
+        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(2));
         // Worker 1 loses its block and worker 0 all but its first: worker 0, the only holder,
-        // scores 1 for 1 block of 4 (upstream's equal-scores rule): 2 + 0 + 0.05 against 1.83.
+        // scores 1 of 4: 0.5 + 0 + 0.05 = 0.55 against worker 1's 1.1 and worker 2's 1.83.
         p.on_event(&KvEvent::Removed {
             worker: WorkerId(1),
             blocks: blocks[..1].to_vec(),
@@ -320,12 +329,87 @@ mod tests {
             worker: WorkerId(0),
             blocks: blocks[1..3].to_vec(),
         });
+        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(2));
+        // The load alone: worker 0 still leads worker 1 when both are idle and empty.
+        loads.refresh_signals(&[signal(0, 0.0), signal(0, 0.0), signal(5, 0.0)]);
+        // worker 0: 0.5 + 1 + 1 = 2.5; worker 1: 0 + 1 + 1 = 2; worker 2: 0 + 0 + 1 = 1.
         assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(0));
-        // With no holder at all, the prefix scores 0 everywhere and load decides.
+        // With no holder at all, the prefix scores 0 everywhere and load decides (a tie of
+        // workers 0 and 1, drawn).
         p.on_event(&KvEvent::Removed {
             worker: WorkerId(0),
             blocks: blocks[..1].to_vec(),
         });
-        assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(2));
+        let d = p.decide(&req, &loads, &mut rng).unwrap().worker;
+        assert!(d == WorkerId(0) || d == WorkerId(1), "{d:?}");
+    }
+
+    #[test]
+    fn a_block_in_host_memory_weighs_0_8() {
+        // A 4-block prompt. Worker 0 holds 3 on its device: 3 / 4 = 0.75, 2 x 0.75 = 1.5.
+        // Worker 1 holds all 4 in host memory only: 4 x 0.8 / 4 = 0.8, 1.6 (weighed alike, as
+        // before Dec 5 2026, 2.0). Worker 0's KV utilisation leads by 0.3 (1.0 against 0.7):
+        // 2.5 against 2.3 wins for worker 0, where alike 2.5 against 2.7 went to worker 1.
+        let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
+        let mut p = llm_d(2);
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(0),
+            parent: None,
+            blocks: blocks[..3].to_vec().into(),
+        });
+        p.on_event(&KvEvent::TierStored {
+            worker: WorkerId(1),
+            tier: crate::protocol::kv_event::Tier::Host,
+            blocks: blocks.clone(),
+        });
+        let mut loads = LoadBook::new(2, LoadKind::Routed);
+        loads.refresh_signals(&[signal(0, 0.0), signal(0, 0.3)]);
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        let d = p.decide(&request(&blocks), &loads, &mut rng).unwrap();
+        assert_eq!(d.worker, WorkerId(0));
+        // Worker 1's first block back on its device: 1 + 3 x 0.8 = 3.4 of 4, 1.7 + 0.7 = 2.4,
+        // still below worker 0's 2.5; its whole prompt on the device (2.0 + 0.7) wins.
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(1),
+            parent: None,
+            blocks: blocks[..1].to_vec().into(),
+        });
+        assert_eq!(p.decide(&request(&blocks), &loads, &mut rng).unwrap().worker, WorkerId(0));
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(1),
+            parent: Some(blocks[0]),
+            blocks: blocks[1..].to_vec().into(),
+        });
+        let d = p.decide(&request(&blocks), &loads, &mut rng).unwrap();
+        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 4));
+    }
+
+    fn llm_d(workers: usize) -> Box<dyn RoutingPolicy> {
+        build(&PolicySetup {
+            name: "llm-d",
+            workers,
+            block_size: 4,
+            kv_capacity_blocks: None,
+            settings: None,
+        })
+        .unwrap()
+    }
+
+    fn signal(waiting: u32, kv_usage: f64) -> WorkerSignals {
+        WorkerSignals {
+            waiting,
+            kv_usage,
+            ..WorkerSignals::default()
+        }
+    }
+
+    fn request(blocks: &[crate::hash::BlockHash]) -> RouteRequest<'_> {
+        RouteRequest {
+            id: RequestId(0),
+            blocks: blocks.into(),
+            input_tokens: 16,
+            session: None,
+            now: 0,
+        }
     }
 }
