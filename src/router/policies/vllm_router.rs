@@ -25,7 +25,11 @@
 //!
 //! Where dynsim differs: the ring hashes with xxh3 (the production stack's uhashring uses md5),
 //! and the trie holds block names (the production stack cuts the prompt into 128-character
-//! chunks); the session id is the workload's (the production stack reads a header).
+//! chunks); the session id is the workload's (the production stack reads a header). So
+//! `prefix_min_match_tokens` counts tokens (whole blocks matched, at most the prompt), where
+//! the production stack's `--prefix-min-match-length` counts characters (128 per chunk matched,
+//! a short last chunk included): a value taken from its configuration means about four times
+//! as long here, at about four characters a token. Its default, 0, is the same in both.
 
 use std::collections::VecDeque;
 
