@@ -254,8 +254,8 @@ pub struct Report {
     /// Workers x GPUs per worker x seconds each was in the cluster, startup and drain included,
     /// up to the run's end, its last completion (3 places): what the run paid for.
     pub gpu_seconds: f64,
-    /// Each pool's size at every change (the first at 0 s): workers serving, starting and
-    /// draining.
+    /// Each pool's size at every change up to the run's end (the first at 0 s): workers
+    /// serving, starting and draining.
     pub replicas: Vec<crate::cluster::membership::ReplicaPoint>,
     /// Every change of a pool's target, by `[[scale]]`, the planner or the stepping API.
     pub scale_events: Vec<crate::cluster::membership::ScaleEvent>,

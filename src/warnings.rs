@@ -9,8 +9,7 @@
 
 use crate::report::{Report, WorkerReport};
 use crate::router::stream::OnGap;
-use crate::scenario::validate::routable_workers;
-use crate::scenario::{EngineKind, Scenario};
+use crate::scenario::{EngineKind, Pool, Scenario};
 
 /// Makes the silent failures loud.
 /// `decisions`: the routers' routing decisions; `learns`: whether their policy learns from KV
@@ -81,10 +80,16 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
             r.acks, r.requests
         ));
     }
-    // A cluster that scales routes everything to its one worker while it has one, so a
-    // share of the whole run says nothing of balance there; the check needs a fixed cluster.
-    if !s.scales() {
-        out.extend(hot_spot(&r.per_worker, routable_workers(s), policy));
+    // A cluster whose size changed routes everything to its one worker while it has one, so
+    // a share of the whole run says nothing of balance there; one that only made room for
+    // more (`cluster.max_workers`) kept its starting workers throughout.
+    if r.scale_events.is_empty() {
+        let routable = if s.disagg.enabled {
+            s.initial_workers(Pool::Prefill)
+        } else {
+            s.initial_workers(Pool::Workers)
+        };
+        out.extend(hot_spot(&r.per_worker, routable, policy));
     }
     if r.rejected > 0 {
         let limit = match r.deployments.first() {
@@ -128,7 +133,7 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
 
 /// A hot spot: on a cluster of at least four routable workers, one received more than half of
 /// the routed requests (exactly half is not a hot spot; smaller clusters never have one). Not
-/// asked of a cluster that scales (its size changes over the run).
+/// asked of a cluster whose size changed over the run.
 fn hot_spot(per_worker: &[WorkerReport], routable: usize, policy: &str) -> Option<String> {
     let routed: u64 = per_worker.iter().map(|w| w.routed).sum();
     if routable < 4 || routed == 0 {

@@ -197,7 +197,8 @@ impl Schedule {
     }
 
     /// The time `t` >= 0 s at which `∫₀ᵗ rate = u` (`u` >= 0): the inverse of
-    /// [`Schedule::integral`], found by bisection to within 0.1 ns.
+    /// [`Schedule::integral`], found by bisection to within 0.1 ns, or one step of an `f64`
+    /// where that is coarser (past about 6 days of schedule time; 1 ns a month in).
     ///
     /// It never decreases as `u` grows, whatever the rounding of the integral: the bisection
     /// starts from `[0, H]`, `H` the smallest power of two seconds with `H · min rate >= u`,

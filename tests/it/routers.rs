@@ -87,6 +87,17 @@ fn one_worker_taking_most_requests_warns_of_a_hot_spot() {
     );
     let spread = run(&scenario(WORKLOADS[2], "rr"));
     assert!(!spread.warnings.iter().any(|w| w.starts_with("hot spot")));
+    // Room for more workers that never come (`cluster.max_workers`) is not a cluster that
+    // changed size: it still warns, naming the four workers, not the slots.
+    let mut roomy = scenario(WORKLOADS[2], "kv");
+    roomy.cluster.max_workers = Some(8);
+    let warned = run(&roomy).warnings;
+    assert!(
+        warned.iter().any(
+            |w| w.starts_with("hot spot: worker0 received") && w.contains("on a cluster of 4 ")
+        ),
+        "{warned:?}"
+    );
 }
 
 /// Round-robin counts the workers up, not a scaling pool's empty slots: room for 8 workers

@@ -47,14 +47,6 @@ pub struct TimelineSeries {
     pub prefix_reuse: Vec<Steps>,
 }
 
-fn pool_name(p: Pool) -> &'static str {
-    match p {
-        Pool::Workers => "workers",
-        Pool::Prefill => "prefill",
-        Pool::Decode => "decode",
-    }
-}
-
 /// The plot's lines from a report's `intervals` (consecutive buckets of one width, starting at
 /// 0) and `replicas` (each pool's size at every change, in time order), `duration_s` the run's
 /// length and `ttft_target_ms` the `[sla]` TTFT target. An interval's width is the gap between
@@ -86,7 +78,7 @@ pub fn timeline_series(
         .map(|pool| {
             let points: Vec<&ReplicaPoint> = replicas.iter().filter(|r| r.pool == pool).collect();
             PoolSteps {
-                pool: pool_name(pool),
+                pool: pool.name(),
                 serving: steps(&points, end_s, |r| r.workers),
                 paid: steps(&points, end_s, |r| r.workers + r.starting + r.draining),
             }

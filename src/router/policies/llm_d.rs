@@ -156,23 +156,41 @@ impl RoutingPolicy for LlmD {
         }
         self.precise
             .overlaps(&req.blocks, &mut self.scratch, &mut self.precise_overlaps);
-        // The indexer's score: each block of the prefix weighs its best medium's weight (the
-        // device's 1.0 for the device match).
+        if self.ttl_ns > 0 {
+            // Upstream writes speculative entries into the same index as the events: a block
+            // either names continues the prefix, as one on the device.
+            self.speculative.overlaps(
+                &req.blocks,
+                &mut self.scratch,
+                &mut self.speculative_overlaps,
+            );
+            for (p, sp) in self
+                .precise_overlaps
+                .iter_mut()
+                .zip(&self.speculative_overlaps)
+            {
+                *p = (*p).max(*sp);
+            }
+        }
+        // The indexer's score: each block of the prefix weighs its best medium's weight; the
+        // blocks matched so far are on the device (or speculative), 1.0 each.
         self.precise_weights.clear();
         self.precise_weights
             .extend(self.precise_overlaps.iter().map(|&o| o as f64));
-        if let Some(lower) = &self.lower {
+        if self.lower.is_some() || self.ttl_ns > 0 {
             // A block on any medium continues the prefix (upstream indexes one entry per pod
             // and medium, and its lookup returns the pods of every medium).
             for (w, o) in self.precise_overlaps.iter_mut().enumerate() {
                 for b in &req.blocks[*o..] {
-                    let weight = if self.precise.holds(w, *b) {
+                    let on_device = self.precise.holds(w, *b)
+                        || (self.ttl_ns > 0 && self.speculative.holds(w, *b));
+                    let weight = if on_device {
                         DEVICE_WEIGHT
                     } else {
-                        match lower.held_on(w, *b) {
-                            [_, true] => DISK_WEIGHT,
-                            [true, false] => HOST_WEIGHT,
-                            [false, false] => break,
+                        match self.lower.as_ref().map(|l| l.held_on(w, *b)) {
+                            Some([_, true]) => DISK_WEIGHT,
+                            Some([true, false]) => HOST_WEIGHT,
+                            _ => break,
                         }
                     };
                     *o += 1;
@@ -180,37 +198,14 @@ impl RoutingPolicy for LlmD {
                 }
             }
         }
-        if self.ttl_ns > 0 {
-            self.speculative.overlaps(
-                &req.blocks,
-                &mut self.scratch,
-                &mut self.speculative_overlaps,
-            );
-            // A speculative entry stands for blocks on the device.
-            for ((p, weight), sp) in self
-                .precise_overlaps
-                .iter_mut()
-                .zip(self.precise_weights.iter_mut())
-                .zip(&self.speculative_overlaps)
-            {
-                *p = (*p).max(*sp);
-                *weight = weight.max(*sp as f64);
-            }
-        }
         let approx: &[usize] = if s.approx_prefix_weight > 0.0 {
             self.history.overlaps(&req.blocks)
         } else {
             &[]
         };
-        // Upstream's `absoluteScoredPods`: the score over the prompt's full blocks, at most 1.
-        let full_blocks = req.blocks.len();
-        let precise_score = |weight: f64| {
-            if full_blocks == 0 {
-                0.0
-            } else {
-                (weight / full_blocks as f64).min(1.0)
-            }
-        };
+        // Upstream's `absoluteScoredPods`: the score over the prompt's full blocks, at most 1
+        // (0 without a full block: no block is held then).
+        let precise_score = |weight: f64| (weight / total).min(1.0);
         let queue = |w: usize| u64::from(loads.signals(w).waiting);
         let (qmax, qmin) = loads
             .up_workers()
@@ -382,6 +377,47 @@ mod tests {
         });
         let d = p.decide(&request(&blocks), &loads, &mut rng).unwrap();
         assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 4));
+    }
+
+    #[test]
+    fn a_speculative_entry_counts_as_the_device_along_the_prefix() {
+        // An 8-block prompt. Worker 0 holds 7 on its device: 7.0. Worker 1 holds all 8 in host
+        // memory (6.4) and was routed the first 4 a moment ago (speculative entries, as on the
+        // device): 4 x 1.0 + 4 x 0.8 = 7.2, and it wins (the larger of the two alone, 6.4,
+        // lost to worker 0).
+        let blocks = block_hashes(&(0..32).collect::<Vec<u32>>(), 4);
+        let table: toml::Value = toml::from_str("speculative_ttl_ms = 1000.0").unwrap();
+        let mut p = build(&PolicySetup {
+            name: "llm-d",
+            workers: 2,
+            block_size: 4,
+            kv_capacity_blocks: None,
+            settings: Some(&table),
+        })
+        .unwrap();
+        p.on_event(&KvEvent::Stored {
+            worker: WorkerId(0),
+            parent: None,
+            blocks: blocks[..7].to_vec().into(),
+        });
+        p.on_event(&KvEvent::TierStored {
+            worker: WorkerId(1),
+            tier: crate::protocol::kv_event::Tier::Host,
+            blocks: blocks.clone(),
+        });
+        let first = request(&blocks[..4]);
+        p.on_routed(
+            &first,
+            &Decision {
+                worker: WorkerId(1),
+                predicted_blocks: 0,
+            },
+        );
+        let mut loads = LoadBook::new(2, LoadKind::Routed);
+        loads.refresh_signals(&[signal(0, 0.0), signal(0, 0.0)]);
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
+        let d = p.decide(&request(&blocks), &loads, &mut rng).unwrap();
+        assert_eq!((d.worker, d.predicted_blocks), (WorkerId(1), 8));
     }
 
     fn llm_d(workers: usize) -> Box<dyn RoutingPolicy> {

@@ -24,7 +24,7 @@ use crate::engine::{ms_to_ns, ActorId, Envelope, Nanos, Simulation};
 use crate::error::{Error, Result};
 use crate::protocol::messages::Msg;
 use crate::report::TraceRows;
-use crate::scenario::{Pool, Scenario};
+use crate::scenario::Scenario;
 use crate::sketch::SharedHistogram;
 
 use super::recorder::Recorder;
@@ -306,13 +306,4 @@ enum Delivered {
     Through,
     /// Up to a drain's end that a deferred start waits for.
     DrainEnded,
-}
-
-/// A pool's name as scenarios spell it.
-pub fn pool_name(pool: Pool) -> &'static str {
-    match pool {
-        Pool::Workers => "workers",
-        Pool::Prefill => "prefill",
-        Pool::Decode => "decode",
-    }
 }

@@ -1,7 +1,7 @@
 //! Scaling a session: workers coming up at the end of their startup, drains ending, a pool's
 //! target set (`scale`), and what a planner observes.
 
-use super::{pool_name, Session};
+use super::Session;
 use crate::cluster::Node;
 use crate::engine::Nanos;
 use crate::error::{Error, Result};
@@ -50,11 +50,11 @@ impl Session<'_> {
                 "scale",
                 format!(
                     "{:?} is not a pool of this cluster (its pools: {})",
-                    pool_name(pool),
+                    pool.name(),
                     self.s
                         .pools()
                         .iter()
-                        .map(|&p| pool_name(p))
+                        .map(|&p| p.name())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -73,7 +73,7 @@ impl Session<'_> {
                     "{} workers for pool {:?}: it has {slots} slots (twice its most workers: \
                      raise cluster.max_workers or [planner] max_workers, or add a [[scale]] step)",
                     workers,
-                    pool_name(pool)
+                    pool.name()
                 ),
             ));
         }
