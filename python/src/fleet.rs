@@ -119,7 +119,8 @@ pub(crate) fn sweep_files(
         return Err(py_err(Error::arg("--jobs", "must be at least 1")));
     }
     interruptible(py, || {
-        let outcome = run_sweep(&sweep, shard, jobs, &|| (), Vec::new())?;
+        let points = sweep.load_points()?;
+        let outcome = run_sweep(&sweep, points, shard, jobs, &|| (), Vec::new())?;
         if outcome.interrupted {
             return Err(Error::Interrupted {
                 kept: String::new(),

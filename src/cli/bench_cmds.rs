@@ -13,6 +13,11 @@ use crate::error::{Error, Result};
 use crate::output::write_stdout;
 use crate::scenario::{EngineKind, Override};
 
+/// The plots `calibrate --plots` writes into its folder (the output check and the writes read
+/// the same names).
+const TTFT_PLOT: &str = "ttft.svg";
+const TPOT_PLOT: &str = "tpot.svg";
+
 /// `dynsim bench`'s arguments.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -289,7 +294,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             inputs.add(what, path);
         }
     }
-    let plot_files = |name: &str| name == "ttft.svg" || name == "tpot.svg";
+    let plot_files = |name: &str| name == TTFT_PLOT || name == TPOT_PLOT;
     let mut outputs = vec![
         crate::output::Output::File("--out", a.out.as_deref()),
         crate::output::Output::File("--predictions", a.predictions.as_deref()),
@@ -638,14 +643,14 @@ fn plots(
     let tpot = series(&|r, q| (r.tpot_ms, q.tpot_ms));
     [
         (
-            "ttft.svg",
+            TTFT_PLOT,
             "Mean TTFT: dynsim against measured servers",
             "mean TTFT (ms)",
             &ttft,
             0.25,
         ),
         (
-            "tpot.svg",
+            TPOT_PLOT,
             "Mean TPOT: dynsim against measured servers",
             "mean TPOT (ms)",
             &tpot,

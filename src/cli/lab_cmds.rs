@@ -237,7 +237,13 @@ pub struct LabArgs {
 }
 
 /// The files `lab` writes in its folder.
-const LAB_FILES: [&str; 4] = ["modes.json", "events.json", "kvcost.json", "measured.json"];
+/// The files `lab` writes into its folder, by artefact (the output check and the writes read
+/// the same names).
+const MODES_FILE: &str = "modes.json";
+const EVENTS_FILE: &str = "events.json";
+const KVCOST_FILE: &str = "kvcost.json";
+const MEASURED_FILE: &str = "measured.json";
+const LAB_FILES: [&str; 4] = [MODES_FILE, EVENTS_FILE, KVCOST_FILE, MEASURED_FILE];
 
 pub fn lab(a: LabArgs) -> Result<ExitCode> {
     let mut inputs = Inputs::new();
@@ -278,11 +284,11 @@ pub fn lab(a: LabArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&a.out)
         .map_err(|e| Error::file(&a.out, format!("cannot create folder: {e}")))?;
     let write = |name: &str, bytes: Vec<u8>| write_atomic(&Path::new(&a.out).join(name), &bytes);
-    write("modes.json", pretty_json(&modes))?;
-    write("events.json", pretty_json(&events))?;
-    write("kvcost.json", pretty_json(&kvcost))?;
+    write(MODES_FILE, pretty_json(&modes))?;
+    write(EVENTS_FILE, pretty_json(&events))?;
+    write(KVCOST_FILE, pretty_json(&kvcost))?;
     if let Some(measured) = measured {
-        write("measured.json", pretty_json(&measured))?;
+        write(MEASURED_FILE, pretty_json(&measured))?;
     }
     Ok(0)
 }

@@ -50,8 +50,9 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let mut inputs = Inputs::new();
     inputs.add("the sweep file", &a.sweep);
     inputs.add("the base scenario", &sweep.base_path);
-    for i in 0..sweep.points_total() {
-        super::run_cmds::add_scenario_files(&mut inputs, &sweep.load_point(i)?);
+    let points = sweep.load_points()?;
+    for point in &points {
+        super::run_cmds::add_scenario_files(&mut inputs, point);
     }
     check_outputs(&[Output::Folder("--out", &a.out, &writes)], &inputs)?;
     let shard = a.shard.unwrap_or(Shard::ALL);
@@ -67,7 +68,7 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let progress = Progress::new(a.progress, "sweep", selected as u64, "points");
     progress.inc(prior.len() as u64);
     let tick = || progress.inc(1);
-    let outcome = run_sweep(&sweep, shard, jobs, &tick, prior)?;
+    let outcome = run_sweep(&sweep, points, shard, jobs, &tick, prior)?;
     progress.finish();
     let results = outcome.results;
     for line in results.warning_lines() {

@@ -112,6 +112,14 @@ impl Sweep {
             .collect()
     }
 
+    /// Loads every point's scenario, in index order (every shard loads them all, so every
+    /// shard rejects the same bad values).
+    pub fn load_points(&self) -> Result<Vec<Loaded>> {
+        (0..self.points_total())
+            .map(|i| self.load_point(i))
+            .collect()
+    }
+
     /// Loads point `index`'s scenario; errors an axis value causes point at its line in the
     /// sweep file.
     pub fn load_point(&self, index: usize) -> Result<Loaded> {

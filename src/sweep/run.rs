@@ -13,6 +13,7 @@ use super::{check_metrics, lookup, Shard, Sweep};
 use crate::error::{Error, Result};
 use crate::run::run_scenario;
 use crate::run::run_scenarios_partial;
+use crate::scenario::load::Loaded;
 use crate::scenario::Scenario;
 
 /// What a sweep's run gave: its results (every point run, those of `prior` included) and
@@ -26,11 +27,13 @@ pub struct SweepOutcome {
 }
 
 /// Runs the points of `sweep` that `shard` selects and `prior` (an interrupted run's points,
-/// for `--resume`) does not hold, on `jobs` threads, calling `done` after each point. Every
-/// point's scenario (the shard's or not) is loaded and every metric checked before anything
+/// for `--resume`) does not hold, on `jobs` threads, calling `done` after each point. `points`
+/// are every point's scenario ([`Sweep::load_points`]: the shard's or not), and every metric is
+/// checked before anything
 /// runs. On an interrupt the points that finished are returned with `interrupted` set.
 pub fn run_sweep(
     sweep: &Sweep,
+    points: Vec<Loaded>,
     shard: Shard,
     jobs: usize,
     done: &(dyn Fn() + Sync),
@@ -40,14 +43,13 @@ pub fn run_sweep(
     let indices: Vec<usize> = (0..sweep.points_total())
         .filter(|&i| shard.selects(i) && !have.contains(&i))
         .collect();
-    // Every point is loaded (so every shard rejects the same bad values), the shard's are kept.
-    let mut loaded = Vec::with_capacity(indices.len());
-    for i in 0..sweep.points_total() {
-        let point = sweep.load_point(i)?;
-        if indices.binary_search(&i).is_ok() {
-            loaded.push(point);
-        }
-    }
+    assert_eq!(points.len(), sweep.points_total(), "every point loaded");
+    let loaded: Vec<Loaded> = points
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| indices.binary_search(i).is_ok())
+        .map(|(_, point)| point)
+        .collect();
     check_metrics(sweep, &report_shape()?)?;
     let mut interrupted = false;
     let mut finished = Vec::with_capacity(indices.len());
