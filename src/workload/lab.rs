@@ -4,8 +4,11 @@
 //! with a tail `1_000_000 + i*100 + j` for `j < tail`. The order is
 //! `[k for k in 0..prefixes for _ in 0..reps]` shuffled once by the run's generator.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
+use crate::hashers::IdBuilder;
 use crate::rng::SimRng;
 
 /// The shape of the lab workload.
@@ -67,7 +70,11 @@ impl PrefixRepeat {
 #[derive(Clone, Debug)]
 pub struct LabHits {
     seen: Vec<bool>,
-    processed: Vec<Vec<bool>>,
+    /// The (prefix, worker) pairs processed, as `prefix · workers + worker`: at most one per
+    /// request, where a table of every pair took `prefixes × workers` bytes (65,536 workers
+    /// and a million prefixes: 65 GB, and the process was killed).
+    processed: HashSet<u64, IdBuilder>,
+    workers: u64,
     /// Requests scored.
     pub requests: usize,
     /// Requests whose prefix was seen before.
@@ -81,7 +88,8 @@ impl LabHits {
     pub fn new(prefixes: usize, workers: usize) -> Self {
         LabHits {
             seen: vec![false; prefixes],
-            processed: vec![vec![false; prefixes]; workers],
+            processed: HashSet::default(),
+            workers: workers as u64,
             requests: 0,
             repeat_requests: 0,
             hits: 0,
@@ -92,16 +100,26 @@ impl LabHits {
     pub fn record(&mut self, prefix: usize, worker: usize) -> bool {
         self.requests += 1;
         let repeat = std::mem::replace(&mut self.seen[prefix], true);
-        let hit = repeat && self.processed[worker][prefix];
+        let pair = self.pair(prefix, worker);
+        let hit = !self.processed.insert(pair) && repeat;
         self.repeat_requests += usize::from(repeat);
         self.hits += usize::from(hit);
-        self.processed[worker][prefix] = true;
         hit
     }
 
     /// Forgets that `worker` processed `prefix` (its cache lost the prefix).
     pub fn forget(&mut self, prefix: usize, worker: usize) {
-        self.processed[worker][prefix] = false;
+        let pair = self.pair(prefix, worker);
+        self.processed.remove(&pair);
+    }
+
+    fn pair(&self, prefix: usize, worker: usize) -> u64 {
+        debug_assert!(
+            (worker as u64) < self.workers,
+            "worker {worker} of {}",
+            self.workers
+        );
+        prefix as u64 * self.workers + worker as u64
     }
 
     /// hits / repeat_requests, rounded like Python's `round(x, 4)`; 0.0 without repeats.
@@ -113,6 +131,22 @@ impl LabHits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scoring_holds_a_pair_per_request_not_per_worker_and_prefix() {
+        // 65,536 workers and a million prefixes: a table of every pair was 65 GB (the
+        // auditor's `sim` was killed at 24 GB); the pairs processed are what is kept.
+        let mut h = LabHits::new(1_000_000, 65_536);
+        assert!(!h.record(999_999, 65_535));
+        assert!(
+            h.record(999_999, 65_535),
+            "a repeat on the worker that processed it"
+        );
+        assert!(!h.record(999_999, 0), "a repeat elsewhere");
+        h.forget(999_999, 65_535);
+        assert!(!h.record(999_999, 65_535), "forgotten");
+        assert_eq!(h.processed.len(), 2);
+    }
     use crate::rng::RngKind;
 
     #[test]
