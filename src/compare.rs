@@ -35,8 +35,25 @@ struct CompareJson<'a> {
     scenarios: Vec<Entry<'a>>,
 }
 
-/// Labels for scenario files: each file's stem, numbered when stems repeat.
+/// Labels for scenario files: each file's stem, numbered by position when stems repeat; a
+/// label that still names two rows (a file whose stem is `rr (1)` beside two `rr`s) becomes
+/// its path and position.
 pub fn labels(files: &[String]) -> Vec<String> {
+    let labels = stem_labels(files);
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if labels.iter().filter(|m| *m == l).count() > 1 {
+                format!("{} ({})", files[i], i + 1)
+            } else {
+                l.clone()
+            }
+        })
+        .collect()
+}
+
+fn stem_labels(files: &[String]) -> Vec<String> {
     let stems: Vec<String> = files
         .iter()
         .map(|f| {
@@ -140,16 +157,24 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
     };
     let ttft = cdf(|r| &r.ttft_cdf_ms);
     let tpot = cdf(|r| &r.tpot_cdf_ms);
-    // Workers by position; the names of the largest cluster.
-    let workers = runs
-        .iter()
-        .map(|c| &c.report.per_worker)
-        .max_by_key(|w| w.len())
-        .map_or(Vec::new(), |w| w.iter().map(|p| p.name.clone()).collect());
-    let load: Vec<(String, Vec<f64>)> = runs
+    // Workers by name, in the order they first appear (`worker3` is the same bar group in two
+    // clusters, `prefill0` and `decode0` are their own); a scenario without one draws no bar
+    // there. Before Dec 5 2026 the bars went by position under the largest cluster's names.
+    let mut workers: Vec<String> = Vec::new();
+    for c in runs {
+        for w in &c.report.per_worker {
+            if !workers.contains(&w.name) {
+                workers.push(w.name.clone());
+            }
+        }
+    }
+    let load: Vec<(String, Vec<Option<f64>>)> = runs
         .iter()
         .map(|c| {
-            let routed = c.report.per_worker.iter().map(|p| p.routed as f64);
+            let routed = workers.iter().map(|name| {
+                let w = c.report.per_worker.iter().find(|w| &w.name == name)?;
+                Some(w.routed as f64)
+            });
             (c.label.clone(), routed.collect())
         })
         .collect();
@@ -210,5 +235,11 @@ mod tests {
     fn labels_are_stems_numbered_when_they_repeat() {
         let files = ["a/x.toml", "b/x.toml", "y.toml"].map(String::from);
         assert_eq!(labels(&files), ["x (1)", "x (2)", "y"]);
+        // A stem that reads like a numbered one: each row still has its own label.
+        let files = ["rr.toml", "kv.toml", "./rr.toml", "d/rr (1).toml"].map(String::from);
+        assert_eq!(
+            labels(&files),
+            ["rr.toml (1)", "kv", "rr (3)", "d/rr (1).toml (4)"]
+        );
     }
 }

@@ -270,8 +270,8 @@ pub struct BarChart<'a> {
     pub legend: &'a str,
     /// The categories, left to right (the x tick labels).
     pub categories: &'a [String],
-    /// Each series' legend entry and its value per category (missing ones draw no bar).
-    pub series: &'a [(String, Vec<f64>)],
+    /// Each series' legend entry and its value per category (`None`, or past the end: no bar).
+    pub series: &'a [(String, Vec<Option<f64>>)],
 }
 
 /// `chart` as an SVG document, the legend beside it. The y axis starts at 0, so bar heights
@@ -285,7 +285,7 @@ fn draw_bars(plot: &Area<'_>, legend: &Area<'_>, chart: &BarChart<'_>) -> Drawn 
     let top = chart
         .series
         .iter()
-        .flat_map(|s| s.1.iter().copied())
+        .flat_map(|s| s.1.iter().flatten().copied())
         .fold(0.0, f64::max);
     let y = Scale::fit(
         &[0.0, if top > 0.0 { top } else { 1.0 }],
@@ -319,8 +319,12 @@ fn draw_bars(plot: &Area<'_>, legend: &Area<'_>, chart: &BarChart<'_>) -> Drawn 
     for (k, (name, values)) in chart.series.iter().enumerate() {
         let color = color(k);
         let left = |i: usize| i as f64 - 0.4 + width * k as f64;
-        c.draw_series(values.iter().enumerate().map(|(i, &v)| {
-            Rectangle::new([(left(i), 0.0), (left(i) + width * 0.9, v)], color.filled())
+        c.draw_series(values.iter().enumerate().filter_map(|(i, &v)| {
+            let v = v?;
+            Some(Rectangle::new(
+                [(left(i), 0.0), (left(i) + width * 0.9, v)],
+                color.filled(),
+            ))
         }))?;
         entries.push(Entry {
             label: name.clone(),
@@ -379,8 +383,8 @@ mod tests {
     fn bars_start_at_zero_and_name_their_categories() {
         let categories = ["worker0".to_string(), "worker1".to_string()];
         let series = [
-            ("alpha".to_string(), vec![1400.0, 1500.0]),
-            ("beta".to_string(), vec![1450.0]),
+            ("alpha".to_string(), vec![Some(1400.0), Some(1500.0)]),
+            ("beta".to_string(), vec![Some(1450.0)]),
         ];
         let chart = BarChart {
             title: "requests per worker",

@@ -386,6 +386,30 @@ fn compare_runs_scenarios_side_by_side() {
     );
 }
 
+/// The per-worker bars go by worker name: the one-GPU cluster's `gpu0` (or a disaggregated
+/// cluster's prefill and decode workers) is its own group, not drawn under another cluster's
+/// `worker0` (as it was, by position, before Dec 5 2026).
+#[test]
+fn compare_draws_each_worker_under_its_own_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    ok(&[
+        "compare",
+        "scenarios/disagg-one-gpu.toml",
+        "scenarios/rr.toml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(out.join("per_worker_load.svg")).unwrap();
+    let json = read_json(&out.join("compare.json"));
+    for s in json["scenarios"].as_array().unwrap() {
+        for w in s["report"]["per_worker"].as_array().unwrap() {
+            let name = w["name"].as_str().unwrap();
+            assert!(svg.contains(name), "{name} has its own bar group");
+        }
+    }
+}
+
 #[test]
 fn compare_shows_what_a_planner_saves_and_what_it_costs() {
     let dir = tempfile::tempdir().unwrap();
