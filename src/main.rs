@@ -4,11 +4,10 @@
 use std::io::IsTerminal;
 
 use clap::error::ErrorKind;
-use clap::Parser;
 
 fn main() {
     init_logging();
-    let cli = match dynsim::cli::Cli::try_parse() {
+    let cli = match dynsim::cli::Cli::try_parse_args() {
         Ok(cli) => cli,
         Err(e) => match e.kind() {
             ErrorKind::DisplayHelp

@@ -26,6 +26,17 @@ pub struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// Parses the process's arguments. A value that reads as a negative number is taken as a
+    /// value in every subcommand, so `--isl -1` is refused naming `--isl` (as `--isl=-1` was)
+    /// rather than as an unexpected argument `-1`.
+    pub fn try_parse_args() -> Result<Self, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Cli::command().mut_subcommands(|s| s.allow_negative_numbers(true));
+        Cli::from_arg_matches(&command.try_get_matches()?)
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// The lab's routing experiment: one JSON line with the hit count of a routing mode.

@@ -705,3 +705,41 @@ fn diff_and_the_warning_count_every_replicas_copy_of_an_event() {
         "{warnings}"
     );
 }
+
+/// A negative number for a whole-number flag is refused naming the flag, as `--isl=-1` was;
+/// before Dec 5 2026 clap read `-1` as an unknown argument ("unexpected argument '-1' found").
+#[test]
+fn a_negative_number_for_a_count_names_its_flag() {
+    let cases: [&[&str]; 3] = [
+        &[
+            "bench",
+            "--model",
+            "Qwen/Qwen3-0.6B",
+            "--gpu",
+            "h100_sxm",
+            "--isl",
+            "-1",
+            "--osl",
+            "8",
+            "--concurrency",
+            "1",
+        ],
+        &["sim", "--mode", "rr", "--seed", "-1"],
+        &[
+            "compare",
+            "scenarios/rr.toml",
+            "scenarios/kv.toml",
+            "--jobs",
+            "-1",
+            "--out",
+            "x",
+        ],
+    ];
+    for (args, flag) in cases.iter().zip(["--isl", "--seed", "--jobs"]) {
+        let line = bad(args);
+        assert!(
+            line.contains(&format!("invalid value '-1' for '{flag}")),
+            "{line}"
+        );
+    }
+}
