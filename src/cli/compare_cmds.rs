@@ -7,7 +7,7 @@ use clap::Args;
 use super::progress::{Progress, ProgressMode};
 use super::ExitCode;
 use crate::compare::{labels, render, table, Compared};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::output::{check_outputs, write_dir, write_stdout, Inputs, Output};
 use crate::run::run_scenarios;
 use crate::scenario::{load_scenario, Override};
@@ -33,12 +33,43 @@ pub struct CompareArgs {
     progress: ProgressMode,
 }
 
+/// A `--set` error of one of several scenarios, naming which: the same `--set` goes to each,
+/// and may fit one and not another (`--set: timing.service_ms ...` became
+/// `--set (on b.toml): timing.service_ms ...`). Errors that name a file already are kept.
+fn on_scenario(e: Error, file: &std::path::Path) -> Error {
+    let on = |at: String| {
+        if at.starts_with("--set") {
+            format!("{at} (on {})", file.display())
+        } else {
+            at
+        }
+    };
+    match e {
+        Error::Setting {
+            at,
+            key,
+            value,
+            problem,
+        } => Error::Setting {
+            at: on(at),
+            key,
+            value,
+            problem,
+        },
+        Error::Arg { flag, message } => Error::Arg {
+            flag: on(flag),
+            message,
+        },
+        other => other,
+    }
+}
+
 /// Runs the scenarios, prints the table and writes the folder.
 pub fn compare(a: CompareArgs) -> Result<ExitCode> {
     let loaded = a
         .scenarios
         .iter()
-        .map(|p| load_scenario(p, &a.set))
+        .map(|p| load_scenario(p, &a.set).map_err(|e| on_scenario(e, p)))
         .collect::<Result<Vec<_>>>()?;
     let mut inputs = Inputs::new();
     for (path, l) in a.scenarios.iter().zip(&loaded) {

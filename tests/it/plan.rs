@@ -410,6 +410,21 @@ fn compare_draws_each_worker_under_its_own_name() {
     }
 }
 
+/// One `--set` goes to every scenario and may fit one and not another: the error names which.
+#[test]
+fn a_compare_set_error_names_the_scenario_it_does_not_fit() {
+    let line = bad(&[
+        "compare",
+        "scenarios/dynamo-mocker.toml",
+        "scenarios/rr.toml",
+        "--set",
+        "workload.speedup=2",
+        "--out",
+        "x",
+    ]);
+    assert!(line.contains("(on scenarios/rr.toml)"), "{line}");
+}
+
 #[test]
 fn compare_shows_what_a_planner_saves_and_what_it_costs() {
     let dir = tempfile::tempdir().unwrap();
