@@ -288,6 +288,14 @@ fn resolve(path: &Path) -> Result<Target> {
     ))
 }
 
+/// A new temporary file in `dir` (`.dynsim-*.tmp`), removed when dropped.
+fn temp_file_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(".dynsim-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+}
+
 /// `e`'s message without the temporary file's path tempfile's message ends with (`... at path
 /// "/dir/.dynsim-x.tmp"`): the operating system's own words ("Permission denied (os error 13)").
 fn without_path(e: &std::io::Error) -> String {
@@ -341,13 +349,9 @@ impl AtomicFile {
                 }
                 // The error's own text names the temporary file, which the user never named:
                 // the operating system's message is kept without it.
-                let tmp = tempfile::Builder::new()
-                    .prefix(".dynsim-")
-                    .suffix(".tmp")
-                    .tempfile_in(dir)
-                    .map_err(|e| {
-                        Error::file(path, format!("cannot write: {}", without_path(&e)))
-                    })?;
+                let tmp = temp_file_in(dir).map_err(|e| {
+                    Error::file(path, format!("cannot write: {}", without_path(&e)))
+                })?;
                 crate::interrupt::track_temp(tmp.path());
                 Sink::Temp { tmp, dest }
             }
@@ -466,10 +470,7 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> Result<()> {
     } else {
         "cannot create the folder"
     };
-    tempfile::Builder::new()
-        .prefix(".dynsim-")
-        .suffix(".tmp")
-        .tempfile_in(nearest)
+    temp_file_in(nearest)
         .map(drop)
         .map_err(|e| Error::file(dir, format!("{doing}: {}", without_path(&e))))
 }

@@ -278,15 +278,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_worker_is_added_when_every_worker_is_past_the_load_the_sla_allows_by_hand() {
+    /// The planner of one pool of 1 to 4 workers, fitting from 2 observations, aiming at a TTFT
+    /// p90 of `ttft_ms`.
+    fn planner(ttft_ms: f64, pool: Pool) -> LoadPlanner {
         let settings: PlannerSettings =
             toml::from_str("kind = \"dynamo-load\"\nmin_observations = 2").unwrap();
         let sla = SlaSettings {
-            ttft_p90_ms: Some(100.0),
+            ttft_p90_ms: Some(ttft_ms),
             itl_p90_ms: None,
         };
-        let mut p = LoadPlanner::new(&settings, &sla, vec![(Pool::Workers, 1, 4)]);
+        LoadPlanner::new(&settings, &sla, vec![(pool, 1, 4)])
+    }
+
+    #[test]
+    fn a_worker_is_added_when_every_worker_is_past_the_load_the_sla_allows_by_hand() {
+        let mut p = planner(100.0, Pool::Workers);
         // Two points on TTFT = 0.1 (active + isl) + 20, isl 300: (500, 70) and (900, 110).
         // At 100 ms, x = 800, so a worker may hold 800 - 300 = 500 active prefill tokens.
         // Loads 200 and 600: not all above 500; the scale-down line is 500 · 1/2 · 0.8 = 200,
@@ -307,22 +313,16 @@ mod tests {
 
     #[test]
     fn an_unreachable_ttft_target_grows_a_prefill_pool_and_leaves_an_aggregated_one() {
-        let settings: PlannerSettings =
-            toml::from_str("kind = \"dynamo-load\"\nmin_observations = 2").unwrap();
-        let sla = SlaSettings {
-            ttft_p90_ms: Some(40.0),
-            itl_p90_ms: None,
-        };
         // TTFT = 0.1 (active + isl) + 20 again: 40 ms at x = 200, below the 300-token prompt,
         // so the target is 200 - 300 = -100 active tokens.
         let points = || vec![worker(200, Some(70.0)), worker(600, Some(110.0))];
-        let mut agg = LoadPlanner::new(&settings, &sla, vec![(Pool::Workers, 1, 4)]);
+        let mut agg = planner(40.0, Pool::Workers);
         assert_eq!(
             agg.decide(&obs(points())),
             vec![],
             "agg_planner.py: target <= 0, no decision"
         );
-        let mut disagg = LoadPlanner::new(&settings, &sla, vec![(Pool::Prefill, 1, 4)]);
+        let mut disagg = planner(40.0, Pool::Prefill);
         let mut prefill = obs(points());
         prefill.pools[0].pool = Pool::Prefill;
         // prefill_planner.py has no such check: every worker (200, 600 > -100) is above it.

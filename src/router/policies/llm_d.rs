@@ -292,16 +292,8 @@ mod tests {
         //   worker 2: 0 + 1 x 2/4 + 1 x 1 = 1.5
         let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
         let mut p = llm_d(3);
-        p.on_event(&KvEvent::Stored {
-            worker: WorkerId(0),
-            parent: None,
-            blocks: blocks[..3].to_vec().into(),
-        });
-        p.on_event(&KvEvent::Stored {
-            worker: WorkerId(1),
-            parent: None,
-            blocks: blocks[..1].to_vec().into(),
-        });
+        p.on_event(&stored(0, &blocks[..3]));
+        p.on_event(&stored(1, &blocks[..1]));
         let mut loads = LoadBook::new(3, LoadKind::Routed);
         loads.refresh_signals(&[signal(4, 0.5), signal(0, 0.9), signal(2, 0.0)]);
         let req = request(&blocks);
@@ -347,11 +339,7 @@ mod tests {
         // 2.5 against 2.3 wins for worker 0, where alike 2.5 against 2.7 went to worker 1.
         let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
         let mut p = llm_d(2);
-        p.on_event(&KvEvent::Stored {
-            worker: WorkerId(0),
-            parent: None,
-            blocks: blocks[..3].to_vec().into(),
-        });
+        p.on_event(&stored(0, &blocks[..3]));
         p.on_event(&KvEvent::TierStored {
             worker: WorkerId(1),
             tier: crate::protocol::kv_event::Tier::Host,
@@ -364,11 +352,7 @@ mod tests {
         assert_eq!(d.worker, WorkerId(0));
         // Worker 1's first block back on its device: 1 + 3 x 0.8 = 3.4 of 4, 1.7 + 0.7 = 2.4,
         // still below worker 0's 2.5; its whole prompt on the device (2.0 + 0.7) wins.
-        p.on_event(&KvEvent::Stored {
-            worker: WorkerId(1),
-            parent: None,
-            blocks: blocks[..1].to_vec().into(),
-        });
+        p.on_event(&stored(1, &blocks[..1]));
         assert_eq!(p.decide(&request(&blocks), &loads, &mut rng).unwrap().worker, WorkerId(0));
         p.on_event(&KvEvent::Stored {
             worker: WorkerId(1),
@@ -387,19 +371,8 @@ mod tests {
         // lost to worker 0).
         let blocks = block_hashes(&(0..32).collect::<Vec<u32>>(), 4);
         let table: toml::Value = toml::from_str("speculative_ttl_ms = 1000.0").unwrap();
-        let mut p = build(&PolicySetup {
-            name: "llm-d",
-            workers: 2,
-            block_size: 4,
-            kv_capacity_blocks: None,
-            settings: Some(&table),
-        })
-        .unwrap();
-        p.on_event(&KvEvent::Stored {
-            worker: WorkerId(0),
-            parent: None,
-            blocks: blocks[..7].to_vec().into(),
-        });
+        let mut p = llm_d_with(2, Some(&table));
+        p.on_event(&stored(0, &blocks[..7]));
         p.on_event(&KvEvent::TierStored {
             worker: WorkerId(1),
             tier: crate::protocol::kv_event::Tier::Host,
@@ -421,14 +394,27 @@ mod tests {
     }
 
     fn llm_d(workers: usize) -> Box<dyn RoutingPolicy> {
+        llm_d_with(workers, None)
+    }
+
+    fn llm_d_with(workers: usize, settings: Option<&toml::Value>) -> Box<dyn RoutingPolicy> {
         build(&PolicySetup {
             name: "llm-d",
             workers,
             block_size: 4,
             kv_capacity_blocks: None,
-            settings: None,
+            settings,
         })
         .unwrap()
+    }
+
+    /// Worker `w` stored `blocks` (from the front of the prompt) on its device.
+    fn stored(w: u32, blocks: &[crate::hash::BlockHash]) -> KvEvent {
+        KvEvent::Stored {
+            worker: WorkerId(w),
+            parent: None,
+            blocks: blocks.to_vec().into(),
+        }
     }
 
     fn signal(waiting: u32, kv_usage: f64) -> WorkerSignals {

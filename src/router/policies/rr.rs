@@ -48,18 +48,17 @@ mod tests {
     use crate::rng::RngKind;
     use crate::router::loads::LoadKind;
 
-    #[test]
-    fn cycles_and_skips_workers_that_are_down() {
-        let mut p = build(&PolicySetup {
+    /// The policy over `workers` slots, a load book of them all up, and a request (rr reads
+    /// nothing of it).
+    fn setup(workers: usize) -> (Box<dyn RoutingPolicy>, LoadBook, RouteRequest<'static>) {
+        let p = build(&PolicySetup {
             name: "rr",
-            workers: 3,
+            workers,
             block_size: 16,
             kv_capacity_blocks: None,
             settings: None,
         })
         .unwrap();
-        let mut loads = LoadBook::new(3, LoadKind::Routed);
-        let mut rng = SimRng::new(RngKind::Chacha, 1);
         let req = RouteRequest {
             id: RequestId(0),
             blocks: Blocks::default(),
@@ -67,6 +66,13 @@ mod tests {
             session: None,
             now: 0,
         };
+        (p, LoadBook::new(workers, LoadKind::Routed), req)
+    }
+
+    #[test]
+    fn cycles_and_skips_workers_that_are_down() {
+        let (mut p, mut loads, req) = setup(3);
+        let mut rng = SimRng::new(RngKind::Chacha, 1);
         let mut pick = |loads: &LoadBook| p.decide(&req, loads, &mut rng).unwrap().worker.index();
         assert_eq!([pick(&loads), pick(&loads), pick(&loads)], [0, 1, 2]);
         // Decisions 3, 4, 5 and 6 over the two workers up (0 and 2): 3 mod 2 = 1 is worker 2.
@@ -79,26 +85,11 @@ mod tests {
     fn empty_slots_take_no_turn() {
         // Two workers up among eight slots (a scaling pool's spare slots): an even split, where
         // the old walk from slot i mod 8 to the next one up sent 7 of every 8 to worker 0.
-        let mut p = build(&PolicySetup {
-            name: "rr",
-            workers: 8,
-            block_size: 16,
-            kv_capacity_blocks: None,
-            settings: None,
-        })
-        .unwrap();
-        let mut loads = LoadBook::new(8, LoadKind::Routed);
+        let (mut p, mut loads, req) = setup(8);
         for w in 2..8 {
             loads.set_up(WorkerId(w), false);
         }
         let mut rng = SimRng::new(RngKind::Chacha, 1);
-        let req = RouteRequest {
-            id: RequestId(0),
-            blocks: Blocks::default(),
-            input_tokens: 0,
-            session: None,
-            now: 0,
-        };
         let mut counts = [0; 8];
         for _ in 0..100 {
             counts[p.decide(&req, &loads, &mut rng).unwrap().worker.index()] += 1;
