@@ -80,6 +80,16 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
             r.acks, r.requests
         ));
     }
+    // A fault the run outlived tested nothing: the worker went down with no request left.
+    for (i, crate::scenario::Fault::Restart { worker, at_ms, .. }) in s.faults.iter().enumerate() {
+        if *at_ms > r.duration_ms {
+            out.push(format!(
+                "faults[{i}]: worker {worker} went down at {at_ms} ms, after the last request \
+                 completed ({} ms): it changed no request (its restart is still counted)",
+                r.duration_ms
+            ));
+        }
+    }
     // A cluster whose size changed routes everything to its one worker while it has one, so
     // a share of the whole run says nothing of balance there; one that only made room for
     // more (`cluster.max_workers`) kept its starting workers throughout.

@@ -420,19 +420,37 @@ impl Deployment {
             / if engine.of_free { memory_share } else { 1.0 };
         if kv_bytes_per_gpu <= 0.0 && room > per_seq {
             // The weights fit; the sampler's reserve for that many running requests does not.
+            // The hint is the largest limit that runs: one whose KV holds the longest request.
+            let runs = |n: u64| {
+                let with_n = EngineMemory {
+                    max_num_seqs: n,
+                    ..engine
+                };
+                let kv = kv_memory_per_gpu(&model, gpu, s.tp, weight_bytes_per_gpu, with_n);
+                kv > 0.0 && kv_capacity_tokens(kv, kv_bytes_per_token_per_gpu) >= max_model_len
+            };
+            let hint = match largest_true(engine.max_num_seqs, runs) {
+                0 => format!(
+                    "no limit leaves room for one {max_model_len}-token request (the longest): \
+                     serve shorter requests, or raise tp"
+                ),
+                most => format!(
+                    "at most {most} leave room for one {max_model_len}-token request (the \
+                     longest)"
+                ),
+            };
             return Err(bad(
                 engine.max_num_seqs_key,
                 engine.max_num_seqs,
                 &format!(
                     "running requests leave no KV on {} x {}: the sampler's reserve for them \
                      ({SAMPLER_BYTES_PER_LOGIT} bytes x {} vocabulary entries each, {:.1} GB per \
-                     GPU) is more than the {:.1} GB the weights leave; at most {} fit",
+                     GPU) is more than the {:.1} GB the weights leave; {hint}",
                     s.tp,
                     gpu.name,
                     model.vocab_size,
                     per_seq * engine.max_num_seqs as f64 / 1e9,
                     room / 1e9,
-                    (room / per_seq).ceil() as u64 - 1,
                 ),
             ));
         }
@@ -471,9 +489,7 @@ impl Deployment {
                 ),
             ));
         }
-        let blocks = (kv_bytes_per_gpu / (kv_bytes_per_token_per_gpu * VLLM_BLOCK_TOKENS) as f64)
-            .floor() as u64;
-        let kv_capacity_tokens = blocks.saturating_sub(1) * VLLM_BLOCK_TOKENS;
+        let kv_capacity_tokens = kv_capacity_tokens(kv_bytes_per_gpu, kv_bytes_per_token_per_gpu);
         if kv_capacity_tokens < max_model_len {
             return Err(bad(
                 "deployment.max_model_len",
@@ -567,6 +583,28 @@ fn kv_memory_per_gpu(
     } else {
         usable * share - rest
     }
+}
+
+/// The tokens of KV a GPU's `kv_bytes` hold at `kv_bytes_per_token` bytes each: whole
+/// [`VLLM_BLOCK_TOKENS`]-token blocks, less vLLM's null block.
+fn kv_capacity_tokens(kv_bytes: f64, kv_bytes_per_token: u64) -> u64 {
+    let blocks = (kv_bytes / (kv_bytes_per_token * VLLM_BLOCK_TOKENS) as f64).floor() as u64;
+    blocks.saturating_sub(1) * VLLM_BLOCK_TOKENS
+}
+
+/// The largest `n` in `0..below` for which `holds(n)` is true, for a `holds` that is true up to
+/// some `n` and false after it (0 when it holds for none past 0).
+fn largest_true(below: u64, holds: impl Fn(u64) -> bool) -> u64 {
+    let (mut lo, mut hi) = (0, below);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// The memory CUDA reports of `gpu`, bytes: the datasheet's less [`DEVICE_RESERVED_GIB`].
@@ -705,8 +743,8 @@ pub(crate) mod tests {
     }
 
     /// Weights that fit with a running-request limit whose sampler reserve does not: the error
-    /// names the limit, not the tensor parallelism, and its "at most" is exact (one more
-    /// request leaves no KV at all).
+    /// names the limit, not the tensor parallelism, and its "at most" is exact (that many run;
+    /// one more leaves too little KV for the longest request).
     #[test]
     fn too_many_running_requests_are_refused_naming_the_limit() {
         let s = settings("Qwen/Qwen3-8B", "h100_sxm", 1, Precision::Bf16);
@@ -726,13 +764,46 @@ pub(crate) mod tests {
             .rsplit("at most ")
             .next()
             .unwrap()
-            .trim_end_matches(" fit")
+            .split(' ')
+            .next()
+            .unwrap()
             .parse()
             .unwrap();
-        // `most` leaves some KV (too little for one 8,192-token request here); one more, none.
-        let fits = with(most);
-        assert!(fits.is_ok() || fits.unwrap_err().key == "deployment.max_model_len");
-        assert_eq!(with(most + 1).unwrap_err().key, "engine.vllm.max_num_seqs");
+        assert!(with(most).is_ok(), "{most} running requests should run");
+        assert!(with(most + 1).is_err());
+    }
+
+    /// When no running-request limit leaves room for the longest request, the hint says so
+    /// (and names what to change) instead of a count that would not run.
+    #[test]
+    fn no_running_request_limit_that_runs_is_said() {
+        let mut s = settings("Qwen/Qwen3-8B", "h100_sxm", 1, Precision::Bf16);
+        s.max_model_len = Some(40_960);
+        let model = model::find(&s.model).unwrap();
+        // A memory share that leaves 1 GB past the weights: room for a few running requests'
+        // sampler reserve, too little for one 40,960-token request's KV (6 GB).
+        let gpu = gpu::find("h100_sxm").unwrap();
+        let rest = weight_bytes(model, s.precision) + NON_TORCH_GIB_ONE_GPU * GIB + 1e9;
+        let e = Deployment::resolve(
+            &s,
+            model,
+            EngineMemory {
+                max_num_seqs: 100_000,
+                share: MemoryShare::Given(rest / usable_bytes(gpu)),
+                ..VLLM
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "engine.vllm.max_num_seqs");
+        assert!(e.problem.contains("no limit leaves room"), "{}", e.problem);
+    }
+
+    #[test]
+    fn largest_true_finds_the_last_holding_value() {
+        for edge in 0..20 {
+            assert_eq!(largest_true(20, |n| n <= edge), edge.min(19));
+        }
+        assert_eq!(largest_true(1, |_| true), 0);
     }
 
     #[test]

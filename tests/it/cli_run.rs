@@ -743,3 +743,21 @@ fn a_negative_number_for_a_count_names_its_flag() {
         );
     }
 }
+
+/// A fault after the last completion changed nothing the run measured: it is said, not
+/// passed over; one inside the run is not.
+#[test]
+fn a_fault_the_run_outlived_is_warned_about() {
+    let warnings = |at_ms: &str| {
+        let set = format!(r#"faults=[{{kind="restart",worker=1,at_ms={at_ms},down_ms=50.0}}]"#);
+        let out = ok(&["run", "scenarios/kv.toml", "--set", &set, "--json"]);
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        report["warnings"].to_string()
+    };
+    let late = warnings("1e6");
+    assert!(
+        late.contains("faults[0]: worker 1 went down at 1000000 ms, after the last request"),
+        "{late}"
+    );
+    assert!(!warnings("100.0").contains("faults[0]"));
+}
