@@ -102,6 +102,8 @@ pub fn table(runs: &[Compared]) -> String {
     let or_dash = |x: Option<f64>| x.map_or("-".to_string(), |v| v.to_string());
     for c in runs {
         let r = &c.report;
+        // A run whose outputs are one token each has no time per output token: not 0 ms.
+        let tpot = |p: f64| or_dash((!r.tpot_cdf_ms.is_empty()).then_some(p));
         out.push_str(&format!(
             "{:<width$}  {:>12} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}",
             c.label,
@@ -110,15 +112,15 @@ pub fn table(runs: &[Compared]) -> String {
             r.ttft_ms.p50,
             r.ttft_ms.p90,
             r.ttft_ms.p99,
-            r.tpot_ms.p50,
-            r.tpot_ms.p90,
+            tpot(r.tpot_ms.p50),
+            tpot(r.tpot_ms.p90),
             r.throughput_rps,
             r.busiest_worker_share
         ));
         if costed {
             out.push_str(&format!(
                 " {:>9} {:>7} {:>8}",
-                crate::round::round_py(r.gpu_seconds / 3600.0, 3),
+                significant(r.gpu_seconds / 3600.0, 3),
                 or_dash(r.sla_attainment),
                 or_dash(r.goodput_rps)
             ));
@@ -126,6 +128,16 @@ pub fn table(runs: &[Compared]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `x` to `digits` significant digits (its whole part kept whole when it has more), so that a
+/// small run's 1.4 GPU-seconds show as 0.000389 GPU-hours, not 0.
+fn significant(x: f64, digits: i32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let decimals = (digits - 1 - x.abs().log10().floor() as i32).clamp(0, 15);
+    crate::round::round_py(x, decimals as usize)
 }
 
 /// The output folder's files, by name: `compare.json`, `ttft_cdf.svg`, `tpot_cdf.svg`,
@@ -230,6 +242,14 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_hours_keep_three_significant_digits() {
+        assert_eq!(significant(1.4 / 3600.0, 3), 0.000389);
+        assert_eq!(significant(12.3456, 3), 12.3);
+        assert_eq!(significant(98_765.4, 3), 98_765.0);
+        assert_eq!(significant(0.0, 3), 0.0);
+    }
 
     #[test]
     fn labels_are_stems_numbered_when_they_repeat() {
