@@ -5,8 +5,11 @@
 //! (`h100_sxm`, `b200_sxm`, ...) so that measured rows name them as they are; each number cites
 //! NVIDIA's datasheet. Peaks are **dense** (NVIDIA quotes tensor-core figures with 2:4 sparsity:
 //! dense is half); link bandwidths are NVIDIA's bidirectional per-GPU figures; memory is in GiB
-//! (2^30 bytes): the datasheet's GB for Hopper and Blackwell, which are GiB (80 GB H100 = 5 stacks
-//! of 16 GiB), and for Blackwell Ultra, whose 288 GB are decimal, the GiB nvidia-smi reports.
+//! (2^30 bytes): the 80 GB of the A100 and H100, which are GiB (80 GB H100 = 5 stacks of 16 GiB),
+//! and for the others, whose datasheet GB are not (the H200's 141, the B200's 180, the GB200's 186,
+//! Blackwell Ultra's decimal 288, the L40S's 48 less in-band ECC), the GiB nvidia-smi reports.
+//! Either way the datasheet's figure less [`super::DEVICE_RESERVED_GIB`] is within a quarter of a
+//! GiB of the total CUDA reports, never above nvidia-smi's.
 
 use std::sync::OnceLock;
 
@@ -201,5 +204,38 @@ mod tests {
         assert_eq!(l40s.link_bytes_per_s(), 32e9);
         // Its in-band ECC takes a sixteenth of the 48 GiB: nvidia-smi's 46,068 MiB.
         assert!((l40s.memory_bytes() - 46_068.0 * 1_048_576.0).abs() < 0.01 * 1_073_741_824.0);
+    }
+
+    /// The memory a deployment takes CUDA to report (the figure less
+    /// [`super::super::DEVICE_RESERVED_GIB`]) against what CUDA and nvidia-smi report on real
+    /// GPUs, GiB. CUDA's totals are PyTorch's ("GPU 0 has a total capacity of ... GiB" in its
+    /// out-of-memory messages, `totalGlobalMem` for the B200: pytorch/ao PR #4002); nvidia-smi's
+    /// are its MiB / 1,024 (H200 143,771; B200 183,359, NVIDIA/TensorRT-LLM issue #10278; GB200
+    /// 189,471, AIConfigurator's systems/gb200.yaml). The H200's 141, the B200's 180 and the
+    /// GB200's 186 taken as GiB put CUDA's memory 0.38, 0.83 and 0.87 GiB above CUDA's own total,
+    /// the B200's and GB200's above nvidia-smi's.
+    #[test]
+    fn memory_is_what_cuda_reports_plus_the_device_reserve() {
+        use super::super::DEVICE_RESERVED_GIB;
+        for (name, cuda, smi) in [
+            ("a100_sxm", 79.15, 80.0),
+            ("h100_sxm", 79.18, 81_559.0 / 1024.0),
+            ("h200_sxm", 139.80, 143_771.0 / 1024.0),
+            ("b200_sxm", 178.35, 183_359.0 / 1024.0),
+            ("gb200", 184.31, 189_471.0 / 1024.0),
+            ("b300_sxm", 267.69, 275_040.0 / 1024.0),
+            ("l40s", 44.40, 46_068.0 / 1024.0),
+        ] {
+            let g = find(name).unwrap();
+            let as_cuda = g.memory_gb - DEVICE_RESERVED_GIB;
+            assert!(
+                (as_cuda - cuda).abs() < 0.25,
+                "{name}: {as_cuda:.2} GiB as CUDA reports it, CUDA reports {cuda}"
+            );
+            assert!(
+                as_cuda < smi,
+                "{name}: {as_cuda:.2} GiB, nvidia-smi {smi:.2}"
+            );
+        }
     }
 }

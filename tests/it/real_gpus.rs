@@ -180,8 +180,8 @@ fn sglang_sizes_its_kv_by_its_own_default_share_of_memory() {
         "engine.sglang.cuda_graph_max_bs=auto",
     ]);
     assert_eq!(graphs["memory_share"].as_f64().unwrap(), 0.834);
-    // On a B200 (179.18 GiB as CUDA reports it) SGLang's chunk is 16,384 tokens, whose
-    // activations it reserves: 512 + 24,576 + 32 + 128 = 25,248 MiB of 183,480.32, 0.862; with
+    // On a B200 (178.24 GiB as CUDA reports it) SGLang's chunk is 16,384 tokens, whose
+    // activations it reserves: 512 + 24,576 + 32 + 128 = 25,248 MiB of 182,517.76, 0.862; with
     // the 8,192 of smaller GPUs, 12,960 MiB and 0.929.
     let b200 = |extra: &[&str]| {
         let line = "bench --model meta-llama/Llama-3.1-70B --gpu b200_sxm --precision fp8 \
