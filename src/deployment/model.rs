@@ -55,40 +55,72 @@ impl ModelSpec {
     /// Parameters of one layer's linear projections: q, k, v, o and the gated MLP's gate, up and
     /// down.
     pub fn linear_params_per_layer(&self) -> u64 {
-        let q = self.hidden_size * self.attention_heads * self.head_dim;
-        let kv = 2 * self.hidden_size * self.kv_heads * self.head_dim;
-        let o = self.attention_heads * self.head_dim * self.hidden_size;
-        let mlp = 3 * self.hidden_size * self.intermediate_size;
-        q + kv + o + mlp
+        // Exact in u128 ([`ModelSpec::check`] bounds the total, so every read model fits u64).
+        self.linear_per_layer_wide() as u64
     }
 
     /// Parameters of every layer's linear projections (what a quantized checkpoint quantizes).
     pub fn linear_params(&self) -> u64 {
-        self.layers * self.linear_params_per_layer()
+        self.linear_wide() as u64
     }
 
     /// Parameters of the output head (`vocab x hidden`; computed every step even when tied).
     pub fn head_params(&self) -> u64 {
-        self.vocab_size * self.hidden_size
+        self.head_wide() as u64
     }
 
     /// Parameters stored outside the linear projections: embeddings, the untied head, norms.
     pub fn other_params(&self) -> u64 {
-        let embeddings = self.head_params();
-        let head = if self.tied_embeddings {
-            0
-        } else {
-            self.head_params()
-        };
-        // Two RMS norms per layer and the final one (Qwen3's per-head q/k norms are a rounding
-        // error next to these and left out).
-        let norms = (2 * self.layers + 1) * self.hidden_size;
-        embeddings + head + norms
+        self.other_wide() as u64
     }
 
     /// Parameters counted from the architecture.
     pub fn counted_params(&self) -> u64 {
-        self.linear_params() + self.other_params()
+        self.counted_wide() as u64
+    }
+
+    // The counts in u128: dimensions of up to 2^24 multiply past u64 (2^24 x 2^24 x 2^24), which
+    // wrapped a count into the published total's 1 % once; u128 holds any product of three.
+
+    fn linear_per_layer_wide(&self) -> u128 {
+        let [h, heads, kv, d, i] = [
+            self.hidden_size,
+            self.attention_heads,
+            self.kv_heads,
+            self.head_dim,
+            self.intermediate_size,
+        ]
+        .map(u128::from);
+        let q = h * heads * d;
+        let kv = 2 * h * kv * d;
+        let o = heads * d * h;
+        let mlp = 3 * h * i;
+        q + kv + o + mlp
+    }
+
+    fn linear_wide(&self) -> u128 {
+        u128::from(self.layers) * self.linear_per_layer_wide()
+    }
+
+    fn head_wide(&self) -> u128 {
+        u128::from(self.vocab_size) * u128::from(self.hidden_size)
+    }
+
+    fn other_wide(&self) -> u128 {
+        let embeddings = self.head_wide();
+        let head = if self.tied_embeddings {
+            0
+        } else {
+            self.head_wide()
+        };
+        // Two RMS norms per layer and the final one (Qwen3's per-head q/k norms are a rounding
+        // error next to these and left out).
+        let norms = (2 * u128::from(self.layers) + 1) * u128::from(self.hidden_size);
+        embeddings + head + norms
+    }
+
+    fn counted_wide(&self) -> u128 {
+        self.linear_wide() + self.other_wide()
     }
 
     /// KV heads each of `tp` GPUs holds: the heads split over the GPUs, one replicated on each
@@ -154,16 +186,15 @@ impl ModelSpec {
                 ),
             );
         }
-        let counted = self.counted_params() as f64;
+        let counted = self.counted_wide();
         let published = self.parameters as f64;
-        if (counted / published - 1.0).abs() > 0.01 {
+        if (counted as f64 / published - 1.0).abs() > 0.01 {
             return err(
                 "parameters",
                 format!(
-                    "= {} but the architecture counts {} parameters (more than 1 % apart): \
+                    "= {} but the architecture counts {counted} parameters (more than 1 % apart): \
                      check the dimensions",
                     self.parameters,
-                    self.counted_params()
                 ),
             );
         }
@@ -327,5 +358,20 @@ mod tests {
         m.intermediate_size = 25600;
         m.kv_heads = 7;
         assert_eq!(m.check().unwrap_err().0, "kv_heads");
+    }
+
+    /// Dimensions whose products pass 2^64 are counted exactly, not wrapped: these count 2^66 +
+    /// ... parameters, which wrapped in u64 to 134,217,728 and so passed for a 134M model.
+    #[test]
+    fn dimensions_past_u64_are_counted_not_wrapped() {
+        let mut m = find("Qwen/Qwen3-0.6B").unwrap().clone();
+        (m.layers, m.hidden_size, m.attention_heads, m.kv_heads) = (1, 1 << 24, 1 << 24, 1 << 24);
+        (m.head_dim, m.intermediate_size, m.vocab_size) = (1 << 16, 1, 1);
+        m.tied_embeddings = false;
+        m.parameters = 134_217_728;
+        let (key, message) = m.check().unwrap_err();
+        assert_eq!(key, "parameters");
+        let counted = 1u128 << 66 | 8 << 24;
+        assert!(message.contains(&format!("counts {counted} ")), "{message}");
     }
 }
