@@ -403,7 +403,10 @@ fn compare_shows_no_tpot_for_one_token_outputs() {
         line.split_whitespace().map(str::to_string).collect()
     };
     assert_eq!(cols("events-off")[6..8], ["-", "-"], "{table}");
-    assert!(cols("scale-up-reuse")[6].parse::<f64>().unwrap() > 0.0, "{table}");
+    assert!(
+        cols("scale-up-reuse")[6].parse::<f64>().unwrap() > 0.0,
+        "{table}"
+    );
 }
 
 /// The per-worker bars go by worker name: the one-GPU cluster's `gpu0` (or a disaggregated
