@@ -4,7 +4,8 @@
 //! The bundled GPUs are data files in `data/gpus/`, named as AIConfigurator names its systems
 //! (`h100_sxm`, `b200_sxm`, ...) so that measured rows name them as they are; each number cites
 //! NVIDIA's datasheet. Peaks are **dense** (NVIDIA quotes tensor-core figures with 2:4 sparsity:
-//! dense is half); link bandwidths are NVIDIA's bidirectional per-GPU figures; memory is in GiB
+//! dense is half); link bandwidths are NVIDIA's bidirectional per-GPU figures (NVLink or PCIe
+//! within a node of `gpus_per_node`, the NIC of NVIDIA's own DGX system beyond); memory is in GiB
 //! (2^30 bytes): the 80 GB of the A100 and H100, which are GiB (80 GB H100 = 5 stacks of 16 GiB),
 //! and for the others, whose datasheet GB are not (the H200's 141, the B200's 180, the GB200's 186,
 //! Blackwell Ultra's decimal 288, the L40S's 48 less in-band ECC), the GiB nvidia-smi reports.
@@ -46,6 +47,13 @@ pub struct GpuSpec {
     /// PCIe bandwidth per GPU, bidirectional, GB/s: the link tensor parallelism uses without
     /// NVLink.
     pub pcie_gbps: f64,
+    /// GPUs one tensor-parallel group reaches over `nvlink_gbps` (or PCIe without NVLink): an
+    /// HGX board's or a PCIe server's 8, an NVL72 rack's 72.
+    pub gpus_per_node: u64,
+    /// Scale-out network bandwidth per GPU, bidirectional, GB/s (its NIC: 400 Gb/s each way is
+    /// 100 GB/s): the link a tensor-parallel group larger than `gpus_per_node` crosses (absent:
+    /// none is given, and such a group is refused).
+    pub network_gbps: Option<f64>,
 }
 
 impl GpuSpec {
@@ -78,10 +86,18 @@ impl GpuSpec {
             .collect()
     }
 
-    /// The bandwidth one GPU sends at to its tensor-parallel peers, bytes/s: half the
-    /// bidirectional NVLink figure, or PCIe's without NVLink.
-    pub fn link_bytes_per_s(&self) -> f64 {
-        self.nvlink_gbps.unwrap_or(self.pcie_gbps) / 2.0 * 1e9
+    /// The bandwidth one GPU sends at to its `tp` tensor-parallel peers, bytes/s: half the
+    /// bidirectional NVLink figure, or PCIe's without NVLink; half the network's when the group
+    /// spans nodes (a ring all-reduce runs at its slowest hop, and NCCL's rings across nodes
+    /// cross the network once per node boundary: each GPU's share is its own NIC's). `None`
+    /// when the group spans nodes and no network bandwidth is given.
+    pub fn link_bytes_per_s(&self, tp: u64) -> Option<f64> {
+        let gbps = if tp <= self.gpus_per_node {
+            self.nvlink_gbps.unwrap_or(self.pcie_gbps)
+        } else {
+            self.network_gbps?
+        };
+        Some(gbps / 2.0 * 1e9)
     }
 
     /// Checks the numbers: every figure positive and finite. The error names the field.
@@ -90,6 +106,8 @@ impl GpuSpec {
             ("fp8_tflops", self.fp8_tflops),
             ("fp4_tflops", self.fp4_tflops),
             ("nvlink_gbps", self.nvlink_gbps),
+            ("network_gbps", self.network_gbps),
+            ("gpus_per_node", Some(self.gpus_per_node as f64)),
         ];
         let required = [
             ("memory_gb", Some(self.memory_gb)),
@@ -198,10 +216,17 @@ mod tests {
         assert_eq!(h100.memory_bytes(), 85_899_345_920.0);
         assert_eq!(h100.memory_bytes_per_s(), 3.35e12);
         assert_eq!(h100.peak_flops(Precision::Bf16), Some(989e12));
-        assert_eq!(h100.link_bytes_per_s(), 450e9);
-        // L40S has no NVLink: PCIe Gen4 x16, 64 GB/s both ways.
+        assert_eq!(h100.link_bytes_per_s(8), Some(450e9));
+        // Past its 8-GPU board: a ConnectX-7 of 400 Gb/s each way, 50 GB/s out.
+        assert_eq!(h100.link_bytes_per_s(16), Some(50e9));
+        // An NVL72 rack's 72 GPUs share NVLink; past the rack, a ConnectX-7 each.
+        let gb200 = find("gb200").unwrap();
+        assert_eq!(gb200.link_bytes_per_s(64), Some(900e9));
+        assert_eq!(gb200.link_bytes_per_s(128), Some(50e9));
+        // L40S has no NVLink: PCIe Gen4 x16, 64 GB/s both ways; no network is given.
         let l40s = find("l40s").unwrap();
-        assert_eq!(l40s.link_bytes_per_s(), 32e9);
+        assert_eq!(l40s.link_bytes_per_s(8), Some(32e9));
+        assert_eq!(l40s.link_bytes_per_s(16), None);
         // Its in-band ECC takes a sixteenth of the 48 GiB: nvidia-smi's 46,068 MiB.
         assert!((l40s.memory_bytes() - 46_068.0 * 1_048_576.0).abs() < 0.01 * 1_073_741_824.0);
     }

@@ -343,6 +343,17 @@ impl Deployment {
                 ),
             ));
         }
+        if gpu.link_bytes_per_s(s.tp).is_none() {
+            return Err(bad(
+                "deployment.tp",
+                s.tp,
+                &format!(
+                    "spans more than the {} GPUs of one {} server, and data/gpus/ gives no \
+                     network bandwidth for its all-reduces across servers: use tp <= {}",
+                    gpu.gpus_per_node, gpu.name, gpu.gpus_per_node
+                ),
+            ));
+        }
         if gpu.peak_flops(s.precision).is_none() {
             let has: Vec<&str> = gpu.precisions().iter().map(|p| p.name()).collect();
             return Err(bad(
@@ -627,6 +638,7 @@ fn min_tp(
     let total = weight_bytes(model, precision);
     (0..7)
         .map(|k| 1u64 << k)
+        .filter(|&tp| gpu.link_bytes_per_s(tp).is_some())
         .find(|&tp| kv_memory_per_gpu(model, gpu, tp, total / tp as f64, engine) > 0.0)
 }
 
@@ -796,6 +808,34 @@ pub(crate) mod tests {
         .unwrap_err();
         assert_eq!(e.key, "engine.vllm.max_num_seqs");
         assert!(e.problem.contains("no limit leaves room"), "{}", e.problem);
+    }
+
+    /// A tensor-parallel group larger than a server whose network no file gives is refused,
+    /// naming the server's size; and no such group is suggested for a model too large.
+    #[test]
+    fn tp_past_a_server_without_a_network_is_refused() {
+        let e = resolve(&settings(
+            "meta-llama/Llama-3.1-70B",
+            "l40s",
+            16,
+            Precision::Fp8,
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "deployment.tp");
+        assert!(
+            e.problem
+                .contains("more than the 8 GPUs of one l40s server"),
+            "{}",
+            e.problem
+        );
+        // Llama-3.1-70B in bf16 at a 40 % memory share would need 16 L40S: more than a server.
+        let s = settings("meta-llama/Llama-3.1-70B", "l40s", 1, Precision::Bf16);
+        let small_share = EngineMemory {
+            share: MemoryShare::Given(0.4),
+            ..VLLM
+        };
+        let e = Deployment::resolve(&s, model::find(&s.model).unwrap(), small_share).unwrap_err();
+        assert!(e.problem.contains("no tensor parallelism"), "{}", e.problem);
     }
 
     #[test]

@@ -15,8 +15,11 @@
 //!   BF16 peak (attention runs in bf16 whatever the weights); decoding requests read their whole
 //!   KV at the memory bandwidth.
 //! - **Tensor parallelism**: two all-reduces per layer of the step's activations (tokens x hidden
-//!   x 2 bytes), a ring's 2(tp−1)/tp of it over the GPU's link (NVLink, or PCIe without), and a
-//!   latency per all-reduce.
+//!   x 2 bytes), a ring's 2(tp−1)/tp of it over the GPU's link (NVLink, or PCIe without; the
+//!   network's NIC when the group spans more GPUs than a node holds, as a ring is as fast as its
+//!   slowest hop), and a latency per all-reduce. A group across nodes is charged no more
+//!   latency than one inside a node, and NCCL's trees across nodes are not modelled: no measured
+//!   row here runs across nodes, so the network's share is the datasheet's figure alone.
 //! - **Overheads**: per layer (kernel launches), per step (scheduling, input preparation,
 //!   sampling) and per request in the batch.
 //!
@@ -126,7 +129,7 @@ impl Roofline {
             attention_flop_per_ms: d.gpu.peak_flops(super::Precision::Bf16).expect("bf16") / 1e3,
             kv_bytes_per_token: d.kv_bytes_per_token_per_gpu as f64,
             allreduce_bytes_per_token,
-            link_bytes_per_ms: d.gpu.link_bytes_per_s() / 1e3,
+            link_bytes_per_ms: d.gpu.link_bytes_per_s(d.tp).expect("resolved tp") / 1e3,
             allreduces: if d.tp > 1 { 2.0 * m.layers as f64 } else { 0.0 },
             layers: m.layers as f64,
             step: profile.step_on(&d.gpu, d.precision),
@@ -231,6 +234,29 @@ mod tests {
         assert!((f[1] - 9.547324).abs() < 1e-6, "{}", f[1]);
         assert!((f[0] - 129.2407).abs() < 1e-3, "{}", f[0]);
         assert!((f[2] - 8.8961).abs() < 1e-3, "{}", f[2]);
+    }
+
+    /// Tensor parallelism past a node crosses the network: Llama-3.1-70B (80 layers, hidden
+    /// 8,192) fp8 on h100_sxm, 8 decode tokens. At tp 8, 2 x 80 x 8,192 x 2 bytes x 2 x 7/8 =
+    /// 4,587,520 bytes per token over NVLink's 450e6 bytes/ms: 0.081556 ms. At tp 16 (two HGX
+    /// boards), 2 x 80 x 8,192 x 2 x 2 x 15/16 = 4,915,200 bytes per token over a 400 Gb/s
+    /// ConnectX-7's 50e6 bytes/ms: 0.786432 ms, so a step of the larger group is slower.
+    #[test]
+    fn all_reduces_across_nodes_go_at_the_network_s_speed() {
+        let w = StepWork {
+            tokens: 8,
+            decode_seqs: 8,
+            decode_kv_tokens: 8000,
+            seqs: 8,
+            sampled: 8,
+            ..StepWork::default()
+        };
+        let at = |tp| {
+            let d = deployment("meta-llama/Llama-3.1-70B", "h100_sxm", tp, Precision::Fp8);
+            Roofline::new(&d, Profile::ones()).features(&w)[4]
+        };
+        assert!((at(8) - 0.081556).abs() < 1e-6, "{}", at(8));
+        assert!((at(16) - 0.786432).abs() < 1e-6, "{}", at(16));
     }
 
     #[test]
