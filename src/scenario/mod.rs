@@ -444,9 +444,10 @@ pub struct Router {
     /// [`crate::router::stream`].
     pub on_gap: OnGap,
     /// A worker serving this router's requests that publishes nothing for this long is treated
-    /// as a gap, ms (1000.0); under `ignore` only counted.
+    /// as a gap, ms, at least 1 (1000.0); under `ignore` only counted.
     pub gap_silence_ms: f64,
-    /// A replay or snapshot request not answered in this long is sent again, ms (100.0).
+    /// A replay or snapshot request not answered in this long is sent again, ms, at least 1
+    /// (100.0).
     pub recovery_timeout_ms: f64,
     /// `on_gap = "fallback"`: how long a routing decision counts as the worker holding the
     /// prompt, ms (120000.0, Dynamo's `router_ttl_secs`).

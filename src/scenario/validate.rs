@@ -16,6 +16,7 @@ use crate::rng::SimRng;
 use crate::router::loads::LoadKind;
 use crate::router::policy::PolicySetup;
 use crate::router::registry;
+use crate::router::stream::MIN_STREAM_TIMER_MS;
 use crate::workload::synthetic::SyntheticStream;
 
 fn at_least_one(key: &str, n: usize) -> Result<(), Invalid> {
@@ -752,8 +753,26 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     ] {
         time_ms(key, x)?;
     }
-    positive("router.gap_silence_ms", r.gap_silence_ms)?;
-    positive("router.recovery_timeout_ms", r.recovery_timeout_ms)?;
+    for (key, x) in [
+        ("router.gap_silence_ms", r.gap_silence_ms),
+        ("router.recovery_timeout_ms", r.recovery_timeout_ms),
+    ] {
+        positive(key, x)?;
+        // The stream check ticks at half the shorter of the two while requests are open: at
+        // 1e-9 ms a ten-second run took 10^10 ticks and never ended.
+        if x < MIN_STREAM_TIMER_MS {
+            return Err(Invalid::new(
+                key,
+                format!("{x:?}"),
+                &format!(
+                    "must be at least {MIN_STREAM_TIMER_MS} ms (the router checks its KV event \
+                     streams every half of the shorter of gap_silence_ms and \
+                     recovery_timeout_ms while requests are open, so a shorter one only costs \
+                     the run time)"
+                ),
+            ));
+        }
+    }
     at_least_one("router.replicas", r.replicas)?;
     at_most("router.replicas", r.replicas, MAX_REPLICAS)?;
     let known = || registry::names().join(", ");
