@@ -7,14 +7,29 @@
 //! spot: worker0 received 812 of 1500 ..." and "hot spot: worker3 received 790 of 1500 ..."
 //! are one kind).
 
+use crate::engine::Nanos;
 use crate::report::{Report, WorkerReport};
 use crate::router::stream::OnGap;
 use crate::scenario::{EngineKind, Pool, Scenario};
 
+/// What the routers did that a report does not say, for [`of_run`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Routing {
+    /// The routers' routing decisions.
+    pub decisions: u64,
+    /// Whether their policy learns from KV events.
+    pub learns: bool,
+    /// When a router first applied a KV event, if one did.
+    pub first_applied_ns: Option<Nanos>,
+    /// The run's end (its last completion), ns.
+    pub end_ns: Nanos,
+}
+
 /// Makes the silent failures loud.
-/// `decisions`: the routers' routing decisions; `learns`: whether their policy learns from KV
-/// events.
-pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<String> {
+pub fn of_run(s: &Scenario, r: &Report, routing: &Routing) -> Vec<String> {
+    let Routing {
+        decisions, learns, ..
+    } = *routing;
     let mut out = Vec::new();
     let policy = &s.router.policy;
     let e = &r.events;
@@ -49,6 +64,24 @@ pub fn of_run(s: &Scenario, r: &Report, decisions: u64, learns: bool) -> Vec<Str
             out.push(format!(
                 "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
                  {cause}; {consequence}"
+            ));
+        } else if let Some(first) = routing
+            .first_applied_ns
+            .filter(|&t| e.applied > 0 && t >= routing.end_ns)
+        {
+            // Events that reach the router only after the last completion: counted as applied,
+            // yet no decision of the run saw one.
+            let latency = if s.bus.latency_ms > 0.0 {
+                format!(" (bus.latency_ms = {})", s.bus.latency_ms)
+            } else {
+                String::new()
+            };
+            out.push(format!(
+                "router.policy = \"{policy}\" routed {decisions} requests before it applied its \
+                 first KV event, {} ms into the run, after the last request completed at {} \
+                 ms{latency}: the router routed the whole run blind, on load alone",
+                crate::round::round_py(first as f64 / 1e6, 3),
+                crate::round::round_py(routing.end_ns as f64 / 1e6, 3),
             ));
         } else if s.router.on_gap == OnGap::Ignore
             && e.applied * 10 < e.published * s.router.replicas as u64 * 9

@@ -45,6 +45,10 @@ pub struct IndexAudit {
     held: u64,
     replicas: Vec<Belief>,
     last: Nanos,
+    /// The areas at the latest completion ([`IndexAudit::settle`]): the run ends with its last
+    /// completion, and what routers apply after it (events still on the bus, answers to late
+    /// recovery requests) must not count.
+    settled: Option<(Nanos, Vec<Belief>)>,
 }
 
 /// One replica's counts and time averages.
@@ -83,6 +87,7 @@ impl IndexAudit {
             held: 0,
             replicas: vec![Belief::default(); replicas],
             last: 0,
+            settled: None,
         }))
     }
 
@@ -220,12 +225,28 @@ impl IndexAudit {
         }
     }
 
-    /// The averages up to `end` (the mean over replicas).
+    /// A request completed at `now`: the averages so far are kept, so that the report can
+    /// stop them at the run's end (its last completion) however long deliveries go on after it.
+    pub fn settle(&mut self, now: Nanos) {
+        self.advance(now);
+        let mut areas = self.settled.take().map(|(_, a)| a).unwrap_or_default();
+        areas.clone_from(&self.replicas);
+        self.settled = Some((self.last, areas));
+    }
+
+    /// The averages up to `end` (the mean over replicas): those settled at `end` when the audit
+    /// has already gone past it (routers applied events after the run's last completion).
     pub fn quality(&mut self, end: Nanos) -> IndexQuality {
-        self.advance(end);
-        let n = self.replicas.len().max(1) as f64;
+        let replicas = match &self.settled {
+            Some((at, areas)) if end < self.last && *at == end => areas,
+            _ => {
+                self.advance(end);
+                &self.replicas
+            }
+        };
+        let n = replicas.len().max(1) as f64;
         let mean = |area: f64, ns: u64| if ns == 0 { 1.0 } else { area / ns as f64 };
-        let (p, r) = self.replicas.iter().fold((0.0, 0.0), |(p, r), b| {
+        let (p, r) = replicas.iter().fold((0.0, 0.0), |(p, r), b| {
             (
                 p + mean(b.precision_area, b.precision_ns),
                 r + mean(b.recall_area, b.recall_ns),
@@ -286,5 +307,33 @@ mod tests {
         );
         a.believe(0, &stored(&blocks[2..]), 30);
         assert!(a.exact(0));
+    }
+
+    #[test]
+    fn what_routers_learn_after_the_last_completion_does_not_count() {
+        let audit = IndexAudit::shared(1, 1);
+        let blocks = block_hashes(&(0..64).collect::<Vec<u32>>(), 16);
+        let mut a = audit.borrow_mut();
+        a.truth_stored(0, &blocks, 0);
+        // The run's last request completes at 100 ns before the router has learnt anything
+        // (its events are late on the bus): recall 0, precision undefined (1.0).
+        a.settle(100);
+        // The events arrive long after the end; before `settle` they were integrated up to
+        // their arrival, and a router that routed blind scored a recall near 1.
+        a.believe(
+            0,
+            &KvEvent::Stored {
+                worker: WorkerId(0),
+                parent: None,
+                blocks: blocks.clone().into(),
+            },
+            1_000,
+        );
+        a.truth_removed(0, &blocks[..1], 10_000);
+        let q = a.quality(100);
+        assert_eq!((q.precision, q.recall), (1.0, 0.0), "{q:?}");
+        // A report of a later end (a stepped run going on) integrates on.
+        let q = a.quality(10_000);
+        assert!((q.recall - 9_000.0 / 10_000.0).abs() < 1e-12, "{q:?}");
     }
 }

@@ -270,6 +270,10 @@ fn report(
         }
     }
     let decisions = routers.iter().map(|r| r.stats.decisions).sum();
+    let first_applied_ns = routers
+        .iter()
+        .filter_map(|r| r.stats.first_applied_ns)
+        .min();
     let (mut report, duration_ns) = crate::report::assemble(Finished {
         scenario: s,
         hw,
@@ -284,7 +288,13 @@ fn report(
         audit,
         itl: &itl.borrow(),
     });
-    report.warnings = crate::warnings::of_run(s, &report, decisions, learns);
+    let routing = crate::warnings::Routing {
+        decisions,
+        learns,
+        first_applied_ns,
+        end_ns: duration_ns,
+    };
+    report.warnings = crate::warnings::of_run(s, &report, &routing);
     (report, duration_ns)
 }
 

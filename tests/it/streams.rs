@@ -233,3 +233,44 @@ fn replicas_share_the_work_and_sync_their_load() {
     // Deterministic for a seed.
     assert_eq!(with(3, "active-load", "session").1, trace);
 }
+
+#[test]
+fn events_that_arrive_after_the_last_completion_neither_score_nor_hide_a_blind_router() {
+    // Every event takes longer than the whole run (the last request completes near 0.7 s):
+    // the router routes blind, as with no events at all. The events still reach it after the
+    // end and are applied; the audit used to integrate up to their arrival (recall 0.11 at a
+    // 700 ms latency, precision 0.24 at 1e6 ms where the router believed nothing during the
+    // run), and no warning said that the router knew nothing while it routed.
+    let late = |latency_ms: f64| {
+        run(&scenario(&format!(
+            "[router]\npolicy = \"kv-events\"\n[bus]\nlatency_ms = {latency_ms:?}\n"
+        )))
+    };
+    let blind = run(&scenario(
+        "[router]\npolicy = \"kv-events\"\n[bus]\npublish = false\n",
+    ));
+    for latency_ms in [700.0, 1e6] {
+        let r = late(latency_ms);
+        assert_eq!(r.events.applied, r.events.published, "{latency_ms}");
+        assert_eq!(
+            r.predicted_blocks, 0,
+            "{latency_ms}: no decision saw an event"
+        );
+        assert_eq!(r.hits, blind.hits, "{latency_ms}");
+        let q = r.index.expect("audited");
+        assert!(q.recall < 0.01, "{latency_ms}: {q:?}");
+    }
+    let r = late(1e6);
+    assert_eq!(r.index.expect("audited").precision, 1.0, "never defined");
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("before it applied its first KV event")
+                && w.contains("routed the whole run blind")),
+        "{:?}",
+        r.warnings
+    );
+    // A latency the run outlasts is no blindness: no such warning.
+    let r = late(25.0);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}

@@ -38,6 +38,7 @@ impl RouterActor {
         let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
         if r.live(stamp, event, now, believe) {
             self.stats.events_applied += 1;
+            self.stats.first_applied_ns.get_or_insert(now);
         }
     }
 
@@ -59,6 +60,9 @@ impl RouterActor {
         let applied = r.replay(worker, epoch, events, next, now, believe);
         self.stats.events_applied += applied;
         self.stats.replayed += applied;
+        if applied > 0 {
+            self.stats.first_applied_ns.get_or_insert(now);
+        }
     }
 
     pub(super) fn snapshot(&mut self, answer: SnapshotAnswer, bytes: u64, now: Nanos) {

@@ -46,6 +46,9 @@ pub struct RouterStats {
     pub resync_bytes: u64,
     /// Acks received.
     pub acks: u64,
+    /// When the policy first applied a KV event (live or replayed), if it did: one that came
+    /// only after the run's last completion routed the whole run blind.
+    pub first_applied_ns: Option<Nanos>,
 }
 
 impl std::ops::AddAssign for RouterStats {
@@ -58,6 +61,10 @@ impl std::ops::AddAssign for RouterStats {
         self.replayed += other.replayed;
         self.resync_bytes += other.resync_bytes;
         self.acks += other.acks;
+        self.first_applied_ns = match (self.first_applied_ns, other.first_applied_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -384,6 +391,11 @@ impl Actor for RouterActor {
             Msg::Ack(ack) => {
                 self.stats.acks += 1;
                 self.own_open -= 1;
+                // The run may end with this completion: the index audit keeps its averages
+                // here, so that events applied after the end do not count.
+                if let Some(audit) = &self.setup.probes.audit {
+                    audit.borrow_mut().settle(now);
+                }
                 let request = ack.request;
                 self.finished(request);
                 self.tell_peers(|| PeerNote::Freed { request }, ctx);
