@@ -83,7 +83,8 @@
 //!   for the report. What could still grow with a run is estimated before it starts and refused
 //!   past the budget ([`budget`]); limits on times, lengths and sizes are in [`limits`].
 //! - **The silent failure.** An events-fed router whose workers publish nothing (or whose bus
-//!   loses the events) routes on load alone, like round-robin, and real deployments raise no
+//!   loses the events) routes knowing no worker's cache (`kv-events` exactly as round-robin,
+//!   Dynamo's rule at the level of random choice), and real deployments raise no
 //!   error. dynsim puts a warning in the report when a kv-events run applied no event, or far
 //!   fewer than were published.
 //! - **Where the misses come from.** Every missed prompt block is attributed to one cause:

@@ -59,7 +59,7 @@ pub fn of_run(s: &Scenario, r: &Report, routing: &Routing) -> Vec<String> {
                 "the router routes on predictions from its own decisions (router.on_gap = \
                  \"fallback\")"
             } else {
-                "the router is blind and routes on load alone, like round-robin"
+                "the router is blind: it routes knowing no worker's cache, on load alone"
             };
             out.push(format!(
                 "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
