@@ -7,7 +7,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cluster::topology::ActorKind;
-use crate::error::{read_text, Error, Result};
+use crate::error::{Error, Result};
+use crate::workload::trace::{numbered_lines, open, Line, MAX_LINE_BYTES};
 
 /// Metrics recomputed from one trace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,54 +41,93 @@ pub struct TraceDiff {
     pub b: TraceMetrics,
 }
 
-/// Compares the traces at `a` and `b`.
+/// Compares the traces at `a` and `b`, read a line at a time side by side: memory holds the
+/// counters and the first diverging pair of lines, never a whole trace (a day's trace runs to
+/// tens of GB). A line is checked on side A before side B.
 pub fn diff_files(a: &Path, b: &Path) -> Result<TraceDiff> {
-    let (ta, tb) = (read_text(a)?, read_text(b)?);
-    let (ma, mb) = (metrics(a, &ta)?, metrics(b, &tb)?);
-    let mut la = ta.lines();
-    let mut lb = tb.lines();
+    let mut la = numbered_lines(a, open(a)?);
+    let mut lb = numbered_lines(b, open(b)?);
+    let (mut ma, mut mb) = (Counter::new(), Counter::new());
+    let mut first = None;
     let mut line = 0;
-    let first = loop {
-        line += 1;
-        match (la.next(), lb.next()) {
-            (None, None) => break None,
-            (x, y) if x == y => continue,
-            (x, y) => {
-                break Some(Divergence {
-                    line,
-                    a: x.map(str::to_string),
-                    b: y.map(str::to_string),
-                })
-            }
+    loop {
+        let x = next_text(a, la.next())?;
+        let y = next_text(b, lb.next())?;
+        if x.is_none() && y.is_none() {
+            break;
         }
-    };
+        line += 1;
+        if let Some(x) = &x {
+            ma.line(a, line, x)?;
+        }
+        if let Some(y) = &y {
+            mb.line(b, line, y)?;
+        }
+        if first.is_none() && x != y {
+            first = Some(Divergence { line, a: x, b: y });
+        }
+    }
     Ok(TraceDiff {
         first,
-        a: ma,
-        b: mb,
+        a: ma.finish(),
+        b: mb.finish(),
     })
+}
+
+/// The text of a trace's next line (`None` at its end); a line that is not UTF-8 or is too long
+/// to be one of a trace's is an error naming it.
+fn next_text(path: &Path, item: Option<Result<Line>>) -> Result<Option<String>> {
+    match item.transpose()? {
+        None => Ok(None),
+        Some((_, Some(text))) => Ok(Some(text)),
+        Some((line_no, None)) => Err(Error::field(
+            path,
+            line_no,
+            "line",
+            format!("not UTF-8, or longer than {MAX_LINE_BYTES} bytes"),
+        )),
+    }
 }
 
 /// Recomputes the run's metrics from a trace's text; `path` names it in errors.
 pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
-    let mut m = TraceMetrics::default();
-    let mut seen_prefixes = HashSet::new();
-    let mut routers = std::collections::BTreeSet::new();
-    let bump = |values: &mut BTreeMap<String, u64>, key: String| {
-        *values.entry(key).or_insert(0) += 1;
-    };
-    for key in [
-        "requests",
-        "repeat_requests",
-        "hits",
-        "acks",
-        "events.published",
-        "events.delivered",
-    ] {
-        m.values.insert(key.to_string(), 0);
-    }
+    let mut c = Counter::new();
     for (i, line) in text.lines().enumerate() {
-        let line_no = i + 1;
+        c.line(path, i + 1, line)?;
+    }
+    Ok(c.finish())
+}
+
+/// The metrics of one trace, counted a line at a time.
+struct Counter {
+    m: TraceMetrics,
+    /// Prefixes requested so far (only looked up, never iterated).
+    seen_prefixes: HashSet<u64>,
+    routers: std::collections::BTreeSet<String>,
+}
+
+impl Counter {
+    fn new() -> Self {
+        let mut m = TraceMetrics::default();
+        for key in [
+            "requests",
+            "repeat_requests",
+            "hits",
+            "acks",
+            "events.published",
+            "events.delivered",
+        ] {
+            m.values.insert(key.to_string(), 0);
+        }
+        Counter {
+            m,
+            seen_prefixes: HashSet::new(),
+            routers: std::collections::BTreeSet::new(),
+        }
+    }
+
+    fn line(&mut self, path: &Path, line_no: usize, line: &str) -> Result<()> {
+        let m = &mut self.m;
         m.lines += 1;
         let v: Value = serde_json::from_str(line)
             .map_err(|e| Error::field(path, line_no, "line", format!("not JSON: {e}")))?;
@@ -104,11 +144,14 @@ pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
             Some(ActorKind::Bus),
         );
         let flag = |name: &str| v.get(name).and_then(Value::as_bool).unwrap_or(false);
+        let bump = |values: &mut BTreeMap<String, u64>, key: String| {
+            *values.entry(key).or_insert(0) += 1;
+        };
         match kind {
             "Request" if from_kind == client => {
                 bump(&mut m.values, "requests".into());
                 if let Some(p) = v.get("prefix").and_then(Value::as_u64) {
-                    if !seen_prefixes.insert(p) {
+                    if !self.seen_prefixes.insert(p) {
                         bump(&mut m.values, "repeat_requests".into());
                     }
                 }
@@ -116,7 +159,7 @@ pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
             "Request" if from_kind == router => bump(&mut m.values, format!("routes.{to}")),
             "Ack" if to_kind == router => bump(&mut m.values, "acks".into()),
             "Ack" if to_kind == client && flag("repeat") && flag("prefix_hit") => {
-                bump(&mut m.values, "hits".into())
+                bump(&mut m.values, "hits".into());
             }
             "KvStored" | "KvRemoved" | "KvCleared" if to_kind == bus => {
                 bump(&mut m.values, "events.published".into())
@@ -127,22 +170,26 @@ pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
             _ => {}
         }
         for (name, kind) in [(from, from_kind), (to, to_kind)] {
-            if kind == router && !routers.contains(name) {
-                routers.insert(name.to_string());
+            if kind == router && !self.routers.contains(name) {
+                self.routers.insert(name.to_string());
             }
         }
+        Ok(())
     }
-    // Every replica is sent every event (counting deliveries against one copy of each read 0
-    // dropped with two replicas). What a router applied depends on its gap recovery, which
-    // the trace does not carry: the report's events.applied is not recomputed.
-    let published = m.values["events.published"];
-    let delivered = m.values["events.delivered"];
-    let replicas = routers.len().max(1) as u64;
-    m.values.insert(
-        "events.dropped".into(),
-        (published * replicas).saturating_sub(delivered),
-    );
-    Ok(m)
+
+    fn finish(self) -> TraceMetrics {
+        let mut m = self.m;
+        // Every replica is sent every event (counting deliveries against one copy of each read
+        // 0 dropped with two replicas). What a router applied depends on its gap recovery, which
+        // the trace does not carry: the report's events.applied is not recomputed.
+        let (published, delivered) = (m.values["events.published"], m.values["events.delivered"]);
+        let replicas = self.routers.len().max(1) as u64;
+        m.values.insert(
+            "events.dropped".into(),
+            (published * replicas).saturating_sub(delivered),
+        );
+        m
+    }
 }
 
 impl TraceDiff {

@@ -242,6 +242,47 @@ fn diff_of_bad_input_exits_2() {
 }
 
 #[test]
+fn diff_reads_traces_a_line_at_a_time_and_names_the_bad_line() {
+    // diff read both traces whole into memory (about 1 GB for two 500 MB traces; a bundled
+    // day-long scenario writes 23 GB), and a byte that is not UTF-8 was refused without a line.
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl");
+    ok(&["run", "scenarios/kv.toml", "--trace", &a.to_string_lossy()]);
+    let text = std::fs::read(&a).unwrap();
+    let mut b = text.clone();
+    let third = b
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'\n')
+        .nth(1)
+        .unwrap()
+        .0
+        + 1;
+    b.insert(third, 0xff);
+    let b_path = dir.path().join("b.jsonl");
+    std::fs::write(&b_path, &b).unwrap();
+    let (a, b) = (a.to_string_lossy(), b_path.to_string_lossy());
+    let line = bad(&["diff", &a, &b]);
+    assert!(
+        line.ends_with("b.jsonl:3: line: not UTF-8, or longer than 16777216 bytes"),
+        "{line}"
+    );
+    // A trace cut inside its last line is refused naming that line, whichever side it is on.
+    let lines = text.iter().filter(|&&c| c == b'\n').count();
+    let cut = write(
+        dir.path(),
+        "cut.jsonl",
+        std::str::from_utf8(&text[..text.len() - 9]).unwrap(),
+    );
+    let line = bad(&["diff", &cut, &a]);
+    assert!(
+        line.contains(&format!("cut.jsonl:{lines}: line: not JSON")),
+        "{line}"
+    );
+    assert!(ok(&["diff", &a, &a]).starts_with(&format!("identical ({lines} lines)")));
+}
+
+#[test]
 fn bad_scenarios_exit_2_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
