@@ -161,10 +161,15 @@ impl Counter {
             "Ack" if to_kind == client && flag("repeat") && flag("prefix_hit") => {
                 bump(&mut m.values, "hits".into());
             }
-            "KvStored" | "KvRemoved" | "KvCleared" if to_kind == bus => {
-                bump(&mut m.values, "events.published".into())
+            // Every KV event the bus carries, lower tiers' included, as the report counts them.
+            "KvStored" | "KvRemoved" | "KvCleared" | "KvTierStored" | "KvTierRemoved"
+                if to_kind == bus =>
+            {
+                bump(&mut m.values, "events.published".into());
             }
-            "KvStored" | "KvRemoved" | "KvCleared" if to_kind == router => {
+            "KvStored" | "KvRemoved" | "KvCleared" | "KvTierStored" | "KvTierRemoved"
+                if to_kind == router =>
+            {
                 bump(&mut m.values, "events.delivered".into());
             }
             _ => {}

@@ -283,6 +283,49 @@ fn diff_reads_traces_a_line_at_a_time_and_names_the_bad_line() {
 }
 
 #[test]
+fn diff_counts_lower_tier_events_as_the_report_does() {
+    // The bus carries KvTierStored/KvTierRemoved like any KV event and the report counts them
+    // as published and dropped; diff left them out (published 10,452 for the report's 21,554).
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.jsonl").to_string_lossy().into_owned();
+    let json = ok(&[
+        "run",
+        "scenarios/kv-tiers.toml",
+        "--set",
+        "workload.limit=300",
+        "--set",
+        "bus.drop_rate=0.2",
+        "--json",
+        "--trace",
+        &t,
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let text = std::fs::read_to_string(&t).unwrap();
+    assert!(
+        text.contains(r#""kind":"KvTierStored""#),
+        "the run uses a lower tier"
+    );
+    let out = ok(&["diff", &t, &t]);
+    let row = |name: &str| -> u64 {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in {out}"))
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let events = &report["events"];
+    assert!(events["dropped"].as_u64().unwrap() > 0);
+    assert_eq!(
+        row("events.published"),
+        events["published"].as_u64().unwrap()
+    );
+    assert_eq!(row("events.dropped"), events["dropped"].as_u64().unwrap());
+}
+
+#[test]
 fn bad_scenarios_exit_2_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
