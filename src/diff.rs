@@ -103,6 +103,8 @@ struct Counter {
     m: TraceMetrics,
     /// Prefixes requested so far (only looked up, never iterated).
     seen_prefixes: HashSet<u64>,
+    /// Requests counted as repeats and not yet acknowledged to the client (only looked up).
+    open_repeats: HashSet<u64>,
     routers: std::collections::BTreeSet<String>,
 }
 
@@ -122,6 +124,7 @@ impl Counter {
         Counter {
             m,
             seen_prefixes: HashSet::new(),
+            open_repeats: HashSet::new(),
             routers: std::collections::BTreeSet::new(),
         }
     }
@@ -144,6 +147,7 @@ impl Counter {
             Some(ActorKind::Bus),
         );
         let flag = |name: &str| v.get(name).and_then(Value::as_bool).unwrap_or(false);
+        let request = v.get("request").and_then(Value::as_u64);
         let bump = |values: &mut BTreeMap<String, u64>, key: String| {
             *values.entry(key).or_insert(0) += 1;
         };
@@ -153,13 +157,25 @@ impl Counter {
                 if let Some(p) = v.get("prefix").and_then(Value::as_u64) {
                     if !self.seen_prefixes.insert(p) {
                         bump(&mut m.values, "repeat_requests".into());
+                        if let Some(r) = request {
+                            self.open_repeats.insert(r);
+                        }
                     }
                 }
             }
             "Request" if from_kind == router => bump(&mut m.values, format!("routes.{to}")),
             "Ack" if to_kind == router => bump(&mut m.values, "acks".into()),
-            "Ack" if to_kind == client && flag("repeat") && flag("prefix_hit") => {
-                bump(&mut m.values, "hits".into());
+            "Ack" if to_kind == client => {
+                // As in the report, a rejected request is no repeat (it counts as rejected).
+                let was_repeat = request.is_some_and(|r| self.open_repeats.remove(&r));
+                if was_repeat && flag("rejected") {
+                    if let Some(n) = m.values.get_mut("repeat_requests") {
+                        *n = n.saturating_sub(1);
+                    }
+                }
+                if flag("repeat") && flag("prefix_hit") {
+                    bump(&mut m.values, "hits".into());
+                }
             }
             // Every KV event the bus carries, lower tiers' included, as the report counts them.
             "KvStored" | "KvRemoved" | "KvCleared" | "KvTierStored" | "KvTierRemoved"

@@ -326,6 +326,32 @@ fn diff_counts_lower_tier_events_as_the_report_does() {
 }
 
 #[test]
+fn diff_counts_no_rejected_request_as_a_repeat() {
+    // The report counts a rejected request only as rejected; diff counted its prefix's repeat
+    // (60 repeat requests where the report, all 72 rejected, says 0).
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.jsonl").to_string_lossy().into_owned();
+    let json = ok(&[
+        "run",
+        "scenarios/kv.toml",
+        "--set",
+        "cluster.kv_capacity_blocks=6",
+        "--json",
+        "--trace",
+        &t,
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["rejected"], 72);
+    let out = ok(&["diff", &t, &t]);
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("repeat_requests"))
+        .unwrap_or_else(|| panic!("no repeat_requests row in {out}"));
+    let n: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(n, report["repeat_requests"].as_u64().unwrap(), "{out}");
+}
+
+#[test]
 fn bad_scenarios_exit_2_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
