@@ -279,3 +279,51 @@ fn a_scaling_run_shows_each_worker_starting_serving_and_draining() {
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(!text.contains("lifecycle"));
 }
+
+/// A restart cuts the decode stretch in progress: its mark counts the steps it began (those
+/// done and the one cut), not every step it planned (here 1 of 16: the mark said 16 before
+/// Dec 5 2026, while the report counts none of a stretch the restart discards).
+#[test]
+fn a_stretch_cut_by_a_restart_counts_the_steps_it_began() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(
+        dir.path(),
+        "s.toml",
+        r#"
+        [workload]
+        kind = "synthetic"
+        requests = 1
+        input = { dist = "fixed", tokens = 64 }
+        output = { dist = "fixed", tokens = 100 }
+        [cluster]
+        workers = 1
+        [timing]
+        model = "fixed"
+        service_ms = 10.0
+        [[faults]]
+        kind = "restart"
+        worker = 0
+        at_ms = 500.0
+        down_ms = 10.0
+        "#,
+    );
+    let out = dir.path().join("t.json");
+    ok(&["run", &scenario, "--perfetto", out.to_str().unwrap()]);
+    let events = check_trace_events(&std::fs::read_to_string(&out).unwrap());
+    let restart = events
+        .iter()
+        .find(|e| e["ph"] == "i" && e["name"] == "restart")
+        .expect("a restart")["ts"]
+        .as_f64()
+        .unwrap();
+    let cut = events
+        .iter()
+        .find(|e| {
+            e["cat"] == "step"
+                && (e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap() - restart).abs() < 1e-3
+        })
+        .expect("a step cut at the restart");
+    let dur_ms = cut["dur"].as_f64().unwrap() / 1e3;
+    let steps = cut["args"]["steps"].as_u64().unwrap();
+    assert_eq!(steps, (dur_ms / 10.0).ceil() as u64, "{cut}");
+}

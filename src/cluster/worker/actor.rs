@@ -269,7 +269,7 @@ impl Worker {
         if let Some(end) = self.sched.truncate(ctx.now()) {
             self.plan += 1;
             let (epoch, plan) = (self.epoch, self.plan);
-            let steps = self.sched.planned_steps();
+            let steps = self.sched.steps_begun(ctx.now());
             ctx.send(
                 ctx.me(),
                 Msg::StepEnd { epoch, plan, steps },
@@ -550,7 +550,8 @@ impl Worker {
     /// is lost and its event stream starts a new epoch.
     fn clear_out(&mut self, ctx: &mut Context<'_, Msg>) {
         let now = ctx.now();
-        let steps = self.sched.planned_steps();
+        // The stretch in progress is cut here: the steps it began, not all it planned.
+        let steps = self.sched.steps_begun(now);
         self.note_step(now, steps);
         self.up = false;
         self.epoch += 1;

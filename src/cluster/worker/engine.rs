@@ -52,8 +52,9 @@ pub trait Engine<T> {
     /// Plans the next step (or decode stretch) starting at `now`; `None` when nothing can run
     /// now. Call [`Engine::apply`] at [`Planned::end`].
     fn plan(&mut self, now: Nanos) -> Option<Planned<T>>;
-    /// Steps in the planned step or stretch (0 when none is planned).
-    fn planned_steps(&self) -> u32;
+    /// Steps of the planned step or stretch begun by `now`: the ones that ended before it and
+    /// the one in progress (0 when none is planned).
+    fn steps_begun(&self, now: Nanos) -> u32;
     /// Cuts a planned decode stretch at the end of the step in progress at `now` (a message
     /// arrived). Returns the new end if it moved.
     fn truncate(&mut self, now: Nanos) -> Option<Nanos>;

@@ -483,9 +483,15 @@ impl<T> StepScheduler<T> {
         Some(out)
     }
 
-    /// Steps in the planned step or stretch (0 when none is planned).
-    pub fn planned_steps(&self) -> u32 {
-        self.plan.as_ref().map_or(0, |p| p.ends.len() as u32)
+    /// Steps of the planned step or stretch begun by `now` (those that ended before it and the
+    /// one in progress; all of them once `now` is past the last; 0 when none is planned).
+    pub fn steps_begun(&self, now: Nanos) -> u32 {
+        self.plan.as_ref().map_or(0, |p| {
+            p.ends
+                .iter()
+                .position(|&e| e >= now)
+                .map_or(p.ends.len(), |i| i + 1) as u32
+        })
     }
 
     /// Cuts a planned decode stretch at the end of the step in progress at `now` (a message
@@ -993,8 +999,8 @@ impl<T> Engine<T> for StepScheduler<T> {
         StepScheduler::plan(self, now)
     }
 
-    fn planned_steps(&self) -> u32 {
-        StepScheduler::planned_steps(self)
+    fn steps_begun(&self, now: Nanos) -> u32 {
+        StepScheduler::steps_begun(self, now)
     }
 
     fn truncate(&mut self, now: Nanos) -> Option<Nanos> {
