@@ -113,6 +113,7 @@ pub fn of_run(s: &Scenario, r: &Report, routing: &Routing) -> Vec<String> {
             r.acks, r.requests
         ));
     }
+    out.extend(settings_without_effect(s, learns));
     // A fault the run outlived tested nothing: the worker went down with no request left.
     for (i, crate::scenario::Fault::Restart { worker, at_ms, .. }) in s.faults.iter().enumerate() {
         if *at_ms > r.duration_ms {
@@ -170,6 +171,37 @@ pub fn of_run(s: &Scenario, r: &Report, routing: &Routing) -> Vec<String> {
             "{} requests were rejected: their prompt and output {limit}{too_long}",
             r.rejected
         ));
+    }
+    out
+}
+
+/// Router settings the run could not act on: gap recovery for a policy that learns no KV
+/// events, and replica settings with one replica. (Refused outright, as `signal_refresh_ms` is
+/// with a policy that reads no signals, they would break sweeps that cross policies or
+/// replica counts with them: a warning says it instead.)
+fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
+    let r = &s.router;
+    let mut out = Vec::new();
+    if !learns && r.on_gap != OnGap::Ignore {
+        out.push(format!(
+            "router.on_gap = \"{}\" has no effect: router.policy = \"{}\" learns no KV events, \
+             so it has no stream to recover",
+            format!("{:?}", r.on_gap).to_lowercase(),
+            r.policy
+        ));
+    }
+    if r.replicas == 1 {
+        let defaults = crate::scenario::Router::default();
+        for (key, set) in [
+            ("router.sync", r.sync != defaults.sync),
+            ("router.spread", r.spread != defaults.spread),
+        ] {
+            if set {
+                out.push(format!(
+                    "{key} has no effect with one router replica (router.replicas = 1)"
+                ));
+            }
+        }
     }
     out
 }

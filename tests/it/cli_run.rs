@@ -874,3 +874,33 @@ fn a_fault_the_run_outlived_is_warned_about() {
     );
     assert!(!warnings("100.0").contains("faults[0]"));
 }
+
+/// Router settings a run cannot act on are said: gap recovery for a policy that learns no KV
+/// events, and replica settings with one replica; the same settings where they act are not.
+#[test]
+fn router_settings_without_effect_are_warned_about() {
+    let warnings = |sets: &[&str]| {
+        let mut args = vec!["run", "scenarios/rr.toml", "--json"];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let report: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        report["warnings"].to_string()
+    };
+    let blind = warnings(&[r#"router.on_gap="replay""#, r#"router.sync="active-load""#]);
+    assert!(
+        blind.contains(r#"router.on_gap = \"replay\" has no effect: router.policy = \"rr\""#),
+        "{blind}"
+    );
+    assert!(
+        blind.contains("router.sync has no effect with one router replica"),
+        "{blind}"
+    );
+    let acting = warnings(&[
+        r#"router.policy="kv-events""#,
+        r#"router.on_gap="replay""#,
+        "router.replicas=2",
+        r#"router.sync="active-load""#,
+    ]);
+    assert!(!acting.contains("has no effect"), "{acting}");
+}
