@@ -18,10 +18,11 @@
 //! that stored nothing answers the recovery request with nothing missing). Recovery per
 //! `router.on_gap`:
 //!
-//! - `ignore`: apply every event as it comes (today's routers); gaps are only counted, both
-//!   kinds: a skipped sequence number, and a silence past the threshold, counted when the
-//!   worker's next event or the router's next request to it finds it (no timer runs, so a
-//!   silence still open at the end of the run is not counted).
+//! - `ignore`: apply every event as it comes (a router without recovery; Dynamo's own replays
+//!   a gap, as `replay` does); gaps are only counted, both kinds: a skipped sequence number,
+//!   and a silence past the threshold, counted when the worker's next event or the router's
+//!   next request to it finds it (no timer runs, so a silence still open at the end of the run
+//!   is not counted).
 //! - `replay`: ask the worker for its events from the first missing one, drop live events until
 //!   the answer comes (they will be in it), then apply the answer; an answer that starts past
 //!   the missing range (the buffer overflowed) turns into a `resync`.
