@@ -174,6 +174,18 @@ mod tests {
     use crate::deployment::tests::deployment;
     use crate::deployment::Precision;
 
+    /// A decode step of 8 requests holding 1,000 KV tokens each.
+    fn eight_decodes() -> StepWork {
+        StepWork {
+            tokens: 8,
+            decode_seqs: 8,
+            decode_kv_tokens: 8000,
+            seqs: 8,
+            sampled: 8,
+            ..StepWork::default()
+        }
+    }
+
     /// One step by hand: Qwen3-32B bf16 on 2 x h100_sxm, every coefficient 1.
     ///
     /// A decode step of 8 requests holding 1,000 KV tokens each. Linear parameters
@@ -193,14 +205,7 @@ mod tests {
     fn one_decode_step_by_hand() {
         let d = deployment("Qwen/Qwen3-32B", "h100_sxm", 2, Precision::Bf16);
         let r = Roofline::new(&d, Profile::ones());
-        let w = StepWork {
-            tokens: 8,
-            decode_seqs: 8,
-            decode_kv_tokens: 8000,
-            seqs: 8,
-            sampled: 8,
-            ..StepWork::default()
-        };
+        let w = eight_decodes();
         let f = r.features(&w);
         assert!((f[0] - 0.258714).abs() < 1e-6, "{}", f[0]);
         assert!((f[1] - 9.547324).abs() < 1e-6, "{}", f[1]);
@@ -243,14 +248,7 @@ mod tests {
     /// ConnectX-7's 50e6 bytes/ms: 0.786432 ms, so a step of the larger group is slower.
     #[test]
     fn all_reduces_across_nodes_go_at_the_network_s_speed() {
-        let w = StepWork {
-            tokens: 8,
-            decode_seqs: 8,
-            decode_kv_tokens: 8000,
-            seqs: 8,
-            sampled: 8,
-            ..StepWork::default()
-        };
+        let w = eight_decodes();
         let at = |tp| {
             let d = deployment("meta-llama/Llama-3.1-70B", "h100_sxm", tp, Precision::Fp8);
             Roofline::new(&d, Profile::ones()).features(&w)[4]

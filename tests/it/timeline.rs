@@ -75,6 +75,13 @@ fn check_trace_events(text: &str) -> Vec<Json> {
     events
 }
 
+/// Runs `scenario` with `--perfetto` into `dir` and returns the timeline's checked events.
+fn timeline_of(dir: &std::path::Path, scenario: &str) -> Vec<Json> {
+    let out = dir.join("t.json");
+    ok(&["run", scenario, "--perfetto", out.to_str().unwrap()]);
+    check_trace_events(&std::fs::read_to_string(&out).unwrap())
+}
+
 fn names(events: &[Json], ph: &str) -> Vec<String> {
     events
         .iter()
@@ -138,9 +145,7 @@ fn losses_evictions_and_restarts_are_instant_events() {
         down_ms = 50.0
         "#,
     );
-    let out = dir.path().join("t.json");
-    ok(&["run", &scenario, "--perfetto", out.to_str().unwrap()]);
-    let events = check_trace_events(&std::fs::read_to_string(&out).unwrap());
+    let events = timeline_of(dir.path(), &scenario);
     let instants = names(&events, "i");
     for what in ["restart", "evicted"] {
         assert!(instants.iter().any(|n| n == what), "{what}");
@@ -245,9 +250,7 @@ fn a_scaling_run_shows_each_worker_starting_serving_and_draining() {
         workers = 1
         "#,
     );
-    let out = dir.path().join("t.json");
-    ok(&["run", &scenario, "--perfetto", out.to_str().unwrap()]);
-    let events = check_trace_events(&std::fs::read_to_string(&out).unwrap());
+    let events = timeline_of(dir.path(), &scenario);
     let phases: Vec<(u64, &str, f64, f64)> = events
         .iter()
         .filter(|e| e["cat"] == "lifecycle")
@@ -275,9 +278,8 @@ fn a_scaling_run_shows_each_worker_starting_serving_and_draining() {
         "f.toml",
         "[workload]\nkind = \"synthetic\"\nrequests = 20\n",
     );
-    ok(&["run", &fixed, "--perfetto", out.to_str().unwrap()]);
-    let text = std::fs::read_to_string(&out).unwrap();
-    assert!(!text.contains("lifecycle"));
+    let events = timeline_of(dir.path(), &fixed);
+    assert!(events.iter().all(|e| e["cat"] != "lifecycle"));
 }
 
 /// A restart cuts the decode stretch in progress: its mark counts the steps it began (those
@@ -307,9 +309,7 @@ fn a_stretch_cut_by_a_restart_counts_the_steps_it_began() {
         down_ms = 10.0
         "#,
     );
-    let out = dir.path().join("t.json");
-    ok(&["run", &scenario, "--perfetto", out.to_str().unwrap()]);
-    let events = check_trace_events(&std::fs::read_to_string(&out).unwrap());
+    let events = timeline_of(dir.path(), &scenario);
     let restart = events
         .iter()
         .find(|e| e["ph"] == "i" && e["name"] == "restart")
