@@ -129,20 +129,73 @@ pub struct BusActor {
     model: BusModel,
     routers: Vec<ActorId>,
     timeline: Option<SharedTimeline>,
+    /// With `bus.link_gbps`, the deliveries queued on the links and not yet due: what a slow
+    /// link makes the run hold (a router re-asking for snapshots faster than the link carries
+    /// them queues gigabytes), for the memory budget. Not kept without a link, whose queue is
+    /// bounded by the latency.
+    queued: Option<Box<Queued>>,
     /// What the bus did.
     pub stats: BusStats,
+}
+
+/// Deliveries the bus scheduled that are not yet due, and their bytes.
+#[derive(Default)]
+struct Queued {
+    due: std::collections::BinaryHeap<std::cmp::Reverse<(Nanos, u64)>>,
+    bytes: u64,
+}
+
+impl Queued {
+    /// Forgets the deliveries due by `now`.
+    fn settle(&mut self, now: Nanos) {
+        while let Some(&std::cmp::Reverse((at, bytes))) = self.due.peek() {
+            if at > now {
+                break;
+            }
+            self.due.pop();
+            self.bytes -= bytes;
+        }
+    }
+
+    fn push(&mut self, at: Nanos, bytes: u64) {
+        self.due.push(std::cmp::Reverse((at, bytes)));
+        self.bytes += bytes;
+    }
+}
+
+/// Schedules `msg` to `to` after `delay`, counting its `bytes` as queued until then.
+fn deliver(
+    queued: &mut Option<Box<Queued>>,
+    to: ActorId,
+    msg: Msg,
+    bytes: u64,
+    delay: Nanos,
+    ctx: &mut Context<'_, Msg>,
+) {
+    if let Some(q) = queued {
+        q.push(ctx.now().saturating_add(delay), bytes);
+    }
+    ctx.send(to, msg, delay);
 }
 
 impl BusActor {
     /// A bus delivering events to `routers` as `model` decides, noting what it loses on
     /// `timeline` if given.
     pub fn new(model: BusModel, routers: Vec<ActorId>, timeline: Option<SharedTimeline>) -> Self {
+        let queued = model.faults.link_gbps.map(|_| Box::default());
         BusActor {
             model,
             routers,
             timeline,
+            queued,
             stats: BusStats::default(),
         }
+    }
+
+    /// Bytes of the deliveries queued on the links, as of the bus's last delivery (0 without
+    /// `bus.link_gbps`).
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued.as_ref().map_or(0, |q| q.bytes)
     }
 }
 
@@ -151,12 +204,15 @@ impl Actor for BusActor {
 
     fn handle(&mut self, env: Envelope<Msg>, ctx: &mut Context<'_, Msg>) {
         let bytes = env.msg.wire_bytes();
+        if let Some(q) = &mut self.queued {
+            q.settle(ctx.now());
+        }
         match env.msg {
             Msg::Via { to, msg } => {
                 self.stats.control += 1;
                 match self.model.fate(ctx.now(), to, bytes, ctx.rng()) {
                     Fate::Dropped => self.stats.control_dropped += 1,
-                    Fate::Deliver(delay) => ctx.send(to, *msg, delay),
+                    Fate::Deliver(delay) => deliver(&mut self.queued, to, *msg, bytes, delay, ctx),
                 }
             }
             msg @ Msg::Kv { .. } => {
@@ -178,7 +234,7 @@ impl Actor for BusActor {
                             } else {
                                 msg.clone().expect("kept for the last replica")
                             };
-                            ctx.send(to, m, delay);
+                            deliver(&mut self.queued, to, m, bytes, delay, ctx);
                         }
                     }
                 }

@@ -197,6 +197,38 @@ fn requests_piling_up_past_the_budget_stop_the_run() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// Snapshots re-asked for faster than a slow bus link carries them queue on the link: the run
+/// stops at the budget naming the bus (before Dec 5 2026 the 1 MB/s resync of the README's
+/// table peaked at 4.7 GB under a 1 GiB budget and exited 0). Without a link to queue on, the
+/// same run fits the same budget.
+#[test]
+fn messages_queued_on_a_slow_bus_link_count_against_the_budget() {
+    let run = |link: &[&str]| {
+        let mut args = vec![
+            "run",
+            "scenarios/event-gaps.toml",
+            "--set",
+            "workload.limit=300",
+            "--set",
+            r#"router.on_gap="resync""#,
+            "--set",
+            "router.recovery_timeout_ms=1",
+        ];
+        args.extend(link);
+        dynsim()
+            .env("DYNSIM_MEMORY_GIB", "0.03")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--set", "bus.link_gbps=0.00001"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("the KV event bus holds"), "{stderr}");
+    assert!(run(&[]).status.success());
+}
+
 #[test]
 fn the_lab_sim_refuses_an_index_past_the_budget_instead_of_aborting() {
     let line = bad(&[

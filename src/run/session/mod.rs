@@ -210,6 +210,7 @@ impl<'a> Session<'a> {
     fn deliver(&mut self, t: Nanos, inclusive: bool) -> Result<Delivered> {
         let limit = budget::budget();
         let client = self.topology.client();
+        let bus = self.topology.bus();
         // The draining workers whose end a deferred start waits for (none, nearly always).
         let watched: Vec<ActorId> = if self.membership.has_deferred() {
             self.membership
@@ -278,20 +279,37 @@ impl<'a> Session<'a> {
                 }
                 // Requests in flight are the memory no estimate can bound before the run: a
                 // cluster that falls behind an open-loop workload holds every request that
-                // has arrived.
-                if feed.borrow().in_flight_bytes() > limit {
-                    return Err(Error::run(
-                        &s.name,
+                // has arrived; and a slow bus link holds what is queued on it.
+                let requests = feed.borrow().in_flight_bytes();
+                let queued = match sim.actor(bus) {
+                    Node::Bus(b) => b.queued_bytes(),
+                    _ => 0,
+                };
+                if requests.saturating_add(queued) > limit {
+                    let at = sim.now() as f64 / 1e9;
+                    let why = if queued > requests {
                         format!(
-                            "the requests in flight at {:.1} s of virtual time hold {}, more \
+                            "the KV event bus holds {} of messages queued on its links at {at:.1} \
+                             s of virtual time, more than the memory budget of {} \
+                             (DYNSIM_MEMORY_GIB): they reach the link faster than it carries \
+                             them (bus.link_gbps = {}; snapshot requests re-sent every \
+                             router.recovery_timeout_ms = {} ms); raise either, or the budget",
+                            budget::size(queued),
+                            budget::size(limit),
+                            s.bus.link_gbps.unwrap_or(0.0),
+                            s.router.recovery_timeout_ms
+                        )
+                    } else {
+                        format!(
+                            "the requests in flight at {at:.1} s of virtual time hold {}, more \
                              than the memory budget of {} (DYNSIM_MEMORY_GIB): the cluster \
                              falls behind the arrivals; slow them (workload.speedup, \
                              rate_per_s) or add workers",
-                            sim.now() as f64 / 1e9,
-                            budget::size(feed.borrow().in_flight_bytes()),
+                            budget::size(requests),
                             budget::size(limit)
-                        ),
-                    ));
+                        )
+                    };
+                    return Err(Error::run(&s.name, why));
                 }
             }
         }
