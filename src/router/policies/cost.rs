@@ -1,9 +1,28 @@
 //! `cost`: a Dynamo-style cost over the events index, the older documented form: `overlap_weight`
 //! x the blocks the worker would have to prefill + its active load (prompt blocks the router has
-//! in flight there). The lowest cost wins (lowest number on ties), or with `temperature` > 0 a
-//! sample from softmax(−cost / max cost / temperature).
+//! in flight there). The lowest cost wins (a seeded draw among equal costs), or with
+//! `temperature` > 0 a sample from softmax(−cost / max cost / temperature).
 //!
 //! Settings, `[router.cost]`: `overlap_weight` (1.0), `temperature` (0.0).
+//!
+//! Source: Dynamo's KV router before the published `dynamo-kv-router` crate (ai-dynamo/dynamo,
+//! `lib/llm/src/kv_router/scheduler.rs`, `DefaultWorkerSelector::select_worker` and
+//! `softmax_sample`, the mid-2025 form with `i64` worker ids; its docs, e.g. the 0.4.0 archive's
+//! `components/router/README`, describe it as prefill cost + decode cost with
+//! `--kv-overlap-score-weight` and `--router-temperature`): logit = `overlap_score_weight` x
+//! potential prefill blocks + potential decode blocks, lowest wins; at temperature 0 it draws
+//! uniformly among the workers with the least logit (`min_keys`, `rng.random_range`). Every
+//! Dynamo version read draws among ties: the earlier selector (`2·score − cache use − waiting`)
+//! picks at random among its best, and 1.6.1 is the `dynamo` policy, which does too. So a blind
+//! router (no KV events: every overlap 0, every idle worker at the same cost) spreads its
+//! requests at random, not all on the first worker.
+//!
+//! Where dynsim differs: the draw among ties comes from the run's seeded generator (Dynamo's is
+//! the thread's). The load term is the prompt blocks in flight, not Dynamo's potential decode
+//! blocks (which count the new request's blocks and the tokens still to prefill); the sampler
+//! at temperature > 0 scales costs by the largest, where Dynamo's (logits divided by their
+//! largest, then by their range) is softmax(−cost / (max − min) / temperature): the same
+//! ranking, flatter here whenever the least cost is above 0.
 
 use serde::Deserialize;
 
@@ -14,6 +33,7 @@ use crate::protocol::kv_event::KvEvent;
 use crate::rng::SimRng;
 use crate::router::loads::LoadBook;
 use crate::router::policy::{PolicyEntry, PolicySetup, RouteRequest, RoutingPolicy};
+use crate::router::select::lowest_random_tie;
 use crate::router::Decision;
 
 /// The registry entry.
@@ -78,10 +98,7 @@ impl RoutingPolicy for Cost {
         let worker = if self.settings.temperature > 0.0 {
             softmax_sample(&self.costs, self.settings.temperature, rng)?
         } else {
-            self.costs
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))?
-                .0
+            lowest_random_tie(self.costs.iter().copied(), rng)?
         };
         tracing::debug!(costs = ?self.costs, worker, "cost decision");
         Some(Decision {
@@ -120,4 +137,50 @@ pub fn softmax_sample(
         x -= w;
     }
     costs.last().map(|c| c.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::block_hashes;
+    use crate::ids::RequestId;
+    use crate::rng::RngKind;
+    use crate::router::loads::LoadKind;
+
+    #[test]
+    fn equal_costs_are_drawn_among_not_given_to_the_lowest_number() {
+        // No KV events and nothing in flight: every worker costs the whole prompt, as Dynamo's
+        // blind router sees it. Dynamo draws among the tied; the lowest number must not take
+        // every request.
+        let mut p = build(&PolicySetup {
+            name: "cost",
+            workers: 3,
+            block_size: 4,
+            kv_capacity_blocks: None,
+            settings: None,
+        })
+        .unwrap();
+        let loads = LoadBook::new(3, LoadKind::Routed);
+        let blocks = block_hashes(&(0..16).collect::<Vec<u32>>(), 4);
+        let req = RouteRequest {
+            id: RequestId(0),
+            blocks: blocks.as_slice().into(),
+            input_tokens: 16,
+            session: None,
+            now: 0,
+        };
+        let mut rng = SimRng::new(RngKind::Chacha, 5);
+        let mut seen = [0usize; 3];
+        for _ in 0..60 {
+            seen[p.decide(&req, &loads, &mut rng).unwrap().worker.index()] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 5), "{seen:?}");
+        // One worker less loaded: it wins outright, no draw.
+        let mut loads = LoadBook::new(3, LoadKind::Routed);
+        loads.routed_to(RequestId(1), WorkerId(0), 2);
+        loads.routed_to(RequestId(2), WorkerId(2), 2);
+        for _ in 0..10 {
+            assert_eq!(p.decide(&req, &loads, &mut rng).unwrap().worker, WorkerId(1));
+        }
+    }
 }
