@@ -6,6 +6,16 @@
 //! `load()`, the router's own count of requests it sent that have not completed, the first in
 //! worker order on ties. The same rule as NGINX's `least_conn` (fewest active connections).
 //!
+//! Provenance: the index holds `load_aware.rs` at that commit only, beside a `rule_based.rs`,
+//! the files of SGLang PR #11058 ("Adaptive Routing with Worker Load Based Strategy and Rule
+//! Based Strategy", closed in October 2025); that it reached a release is not established, and
+//! `--policy` at b6f20641 offers only `random`, `round_robin`, `cache_aware`, `power_of_two`.
+//! The rule is read as written: `load()` is what the counter holds when it is kept, but SGLang's
+//! regular HTTP router of that period increments it only under `cache_aware`, so under another
+//! policy it stays 0 and this scan would return the first healthy worker. Later gateways' own
+//! load-aware policies (e.g. a `sgl-model-gateway` fork's) rank by engine `num_tokens` polled
+//! from `/get_load` plus an estimate of the tokens dispatched since: not this policy.
+//!
 //! Where dynsim differs: nothing in the rule; the least loaded comes from the router's
 //! [`LoadBook`] (a tournament tree, O(1) per decision when every worker is up) instead of a
 //! scan. NGINX breaks ties by weighted round-robin where dynsim (and SGLang) take the lowest

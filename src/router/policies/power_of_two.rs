@@ -1,6 +1,7 @@
 //! `power-of-two`: two distinct workers drawn at random (from the run's seeded generator), the
 //! one with fewer requests this router has in flight there; the first drawn on a tie (the
-//! "power of two choices" balancer). It ignores caches.
+//! "power of two choices" balancer). It ignores caches. SGLang's compares polled engine token
+//! loads instead (below).
 //!
 //! Sources: the rule is M. Mitzenmacher, "The Power of Two Choices in Randomized Load
 //! Balancing", IEEE Transactions on Parallel and Distributed Systems 12(10), 2001 (after Azar,
@@ -14,9 +15,20 @@
 //!
 //! Where dynsim differs: the draws come from the run's seeded generator (SGLang uses the
 //! thread's), and the second is drawn among the n − 1 others and shifted past the first instead
-//! of redrawn: the same uniform distribution over ordered pairs, one draw fewer. Load is always
-//! the router's own in-flight count; SGLang prefers loads pushed to it by an external monitor
-//! (`update_loads`) when it has them.
+//! of redrawn: the same uniform distribution over ordered pairs, one draw fewer.
+//!
+//! The load compared differs. dynsim compares the requests this router has in flight, exact at
+//! every decision. SGLang at b6f20641 compares what its `LoadMonitor` (`core/worker_manager.rs`,
+//! started with the server; it fetches only while a power-of-two policy exists) last pushed
+//! through `update_loads`: each engine's `/get_load` summed over DP ranks, `num_tokens`, the
+//! scheduler's KV tokens held by requests (pool − free − evictable cache) plus the prompt tokens
+//! of its waiting queue (`python/sglang/srt/managers/scheduler.py`, `get_load`), refreshed every
+//! `--worker-load-check-interval` seconds (1 s, the Rust CLI's default in `main.rs`), the same
+//! snapshot for every decision in between. Its fallback, `worker.load()`, hardly applies: the
+//! monitor's first tick, at start, fills every worker (a failed fetch reads as 0), and the
+//! regular HTTP router of that period counts in-flight requests only under `cache_aware`. So
+//! SGLang ranks by engine tokens up to an interval old, dynsim by routed requests, live: within
+//! an interval SGLang's draws keep favouring whichever worker looked lighter at the last poll.
 
 use crate::error::Invalid;
 use crate::rng::SimRng;
