@@ -21,8 +21,8 @@ pub struct Routing {
     pub learns: bool,
     /// When a router first applied a KV event, if one did.
     pub first_applied_ns: Option<Nanos>,
-    /// The run's end (its last completion), ns.
-    pub end_ns: Nanos,
+    /// When a router made the run's last routing decision, if one did.
+    pub last_decided_ns: Option<Nanos>,
 }
 
 /// Makes the silent failures loud.
@@ -65,23 +65,24 @@ pub fn of_run(s: &Scenario, r: &Report, routing: &Routing) -> Vec<String> {
                 "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
                  {cause}; {consequence}"
             ));
-        } else if let Some(first) = routing
+        } else if let Some((first, last)) = routing
             .first_applied_ns
-            .filter(|&t| e.applied > 0 && t >= routing.end_ns)
+            .zip(routing.last_decided_ns)
+            .filter(|&(first, last)| e.applied > 0 && first > last)
         {
-            // Events that reach the router only after the last completion: counted as applied,
-            // yet no decision of the run saw one.
+            // Events that reach the router only after its last decision (before the last
+            // completion, or after it): counted as applied, yet no decision of the run saw one.
             let latency = if s.bus.latency_ms > 0.0 {
                 format!(" (bus.latency_ms = {})", s.bus.latency_ms)
             } else {
                 String::new()
             };
             out.push(format!(
-                "router.policy = \"{policy}\" routed {decisions} requests before it applied its \
-                 first KV event, {} ms into the run, after the last request completed at {} \
-                 ms{latency}: the router routed the whole run blind, on load alone",
+                "router.policy = \"{policy}\" routed {decisions} requests, the last {} ms into \
+                 the run, before it applied its first KV event, {} ms into the run{latency}: the \
+                 router routed the whole run blind, on load alone",
+                crate::round::round_py(last as f64 / 1e6, 3),
                 crate::round::round_py(first as f64 / 1e6, 3),
-                crate::round::round_py(routing.end_ns as f64 / 1e6, 3),
             ));
         } else if s.router.on_gap == OnGap::Ignore
             && e.applied * 10 < e.published * s.router.replicas as u64 * 9

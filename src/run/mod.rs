@@ -274,6 +274,7 @@ fn report(
         .iter()
         .filter_map(|r| r.stats.first_applied_ns)
         .min();
+    let last_decided_ns = routers.iter().filter_map(|r| r.stats.last_decided_ns).max();
     let (mut report, duration_ns) = crate::report::assemble(Finished {
         scenario: s,
         hw,
@@ -292,7 +293,7 @@ fn report(
         decisions,
         learns,
         first_applied_ns,
-        end_ns: duration_ns,
+        last_decided_ns,
     };
     report.warnings = crate::warnings::of_run(s, &report, &routing);
     (report, duration_ns)

@@ -274,3 +274,40 @@ fn events_that_arrive_after_the_last_completion_neither_score_nor_hide_a_blind_r
     let r = late(25.0);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
+
+#[test]
+fn events_that_arrive_after_the_last_decision_but_before_the_end_are_a_blind_router() {
+    // 10 ms steps: the last request arrives (and is routed) near 710 ms and completes some
+    // 40 ms later. At a 720 ms latency the first event reaches the router after its last
+    // decision and before the last completion: no decision saw an event, as with none at all,
+    // and the warning (which once asked only for events after the last completion) says so.
+    let with = |bus: &str| {
+        let mut s = scenario(&format!("[router]\npolicy = \"kv-events\"\n[bus]\n{bus}\n"));
+        s.timing.service_ms = 10.0;
+        run(&s)
+    };
+    let blind = with("publish = false");
+    let r = with("latency_ms = 720.0");
+    assert!(r.events.applied > 0);
+    assert_eq!(r.predicted_blocks, 0, "no decision saw an event");
+    assert_eq!(r.hits, blind.hits);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("before it applied its first KV event")
+                && w.contains("routed the whole run blind")),
+        "{:?} (the run ended at {} ms)",
+        r.warnings,
+        r.duration_ms
+    );
+    // Events that arrive while requests are still being routed: no such warning.
+    let r = with("latency_ms = 25.0");
+    assert!(r.predicted_blocks > 0);
+    assert!(
+        !r.warnings
+            .iter()
+            .any(|w| w.contains("routed the whole run blind")),
+        "{:?}",
+        r.warnings
+    );
+}

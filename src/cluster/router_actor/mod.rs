@@ -47,8 +47,10 @@ pub struct RouterStats {
     /// Acks received.
     pub acks: u64,
     /// When the policy first applied a KV event (live or replayed), if it did: one that came
-    /// only after the run's last completion routed the whole run blind.
+    /// only after the router's last decision routed the whole run blind.
     pub first_applied_ns: Option<Nanos>,
+    /// When the router made its last routing decision, if it made one.
+    pub last_decided_ns: Option<Nanos>,
 }
 
 impl std::ops::AddAssign for RouterStats {
@@ -65,6 +67,7 @@ impl std::ops::AddAssign for RouterStats {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        self.last_decided_ns = self.last_decided_ns.max(other.last_decided_ns);
     }
 }
 
@@ -230,6 +233,7 @@ impl RouterActor {
         routed.others_held_blocks = others as u32;
         routed.ever_computed_blocks = ever as u32;
         self.stats.decisions += 1;
+        self.stats.last_decided_ns = Some(now);
         self.tell_peers(
             || PeerNote::Added {
                 spec: Arc::clone(&spec),
