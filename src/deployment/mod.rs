@@ -493,9 +493,18 @@ impl Deployment {
                     gpu.memory_gb * s.tp as f64,
                     gpu.memory_bytes() * s.tp as f64 / 1e9,
                     room.max(0.0) * s.tp as f64 / 1e9,
-                    fits.map_or(
-                        "no tensor parallelism up to 64 GPUs fits it".to_string(),
-                        |t| { format!("use tp >= {t}") }
+                    fits.map_or_else(
+                        || if gpu.link_bytes_per_s(MAX_TP).is_some() {
+                            format!("no tensor parallelism up to {MAX_TP} GPUs fits it")
+                        } else {
+                            // min_tp tries no group past a server without a network figure.
+                            format!(
+                                "no tensor parallelism within one {}-GPU {} server fits it \
+                                 (data/gpus/ gives no network bandwidth for a larger group)",
+                                gpu.gpus_per_node, gpu.name
+                            )
+                        },
+                        |t| format!("use tp >= {t}")
                     )
                 ),
             ));
@@ -835,7 +844,13 @@ pub(crate) mod tests {
             ..VLLM
         };
         let e = Deployment::resolve(&s, model::find(&s.model).unwrap(), small_share).unwrap_err();
-        assert!(e.problem.contains("no tensor parallelism"), "{}", e.problem);
+        // Not "up to 64 GPUs": 16 would hold it, but no group past the server is tried.
+        assert!(
+            e.problem
+                .ends_with("no tensor parallelism within one 8-GPU l40s server fits it (data/gpus/ gives no network bandwidth for a larger group)"),
+            "{}",
+            e.problem
+        );
     }
 
     #[test]
