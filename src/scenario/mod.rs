@@ -437,8 +437,8 @@ pub struct Router {
     /// The load of the lab rule's second step: routed | in-flight (routed).
     pub load: LoadKind,
     /// How often the router refreshes its snapshot of the workers' load signals, for a policy
-    /// that reads them, ms; 0 = exact at each decision (0.0). Validation refuses any other value
-    /// with a policy that reads none.
+    /// that reads them, ms; 0 = exact at each decision, else at least 1 (0.0). Validation
+    /// refuses any other value with a policy that reads none.
     pub signal_refresh_ms: f64,
     /// What the router does when a worker's KV event stream has a gap (ignore): see
     /// [`crate::router::stream`].

@@ -439,6 +439,7 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         // The stream check ticks at half the shorter of the two: at 1e-9 ms a run never ended.
         ("silence_tiny.toml", "[router]\non_gap = \"replay\"\ngap_silence_ms = 0.5\n", ":3: router.gap_silence_ms = 0.5 must be at least 1 ms"),
         ("timeout_tiny.toml", "[router]\non_gap = \"replay\"\nrecovery_timeout_ms = 1e-9\n", ":3: router.recovery_timeout_ms = 1e-9 must be at least 1 ms"),
+        ("refresh_tiny.toml", "[router]\npolicy = \"llm-d\"\nsignal_refresh_ms = 1e-6\n", ":3: router.signal_refresh_ms = 1e-6 must be 0 (exact at each decision) or at least 1 ms"),
         ("link.toml", "[bus]\nlink_gbps = 0.0\n", ":2: bus.link_gbps = 0.0 must be a finite number > 0"),
         ("buffer.toml", "[bus]\nreplay_buffer = 20000000\n", ":2: bus.replay_buffer = 20000000 must be at most 10000000"),
         ("ramp_open.toml", "[workload]\nkind = \"synthetic\"\nconcurrency_ramp_s = 2.0\n", ":3: workload.concurrency_ramp_s"),
