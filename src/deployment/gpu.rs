@@ -9,7 +9,7 @@
 //! (2^30 bytes): the 80 GB of the A100 and H100, which are GiB (80 GB H100 = 5 stacks of 16 GiB),
 //! and for the others, whose datasheet GB are not (the H200's 141, the B200's 180, the GB200's 186,
 //! Blackwell Ultra's decimal 288, the L40S's 48 less in-band ECC), the GiB nvidia-smi reports.
-//! Either way the datasheet's figure less [`super::DEVICE_RESERVED_GIB`] is within a quarter of a
+//! Either way the file's figure less [`super::DEVICE_RESERVED_GIB`] is within a quarter of a
 //! GiB of the total CUDA reports, never above nvidia-smi's.
 
 use std::sync::OnceLock;
