@@ -664,6 +664,37 @@ fn calibrate_predicts_a_row_as_bench_runs_it() {
 }
 
 #[test]
+fn a_prefill_worker_checks_only_the_prompt_and_first_token_it_serves() {
+    // Dynamo asks the prefill worker for one token (`max_tokens` 1): a prefill pool whose
+    // max_model_len holds the prompt and that token serves a request whose whole length only
+    // the decode pool accepts. Every engine rejected all four on the prefill side before.
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[workload]\nkind = \"synthetic\"\nrequests = 4\ngroups = 4\n\
+        rate_per_s = 1.0\narrival = \"fixed\"\n\
+        input = { dist = \"fixed\", tokens = 1500 }\noutput = { dist = \"fixed\", tokens = 1000 }\n\
+        [disagg]\nenabled = true\n\
+        [disagg.prefill_deployment]\nmodel = \"Qwen/Qwen3-8B\"\ngpu = \"h100_sxm\"\n\
+        max_model_len = 2048\n\
+        [disagg.decode_deployment]\nmodel = \"Qwen/Qwen3-8B\"\ngpu = \"h100_sxm\"\n";
+    let path = write(dir.path(), "pd.toml", text);
+    for engine in ["vllm", "trtllm", "sglang"] {
+        let kind = format!("engine.kind={engine}");
+        let r = json(&["run", &path, "--set", &kind, "--json"]);
+        assert_eq!(r["rejected"], 0, "{engine}");
+        assert_eq!(r["per_worker"][1]["completed"], 4, "{engine}");
+    }
+    // A request longer than the decode pool accepts is still refused (on the decode side).
+    let r = json(&[
+        "run",
+        &path,
+        "--set",
+        "disagg.decode_deployment.max_model_len=2048",
+        "--json",
+    ]);
+    assert_eq!(r["rejected"], 4);
+}
+
+#[test]
 fn disaggregated_pools_take_a_deployment_each_and_share_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let base = "[deployment]\nmodel = \"meta-llama/Llama-3.1-8B\"\ngpu = \"h100_sxm\"\n\

@@ -222,9 +222,9 @@ impl<T> Seq<T> {
         (named, total.saturating_sub(named))
     }
 
-    /// Blocks its whole sequence needs at most: the KV of the prompt and of every generated
-    /// token but the last (whose KV is never computed).
-    pub(super) fn max_blocks(&self, block_size: usize) -> usize {
-        (self.prompt + self.output - 1).div_ceil(block_size as u64) as usize
+    /// Blocks its sequence needs at most when it produces `output` tokens here: the KV of the
+    /// prompt and of every generated token but the last (whose KV is never computed).
+    pub(super) fn max_blocks(&self, output: u64, block_size: usize) -> usize {
+        (self.prompt + output.max(1) - 1).div_ceil(block_size as u64) as usize
     }
 }

@@ -20,15 +20,20 @@ impl<T> StepScheduler<T> {
             .count()
     }
 
-    /// Blocks `s` holds by its completion here: its prompt and every output token (on a
-    /// disaggregated prefill worker, its first only), as TensorRT-LLM reserves them.
-    fn to_completion_blocks(&self, s: &Seq<T>) -> usize {
-        let output = if self.cfg.prefill_only && !s.decode_side {
+    /// The output tokens `s` produces here: all of them, or on a disaggregated prefill worker
+    /// its first only (Dynamo sends the prefill worker the request with `max_tokens` 1).
+    fn output_here(&self, s: &Seq<T>) -> u64 {
+        if self.cfg.prefill_only && !s.decode_side {
             1
         } else {
             s.output
-        };
-        trtllm::to_completion_blocks(s.prompt + output, self.cfg.block_size)
+        }
+    }
+
+    /// Blocks `s` holds by its completion here: its prompt and every output token (on a
+    /// disaggregated prefill worker, its first only), as TensorRT-LLM reserves them.
+    fn to_completion_blocks(&self, s: &Seq<T>) -> usize {
+        trtllm::to_completion_blocks(s.prompt + self.output_here(s), self.cfg.block_size)
     }
 
     /// The computed count at which `head`'s next token comes out (a transferred request's
@@ -91,16 +96,18 @@ impl<T> StepScheduler<T> {
         let bs = self.cfg.block_size;
         let head = self.waiting.front().expect("checked non-empty");
         // Longer than the KV can ever hold, or than the server accepts (vLLM refuses a request
-        // past max_model_len with an error).
+        // past max_model_len with an error). A disaggregated prefill worker is asked for the
+        // prompt and one token: the whole request is the decode worker's to check.
+        let output = self.output_here(head);
         let footprint = match self.cfg.admission {
             Admission::ToCompletion => self.to_completion_blocks(head),
-            Admission::Chunk | Admission::WholePrompt => head.max_blocks(bs),
+            Admission::Chunk | Admission::WholePrompt => head.max_blocks(output, bs),
         };
         let too_big = self.cfg.kv_capacity.is_some_and(|cap| footprint > cap)
             || self
                 .cfg
                 .max_model_len
-                .is_some_and(|m| head.prompt + head.output > m);
+                .is_some_and(|m| head.prompt + output > m);
         let target = Self::head_target(head);
         let too_long = !self.cfg.chunked_prefill
             && head.kind == SeqKind::Prompt
