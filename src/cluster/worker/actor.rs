@@ -11,14 +11,15 @@
 //! requests, holding their KV while it does) and `Colocated` (prefill and decode on one GPU: one
 //! engine runs both, and the KV crosses the link between the two engines back to itself).
 
-use std::collections::{HashSet, VecDeque};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::disagg;
 use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
-use crate::ids::WorkerId;
+use crate::ids::{RequestId, WorkerId};
 use crate::protocol::kv_event::KvEvent;
 
 use super::super::attribution::classify;
@@ -43,6 +44,12 @@ pub struct Link {
     pub overhead_ms: f64,
 }
 
+/// Transfers whose source lost the KV before the last byte left it (the prefill worker went
+/// down or was removed), by request and attempt (`Routed::retries` when sent): the decode
+/// worker drops such a hand-off when it arrives, the request having gone back to its router.
+/// One set every worker of a run shares.
+pub type LostTransfers = Rc<RefCell<BTreeSet<(RequestId, u32)>>>;
+
 /// Everything a worker is built from.
 pub struct WorkerSetup {
     /// The worker's number in events, acks and reports.
@@ -64,6 +71,8 @@ pub struct WorkerSetup {
     pub decode_peers: Vec<(WorkerId, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
+    /// Transfers lost at their source, shared by every worker.
+    pub lost_transfers: LostTransfers,
     /// Where a routable worker posts its load signals (`None` for decode workers).
     pub board: Option<SignalBoard>,
     /// Its instrumentation (an audit only for a routable worker).
@@ -122,6 +131,9 @@ pub struct Worker {
     /// When its KV link is free again: transfers take it one after another at its full rate
     /// (they ran side by side at full rate each before).
     link_free_at: Nanos,
+    /// Transfers handed to the link, with when each reaches its decode worker, in that order
+    /// (those not yet arrived are lost if the worker goes down or is removed).
+    in_flight: VecDeque<(Nanos, Routed)>,
     /// Prefix groups whose requests this worker admitted (the lab's hit definition).
     processed: HashSet<u64, IdBuilder>,
     /// The next event's sequence number in this epoch.
@@ -158,6 +170,7 @@ impl Worker {
             peers_up: vec![true; setup.decode_peers.len()],
             waiting_for_peer: VecDeque::new(),
             link_free_at: 0,
+            in_flight: VecDeque::new(),
             setup,
             up: true,
             epoch: 0,
@@ -515,7 +528,30 @@ impl Worker {
         self.link_free_at = now.saturating_add(wait).saturating_add(ms_to_ns(moving_ms));
         let peer = self.setup.decode_peers[k].1;
         let delay = wait.saturating_add(ms_to_ns(moving_ms + link.overhead_ms));
+        while self.in_flight.front().is_some_and(|(at, _)| *at <= now) {
+            self.in_flight.pop_front();
+        }
+        self.in_flight
+            .push_back((now.saturating_add(delay), routed.clone()));
         ctx.send(peer, Msg::Handoff(routed), delay);
+    }
+
+    /// The KV of the transfers still on the link is gone with this worker's memory: each
+    /// request goes back to its router, and its hand-off, when it arrives, is dropped.
+    fn lose_transfers(&mut self, ctx: &mut Context<'_, Msg>) {
+        let now = ctx.now();
+        for (at, routed) in std::mem::take(&mut self.in_flight) {
+            if at > now {
+                (self.setup.lost_transfers.borrow_mut()).insert((routed.spec.id, routed.retries));
+                self.hand_back(routed, ctx);
+            }
+        }
+        self.link_free_at = now;
+    }
+
+    /// Whether `routed`'s hand-off carries KV its source lost (and forgets it: it arrives once).
+    fn transfer_lost(&self, routed: &Routed) -> bool {
+        (self.setup.lost_transfers.borrow_mut()).remove(&(routed.spec.id, routed.retries))
     }
 
     /// A decode peer went down or came back.
@@ -543,6 +579,7 @@ impl Worker {
             at: now,
         });
         self.stats.restarts += 1;
+        self.lose_transfers(ctx);
         self.clear_out(ctx);
     }
 
@@ -604,6 +641,7 @@ impl Actor for Worker {
                 let seq = self.prompt_seq(routed);
                 self.arrive(seq, ctx);
             }
+            Msg::Handoff(routed) if self.transfer_lost(&routed) => {} // back at its router
             Msg::Handoff(mut routed) if self.up => {
                 let outcome = routed.prefill.take().map(|b| *b);
                 let spec = Arc::clone(&routed.spec);
@@ -633,7 +671,10 @@ impl Actor for Worker {
             }
             Msg::HostTierChanged => self.report_shared_host(ctx),
             Msg::Retire { drain: true, .. } if self.up => self.draining = true,
-            Msg::Retire { .. } if self.up => self.leave(ctx),
+            Msg::Retire { .. } if self.up => {
+                self.lose_transfers(ctx);
+                self.leave(ctx)
+            }
             Msg::Retire { .. } => {}
             Msg::WorkerDown { worker } => self.peer_changed(worker, false, ctx),
             Msg::WorkerUp { worker } => self.peer_changed(worker, true, ctx),
