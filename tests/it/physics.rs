@@ -448,6 +448,22 @@ fn a_prefill_worker_restart_loses_the_transfers_still_on_its_link() {
 }
 
 #[test]
+fn decode_workers_take_turns_when_their_pool_has_empty_slots() {
+    // A run that scales keeps twice each pool's workers as slots; the empty decode slots
+    // passed their turns to the first decode worker (11, 3, 3, 3 of 20 requests).
+    let text = "[workload]\nkind = \"synthetic\"\nrequests = 20\ngroups = 20\n\
+        rate_per_s = 10.0\narrival = \"fixed\"\n\
+        input = { dist = \"fixed\", tokens = 100 }\noutput = { dist = \"fixed\", tokens = 4 }\n\
+        [router]\npolicy = \"rr\"\n\
+        [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 4\n\
+        [[scale]]\nat_s = 100.0\npool = \"prefill\"\nworkers = 1\n";
+    let s = parse_scenario(Path::new("turns.toml"), text, &[]).unwrap();
+    let r = run(&s);
+    let decoded: Vec<u64> = r.per_worker[1..].iter().map(|w| w.completed).collect();
+    assert_eq!(decoded, [5, 5, 5, 5]);
+}
+
+#[test]
 fn a_decode_worker_restart_neither_loops_nor_loses_requests() {
     let mut s = lab("kv");
     s.disagg.enabled = true;

@@ -66,8 +66,8 @@ pub struct WorkerSetup {
     pub replay_buffer: usize,
     /// The bus's address.
     pub bus: ActorId,
-    /// Decode workers a prefill worker hands off to, as (worker number, address): the first that
-    /// is up, starting from the request id modulo their count.
+    /// Decode workers a prefill worker hands off to, as (worker number, address): of those up,
+    /// the one the request id picks modulo their count.
     pub decode_peers: Vec<(WorkerId, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
@@ -124,8 +124,9 @@ pub struct Worker {
     /// The current plan's number (a cut stretch leaves its old end timer stale).
     plan: u64,
     start_pending: bool,
-    /// Whether each decode peer is up (prefill roles learn of peer faults).
-    peers_up: Vec<bool>,
+    /// The decode peers that are up, by position in `decode_peers`, in order (prefill roles
+    /// learn of peer faults).
+    peers_up: Vec<usize>,
     /// Prefilled requests waiting for a decode peer to come back up.
     waiting_for_peer: VecDeque<Routed>,
     /// When its KV link is free again: transfers take it one after another at its full rate
@@ -167,7 +168,7 @@ impl Worker {
         }
         Worker {
             sched,
-            peers_up: vec![true; setup.decode_peers.len()],
+            peers_up: (0..setup.decode_peers.len()).collect(),
             waiting_for_peer: VecDeque::new(),
             link_free_at: 0,
             in_flight: VecDeque::new(),
@@ -509,15 +510,15 @@ impl Worker {
         ctx.send(routed.router, Msg::Ack(Box::new(ack)), 0);
     }
 
-    /// Sends a prefilled request's KV over the link to the first decode peer that is up (from the
-    /// request id modulo their count), or keeps it until one comes back.
+    /// Sends a prefilled request's KV over the link to a decode peer that is up (the one the
+    /// request id picks modulo their count, so that they take turns), or keeps it until one
+    /// comes back. Empty slots of a scaling pool and peers that are down take no turn.
     fn hand_off(&mut self, routed: Routed, ctx: &mut Context<'_, Msg>) {
-        let n = self.setup.decode_peers.len();
-        let start = (routed.spec.id.0 % n as u64) as usize;
-        let Some(k) = (0..n).map(|k| (start + k) % n).find(|&k| self.peers_up[k]) else {
+        if self.peers_up.is_empty() {
             self.waiting_for_peer.push_back(routed);
             return;
-        };
+        }
+        let k = self.peers_up[(routed.spec.id.0 % self.peers_up.len() as u64) as usize];
         let link = self.setup.link.expect("prefill roles have a link");
         let tokens = u64::from(routed.spec.input_tokens);
         let moving_ms = disagg::transfer_ms(tokens, link.bytes_per_token, link.gbps);
@@ -557,7 +558,13 @@ impl Worker {
     /// A decode peer went down or came back.
     fn peer_changed(&mut self, worker: WorkerId, up: bool, ctx: &mut Context<'_, Msg>) {
         if let Some(k) = self.setup.decode_peers.iter().position(|p| p.0 == worker) {
-            self.peers_up[k] = up;
+            match (self.peers_up.binary_search(&k), up) {
+                (Err(at), true) => self.peers_up.insert(at, k),
+                (Ok(at), false) => {
+                    self.peers_up.remove(at);
+                }
+                _ => {}
+            }
         }
         if up {
             for routed in std::mem::take(&mut self.waiting_for_peer) {
