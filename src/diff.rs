@@ -89,15 +89,6 @@ fn next_text(path: &Path, item: Option<Result<Line>>) -> Result<Option<String>> 
     }
 }
 
-/// Recomputes the run's metrics from a trace's text; `path` names it in errors.
-pub fn metrics(path: &Path, text: &str) -> Result<TraceMetrics> {
-    let mut c = Counter::new();
-    for (i, line) in text.lines().enumerate() {
-        c.line(path, i + 1, line)?;
-    }
-    Ok(c.finish())
-}
-
 /// The metrics of one trace, counted a line at a time.
 struct Counter {
     m: TraceMetrics,

@@ -7,29 +7,15 @@
 //! spot: worker0 received 812 of 1500 ..." and "hot spot: worker3 received 790 of 1500 ..."
 //! are one kind).
 
-use crate::engine::Nanos;
+use crate::cluster::router_actor::RouterStats;
 use crate::report::{Report, WorkerReport};
 use crate::router::stream::OnGap;
 use crate::scenario::{EngineKind, Pool, Scenario};
 
-/// What the routers did that a report does not say, for [`of_run`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Routing {
-    /// The routers' routing decisions.
-    pub decisions: u64,
-    /// Whether their policy learns from KV events.
-    pub learns: bool,
-    /// When a router first applied a KV event, if one did.
-    pub first_applied_ns: Option<Nanos>,
-    /// When a router made the run's last routing decision, if one did.
-    pub last_decided_ns: Option<Nanos>,
-}
-
-/// Makes the silent failures loud.
-pub fn of_run(s: &Scenario, r: &Report, routing: &Routing) -> Vec<String> {
-    let Routing {
-        decisions, learns, ..
-    } = *routing;
+/// Makes the silent failures loud. `routers`: every router replica's counters, summed;
+/// `learns`: whether their policy learns from KV events.
+pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> Vec<String> {
+    let decisions = routers.decisions;
     let mut out = Vec::new();
     let policy = &s.router.policy;
     let e = &r.events;
@@ -65,9 +51,9 @@ pub fn of_run(s: &Scenario, r: &Report, routing: &Routing) -> Vec<String> {
                 "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
                  {cause}; {consequence}"
             ));
-        } else if let Some((first, last)) = routing
+        } else if let Some((first, last)) = routers
             .first_applied_ns
-            .zip(routing.last_decided_ns)
+            .zip(routers.last_decided_ns)
             .filter(|&(first, last)| e.applied > 0 && first > last)
         {
             // Events that reach the router only after its last decision (before the last

@@ -22,6 +22,7 @@ use crate::budget;
 use crate::cluster::audit::SharedAudit;
 use crate::cluster::client::{ClosedLoop, Pacing};
 use crate::cluster::hardware::Hardware;
+use crate::cluster::router_actor::RouterStats;
 use crate::cluster::topology::Topology;
 use crate::cluster::worker::probe::FeatureTotals;
 use crate::cluster::Node;
@@ -269,12 +270,10 @@ fn report(
             );
         }
     }
-    let decisions = routers.iter().map(|r| r.stats.decisions).sum();
-    let first_applied_ns = routers
-        .iter()
-        .filter_map(|r| r.stats.first_applied_ns)
-        .min();
-    let last_decided_ns = routers.iter().filter_map(|r| r.stats.last_decided_ns).max();
+    let mut stats = RouterStats::default();
+    for r in &routers {
+        stats += r.stats;
+    }
     let (mut report, duration_ns) = crate::report::assemble(Finished {
         scenario: s,
         hw,
@@ -289,13 +288,7 @@ fn report(
         audit,
         itl: &itl.borrow(),
     });
-    let routing = crate::warnings::Routing {
-        decisions,
-        learns,
-        first_applied_ns,
-        last_decided_ns,
-    };
-    report.warnings = crate::warnings::of_run(s, &report, &routing);
+    report.warnings = crate::warnings::of_run(s, &report, &stats, learns);
     (report, duration_ns)
 }
 

@@ -742,22 +742,35 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
     super::deploy::resolve(s, base_dir).map(|_| ())
 }
 
+/// A router timer `key` of `x` ms at least [`MIN_STREAM_TIMER_MS`]: it ticks for the whole run
+/// (`why`), so a shorter one only costs the run time. `or` names what else the key may be.
+fn timer_floor(key: &str, x: f64, or: &str, why: &str) -> Result<(), Invalid> {
+    if x >= MIN_STREAM_TIMER_MS {
+        return Ok(());
+    }
+    Err(Invalid::new(
+        key,
+        format!("{x:?}"),
+        &format!(
+            "must be {or}at least {MIN_STREAM_TIMER_MS} ms ({why}, so a shorter one only costs \
+             the run time)"
+        ),
+    ))
+}
+
 /// `[router]`: a known policy, and every `[router.NAME]` table a known policy's valid settings.
 fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     let r = &s.router;
     time_ms("router.signal_refresh_ms", r.signal_refresh_ms)?;
     // The refresh ticks at this interval for the whole run: at 1e-6 ms a 711 ms run took 6 s,
     // and 0 is already exact at each decision.
-    if r.signal_refresh_ms > 0.0 && r.signal_refresh_ms < MIN_STREAM_TIMER_MS {
-        return Err(Invalid::new(
+    if r.signal_refresh_ms > 0.0 {
+        timer_floor(
             "router.signal_refresh_ms",
-            format!("{:?}", r.signal_refresh_ms),
-            &format!(
-                "must be 0 (exact at each decision) or at least {MIN_STREAM_TIMER_MS} ms (the \
-                 router refreshes its snapshot of the workers' signals at this interval, so a \
-                 shorter one only costs the run time)"
-            ),
-        ));
+            r.signal_refresh_ms,
+            "0 (exact at each decision) or ",
+            "the router refreshes its snapshot of the workers' signals at this interval",
+        )?;
     }
     for (key, x) in [
         ("router.gap_silence_ms", r.gap_silence_ms),
@@ -773,18 +786,13 @@ fn validate_router(s: &Scenario) -> Result<(), Invalid> {
         positive(key, x)?;
         // The stream check ticks at half the shorter of the two while requests are open: at
         // 1e-9 ms a ten-second run took 10^10 ticks and never ended.
-        if x < MIN_STREAM_TIMER_MS {
-            return Err(Invalid::new(
-                key,
-                format!("{x:?}"),
-                &format!(
-                    "must be at least {MIN_STREAM_TIMER_MS} ms (the router checks its KV event \
-                     streams every half of the shorter of gap_silence_ms and \
-                     recovery_timeout_ms while requests are open, so a shorter one only costs \
-                     the run time)"
-                ),
-            ));
-        }
+        timer_floor(
+            key,
+            x,
+            "",
+            "the router checks its KV event streams every half of the shorter of \
+             gap_silence_ms and recovery_timeout_ms while requests are open",
+        )?;
     }
     at_least_one("router.replicas", r.replicas)?;
     at_most("router.replicas", r.replicas, MAX_REPLICAS)?;
