@@ -762,8 +762,8 @@ fn timer_floor(key: &str, x: f64, or: &str, why: &str) -> Result<(), Invalid> {
 fn validate_router(s: &Scenario) -> Result<(), Invalid> {
     let r = &s.router;
     time_ms("router.signal_refresh_ms", r.signal_refresh_ms)?;
-    // The refresh ticks at this interval for the whole run: at 1e-6 ms a 711 ms run took 6 s,
-    // and 0 is already exact at each decision.
+    // The refresh ticks at this interval for the whole run: at 1e-6 ms a 711 ms run took 4 to
+    // 6 s, and 0 is already exact at each decision.
     if r.signal_refresh_ms > 0.0 {
         timer_floor(
             "router.signal_refresh_ms",
