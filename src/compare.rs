@@ -120,7 +120,7 @@ pub fn table(runs: &[Compared]) -> String {
         if costed {
             out.push_str(&format!(
                 " {:>9} {:>7} {:>8}",
-                significant(r.gpu_seconds / 3600.0, 3),
+                crate::round::significant(r.gpu_seconds / 3600.0, 3),
                 or_dash(r.sla_attainment),
                 or_dash(r.goodput_rps)
             ));
@@ -128,16 +128,6 @@ pub fn table(runs: &[Compared]) -> String {
         out.push('\n');
     }
     out
-}
-
-/// `x` to `digits` significant digits (its whole part kept whole when it has more), so that a
-/// small run's 1.4 GPU-seconds show as 0.000389 GPU-hours, not 0.
-fn significant(x: f64, digits: i32) -> f64 {
-    if x == 0.0 || !x.is_finite() {
-        return x;
-    }
-    let decimals = (digits - 1 - x.abs().log10().floor() as i32).clamp(0, 15);
-    crate::round::round_py(x, decimals as usize)
 }
 
 /// The output folder's files, by name: `compare.json`, `ttft_cdf.svg`, `tpot_cdf.svg`,
@@ -242,14 +232,6 @@ pub fn render(runs: &[Compared]) -> Vec<(String, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gpu_hours_keep_three_significant_digits() {
-        assert_eq!(significant(1.4 / 3600.0, 3), 0.000389);
-        assert_eq!(significant(12.3456, 3), 12.3);
-        assert_eq!(significant(98_765.4, 3), 98_765.0);
-        assert_eq!(significant(0.0, 3), 0.0);
-    }
 
     #[test]
     fn labels_are_stems_numbered_when_they_repeat() {

@@ -16,6 +16,16 @@ pub fn round_py(x: f64, digits: usize) -> f64 {
         .expect("formatted float parses")
 }
 
+/// `x` to `digits` significant digits by [`round_py`], its whole part kept whole when it has
+/// more digits than that (98,765.4 to 3 digits is 98,765), and at most 12 decimals.
+pub fn significant(x: f64, digits: i32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let decimals = (digits - 1 - x.abs().log10().floor() as i32).clamp(0, 12);
+    round_py(x, decimals as usize)
+}
+
 /// `hits / total` rounded like Python's `round(x, 4)` (the lab's rate format); 0.0 when `total`
 /// is 0.
 pub fn rate(hits: usize, total: usize) -> f64 {
@@ -28,7 +38,15 @@ pub fn rate(hits: usize, total: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{rate, round_py};
+    use super::{rate, round_py, significant};
+
+    #[test]
+    fn significant_keeps_digits_and_whole_parts() {
+        assert_eq!(significant(1.4 / 3600.0, 3), 0.000389);
+        assert_eq!(significant(12.3456, 3), 12.3);
+        assert_eq!(significant(98_765.4, 3), 98_765.0);
+        assert_eq!(significant(0.0, 3), 0.0);
+    }
 
     #[test]
     fn rates_round_to_four_places_and_zero_without_a_total() {

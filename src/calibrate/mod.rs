@@ -265,15 +265,8 @@ pub fn profile_file(
     fitted_on: String,
     error: FitError,
 ) -> ProfileFile {
-    let round = |x: f64| {
-        // Six significant digits: enough to reproduce every figure, short enough to read.
-        if x == 0.0 {
-            0.0
-        } else {
-            let digits = 5 - x.abs().log10().floor() as i32;
-            crate::round::round_py(x, digits.clamp(0, 12) as usize)
-        }
-    };
+    // Six significant digits: enough to reproduce every figure, short enough to read.
+    let round = |x: f64| crate::round::significant(x, 6);
     let mut step = profile.step;
     step.iter_mut().for_each(|c| *c = round(*c));
     ProfileFile {
