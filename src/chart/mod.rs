@@ -54,7 +54,7 @@ pub fn frame<'a, 'b>(
     x_label: &dyn Fn(&f64) -> String,
 ) -> Result<Plot<'a, 'b>, DrawingAreaErrorKind<std::io::Error>> {
     let mut c = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 20))
+        .caption(title, ("sans-serif", caption_size(title)))
         .margin(14)
         .x_label_area_size(50)
         .y_label_area_size(70)
@@ -71,6 +71,22 @@ pub fn frame<'a, 'b>(
         .bold_line_style(BLACK.mix(0.12))
         .draw()?;
     Ok(c)
+}
+
+/// The longest title, in characters, that fits the plot's width at the caption's 20 px.
+const CAPTION_CHARS: usize = 90;
+
+/// The caption's font size for `title`: 20 px, or smaller in proportion for a title longer
+/// than [`CAPTION_CHARS`], whose ends a centred caption would otherwise push off the image (a
+/// sweep's "block reuse (share of prompt blocks cached) against load ..., trace = ..." lost its
+/// first words).
+fn caption_size(title: &str) -> f64 {
+    let chars = title.chars().count();
+    if chars <= CAPTION_CHARS {
+        20.0
+    } else {
+        20.0 * CAPTION_CHARS as f64 / chars as f64
+    }
 }
 
 /// One legend entry.
@@ -339,6 +355,12 @@ fn draw_bars(plot: &Area<'_>, legend: &Area<'_>, chart: &BarChart<'_>) -> Drawn 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_titles_shrink_to_the_plot_width_and_short_ones_keep_20_px() {
+        assert_eq!(caption_size(&"x".repeat(CAPTION_CHARS)), 20.0);
+        assert_eq!(caption_size(&"x".repeat(2 * CAPTION_CHARS)), 10.0);
+    }
 
     #[test]
     fn tick_labels_carry_no_float_noise() {
