@@ -35,18 +35,40 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
         if e.applied == 0 && (!s.bus.publish || e.published > 0) {
             let cause = if !s.bus.publish {
                 "workers are not publishing KV events (bus.publish = false)".to_string()
-            } else {
+            } else if routers.events_received == 0 {
                 format!(
                     "the bus lost every event ({} published, {} dropped)",
                     e.published, e.dropped
                 )
-            };
-            let consequence = if s.router.on_gap == OnGap::Fallback {
-                "the router routes on predictions from its own decisions (router.on_gap = \
-                 \"fallback\")"
             } else {
-                "the router is blind: it routes knowing no worker's cache, on load alone"
+                // Each event that got through came while its worker's stream awaited a
+                // replay or snapshot (or opened such a wait): set aside, never applied.
+                format!(
+                    "the bus lost {} of {} events, and the {} that reached the router came \
+                     while their worker's stream was recovering from a gap (router.on_gap = \
+                     \"{}\")",
+                    e.dropped,
+                    e.published,
+                    routers.events_received,
+                    s.router.on_gap.name()
+                )
             };
+            let consequence =
+                if routers.snapshots_applied > 0 {
+                    format!(
+                    "the router knew the workers' caches only from the {} snapshot{} it resynced \
+                     with",
+                    routers.snapshots_applied,
+                    if routers.snapshots_applied == 1 { "" } else { "s" }
+                )
+                } else if s.router.on_gap == OnGap::Fallback {
+                    "the router routes on predictions from its own decisions (router.on_gap = \
+                 \"fallback\")"
+                        .to_string()
+                } else {
+                    "the router is blind: it routes knowing no worker's cache, on load alone"
+                        .to_string()
+                };
             out.push(format!(
                 "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
                  {cause}; {consequence}"
@@ -70,22 +92,33 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
                 crate::round::round_py(last as f64 / 1e6, 3),
                 crate::round::round_py(first as f64 / 1e6, 3),
             ));
-        } else if s.router.on_gap == OnGap::Ignore
+        } else if (s.router.on_gap == OnGap::Ignore
+            || (s.router.on_gap == OnGap::Replay && routers.snapshots_applied == 0))
             && e.applied * 10 < e.published * s.router.replicas as u64 * 9
         {
+            // A replaying router's applied events count the replayed ones: short of the
+            // published, with no snapshot standing in, its recovery did not keep up.
             let replicas = s.router.replicas as u64;
+            let recovered = if s.router.on_gap == OnGap::Replay {
+                format!(
+                    "; router.on_gap = \"replay\" recovered {}",
+                    routers.replayed
+                )
+            } else {
+                String::new()
+            };
             out.push(if replicas == 1 {
                 format!(
-                    "the router applied only {} of {} published KV events (the bus dropped {}): \
-                     its index is stale and part of its routing is blind",
+                    "the router applied only {} of {} published KV events (the bus dropped \
+                     {}{recovered}): its index is stale and part of its routing is blind",
                     e.applied, e.published, e.dropped
                 )
             } else {
                 // Each replica is sent every event: "190 of 140" read as more than all.
                 format!(
                     "the {replicas} router replicas applied only {} of {} KV events ({} published \
-                     to each; the bus dropped {}): their indexes are stale and part of their \
-                     routing is blind",
+                     to each; the bus dropped {}{recovered}): their indexes are stale and part of \
+                     their routing is blind",
                     e.applied,
                     e.published * replicas,
                     e.published,

@@ -133,13 +133,14 @@ impl Recovery {
     /// A worker's snapshot (every block it holds, as of its next sequence number: on its
     /// device, and on each lower tier): if it is the one awaited, the worker's blocks are
     /// forgotten on every tier (predictions too) and the snapshot believed, device then each
-    /// lower tier, so the router knows what a lossless stream would have told it.
+    /// lower tier, so the router knows what a lossless stream would have told it. Returns
+    /// whether it was believed.
     pub fn snapshot(
         &mut self,
         answer: SnapshotAnswer,
         now: Nanos,
         mut believe: impl FnMut(&KvEvent),
-    ) {
+    ) -> bool {
         let SnapshotAnswer {
             worker,
             epoch,
@@ -149,7 +150,7 @@ impl Recovery {
         } = answer;
         let w = worker.index();
         if !self.streams.on_snapshot(w, epoch, next, now) {
-            return;
+            return false;
         }
         self.fallback[w] = false;
         self.guesses.drop_worker(w);
@@ -166,6 +167,7 @@ impl Recovery {
                 blocks,
             });
         }
+        true
     }
 
     /// In fallback, a decision sending `blocks` to `w` counts as `w` holding them for the TTL.
@@ -302,8 +304,11 @@ mod tests {
             blocks: vec![BlockHash(9)],
             lower: Vec::new(),
         };
-        r.snapshot(answer, 140, |e| seen.push(e.clone()));
+        assert!(r.snapshot(answer.clone(), 140, |e| seen.push(e.clone())));
         assert_eq!(seen, vec![cleared, stored(0, &[9])]);
+        // The same answer again is awaited no more: not believed.
+        assert!(!r.snapshot(answer, 145, |e| seen.push(e.clone())));
+        assert_eq!(seen.len(), 2);
         r.guess(&[BlockHash(10)], 0, 150, |e| seen.push(e.clone()));
         r.expire_guesses(1_000, |e| seen.push(e.clone()));
         assert_eq!(
@@ -330,7 +335,7 @@ mod tests {
                 (Tier::Disk, Vec::new()),
             ],
         };
-        r.snapshot(answer, 20, |e| seen.push(e.clone()));
+        assert!(r.snapshot(answer, 20, |e| seen.push(e.clone())));
         // The `Cleared` forgets every tier (`LowerTiers::apply`); the host blocks come back
         // after the device's, and an empty tier says nothing.
         assert_eq!(

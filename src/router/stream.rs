@@ -63,6 +63,18 @@ pub enum OnGap {
     Fallback,
 }
 
+impl OnGap {
+    /// Its name in a scenario file (`router.on_gap`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OnGap::Ignore => "ignore",
+            OnGap::Replay => "replay",
+            OnGap::Resync => "resync",
+            OnGap::Fallback => "fallback",
+        }
+    }
+}
+
 /// What a router asks a worker for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ask {
@@ -371,6 +383,16 @@ mod tests {
         assert_eq!(t.stats.gaps_detected, 3, "and again from 41 to 52");
         t.on_event(0, at(0, 6), 100);
         assert_eq!(t.stats.gaps_detected, 3, "no request, no silence");
+    }
+
+    #[test]
+    fn on_gap_names_are_the_scenario_files() {
+        for g in [OnGap::Ignore, OnGap::Replay, OnGap::Resync, OnGap::Fallback] {
+            assert_eq!(
+                serde_json::to_string(&g).unwrap(),
+                format!("\"{}\"", g.name())
+            );
+        }
     }
 
     #[test]

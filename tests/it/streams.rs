@@ -311,3 +311,51 @@ fn events_that_arrive_after_the_last_decision_but_before_the_end_are_a_blind_rou
         r.warnings
     );
 }
+
+#[test]
+fn a_router_that_learned_only_from_snapshots_or_from_too_few_replays_is_warned_truly() {
+    // The event-gaps trace with the bus losing all but a handful of events. A few events get
+    // through, each during a gap's recovery, so the router applies none of them: the warning
+    // once said "the bus lost every event (9549 published, 9495 dropped)", and, under
+    // "resync", "blind" although a snapshot had taught the router the workers' caches.
+    let warnings = |on_gap: &str, drop_rate: &str| {
+        let (_, stderr) = crate::common::ok_with_stderr(&[
+            "run",
+            "scenarios/event-gaps.toml",
+            "--set",
+            "workload.limit=2000",
+            "--set",
+            &format!("bus.drop_rate={drop_rate}"),
+            "--set",
+            &format!("router.on_gap=\"{on_gap}\""),
+        ]);
+        stderr
+    };
+    let resync = warnings("resync", "0.995");
+    assert!(
+        resync.contains("applied no KV event: the bus lost 9495 of 9549 events, and the 54 that")
+            && resync.contains("(router.on_gap = \"resync\")")
+            && resync.contains("only from the 1 snapshot it resynced with")
+            && !resync.contains("lost every event")
+            && !resync.contains("blind"),
+        "{resync}"
+    );
+    // All but 13 lost and nothing recovered: blind, and said so without "every event".
+    let none = warnings("resync", "0.999");
+    assert!(
+        none.contains("the bus lost 9592 of 9605 events") && none.contains("the router is blind"),
+        "{none}"
+    );
+    // A replaying router that recovered a few events: its stale index was not warned of
+    // (only "ignore" was).
+    let replay = warnings("replay", "0.99");
+    assert!(
+        replay.contains(
+            "applied only 1069 of 9605 published KV events (the bus dropped 9513; \
+             router.on_gap = \"replay\" recovered 1068)"
+        ),
+        "{replay}"
+    );
+    // A replaying router whose recovery keeps up is not warned.
+    assert!(!warnings("replay", "0.3").contains("warning"));
+}

@@ -71,7 +71,10 @@ impl RouterActor {
             return;
         };
         let believe = Self::believer(&mut self.policy, &self.setup, self.place.replica, now);
-        r.snapshot(answer, now, believe);
+        if r.snapshot(answer, now, believe) {
+            self.stats.snapshots_applied += 1;
+            self.stats.first_applied_ns.get_or_insert(now);
+        }
     }
 
     /// In fallback, a decision for `w` counts as `w` holding the prompt for the TTL.

@@ -44,10 +44,13 @@ pub struct RouterStats {
     pub replayed: u64,
     /// Bytes of the snapshots received.
     pub resync_bytes: u64,
+    /// Snapshots the policy believed (those a stream awaited; a late or stale one is not).
+    pub snapshots_applied: u64,
     /// Acks received.
     pub acks: u64,
-    /// When the policy first applied a KV event (live or replayed), if it did: one that came
-    /// only after the router's last decision routed the whole run blind.
+    /// When the policy first learned from the streams (a KV event applied, live or replayed, or a
+    /// snapshot believed), if it did: knowledge that came only after the router's last decision
+    /// routed the whole run blind.
     pub first_applied_ns: Option<Nanos>,
     /// When the router made its last routing decision, if it made one.
     pub last_decided_ns: Option<Nanos>,
@@ -62,6 +65,7 @@ impl std::ops::AddAssign for RouterStats {
         self.events_applied += other.events_applied;
         self.replayed += other.replayed;
         self.resync_bytes += other.resync_bytes;
+        self.snapshots_applied += other.snapshots_applied;
         self.acks += other.acks;
         self.first_applied_ns = match (self.first_applied_ns, other.first_applied_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
