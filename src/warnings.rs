@@ -206,9 +206,41 @@ fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
         out.push(format!(
             "router.on_gap = \"{}\" has no effect: router.policy = \"{}\" learns no KV events, \
              so it has no stream to recover",
-            format!("{:?}", r.on_gap).to_lowercase(),
+            r.on_gap.name(),
             r.policy
         ));
+    }
+    if !s.disagg.enabled {
+        // A sweep may turn disaggregation off at some points and keep the pools' sizes: a
+        // warning, where a deployment per pool without it is refused.
+        let (d, defaults) = (&s.disagg, crate::scenario::Disagg::default());
+        let set: Vec<&str> = [
+            (
+                "disagg.prefill_workers",
+                d.prefill_workers != defaults.prefill_workers,
+            ),
+            (
+                "disagg.decode_workers",
+                d.decode_workers != defaults.decode_workers,
+            ),
+            ("disagg.link_gbps", d.link_gbps != defaults.link_gbps),
+            (
+                "disagg.transfer_overhead_ms",
+                d.transfer_overhead_ms != defaults.transfer_overhead_ms,
+            ),
+            ("disagg.colocated", d.colocated != defaults.colocated),
+            ("disagg.model", d.model != defaults.model),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+        if !set.is_empty() {
+            out.push(format!(
+                "{} {} no effect: disaggregation is off (disagg.enabled = false)",
+                set.join(", "),
+                if set.len() == 1 { "has" } else { "have" }
+            ));
+        }
     }
     if r.replicas == 1 {
         let defaults = crate::scenario::Router::default();
@@ -354,6 +386,28 @@ mod tests {
             hot_spot(&workers(&[1, 1, 7, 1, 0]), 5, "kv").is_some(),
             "7 of 10"
         );
+    }
+
+    #[test]
+    fn disaggregation_settings_without_disaggregation_are_named() {
+        let mut s = Scenario::default();
+        assert!(settings_without_effect(&s, true).is_empty());
+        s.disagg.link_gbps = 50.0;
+        assert_eq!(
+            settings_without_effect(&s, true),
+            ["disagg.link_gbps has no effect: disaggregation is off (disagg.enabled = false)"]
+        );
+        s.disagg.prefill_workers = 3;
+        s.disagg.colocated = true;
+        assert_eq!(
+            settings_without_effect(&s, true),
+            [
+                "disagg.prefill_workers, disagg.link_gbps, disagg.colocated have no effect: \
+                 disaggregation is off (disagg.enabled = false)"
+            ]
+        );
+        s.disagg.enabled = true;
+        assert!(settings_without_effect(&s, true).is_empty());
     }
 
     #[test]
