@@ -30,25 +30,42 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
         ));
     }
     if learns && decisions > 0 {
+        let replicas = s.router.replicas as u64;
         // Workers that published nothing (every request rejected, say) left the router
         // nothing to learn: its blindness is no loss then, and the bus lost nothing.
         if e.applied == 0 && (!s.bus.publish || e.published > 0) {
             let cause = if !s.bus.publish {
                 "workers are not publishing KV events (bus.publish = false)".to_string()
-            } else if routers.events_received == 0 {
+            } else if routers.events_received == 0 && replicas == 1 {
                 format!(
                     "the bus lost every event ({} published, {} dropped)",
+                    e.published, e.dropped
+                )
+            } else if routers.events_received == 0 {
+                // Each replica is sent its own copy, dropped apart: 19100 of 9550 would read
+                // as more lost than sent.
+                format!(
+                    "the bus lost every event ({} published, a copy to each of {replicas} router \
+                     replicas: {} copies dropped)",
                     e.published, e.dropped
                 )
             } else {
                 // Each event that got through came while its worker's stream awaited a
                 // replay or snapshot (or opened such a wait): set aside, never applied.
+                let lost = if replicas == 1 {
+                    format!("{} of {} events", e.dropped, e.published)
+                } else {
+                    format!(
+                        "{} of the {} copies it carries ({} events, a copy to each of {replicas} \
+                         router replicas)",
+                        e.dropped,
+                        e.published * replicas,
+                        e.published
+                    )
+                };
                 format!(
-                    "the bus lost {} of {} events, and the {} that reached the router came \
-                     while their worker's stream was recovering from a gap (router.on_gap = \
-                     \"{}\")",
-                    e.dropped,
-                    e.published,
+                    "the bus lost {lost}, and the {} that reached the router came while their \
+                     worker's stream was recovering from a gap (router.on_gap = \"{}\")",
                     routers.events_received,
                     s.router.on_gap.name()
                 )
@@ -98,7 +115,6 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
         {
             // A replaying router's applied events count the replayed ones: short of the
             // published, with no snapshot standing in, its recovery did not keep up.
-            let replicas = s.router.replicas as u64;
             let recovered = if s.router.on_gap == OnGap::Replay {
                 format!(
                     "; router.on_gap = \"replay\" recovered {}",

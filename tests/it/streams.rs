@@ -318,7 +318,7 @@ fn a_router_that_learned_only_from_snapshots_or_from_too_few_replays_is_warned_t
     // through, each during a gap's recovery, so the router applies none of them: the warning
     // once said "the bus lost every event (9549 published, 9495 dropped)", and, under
     // "resync", "blind" although a snapshot had taught the router the workers' caches.
-    let warnings = |on_gap: &str, drop_rate: &str| {
+    let with_replicas = |on_gap: &str, drop_rate: &str, replicas: u32| {
         let (_, stderr) = crate::common::ok_with_stderr(&[
             "run",
             "scenarios/event-gaps.toml",
@@ -328,9 +328,12 @@ fn a_router_that_learned_only_from_snapshots_or_from_too_few_replays_is_warned_t
             &format!("bus.drop_rate={drop_rate}"),
             "--set",
             &format!("router.on_gap=\"{on_gap}\""),
+            "--set",
+            &format!("router.replicas={replicas}"),
         ]);
         stderr
     };
+    let warnings = |on_gap: &str, drop_rate: &str| with_replicas(on_gap, drop_rate, 1);
     let resync = warnings("resync", "0.995");
     assert!(
         resync.contains("applied no KV event: the bus lost 9495 of 9549 events, and the 54 that")
@@ -358,4 +361,16 @@ fn a_router_that_learned_only_from_snapshots_or_from_too_few_replays_is_warned_t
     );
     // A replaying router whose recovery keeps up is not warned.
     assert!(!warnings("replay", "0.3").contains("warning"));
+    // Two replicas: each is sent a copy of every event, dropped apart, so the copies are
+    // counted (it once read "the bus lost 18905 of 9495 events").
+    let two = with_replicas("resync", "0.995", 2);
+    assert!(
+        two.contains("the bus lost 18905 of the 18990 copies it carries (9495 events, a copy to each of 2 router replicas)"),
+        "{two}"
+    );
+    let two = with_replicas("resync", "1.0", 2);
+    assert!(
+        two.contains("the bus lost every event (9550 published, a copy to each of 2 router replicas: 19100 copies dropped)"),
+        "{two}"
+    );
 }
