@@ -198,6 +198,7 @@ pub struct DeploymentSettings {
     /// `a100_sxm`, `l40s`).
     pub gpu: String,
     /// GPUs per worker, tensor parallel (1).
+    #[schemars(range(min = 1, max = "MAX_TP"))]
     pub tp: u64,
     /// The weights' precision: bf16, fp8 or fp4 (bf16).
     pub precision: Precision,
@@ -206,6 +207,7 @@ pub struct DeploymentSettings {
     pub kv_dtype: KvDtype,
     /// The longest request the server accepts, tokens (absent: the model's `max_context`, as
     /// vLLM's `max_model_len`). The KV must hold one such request.
+    #[schemars(range(min = 1, max = "crate::limits::MAX_CONTEXT_TOKENS"))]
     pub max_model_len: Option<u64>,
 }
 

@@ -656,8 +656,10 @@ pub struct Disagg {
     /// Whether prefill and decode run on different workers (false).
     pub enabled: bool,
     /// Prefill workers (1).
+    #[schemars(range(min = 1, max = "crate::limits::MAX_WORKERS"))]
     pub prefill_workers: usize,
     /// Decode workers (1).
+    #[schemars(range(min = 1, max = "crate::limits::MAX_WORKERS"))]
     pub decode_workers: usize,
     /// KV transfer link, GB/s = 1e9 bytes/s (13.4): each prefill worker's, carrying one
     /// transfer at a time.

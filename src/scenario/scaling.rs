@@ -66,15 +66,18 @@ pub struct PlannerSettings {
     pub predictor: PredictorKind,
     /// `moving-average`: intervals averaged (5).
     #[serde(default = "five")]
+    #[schemars(range(min = 1))]
     pub window: usize,
     /// `dynamo-throughput`: correct the capacity by observed / expected latency (true).
     #[serde(default = "yes")]
     pub correction: bool,
     /// `dynamo-load`: observations the regressions keep (50).
     #[serde(default = "fifty")]
+    #[schemars(range(min = 2))]
     pub learning_window: usize,
     /// `dynamo-load`: observations before the first decision (5).
     #[serde(default = "five")]
+    #[schemars(range(min = 2))]
     pub min_observations: usize,
     /// `dynamo-load`: scale down only when every worker is below this percentage of the
     /// target (scaled to one worker fewer) (80).

@@ -124,8 +124,10 @@ impl LengthDist {
 #[serde(default, deny_unknown_fields)]
 pub struct SyntheticParams {
     /// Total requests (default 1000).
+    #[schemars(range(min = 1, max = "crate::limits::MAX_REQUESTS"))]
     pub requests: usize,
     /// Shared-prefix groups (default 16).
+    #[schemars(range(min = 1, max = "crate::limits::MAX_REQUESTS"))]
     pub groups: usize,
     /// Zipf exponent of group popularity, ∝ 1/rank^s (default 1.0; 0 is uniform).
     pub zipf_s: f64,
@@ -198,11 +200,12 @@ impl SyntheticParams {
     /// what is wrong.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let err = |k: &str, m: &str| Err((k.to_string(), m.to_string()));
-        if !(1..=10_000_000).contains(&self.requests) {
-            return err("requests", "must be in 1..=10000000");
+        let most = crate::limits::MAX_REQUESTS;
+        if !(1..=most).contains(&self.requests) {
+            return err("requests", &format!("must be in 1..={most}"));
         }
-        if !(1..=10_000_000).contains(&self.groups) {
-            return err("groups", "must be in 1..=10000000");
+        if !(1..=most).contains(&self.groups) {
+            return err("groups", &format!("must be in 1..={most}"));
         }
         if !(self.zipf_s.is_finite() && self.zipf_s >= 0.0) {
             return err("zipf_s", "must be >= 0 and finite");

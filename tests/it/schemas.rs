@@ -331,6 +331,52 @@ const BOUNDED: &[(&str, &[&str])] = &[
     ),
     ("workload.limit", &["replay", "TRACE"]),
     ("workload.trace_block_size", &["replay", "TRACE"]),
+    // Bounds the schema once left out (it said "whole number >= 0" for each).
+    ("workload.requests", &["run", "scenarios/scale.toml"]),
+    (
+        "workload.groups",
+        &[
+            "run",
+            "scenarios/scale.toml",
+            "--set",
+            "workload.requests=64",
+        ],
+    ),
+    (
+        "disagg.prefill_workers",
+        &["run", "scenarios/disagg-one-gpu.toml"],
+    ),
+    (
+        "disagg.decode_workers",
+        &["run", "scenarios/disagg-one-gpu.toml"],
+    ),
+    (
+        "deployment.tp",
+        &[
+            "run",
+            "scenarios/qwen3-32b-fp8-h100.toml",
+            "--set",
+            "workload.limit=5",
+        ],
+    ),
+    (
+        "deployment.max_model_len",
+        &[
+            "run",
+            "scenarios/qwen3-32b-fp8-h100.toml",
+            "--set",
+            "workload.limit=5",
+        ],
+    ),
+    ("planner.window", &["run", "scenarios/burst-threshold.toml"]),
+    (
+        "planner.learning_window",
+        &["run", "scenarios/burst-threshold.toml"],
+    ),
+    (
+        "planner.min_observations",
+        &["run", "scenarios/burst-threshold.toml"],
+    ),
 ];
 
 #[test]
