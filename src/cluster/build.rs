@@ -33,7 +33,7 @@ use super::worker::sglang::{SchedulePolicy, SglangRules};
 use super::worker::tiers::{SharedHost, TierSpec, TiersSetup};
 use super::worker::trtllm::TrtllmRules;
 use super::worker::vllm::{Admission, Preemption, VllmRules};
-use super::worker::{Link, LostTransfers, Worker, WorkerSetup};
+use super::worker::{Link, SharedTransfers, Worker, WorkerSetup};
 use super::Node;
 use crate::protocol::kv_event::Tier;
 use crate::protocol::messages::Msg;
@@ -162,7 +162,7 @@ pub fn populate(
         }
         host_peers = peers.into();
     }
-    let lost_transfers = LostTransfers::default();
+    let transfers = SharedTransfers::default();
     for slot in topo.workers() {
         let mut engine = EngineSetup {
             record_features,
@@ -186,7 +186,7 @@ pub fn populate(
             bus: topo.bus(),
             decode_peers: topo.handoff_peers(slot.id),
             link,
-            lost_transfers: lost_transfers.clone(),
+            transfers: transfers.clone(),
             board: board.clone().filter(|_| slot.routable),
             probes: Probes {
                 truth: truth.clone(),

@@ -448,6 +448,50 @@ fn a_prefill_worker_restart_loses_the_transfers_still_on_its_link() {
 }
 
 #[test]
+fn a_decode_worker_restart_loses_the_transfers_on_their_way_to_it() {
+    // Twenty 1,000-token prompts at once, one prefill worker (worker 0), two decode workers
+    // (1 and 2, taking even and odd requests), a 1 GB/s link: each transfer takes 114.7 ms, the
+    // last lands at 2.4 s. Decode worker 1 goes down at 500 ms and is back at 600 ms: the KV of
+    // requests 4, 6, .., 18, on the link or queued for it, was being read into the memory the
+    // restart lost. Each goes back to the router at 500 ms and is prefilled again; the stale
+    // hand-offs are dropped on arrival. (Before, all 8 landed after the restart and were
+    // decoded as if nothing had happened: none was re-routed.)
+    let text = "[workload]\nkind = \"synthetic\"\nrequests = 20\ngroups = 20\n\
+        shared_prefix_tokens = 0\nrate_per_s = 1000.0\narrival = \"fixed\"\n\
+        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 4 }\n\
+        [router]\npolicy = \"rr\"\n\
+        [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\nlink_gbps = 1.0\n\
+        transfer_overhead_ms = 3.0\n\
+        [[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 500.0\ndown_ms = 100.0\n";
+    let s = parse_scenario(Path::new("lost.toml"), text, &[]).unwrap();
+    let (r, trace) = run_traced(&s);
+    assert_eq!((r.acks, r.rejected), (20, 0));
+    assert_eq!(r.per_worker[1].restarts, 1);
+    assert_eq!(r.rerouted, 8);
+    assert_eq!(r.per_worker[0].routed, 28, "8 prompts prefilled twice");
+    let decoded: u64 = r.per_worker[1..].iter().map(|w| w.completed).sum();
+    assert_eq!(decoded, 20, "each request decoded once");
+    // Each is handed back by decode worker 1 when it goes down, not when its transfer lands.
+    let handed_back: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains(r#""kind":"HandBack""#))
+        .collect();
+    assert_eq!(handed_back.len(), 8);
+    for (line, request) in handed_back.iter().zip((4..=18).step_by(2)) {
+        assert!(
+            line.starts_with(r#"{"t_ns":500000000,"#)
+                && line.contains(r#""from":"decode0","to":"router","request":"#)
+                && line.contains(&format!(r#""request":{request},"#)),
+            "request {request} handed back at the restart: {line}"
+        );
+    }
+    // Without the fault nothing is lost.
+    let mut clean = s.clone();
+    clean.faults.clear();
+    assert_eq!(run(&clean).rerouted, 0);
+}
+
+#[test]
 fn decode_workers_take_turns_when_their_pool_has_empty_slots() {
     // A run that scales keeps twice each pool's workers as slots; the empty decode slots
     // passed their turns to the first decode worker (11, 3, 3, 3 of 20 requests).

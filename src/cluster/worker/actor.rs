@@ -44,11 +44,59 @@ pub struct Link {
     pub overhead_ms: f64,
 }
 
-/// Transfers whose source lost the KV before the last byte left it (the prefill worker went
-/// down or was removed), by request and attempt (`Routed::retries` when sent): the decode
-/// worker drops such a hand-off when it arrives, the request having gone back to its router.
-/// One set every worker of a run shares.
-pub type LostTransfers = Rc<RefCell<BTreeSet<(RequestId, u32)>>>;
+/// The KV transfers of a run, one ledger every worker shares.
+pub type SharedTransfers = Rc<RefCell<Transfers>>;
+
+/// One hand-off on its way: from which worker, to which, when it lands and the request.
+#[derive(Clone, Debug)]
+struct OnTheWay {
+    from: WorkerId,
+    to: WorkerId,
+    lands: Nanos,
+    routed: Routed,
+}
+
+/// The hand-offs on their way (on a link or queued for it), in the order they were handed to
+/// their links, and those lost before they landed: their source (a prefill worker going down
+/// or removed) or their destination (a decode worker going down or removed) lost the KV, so the
+/// decode worker drops the hand-off when it arrives, the request having gone back to its router.
+/// Lost transfers are kept by request and attempt (`Routed::retries` when sent).
+#[derive(Debug, Default)]
+pub struct Transfers {
+    on_the_way: VecDeque<OnTheWay>,
+    lost: BTreeSet<(RequestId, u32)>,
+}
+
+impl Transfers {
+    /// Notes a hand-off that lands at `lands` (and forgets the first ones, landed by `now`).
+    fn sent(&mut self, now: Nanos, from: WorkerId, to: WorkerId, lands: Nanos, routed: Routed) {
+        while self.on_the_way.front().is_some_and(|t| t.lands <= now) {
+            self.on_the_way.pop_front();
+        }
+        self.on_the_way.push_back(OnTheWay {
+            from,
+            to,
+            lands,
+            routed,
+        });
+    }
+
+    /// The transfers from or to `worker` not yet landed at `now`, in hand-off order, now lost.
+    fn lose(&mut self, worker: WorkerId, now: Nanos) -> Vec<Routed> {
+        let mut lost = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.on_the_way.len());
+        for t in std::mem::take(&mut self.on_the_way) {
+            if t.lands > now && (t.from == worker || t.to == worker) {
+                self.lost.insert((t.routed.spec.id, t.routed.retries));
+                lost.push(t.routed);
+            } else if t.lands > now {
+                kept.push_back(t);
+            }
+        }
+        self.on_the_way = kept;
+        lost
+    }
+}
 
 /// Everything a worker is built from.
 pub struct WorkerSetup {
@@ -71,8 +119,8 @@ pub struct WorkerSetup {
     pub decode_peers: Vec<(WorkerId, ActorId)>,
     /// The KV link, for prefill roles.
     pub link: Option<Link>,
-    /// Transfers lost at their source, shared by every worker.
-    pub lost_transfers: LostTransfers,
+    /// The transfers on their way and those lost, shared by every worker.
+    pub transfers: SharedTransfers,
     /// Where a routable worker posts its load signals (`None` for decode workers).
     pub board: Option<SignalBoard>,
     /// Its instrumentation (an audit only for a routable worker).
@@ -132,9 +180,6 @@ pub struct Worker {
     /// When its KV link is free again: transfers take it one after another at its full rate
     /// (they ran side by side at full rate each before).
     link_free_at: Nanos,
-    /// Transfers handed to the link, with when each reaches its decode worker, in that order
-    /// (those not yet arrived are lost if the worker goes down or is removed).
-    in_flight: VecDeque<(Nanos, Routed)>,
     /// Prefix groups whose requests this worker admitted (the lab's hit definition).
     processed: HashSet<u64, IdBuilder>,
     /// The next event's sequence number in this epoch.
@@ -171,7 +216,6 @@ impl Worker {
             peers_up: (0..setup.decode_peers.len()).collect(),
             waiting_for_peer: VecDeque::new(),
             link_free_at: 0,
-            in_flight: VecDeque::new(),
             setup,
             up: true,
             epoch: 0,
@@ -527,32 +571,29 @@ impl Worker {
         let now = ctx.now();
         let wait = self.link_free_at.saturating_sub(now);
         self.link_free_at = now.saturating_add(wait).saturating_add(ms_to_ns(moving_ms));
-        let peer = self.setup.decode_peers[k].1;
+        let (to, peer) = self.setup.decode_peers[k];
         let delay = wait.saturating_add(ms_to_ns(moving_ms + link.overhead_ms));
-        while self.in_flight.front().is_some_and(|(at, _)| *at <= now) {
-            self.in_flight.pop_front();
-        }
-        self.in_flight
-            .push_back((now.saturating_add(delay), routed.clone()));
+        let lands = now.saturating_add(delay);
+        (self.setup.transfers.borrow_mut()).sent(now, self.setup.index, to, lands, routed.clone());
         ctx.send(peer, Msg::Handoff(routed), delay);
     }
 
-    /// The KV of the transfers still on the link is gone with this worker's memory: each
+    /// The KV of the transfers not yet landed from this worker (still on its link) or to it
+    /// (being read into its memory, or waiting to be) is gone with this worker's memory: each
     /// request goes back to its router, and its hand-off, when it arrives, is dropped.
     fn lose_transfers(&mut self, ctx: &mut Context<'_, Msg>) {
         let now = ctx.now();
-        for (at, routed) in std::mem::take(&mut self.in_flight) {
-            if at > now {
-                (self.setup.lost_transfers.borrow_mut()).insert((routed.spec.id, routed.retries));
-                self.hand_back(routed, ctx);
-            }
+        let lost = (self.setup.transfers.borrow_mut()).lose(self.setup.index, now);
+        for routed in lost {
+            self.hand_back(routed, ctx);
         }
         self.link_free_at = now;
     }
 
-    /// Whether `routed`'s hand-off carries KV its source lost (and forgets it: it arrives once).
+    /// Whether `routed`'s hand-off carries KV its source or destination lost (and forgets it:
+    /// it arrives once).
     fn transfer_lost(&self, routed: &Routed) -> bool {
-        (self.setup.lost_transfers.borrow_mut()).remove(&(routed.spec.id, routed.retries))
+        (self.setup.transfers.borrow_mut().lost).remove(&(routed.spec.id, routed.retries))
     }
 
     /// A decode peer went down or came back.

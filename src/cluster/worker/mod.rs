@@ -36,4 +36,4 @@ pub mod timing;
 pub mod trtllm;
 pub mod vllm;
 
-pub use actor::{Link, LostTransfers, Worker, WorkerSetup, WorkerStats};
+pub use actor::{Link, SharedTransfers, Transfers, Worker, WorkerSetup, WorkerStats};
