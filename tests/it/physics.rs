@@ -492,6 +492,32 @@ fn a_decode_worker_restart_loses_the_transfers_on_their_way_to_it() {
 }
 
 #[test]
+fn a_draining_decode_worker_waits_for_the_transfers_on_their_way_to_it() {
+    // The workload above; at 500 ms the decode pool shrinks to one worker with a drain. The
+    // leaving worker's transfers still on the link land after it: it leaves only when the
+    // last has landed and been decoded. (Before, it counted itself idle with 9 transfers on
+    // their way and left at once; each was handed back on landing and prefilled again.)
+    let text = "[workload]\nkind = \"synthetic\"\nrequests = 20\ngroups = 20\n\
+        shared_prefix_tokens = 0\nrate_per_s = 1000.0\narrival = \"fixed\"\n\
+        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 4 }\n\
+        [router]\npolicy = \"rr\"\n\
+        [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\nlink_gbps = 1.0\n\
+        transfer_overhead_ms = 3.0\n\
+        [[scale]]\nat_s = 0.5\npool = \"decode\"\nworkers = 1\nleave = \"drain\"\n";
+    let s = parse_scenario(Path::new("drain.toml"), text, &[]).unwrap();
+    let r = run(&s);
+    assert_eq!((r.acks, r.rejected), (20, 0));
+    assert_eq!(r.rerouted, 0, "no transfer handed back");
+    assert_eq!(r.per_worker[0].routed, 20, "each prompt prefilled once");
+    let decoded: Vec<u64> = r.per_worker[1..3].iter().map(|w| w.completed).collect();
+    assert_eq!(decoded.iter().sum::<u64>(), 20);
+    assert!(
+        decoded.iter().all(|&d| d == 10),
+        "each decode worker decodes the requests handed to it: {decoded:?}"
+    );
+}
+
+#[test]
 fn decode_workers_take_turns_when_their_pool_has_empty_slots() {
     // A run that scales keeps twice each pool's workers as slots; the empty decode slots
     // passed their turns to the first decode worker (11, 3, 3, 3 of 20 requests).

@@ -81,6 +81,12 @@ impl Transfers {
         });
     }
 
+    /// Whether a transfer to `worker` has not landed by `now` (its hand-off, lost or not, still
+    /// reaches the worker when it lands).
+    fn inbound(&self, worker: WorkerId, now: Nanos) -> bool {
+        (self.on_the_way.iter()).any(|t| t.lands > now && t.to == worker)
+    }
+
     /// The transfers from or to `worker` not yet landed at `now`, in hand-off order, now lost.
     fn lose(&mut self, worker: WorkerId, now: Nanos) -> Vec<Routed> {
         let mut lost = Vec::new();
@@ -263,12 +269,17 @@ impl Worker {
         self.left_at = Some(ctx.now());
     }
 
-    /// Whether it holds nothing: no request queued, running, stepping or waiting for a peer.
-    fn idle(&self) -> bool {
+    /// Whether it holds nothing at `now`: no request queued, running, stepping or waiting for a
+    /// peer, and no KV on its way to it (a draining decode worker lets its transfers land:
+    /// leaving before would hand their requests back to be prefilled again; each hand-off's
+    /// arrival asks again). A prefill worker frees a request's KV at its hand-off, so its
+    /// transfers hold it back from nothing.
+    fn idle(&self, now: Nanos) -> bool {
         !self.sched.has_work()
             && !self.sched.in_step()
             && !self.start_pending
             && self.waiting_for_peer.is_empty()
+            && !(self.setup.transfers.borrow()).inbound(self.setup.index, now)
     }
 
     /// The worker's number.
@@ -743,7 +754,7 @@ impl Actor for Worker {
                 debug_assert!(false, "workers receive no {}", env.msg.kind());
             }
         }
-        if self.draining && self.idle() {
+        if self.draining && self.idle(ctx.now()) {
             self.leave(ctx);
         }
         if let Some(board) = &self.setup.board {
