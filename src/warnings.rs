@@ -78,10 +78,19 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
                     routers.snapshots_applied,
                     if routers.snapshots_applied == 1 { "" } else { "s" }
                 )
-                } else if s.router.on_gap == OnGap::Fallback {
+                } else if s.router.on_gap == OnGap::Fallback && e.gaps_detected > 0 {
                     "the router routes on predictions from its own decisions (router.on_gap = \
                  \"fallback\")"
                         .to_string()
+                } else if s.router.on_gap == OnGap::Fallback {
+                    // Fallback predicts only a stream it found broken: no gap, no prediction.
+                    format!(
+                        "the router is blind: it routes knowing no worker's cache, on load alone \
+                         (router.on_gap = \"fallback\" predicts a worker's cache only once it \
+                         finds a gap, and it found none: no stream stayed silent \
+                         router.gap_silence_ms = {} ms after a request)",
+                        s.router.gap_silence_ms
+                    )
                 } else {
                     "the router is blind: it routes knowing no worker's cache, on load alone"
                         .to_string()

@@ -183,6 +183,37 @@ fn fallback_predicts_a_silent_workers_cache_from_its_own_decisions() {
 }
 
 #[test]
+fn a_fallback_router_that_found_no_gap_is_called_blind_not_predicting() {
+    // Every event lost, and no worker silent for the default 1000 ms after a request in this
+    // 0.7 s run: fallback never engaged and predicted nothing, yet the warning said "the router
+    // routes on predictions from its own decisions".
+    let lost = |silence_ms: f64| {
+        run(&scenario(&format!(
+            "[router]\npolicy = \"kv-events\"\non_gap = \"fallback\"\n\
+             gap_silence_ms = {silence_ms:?}\n[bus]\ndrop_rate = 1.0"
+        )))
+    };
+    let r = lost(1000.0);
+    assert_eq!((r.events.gaps_detected, r.predicted_blocks), (0, 0));
+    let w = r.warnings.join("\n");
+    assert!(
+        w.contains("the bus lost every event")
+            && w.contains("the router is blind")
+            && w.contains("found none: no stream stayed silent router.gap_silence_ms = 1000 ms")
+            && !w.contains("predictions"),
+        "{w}"
+    );
+    // A silence it found: fallback predicts, and says so.
+    let r = lost(20.0);
+    assert!(r.events.gaps_detected > 0 && r.predicted_blocks > 0);
+    let w = r.warnings.join("\n");
+    assert!(
+        w.contains("routes on predictions from its own decisions") && !w.contains("blind"),
+        "{w}"
+    );
+}
+
+#[test]
 fn a_snapshot_on_a_slow_link_takes_time() {
     let resync = |link: &str| {
         run(&scenario(&format!(
