@@ -169,6 +169,32 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
             ));
         }
     }
+    // So did a scaling step or a planner's first decision: a step may still be taken (the run
+    // goes on while workers load or events travel) and shows in scale_events, yet no request
+    // saw it.
+    let end_s = crate::round::round_py(r.duration_ms / 1e3, 3);
+    for (i, step) in s.scale.iter().enumerate() {
+        if step.at_s * 1e3 > r.duration_ms {
+            out.push(format!(
+                "scale[{i}]: pool \"{}\" was to have {} workers at {} s, after the last request \
+                 completed ({end_s} s): it changed no request",
+                step.pool.name(),
+                step.workers,
+                step.at_s
+            ));
+        }
+    }
+    if let Some(p) = &s.planner {
+        let every = crate::planner::interval_s(p);
+        if every * 1e3 > r.duration_ms {
+            out.push(format!(
+                "planner.kind = \"{}\" decides every {every} s (planner.adjustment_interval_s): \
+                 its first decision was due after the last request completed ({end_s} s), so it \
+                 changed no request",
+                p.kind.name()
+            ));
+        }
+    }
     // A cluster whose size changed routes everything to its one worker while it has one, so
     // a share of the whole run says nothing of balance there; one that only made room for
     // more (`cluster.max_workers`) kept its starting workers throughout.

@@ -132,6 +132,40 @@ fn workers_that_stop_loading_after_the_last_completion_are_paid_to_the_end() {
 }
 
 #[test]
+fn a_scale_step_or_planner_the_run_outlived_is_warned_about() {
+    // The run ends near 20 s: a step at 100 s and a planner deciding every 100 s changed no
+    // request, and no warning said so (as one does of a fault the run outlived).
+    let warnings = |extra: &str| run(&scenario(2, extra), None).warnings.join("\n");
+    let w = warnings(
+        "max_workers = 4\n[[scale]]\nat_s = 5.0\npool = \"workers\"\nworkers = 3\n\
+         [[scale]]\nat_s = 100.0\npool = \"workers\"\nworkers = 4\n",
+    );
+    assert!(
+        w.contains(
+            "scale[1]: pool \"workers\" was to have 4 workers at 100 s, after the last \
+             request completed ("
+        ) && w.contains("s): it changed no request")
+            && !w.contains("scale[0]"),
+        "{w}"
+    );
+    let planner = |every: f64| {
+        warnings(&format!(
+            "[planner]\nkind = \"threshold\"\nadjustment_interval_s = {every:?}\n\
+             min_workers = 1\nmax_workers = 4\n"
+        ))
+    };
+    let w = planner(100.0);
+    assert!(
+        w.contains(
+            "planner.kind = \"threshold\" decides every 100 s (planner.adjustment_interval_s): \
+             its first decision was due after the last request completed ("
+        ),
+        "{w}"
+    );
+    assert!(!planner(2.0).contains("planner.kind"));
+}
+
+#[test]
 fn removed_workers_hand_their_requests_back_and_every_request_completes() {
     let s = scenario(
         4,
