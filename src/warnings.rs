@@ -247,7 +247,8 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
 }
 
 /// Router settings the run could not act on: gap recovery for a policy that learns no KV
-/// events, and replica settings with one replica. (Refused outright, as `signal_refresh_ms` is
+/// events, a recovery timer or the replay buffer outside the `on_gap` modes that use them, and
+/// replica settings with one replica. (Refused outright, as `signal_refresh_ms` is
 /// with a policy that reads no signals, they would break sweeps that cross policies or
 /// replica counts with them: a warning says it instead.)
 fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
@@ -291,6 +292,48 @@ fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
                 set.join(", "),
                 if set.len() == 1 { "has" } else { "have" }
             ));
+        }
+    }
+    // Gap recovery's timers and buffer act only in the modes that use them (workers keep no
+    // replay buffer unless a learning router replays): set elsewhere, they are ignored.
+    let (router_defaults, bus_defaults) = (
+        crate::scenario::Router::default(),
+        crate::scenario::Bus::default(),
+    );
+    for (key, set, used, why) in [
+        (
+            "router.recovery_timeout_ms",
+            r.recovery_timeout_ms != router_defaults.recovery_timeout_ms,
+            r.on_gap != OnGap::Ignore,
+            "it times replay and snapshot requests, which only \"replay\", \"resync\" and \
+             \"fallback\" send",
+        ),
+        (
+            "router.fallback_ttl_ms",
+            r.fallback_ttl_ms != router_defaults.fallback_ttl_ms,
+            r.on_gap == OnGap::Fallback,
+            "it times predictions, which only \"fallback\" makes",
+        ),
+        (
+            "bus.replay_buffer",
+            s.bus.replay_buffer != bus_defaults.replay_buffer,
+            r.on_gap == OnGap::Replay,
+            "workers keep a replay buffer only for \"replay\"",
+        ),
+    ] {
+        if set && !(learns && used) {
+            out.push(if learns {
+                format!(
+                    "{key} has no effect with router.on_gap = \"{}\": {why}",
+                    r.on_gap.name()
+                )
+            } else {
+                format!(
+                    "{key} has no effect: router.policy = \"{}\" learns no KV events, so it \
+                     recovers no stream",
+                    r.policy
+                )
+            });
         }
     }
     if r.replicas == 1 {
@@ -385,6 +428,7 @@ fn kind_of(warning: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::Router;
 
     #[test]
     fn one_line_per_kind_naming_the_first_run_with_a_count() {
@@ -459,6 +503,54 @@ mod tests {
         );
         s.disagg.enabled = true;
         assert!(settings_without_effect(&s, true).is_empty());
+    }
+
+    #[test]
+    fn gap_recovery_settings_outside_their_mode_are_named() {
+        let mut s = Scenario::default();
+        s.router.recovery_timeout_ms = 250.0;
+        s.router.fallback_ttl_ms = 5_000.0;
+        s.bus.replay_buffer = 100;
+        // Under "ignore" none of them acts; they were silently ignored.
+        assert_eq!(
+            settings_without_effect(&s, true),
+            [
+                "router.recovery_timeout_ms has no effect with router.on_gap = \"ignore\": it \
+                 times replay and snapshot requests, which only \"replay\", \"resync\" and \
+                 \"fallback\" send",
+                "router.fallback_ttl_ms has no effect with router.on_gap = \"ignore\": it times \
+                 predictions, which only \"fallback\" makes",
+                "bus.replay_buffer has no effect with router.on_gap = \"ignore\": workers keep a \
+                 replay buffer only for \"replay\"",
+            ]
+        );
+        s.router.on_gap = OnGap::Replay;
+        assert_eq!(
+            settings_without_effect(&s, true),
+            [
+                "router.fallback_ttl_ms has no effect with router.on_gap = \"replay\": it times \
+                 predictions, which only \"fallback\" makes"
+            ]
+        );
+        s.router.on_gap = OnGap::Fallback;
+        assert_eq!(
+            settings_without_effect(&s, true),
+            [
+                "bus.replay_buffer has no effect with router.on_gap = \"fallback\": workers keep \
+                 a replay buffer only for \"replay\""
+            ]
+        );
+        // A policy that learns no events recovers nothing, whatever the mode.
+        s.router.on_gap = OnGap::Ignore;
+        s.router.fallback_ttl_ms = Router::default().fallback_ttl_ms;
+        s.router.recovery_timeout_ms = Router::default().recovery_timeout_ms;
+        assert_eq!(
+            settings_without_effect(&s, false),
+            [
+                "bus.replay_buffer has no effect: router.policy = \"kv\" learns no KV events, so \
+                 it recovers no stream"
+            ]
+        );
     }
 
     #[test]
