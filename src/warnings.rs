@@ -34,6 +34,31 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
         // Workers that published nothing (every request rejected, say) left the router
         // nothing to learn: its blindness is no loss then, and the bus lost nothing.
         if e.applied == 0 && (!s.bus.publish || e.published > 0) {
+            let consequence =
+                if routers.snapshots_applied > 0 {
+                    format!(
+                    "the router knew the workers' caches only from the {} snapshot{} it resynced \
+                     with",
+                    routers.snapshots_applied,
+                    if routers.snapshots_applied == 1 { "" } else { "s" }
+                )
+                } else if s.router.on_gap == OnGap::Fallback && e.gaps_detected > 0 {
+                    "the router routes on predictions from its own decisions (router.on_gap = \
+                 \"fallback\")"
+                        .to_string()
+                } else if s.router.on_gap == OnGap::Fallback {
+                    // Fallback predicts only a stream it found broken: no gap, no prediction.
+                    format!(
+                        "the router is blind: it routes knowing no worker's cache, on load alone \
+                         (router.on_gap = \"fallback\" predicts a worker's cache only once it \
+                         finds a gap, and it found none: no stream stayed silent \
+                         router.gap_silence_ms = {} ms after a request)",
+                        s.router.gap_silence_ms
+                    )
+                } else {
+                    "the router is blind: it routes knowing no worker's cache, on load alone"
+                        .to_string()
+                };
             let cause = if !s.bus.publish {
                 "workers are not publishing KV events (bus.publish = false)".to_string()
             } else if routers.events_received == 0 && replicas == 1 {
@@ -63,38 +88,18 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
                         e.published
                     )
                 };
+                // The mode is named once: the consequence may name it already.
+                let mode = if consequence.contains("router.on_gap") {
+                    String::new()
+                } else {
+                    format!(" (router.on_gap = \"{}\")", s.router.on_gap.name())
+                };
                 format!(
                     "the bus lost {lost}, and the {} that reached the router came while their \
-                     worker's stream was recovering from a gap (router.on_gap = \"{}\")",
-                    routers.events_received,
-                    s.router.on_gap.name()
+                     worker's stream was recovering from a gap{mode}",
+                    routers.events_received
                 )
             };
-            let consequence =
-                if routers.snapshots_applied > 0 {
-                    format!(
-                    "the router knew the workers' caches only from the {} snapshot{} it resynced \
-                     with",
-                    routers.snapshots_applied,
-                    if routers.snapshots_applied == 1 { "" } else { "s" }
-                )
-                } else if s.router.on_gap == OnGap::Fallback && e.gaps_detected > 0 {
-                    "the router routes on predictions from its own decisions (router.on_gap = \
-                 \"fallback\")"
-                        .to_string()
-                } else if s.router.on_gap == OnGap::Fallback {
-                    // Fallback predicts only a stream it found broken: no gap, no prediction.
-                    format!(
-                        "the router is blind: it routes knowing no worker's cache, on load alone \
-                         (router.on_gap = \"fallback\" predicts a worker's cache only once it \
-                         finds a gap, and it found none: no stream stayed silent \
-                         router.gap_silence_ms = {} ms after a request)",
-                        s.router.gap_silence_ms
-                    )
-                } else {
-                    "the router is blind: it routes knowing no worker's cache, on load alone"
-                        .to_string()
-                };
             out.push(format!(
                 "router.policy = \"{policy}\" routed {decisions} requests but applied no KV event: \
                  {cause}; {consequence}"
@@ -353,11 +358,12 @@ fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
 }
 
 /// A hot spot: on a cluster of at least four routable workers, one received more than half of
-/// the routed requests (exactly half is not a hot spot; smaller clusters never have one). Not
-/// asked of a cluster whose size changed over the run.
+/// the routed requests (exactly half is not a hot spot; smaller clusters never have one, nor
+/// does a run of fewer requests than workers, where one request on 64 workers read "100 %").
+/// Not asked of a cluster whose size changed over the run.
 fn hot_spot(per_worker: &[WorkerReport], routable: usize, policy: &str) -> Option<String> {
     let routed: u64 = per_worker.iter().map(|w| w.routed).sum();
-    if routable < 4 || routed == 0 {
+    if routable < 4 || routed == 0 || routed < routable as u64 {
         return None;
     }
     let hot = per_worker.iter().max_by_key(|w| w.routed)?;
@@ -556,6 +562,15 @@ mod tests {
     #[test]
     fn exactly_half_is_not_a_hot_spot() {
         assert_eq!(hot_spot(&workers(&[5, 3, 1, 1]), 4, "kv"), None);
+        // Fewer requests than workers: no share means anything.
+        assert_eq!(hot_spot(&workers(&[3, 0, 0, 0]), 4, "kv"), None);
+        let mut one = vec![0; 64];
+        one[38] = 1;
+        assert_eq!(hot_spot(&workers(&one), 64, "dynamo"), None);
+        assert!(
+            hot_spot(&workers(&[3, 1, 0, 0]), 4, "kv").is_some(),
+            "4 of 4 routed"
+        );
         assert_eq!(hot_spot(&workers(&[2, 0, 1, 1]), 4, "kv"), None);
     }
 

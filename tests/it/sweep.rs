@@ -318,12 +318,13 @@ fn an_output_that_is_a_file_is_refused_before_any_point_runs() {
 #[test]
 fn warnings_are_kept_per_point_and_printed_once_per_kind() {
     // kv on 4 workers sends every request of a shared prefix to one worker: a hot spot at
-    // each kv point with 4 workers (2 seeds); rr spreads them.
+    // each kv point with 4 workers (2 seeds; 4 requests, since fewer than the workers make
+    // none); rr spreads them.
     let (dir, sweep) = setup(SWEEP);
     let o = out(dir.path(), "o");
     let run = crate::common::dynsim()
         .args(["sweep", &sweep, "--out", &o, "--jobs", "2"])
-        .args(["--set", "workload.prefixes=1"])
+        .args(["--set", "workload.prefixes=1", "--set", "workload.reps=4"])
         .output()
         .unwrap();
     assert!(run.status.success());
