@@ -341,6 +341,32 @@ fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
             });
         }
     }
+    // The bus carries KV events (and their recovery) and replicas' sync notes: with neither
+    // read, its faults and delays change nothing but the report's event counts. (Not
+    // `publish`, which a scenario may turn off to say so.)
+    let syncs = r.replicas > 1 && r.sync == crate::scenario::ReplicaSync::ActiveLoad;
+    if !learns && !syncs {
+        let (b, defaults) = (&s.bus, crate::scenario::Bus::default());
+        let set: Vec<&str> = [
+            ("bus.drop_rate", b.drop_rate != defaults.drop_rate),
+            ("bus.latency_ms", b.latency_ms != defaults.latency_ms),
+            ("bus.jitter_ms", b.jitter_ms != defaults.jitter_ms),
+            ("bus.reorder", b.reorder != defaults.reorder),
+            ("bus.outages", b.outages != defaults.outages),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+        if !set.is_empty() {
+            out.push(format!(
+                "{} {} no effect: router.policy = \"{}\" learns no KV events and no router \
+                 replicas sync over the bus, so nothing it carries is read",
+                set.join(", "),
+                if set.len() == 1 { "has" } else { "have" },
+                r.policy
+            ));
+        }
+    }
     if r.replicas == 1 {
         let defaults = crate::scenario::Router::default();
         for (key, set) in [
@@ -557,6 +583,30 @@ mod tests {
                  it recovers no stream"
             ]
         );
+    }
+
+    #[test]
+    fn bus_faults_nothing_reads_are_named() {
+        let mut s = Scenario::default();
+        s.bus.drop_rate = 0.3;
+        s.bus.latency_ms = 5.0;
+        let expected = "bus.drop_rate, bus.latency_ms have no effect: router.policy = \"kv\" \
+                        learns no KV events and no router replicas sync over the bus, so nothing \
+                        it carries is read";
+        s.router.policy = "kv".into();
+        assert_eq!(settings_without_effect(&s, false), [expected]);
+        assert!(
+            settings_without_effect(&s, true).is_empty(),
+            "a learning router reads it"
+        );
+        s.router.replicas = 2;
+        s.router.sync = crate::scenario::ReplicaSync::ActiveLoad;
+        assert!(
+            settings_without_effect(&s, false).is_empty(),
+            "sync notes ride the bus"
+        );
+        s.router.sync = crate::scenario::ReplicaSync::None;
+        assert_eq!(settings_without_effect(&s, false), [expected]);
     }
 
     #[test]
