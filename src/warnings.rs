@@ -271,33 +271,26 @@ fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
         // A sweep may turn disaggregation off at some points and keep the pools' sizes: a
         // warning, where a deployment per pool without it is refused.
         let (d, defaults) = (&s.disagg, crate::scenario::Disagg::default());
-        let set: Vec<&str> = [
-            (
-                "disagg.prefill_workers",
-                d.prefill_workers != defaults.prefill_workers,
-            ),
-            (
-                "disagg.decode_workers",
-                d.decode_workers != defaults.decode_workers,
-            ),
-            ("disagg.link_gbps", d.link_gbps != defaults.link_gbps),
-            (
-                "disagg.transfer_overhead_ms",
-                d.transfer_overhead_ms != defaults.transfer_overhead_ms,
-            ),
-            ("disagg.colocated", d.colocated != defaults.colocated),
-            ("disagg.model", d.model != defaults.model),
-        ]
-        .into_iter()
-        .filter_map(|(key, set)| set.then_some(key))
-        .collect();
-        if !set.is_empty() {
-            out.push(format!(
-                "{} {} no effect: disaggregation is off (disagg.enabled = false)",
-                set.join(", "),
-                if set.len() == 1 { "has" } else { "have" }
-            ));
-        }
+        out.extend(keys_without_effect(
+            [
+                (
+                    "disagg.prefill_workers",
+                    d.prefill_workers != defaults.prefill_workers,
+                ),
+                (
+                    "disagg.decode_workers",
+                    d.decode_workers != defaults.decode_workers,
+                ),
+                ("disagg.link_gbps", d.link_gbps != defaults.link_gbps),
+                (
+                    "disagg.transfer_overhead_ms",
+                    d.transfer_overhead_ms != defaults.transfer_overhead_ms,
+                ),
+                ("disagg.colocated", d.colocated != defaults.colocated),
+                ("disagg.model", d.model != defaults.model),
+            ],
+            "disaggregation is off (disagg.enabled = false)",
+        ));
     }
     // Gap recovery's timers and buffer act only in the modes that use them (workers keep no
     // replay buffer unless a learning router replays): set elsewhere, they are ignored.
@@ -347,25 +340,21 @@ fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
     let syncs = r.replicas > 1 && r.sync == crate::scenario::ReplicaSync::ActiveLoad;
     if !learns && !syncs {
         let (b, defaults) = (&s.bus, crate::scenario::Bus::default());
-        let set: Vec<&str> = [
-            ("bus.drop_rate", b.drop_rate != defaults.drop_rate),
-            ("bus.latency_ms", b.latency_ms != defaults.latency_ms),
-            ("bus.jitter_ms", b.jitter_ms != defaults.jitter_ms),
-            ("bus.reorder", b.reorder != defaults.reorder),
-            ("bus.outages", b.outages != defaults.outages),
-        ]
-        .into_iter()
-        .filter_map(|(key, set)| set.then_some(key))
-        .collect();
-        if !set.is_empty() {
-            out.push(format!(
-                "{} {} no effect: router.policy = \"{}\" learns no KV events and no router \
-                 replicas sync over the bus, so nothing it carries is read",
-                set.join(", "),
-                if set.len() == 1 { "has" } else { "have" },
-                r.policy
-            ));
-        }
+        let why = format!(
+            "router.policy = \"{}\" learns no KV events and no router replicas sync over the \
+             bus, so nothing it carries is read",
+            r.policy
+        );
+        out.extend(keys_without_effect(
+            [
+                ("bus.drop_rate", b.drop_rate != defaults.drop_rate),
+                ("bus.latency_ms", b.latency_ms != defaults.latency_ms),
+                ("bus.jitter_ms", b.jitter_ms != defaults.jitter_ms),
+                ("bus.reorder", b.reorder != defaults.reorder),
+                ("bus.outages", b.outages != defaults.outages),
+            ],
+            &why,
+        ));
     }
     if r.replicas == 1 {
         let defaults = crate::scenario::Router::default();
@@ -381,6 +370,18 @@ fn settings_without_effect(s: &Scenario, learns: bool) -> Vec<String> {
         }
     }
     out
+}
+
+/// One warning naming every key of `keys` (each with whether it is set away from its default)
+/// that is set: "a, b have no effect: `why`".
+fn keys_without_effect<const N: usize>(keys: [(&str, bool); N], why: &str) -> Option<String> {
+    let set: Vec<&str> = (keys.into_iter())
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+    (!set.is_empty()).then(|| {
+        let verb = if set.len() == 1 { "has" } else { "have" };
+        format!("{} {verb} no effect: {why}", set.join(", "))
+    })
 }
 
 /// A hot spot: on a cluster of at least four routable workers, one received more than half of

@@ -420,6 +420,22 @@ fn no_eviction_and_no_restart_means_no_capacity_miss() {
     }
 }
 
+/// Twenty 1,000-token prompts at once, unrelated, on one prefill worker and `decode_workers`
+/// decode workers joined by a 1 GB/s link (each transfer 114.7 ms, one at a time), `rr`, plus
+/// `extra` (a fault or a scaling step).
+fn twenty_transfers(decode_workers: usize, extra: &str) -> dynsim::scenario::Scenario {
+    let text = format!(
+        "[workload]\nkind = \"synthetic\"\nrequests = 20\ngroups = 20\n\
+         shared_prefix_tokens = 0\nrate_per_s = 1000.0\narrival = \"fixed\"\n\
+         input = {{ dist = \"fixed\", tokens = 1000 }}\n\
+         output = {{ dist = \"fixed\", tokens = 4 }}\n\
+         [router]\npolicy = \"rr\"\n\
+         [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = {decode_workers}\n\
+         link_gbps = 1.0\ntransfer_overhead_ms = 3.0\n{extra}"
+    );
+    parse_scenario(Path::new("transfers.toml"), &text, &[]).unwrap()
+}
+
 #[test]
 fn a_prefill_worker_restart_loses_the_transfers_still_on_its_link() {
     // Twenty 1,000-token prompts at once, one prefill worker, a 1 GB/s link: each transfer
@@ -427,14 +443,10 @@ fn a_prefill_worker_restart_loses_the_transfers_still_on_its_link() {
     // 3's transfer is half done and 4-19 wait behind it, their KV in the lost memory. Each goes
     // back to the router and is prefilled again; the stale hand-offs are dropped on arrival.
     // (Before, all 17 landed after the restart and none was re-routed.)
-    let text = "[workload]\nkind = \"synthetic\"\nrequests = 20\ngroups = 20\n\
-        shared_prefix_tokens = 0\nrate_per_s = 1000.0\narrival = \"fixed\"\n\
-        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 4 }\n\
-        [router]\npolicy = \"rr\"\n\
-        [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 4\nlink_gbps = 1.0\n\
-        transfer_overhead_ms = 3.0\n\
-        [[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 500.0\ndown_ms = 100.0\n";
-    let s = parse_scenario(Path::new("lost.toml"), text, &[]).unwrap();
+    let s = twenty_transfers(
+        4,
+        "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 500.0\ndown_ms = 100.0\n",
+    );
     let r = run(&s);
     assert_eq!((r.acks, r.rejected), (20, 0));
     assert_eq!(r.rerouted, 17);
@@ -456,14 +468,10 @@ fn a_decode_worker_restart_loses_the_transfers_on_their_way_to_it() {
     // restart lost. Each goes back to the router at 500 ms and is prefilled again; the stale
     // hand-offs are dropped on arrival. (Before, all 8 landed after the restart and were
     // decoded as if nothing had happened: none was re-routed.)
-    let text = "[workload]\nkind = \"synthetic\"\nrequests = 20\ngroups = 20\n\
-        shared_prefix_tokens = 0\nrate_per_s = 1000.0\narrival = \"fixed\"\n\
-        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 4 }\n\
-        [router]\npolicy = \"rr\"\n\
-        [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\nlink_gbps = 1.0\n\
-        transfer_overhead_ms = 3.0\n\
-        [[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 500.0\ndown_ms = 100.0\n";
-    let s = parse_scenario(Path::new("lost.toml"), text, &[]).unwrap();
+    let s = twenty_transfers(
+        2,
+        "[[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 500.0\ndown_ms = 100.0\n",
+    );
     let (r, trace) = run_traced(&s);
     assert_eq!((r.acks, r.rejected), (20, 0));
     assert_eq!(r.per_worker[1].restarts, 1);
@@ -497,14 +505,10 @@ fn a_draining_decode_worker_waits_for_the_transfers_on_their_way_to_it() {
     // leaving worker's transfers still on the link land after it: it leaves only when the
     // last has landed and been decoded. (Before, it counted itself idle with 9 transfers on
     // their way and left at once; each was handed back on landing and prefilled again.)
-    let text = "[workload]\nkind = \"synthetic\"\nrequests = 20\ngroups = 20\n\
-        shared_prefix_tokens = 0\nrate_per_s = 1000.0\narrival = \"fixed\"\n\
-        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 4 }\n\
-        [router]\npolicy = \"rr\"\n\
-        [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\nlink_gbps = 1.0\n\
-        transfer_overhead_ms = 3.0\n\
-        [[scale]]\nat_s = 0.5\npool = \"decode\"\nworkers = 1\nleave = \"drain\"\n";
-    let s = parse_scenario(Path::new("drain.toml"), text, &[]).unwrap();
+    let s = twenty_transfers(
+        2,
+        "[[scale]]\nat_s = 0.5\npool = \"decode\"\nworkers = 1\nleave = \"drain\"\n",
+    );
     let r = run(&s);
     assert_eq!((r.acks, r.rejected), (20, 0));
     assert_eq!(r.rerouted, 0, "no transfer handed back");
