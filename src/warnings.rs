@@ -155,6 +155,29 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
                     e.dropped
                 )
             });
+        } else if let Some(q) = r.index.filter(|q| q.recall < 0.5) {
+            // An index that lagged (late events) or lost (recovery that did not keep up), in
+            // any mode: under "resync" and "fallback" the applied events do not measure what
+            // the router knew (snapshots and predictions stand in), the audit does.
+            let (whose, sent) = if replicas == 1 {
+                ("the router's index", format!("{} events", e.published))
+            } else {
+                (
+                    "the router replicas' indexes",
+                    format!("{} copies", e.published * replicas),
+                )
+            };
+            out.push(format!(
+                "{whose} held {:.0} % of the (worker, block) pairs the workers held \
+                 (index.recall = {}, averaged over the run): it lagged or lost what the caches \
+                 held (the bus dropped {} of {sent}; bus.latency_ms = {}, router.on_gap = \
+                 \"{}\"), and part of the routing is blind",
+                q.recall * 100.0,
+                q.recall,
+                e.dropped,
+                s.bus.latency_ms,
+                s.router.on_gap.name()
+            ));
         }
     }
     if r.acks != r.requests as u64 {

@@ -392,6 +392,18 @@ fn a_router_that_learned_only_from_snapshots_or_from_too_few_replays_is_warned_t
     );
     // A replaying router whose recovery keeps up is not warned.
     assert!(!warnings("replay", "0.3").contains("warning"));
+    // A resyncing or falling-back router applies few events by design (snapshots and
+    // predictions stand in), so the audit judges its index: at drop_rate 0.99 resync knew
+    // 0.6 % of the pairs and fallback at 0.9 knew 29 %, and neither was warned.
+    let resync = warnings("resync", "0.99");
+    assert!(
+        resync.contains("the router's index held 1 % of the (worker, block) pairs the workers held (index.recall = 0.006")
+            && resync.contains("the bus dropped 9513 of 9605 events; bus.latency_ms = 1, router.on_gap = \"resync\""),
+        "{resync}"
+    );
+    let fallback = warnings("fallback", "0.9");
+    assert!(fallback.contains("held 29 % of the"), "{fallback}");
+    assert!(!warnings("resync", "0.3").contains("warning"));
     // Two replicas: each is sent a copy of every event, dropped apart, so the copies are
     // counted (it once read "the bus lost 18905 of 9495 events").
     let two = with_replicas("resync", "0.995", 2);
