@@ -522,6 +522,37 @@ fn a_draining_decode_worker_waits_for_the_transfers_on_their_way_to_it() {
 }
 
 #[test]
+fn a_draining_decode_worker_waits_for_a_transfer_landing_as_its_last_step_ends() {
+    // Fixed 10 ms steps, 50 requests/s and a link that moves a 1,000-token prompt in exactly
+    // 10 ms: times fall on a 10 ms grid. At 150 ms the decode pool shrinks to one worker with a
+    // drain; at 160 ms the leaving worker's last decode stretch ends and request 7's hand-off
+    // lands, both due then, the stretch's end first. The worker once counted a transfer landing
+    // at that very instant as landed: it left, and the hand-off, delivered a moment later,
+    // went back to the router to be prefilled again (1 re-routed, 41 prefills).
+    let text = "[workload]\nkind = \"synthetic\"\nrequests = 40\ngroups = 40\n\
+        shared_prefix_tokens = 0\nrate_per_s = 50.0\narrival = \"fixed\"\n\
+        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 5 }\n\
+        [router]\npolicy = \"rr\"\n[timing]\nmodel = \"fixed\"\nservice_ms = 10.0\n\
+        [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\n\
+        link_gbps = 11.4688\ntransfer_overhead_ms = 0.0\n\
+        [[scale]]\nat_s = 0.15\npool = \"decode\"\nworkers = 1\nleave = \"drain\"\n";
+    let s = parse_scenario(Path::new("drain-grid.toml"), text, &[]).unwrap();
+    let (r, trace) = run_traced(&s);
+    assert_eq!((r.acks, r.rejected), (40, 0));
+    // Request 7's KV lands on the draining worker (decode1, worker 3) as its stretch ends.
+    assert!(
+        trace.contains(
+            r#"{"t_ns":160000000,"seq":124,"kind":"StepEnd","from":"decode1","to":"decode1""#
+        ) && trace.contains(
+            r#"{"t_ns":160000000,"seq":136,"kind":"Handoff","from":"prefill0","to":"decode1","request":7,"#
+        ),
+        "the stretch's end and the hand-off no longer coincide: this test checks nothing"
+    );
+    assert_eq!(r.rerouted, 0, "no transfer handed back");
+    assert_eq!(r.per_worker[0].routed, 40, "each prompt prefilled once");
+}
+
+#[test]
 fn decode_workers_take_turns_when_their_pool_has_empty_slots() {
     // A run that scales keeps twice each pool's workers as slots; the empty decode slots
     // passed their turns to the first decode worker (11, 3, 3, 3 of 20 requests).

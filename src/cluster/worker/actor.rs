@@ -56,11 +56,12 @@ struct OnTheWay {
     routed: Routed,
 }
 
-/// The hand-offs on their way (on a link or queued for it), in the order they were handed to
-/// their links, and those lost before they landed: their source (a prefill worker going down
-/// or removed) or their destination (a decode worker going down or removed) lost the KV, so the
-/// decode worker drops the hand-off when it arrives, the request having gone back to its router.
-/// Lost transfers are kept by request and attempt (`Routed::retries` when sent).
+/// The hand-offs on their way (on a link or queued for it, each kept until its message reaches
+/// its decode worker), in the order they were handed to their links, and those lost before they
+/// landed: their source (a prefill worker going down or removed) or their destination (a decode
+/// worker going down or removed) lost the KV, so the decode worker drops the hand-off when it
+/// arrives, the request having gone back to its router. Lost transfers are kept by request and
+/// attempt (`Routed::retries` when sent).
 #[derive(Debug, Default)]
 pub struct Transfers {
     on_the_way: VecDeque<OnTheWay>,
@@ -68,11 +69,8 @@ pub struct Transfers {
 }
 
 impl Transfers {
-    /// Notes a hand-off that lands at `lands` (and forgets the first ones, landed by `now`).
-    fn sent(&mut self, now: Nanos, from: WorkerId, to: WorkerId, lands: Nanos, routed: Routed) {
-        while self.on_the_way.front().is_some_and(|t| t.lands <= now) {
-            self.on_the_way.pop_front();
-        }
+    /// Notes a hand-off that lands at `lands`.
+    fn sent(&mut self, from: WorkerId, to: WorkerId, lands: Nanos, routed: Routed) {
         self.on_the_way.push_back(OnTheWay {
             from,
             to,
@@ -81,10 +79,22 @@ impl Transfers {
         });
     }
 
-    /// Whether a transfer to `worker` has not landed by `now` (its hand-off, lost or not, still
-    /// reaches the worker when it lands).
-    fn inbound(&self, worker: WorkerId, now: Nanos) -> bool {
-        (self.on_the_way.iter()).any(|t| t.lands > now && t.to == worker)
+    /// Whether a transfer to `worker` has yet to reach it: one that lands at this very instant
+    /// counts until its hand-off is delivered (a lost one's hand-off, dropped on arrival, still
+    /// reaches the worker then).
+    fn inbound(&self, worker: WorkerId) -> bool {
+        (self.on_the_way.iter()).any(|t| t.to == worker)
+    }
+
+    /// A hand-off reached its decode worker: it is on its way no more. Returns whether its KV
+    /// was lost (and forgets that: it arrives once).
+    fn landed(&mut self, routed: &Routed) -> bool {
+        let key = (routed.spec.id, routed.retries);
+        let at = (self.on_the_way.iter()).position(|t| (t.routed.spec.id, t.routed.retries) == key);
+        if let Some(at) = at {
+            self.on_the_way.remove(at);
+        }
+        self.lost.remove(&key)
     }
 
     /// The transfers from or to `worker` not yet landed at `now`, in hand-off order, now lost.
@@ -95,7 +105,7 @@ impl Transfers {
             if t.lands > now && (t.from == worker || t.to == worker) {
                 self.lost.insert((t.routed.spec.id, t.routed.retries));
                 lost.push(t.routed);
-            } else if t.lands > now {
+            } else {
                 kept.push_back(t);
             }
         }
@@ -269,17 +279,17 @@ impl Worker {
         self.left_at = Some(ctx.now());
     }
 
-    /// Whether it holds nothing at `now`: no request queued, running, stepping or waiting for a
-    /// peer, and no KV on its way to it (a draining decode worker lets its transfers land:
-    /// leaving before would hand their requests back to be prefilled again; each hand-off's
-    /// arrival asks again). A prefill worker frees a request's KV at its hand-off, so its
-    /// transfers hold it back from nothing.
-    fn idle(&self, now: Nanos) -> bool {
+    /// Whether it holds nothing: no request queued, running, stepping or waiting for a peer, and
+    /// no KV on its way to it (a draining decode worker lets its transfers land: leaving before
+    /// would hand their requests back to be prefilled again; each hand-off's arrival asks
+    /// again). A prefill worker frees a request's KV at its hand-off, so its transfers hold it
+    /// back from nothing.
+    fn idle(&self) -> bool {
         !self.sched.has_work()
             && !self.sched.in_step()
             && !self.start_pending
             && self.waiting_for_peer.is_empty()
-            && !(self.setup.transfers.borrow()).inbound(self.setup.index, now)
+            && !(self.setup.transfers.borrow()).inbound(self.setup.index)
     }
 
     /// The worker's number.
@@ -585,7 +595,7 @@ impl Worker {
         let (to, peer) = self.setup.decode_peers[k];
         let delay = wait.saturating_add(ms_to_ns(moving_ms + link.overhead_ms));
         let lands = now.saturating_add(delay);
-        (self.setup.transfers.borrow_mut()).sent(now, self.setup.index, to, lands, routed.clone());
+        (self.setup.transfers.borrow_mut()).sent(self.setup.index, to, lands, routed.clone());
         ctx.send(peer, Msg::Handoff(routed), delay);
     }
 
@@ -601,10 +611,9 @@ impl Worker {
         self.link_free_at = now;
     }
 
-    /// Whether `routed`'s hand-off carries KV its source or destination lost (and forgets it:
-    /// it arrives once).
+    /// `routed`'s hand-off arrives: whether it carries KV its source or destination lost.
     fn transfer_lost(&self, routed: &Routed) -> bool {
-        (self.setup.transfers.borrow_mut().lost).remove(&(routed.spec.id, routed.retries))
+        (self.setup.transfers.borrow_mut()).landed(routed)
     }
 
     /// A decode peer went down or came back.
@@ -754,7 +763,7 @@ impl Actor for Worker {
                 debug_assert!(false, "workers receive no {}", env.msg.kind());
             }
         }
-        if self.draining && self.idle(ctx.now()) {
+        if self.draining && self.idle() {
             self.leave(ctx);
         }
         if let Some(board) = &self.setup.board {
