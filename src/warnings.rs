@@ -34,31 +34,43 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
         // Workers that published nothing (every request rejected, say) left the router
         // nothing to learn: its blindness is no loss then, and the bus lost nothing.
         if e.applied == 0 && (!s.bus.publish || e.published > 0) {
-            let consequence =
-                if routers.snapshots_applied > 0 {
-                    format!(
-                    "the router knew the workers' caches only from the {} snapshot{} it resynced \
-                     with",
+            // Fallback predicts only a stream it found broken: no gap, no prediction. A
+            // snapshot stands in for a stream until its next gap.
+            let predicts = s.router.on_gap == OnGap::Fallback && e.gaps_detected > 0;
+            let snapshots = (routers.snapshots_applied > 0).then(|| {
+                format!(
+                    "the {} snapshot{} it resynced with",
                     routers.snapshots_applied,
-                    if routers.snapshots_applied == 1 { "" } else { "s" }
+                    if routers.snapshots_applied == 1 {
+                        ""
+                    } else {
+                        "s"
+                    }
                 )
-                } else if s.router.on_gap == OnGap::Fallback && e.gaps_detected > 0 {
+            });
+            let consequence = match (predicts, snapshots) {
+                (true, Some(snapshots)) => format!(
                     "the router routes on predictions from its own decisions (router.on_gap = \
-                 \"fallback\")"
-                        .to_string()
-                } else if s.router.on_gap == OnGap::Fallback {
-                    // Fallback predicts only a stream it found broken: no gap, no prediction.
-                    format!(
-                        "the router is blind: it routes knowing no worker's cache, on load alone \
-                         (router.on_gap = \"fallback\" predicts a worker's cache only once it \
-                         finds a gap, and it found none: no stream stayed silent \
-                         router.gap_silence_ms = {} ms after a request)",
-                        s.router.gap_silence_ms
-                    )
-                } else {
+                     \"fallback\") and on {snapshots}"
+                ),
+                (true, None) => "the router routes on predictions from its own decisions \
+                                 (router.on_gap = \"fallback\")"
+                    .to_string(),
+                (false, Some(snapshots)) => {
+                    format!("the router knew the workers' caches only from {snapshots}")
+                }
+                (false, None) if s.router.on_gap == OnGap::Fallback => format!(
+                    "the router is blind: it routes knowing no worker's cache, on load alone \
+                     (router.on_gap = \"fallback\" predicts a worker's cache only once it \
+                     finds a gap, and it found none: no stream stayed silent \
+                     router.gap_silence_ms = {} ms after a request)",
+                    s.router.gap_silence_ms
+                ),
+                (false, None) => {
                     "the router is blind: it routes knowing no worker's cache, on load alone"
                         .to_string()
-                };
+                }
+            };
             let cause = if !s.bus.publish {
                 "workers are not publishing KV events (bus.publish = false)".to_string()
             } else if routers.events_received == 0 && replicas == 1 {
