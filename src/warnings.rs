@@ -106,9 +106,15 @@ pub fn of_run(s: &Scenario, r: &Report, routers: &RouterStats, learns: bool) -> 
                 } else {
                     format!(" (router.on_gap = \"{}\")", s.router.on_gap.name())
                 };
+                // With replicas the copies that got through are summed over them.
+                let reached = if replicas == 1 {
+                    "that reached the router"
+                } else {
+                    "copies that reached the replicas"
+                };
                 format!(
-                    "the bus lost {lost}, and the {} that reached the router came while their \
-                     worker's stream was recovering from a gap{mode}",
+                    "the bus lost {lost}, and the {} {reached} were set aside (each came while its \
+                     worker's stream was recovering from a gap{mode}, or was stale)",
                     routers.events_received
                 )
             };

@@ -412,6 +412,10 @@ fn a_router_that_learned_only_from_snapshots_or_from_too_few_replays_is_warned_t
     // counted (it once read "the bus lost 18905 of 9495 events").
     let two = with_replicas("resync", "0.995", 2);
     assert!(
+        two.contains("and the 85 copies that reached the replicas were set aside"),
+        "{two}"
+    );
+    assert!(
         two.contains("the bus lost 18905 of the 18990 copies it carries (9495 events, a copy to each of 2 router replicas)"),
         "{two}"
     );
@@ -447,8 +451,8 @@ fn a_fallback_router_that_predicted_and_resynced_is_said_to_have_done_both() {
     assert!(
         stderr.contains(
             "applied no KV event: the bus lost 8683 of 8757 events, and the 74 that reached the \
-             router came while their worker's stream was recovering from a gap; the router \
-             routes on predictions from its own decisions (router.on_gap = \"fallback\") and on \
+             router were set aside (each came while its worker's stream was recovering from a \
+             gap, or was stale); the router routes on predictions from its own decisions (router.on_gap = \"fallback\") and on \
              the 2 snapshots it resynced with"
         ) && !stderr.contains("only from"),
         "{stderr}"
