@@ -98,7 +98,8 @@ pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Ve
 
 /// The readable table: one row per policy, with the answer's neighbours (the nearest points
 /// run below and above it) and whether they met the SLAs, so that both sides show; a policy
-/// that meets nothing shows the point that came nearest and its values.
+/// that meets nothing shows the point that came nearest and its values. Numbers are printed
+/// whole, as `plan.json` holds them (a metric of 1981.694 ms is not shown as 1981.69).
 pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
     let sla_text: Vec<String> = slas.iter().map(Sla::text).collect();
     let mut out = format!(
@@ -115,7 +116,7 @@ pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
         "points"
     );
     for p in plans {
-        let answer = p.answer.map_or("none".to_string(), crate::chart::tidy);
+        let answer = p.answer.map_or("none".to_string(), |a| a.to_string());
         let side = |pick: fn(&Point, f64) -> bool, nearer: fn(f64, f64) -> bool| {
             let Some(a) = p.answer else {
                 return "-".to_string();
@@ -132,7 +133,7 @@ pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
                 })
                 .map_or("-".to_string(), |pt| {
                     let verdict = if pt.meets { "pass" } else { "fail" };
-                    format!("{} {verdict}", crate::chart::tidy(pt.value))
+                    format!("{} {verdict}", pt.value)
                 })
         };
         let below = side(|pt, a| pt.value < a, |v, best| v > best);
@@ -140,7 +141,7 @@ pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
         let metrics = |pt: &Point| {
             pt.metrics
                 .iter()
-                .map(|(k, v)| format!("{k} {}", crate::chart::tidy(*v)))
+                .map(|(k, v)| format!("{k} {v}"))
                 .collect::<Vec<_>>()
                 .join("  ")
         };
@@ -151,12 +152,7 @@ pub fn table(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> String {
                 .find(|pt| pt.value == a)
                 .map(metrics)
                 .unwrap_or_default(),
-            (None, Some(pt)) => format!(
-                "nearest at {} {}: {}",
-                axis.name(),
-                crate::chart::tidy(pt.value),
-                metrics(pt)
-            ),
+            (None, Some(pt)) => format!("nearest at {} {}: {}", axis.name(), pt.value, metrics(pt)),
             (None, None) => String::new(),
         };
         let flag = if p.monotone {

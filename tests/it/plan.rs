@@ -677,3 +677,32 @@ fn a_policy_meeting_nothing_shows_its_nearest_point() {
         serde_json::from_slice(&std::fs::read(dir.path().join("plan.json")).unwrap()).unwrap();
     assert!(plan["policies"][0]["nearest"]["metrics"]["ttft_p90_ms"].is_number());
 }
+
+/// The table prints each number as plan.json holds it: a p99 of 1981.694 ms was shown as
+/// 1981.69 (six significant digits).
+#[test]
+fn the_plan_table_prints_the_numbers_of_plan_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", SCENARIO);
+    let out = dir.path().join("plan");
+    let table = ok(&[
+        "plan",
+        &s,
+        "--sla",
+        "e2e_p99_ms<=1",
+        "--workers",
+        "1..3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let plan = read_json(&out.join("plan.json"));
+    let nearest = &plan["policies"][0]["nearest"];
+    let value = &nearest["metrics"]["e2e_p99_ms"];
+    assert!(value.as_f64().unwrap() >= 1000.0, "{value}");
+    let row = table.lines().nth(2).unwrap();
+    let shown = format!(
+        "nearest at workers {}: e2e_p99_ms {value}",
+        nearest["workers"]
+    );
+    assert!(row.ends_with(&shown), "{row:?} lacks {shown:?}");
+}
