@@ -56,10 +56,26 @@ pub fn plan_json(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<u8> {
 }
 
 /// One SVG per SLA: its metric against the varied value, the points run per policy (marked,
-/// joined by dotted lines), the bound dashed.
+/// joined by dotted lines), the bound dashed. Each is named after its key (`ttft_p90_ms.svg`);
+/// a name already taken by an earlier SLA (`ttft_p90_ms<=500` and `ttft_p90_ms<=800`) gets the
+/// first free `_2`, `_3`, ... suffix (`ttft_p90_ms_2.svg`), so that no SLA's plot replaces
+/// another's.
 pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Vec<u8>)> {
+    let mut taken: Vec<String> = Vec::new();
     slas.iter()
         .map(|sla| {
+            let stem = sla.key.replace('.', "_");
+            let name = (1..)
+                .map(|n| {
+                    if n == 1 {
+                        format!("{stem}.svg")
+                    } else {
+                        format!("{stem}_{n}.svg")
+                    }
+                })
+                .find(|name| !taken.contains(name))
+                .expect("a free name");
+            taken.push(name.clone());
             let series: Vec<Series> = plans
                 .iter()
                 .map(|p| Series {
@@ -88,10 +104,7 @@ pub fn plots(axis: &Axis, slas: &[Sla], plans: &[PolicyPlan]) -> Vec<(String, Ve
                 threshold: Some((sla.bound, format!("SLA {}", sla.text()))),
                 runs: true,
             });
-            (
-                format!("{}.svg", sla.key.replace('.', "_")),
-                svg.into_bytes(),
-            )
+            (name, svg.into_bytes())
         })
         .collect()
 }

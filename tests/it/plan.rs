@@ -706,3 +706,31 @@ fn the_plan_table_prints_the_numbers_of_plan_json() {
     );
     assert!(row.ends_with(&shown), "{row:?} lacks {shown:?}");
 }
+
+/// Two SLAs on one metric: each gets its plot. The second was written over the first under the
+/// same name, so the bound of 60 ms was drawn nowhere.
+#[test]
+fn two_slas_on_one_metric_get_a_plot_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", SCENARIO);
+    let out = dir.path().join("plan");
+    ok(&[
+        "plan",
+        &s,
+        "--sla",
+        "ttft_p90_ms<=60",
+        "--sla",
+        "ttft_p90_ms<=80",
+        "--workers",
+        "1..4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    for (file, bound) in [
+        ("ttft_p90_ms.svg", "SLA ttft_p90_ms&lt;=60"),
+        ("ttft_p90_ms_2.svg", "SLA ttft_p90_ms&lt;=80"),
+    ] {
+        let svg = std::fs::read_to_string(out.join(file)).unwrap_or_default();
+        assert!(svg.contains(bound), "{file} lacks {bound:?}");
+    }
+}
