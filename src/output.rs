@@ -430,10 +430,15 @@ pub fn pretty_json<T: serde::Serialize>(value: &T) -> Vec<u8> {
     bytes
 }
 
-/// Writes rendered files into `dir` (created if missing), each atomically.
+/// Writes rendered files into `dir` (created if missing), each atomically. Every destination
+/// is resolved before the first is written, so that one that cannot be (a folder in a file's
+/// place) fails the command before it changes anything.
 pub fn write_dir(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::file(dir, format!("cannot create folder: {e}")))?;
+    for (name, _) in files {
+        resolve(&dir.join(name))?;
+    }
     for (name, bytes) in files {
         write_atomic(&dir.join(name), bytes)?;
     }

@@ -734,3 +734,41 @@ fn two_slas_on_one_metric_get_a_plot_each() {
         assert!(svg.contains(bound), "{file} lacks {bound:?}");
     }
 }
+
+/// A folder where an output file goes fails the command before any file is written: plan
+/// wrote plan.json, then stopped at the SVG, leaving a new plan.json beside no plot (compare
+/// likewise wrote compare.json and ttft_cdf.svg before tpot_cdf.svg).
+#[test]
+fn a_folder_in_an_output_files_place_leaves_the_folder_unwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(dir.path(), "s.toml", SCENARIO);
+    let plan = dir.path().join("plan");
+    std::fs::create_dir_all(plan.join("ttft_p90_ms.svg")).unwrap();
+    let line = bad(&[
+        "plan",
+        &s,
+        "--sla",
+        "ttft_p90_ms<=60",
+        "--workers",
+        "1..3",
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(
+        line.ends_with("ttft_p90_ms.svg: is a folder, not a file"),
+        "{line}"
+    );
+    assert!(!plan.join("plan.json").exists(), "plan.json written");
+    let cmp = dir.path().join("cmp");
+    std::fs::create_dir_all(cmp.join("tpot_cdf.svg")).unwrap();
+    let line = bad(&["compare", &s, &s, "--out", cmp.to_str().unwrap()]);
+    assert!(
+        line.ends_with("tpot_cdf.svg: is a folder, not a file"),
+        "{line}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&cmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(written, ["tpot_cdf.svg"], "nothing written beside it");
+}
