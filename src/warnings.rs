@@ -431,7 +431,7 @@ fn keys_without_effect<const N: usize>(keys: [(&str, bool); N], why: &str) -> Op
 /// Not asked of a cluster whose size changed over the run.
 fn hot_spot(per_worker: &[WorkerReport], routable: usize, policy: &str) -> Option<String> {
     let routed: u64 = per_worker.iter().map(|w| w.routed).sum();
-    if routable < 4 || routed == 0 || routed < routable as u64 {
+    if routable < 4 || routed < routable as u64 {
         return None;
     }
     let hot = per_worker.iter().max_by_key(|w| w.routed)?;
