@@ -35,6 +35,7 @@ pub fn readable(message: &str) -> String {
         "f64" | "f32" => "a number",
         "a boolean" => "true or false",
         "a sequence" => "a list",
+        other if other.starts_with("internally tagged enum ") => "a table",
         other => other,
     };
     format!("expected {want}, got {got}")
@@ -90,6 +91,12 @@ pub fn toml_error(
                 && !names(l.split_once('=').map_or("", |(_, v)| v))
         });
     }
+    // A type error inside a tagged table (`[workload]` with its `kind`) or an inline table is
+    // reported at the table: the key in it whose value is the one refused is the one at fault.
+    if let Some(found) = refused_value(&message).and_then(|v| holding(text, &lines, line, &v)) {
+        let message = readable(&message);
+        return Error::field(path, found.0, found.1, message);
+    }
     let here = lines.get(line - 1).copied().unwrap_or("");
     let key = match (key_of(here), table_above(&lines, line), missing) {
         (Some(k), Some(t), _) => format!("{t}.{k}"),
@@ -104,6 +111,159 @@ pub fn toml_error(
         _ => readable(&message),
     };
     Error::field(path, line, key, message)
+}
+
+/// A value serde refused, as its type error spells it (`invalid value: integer `-3`, expected
+/// usize` → the integer -3).
+#[derive(Debug, PartialEq)]
+enum Refused {
+    Integer(i64),
+    Float(f64),
+    Text(String),
+    Boolean(bool),
+    List,
+    Table,
+}
+
+impl Refused {
+    fn is(&self, value: &Value) -> bool {
+        match (self, value) {
+            (Refused::Integer(want), Value::Integer(v)) => v.value() == want,
+            (Refused::Float(want), Value::Float(v)) => v.value() == want,
+            (Refused::Text(want), Value::String(v)) => &format!("{:?}", v.value()) == want,
+            (Refused::Boolean(want), Value::Boolean(v)) => v.value() == want,
+            (Refused::List, Value::Array(_)) => true,
+            (Refused::Table, Value::InlineTable(_)) => true,
+            _ => false,
+        }
+    }
+
+    fn is_container(&self) -> bool {
+        matches!(self, Refused::List | Refused::Table)
+    }
+}
+
+/// The value a type error (`invalid type: …, expected …`) refused, if it names one.
+fn refused_value(message: &str) -> Option<Refused> {
+    let (unexpected, _) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?
+        .split_once(", expected ")?;
+    let literal = |kind: &str| {
+        unexpected
+            .strip_prefix(kind)
+            .map(|v| v.trim_matches('`').to_string())
+    };
+    if let Some(v) = literal("integer ") {
+        v.parse().ok().map(Refused::Integer)
+    } else if let Some(v) = literal("floating point ") {
+        v.parse().ok().map(Refused::Float)
+    } else if let Some(v) = literal("boolean ") {
+        v.parse().ok().map(Refused::Boolean)
+    } else if unexpected == "sequence" {
+        Some(Refused::List)
+    } else if unexpected == "map" {
+        Some(Refused::Table)
+    } else {
+        unexpected
+            .strip_prefix("string ")
+            .map(|v| Refused::Text(v.to_string()))
+    }
+}
+
+/// The first key, from 1-based `line` to the next table header (or `line` alone when it is a
+/// `key = value` line), whose value is `refused`: its line and dotted path (`workload.requests`,
+/// `workload.input.tokens`, `faults[1].at_ms`).
+fn holding(text: &str, lines: &[&str], line: usize, refused: &Refused) -> Option<(usize, String)> {
+    let doc = ImDocument::parse(text).ok()?;
+    let mut found = Vec::new();
+    leaves(doc.as_item(), "", &mut found);
+    let header = lines
+        .get(line - 1)
+        .is_some_and(|l| l.trim_start().starts_with('['));
+    // A table's region runs on through its sub-tables and its array's later elements.
+    let last = match header.then(|| table_above(lines, line)).flatten() {
+        Some(table) => {
+            let within = |l: &str| {
+                table_above(&[l], 1).is_some_and(|t| {
+                    t == table
+                        || t.starts_with(&format!("{table}."))
+                        || t.starts_with(&format!("{table}["))
+                })
+            };
+            (line + 1..=lines.len())
+                .find(|&n| lines[n - 1].trim_start().starts_with('[') && !within(lines[n - 1]))
+                .map_or(lines.len(), |n| n - 1)
+        }
+        None => line,
+    };
+    let mut matches = found
+        .into_iter()
+        .map(|(key, offset, value)| (line_of(text, offset), key, value))
+        .filter(|(at, _, value)| (line..=last).contains(at) && refused.is(value));
+    let first = matches.next()?;
+    // A list or a table is named only when it is the only one there.
+    if refused.is_container() && matches.next().is_some() {
+        return None;
+    }
+    Some((first.0, first.1))
+}
+
+/// Every value in `item` (an inline table or a list, then what it holds) with its dotted path
+/// and the offset of its key (of the list that holds it, for a list's element).
+fn leaves<'a>(item: &'a Item, path: &str, out: &mut Vec<(String, usize, &'a Value)>) {
+    match item {
+        Item::Table(t) => table_leaves(t, path, out),
+        Item::ArrayOfTables(a) => {
+            for (i, t) in a.iter().enumerate() {
+                table_leaves(t, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn table_leaves<'a>(
+    table: &'a toml_edit::Table,
+    path: &str,
+    out: &mut Vec<(String, usize, &'a Value)>,
+) {
+    for (k, v) in table.iter() {
+        let key = if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        };
+        match (v, table.key(k).and_then(|k| k.span())) {
+            (Item::Value(value), Some(at)) => value_leaves(value, &key, at.start, out),
+            _ => leaves(v, &key, out),
+        }
+    }
+}
+
+fn value_leaves<'a>(
+    value: &'a Value,
+    path: &str,
+    at: usize,
+    out: &mut Vec<(String, usize, &'a Value)>,
+) {
+    match value {
+        Value::InlineTable(t) => {
+            out.push((path.to_string(), at, value));
+            for (k, v) in t.iter() {
+                let at = t.key(k).and_then(|k| k.span()).map_or(at, |s| s.start);
+                value_leaves(v, &format!("{path}.{k}"), at, out);
+            }
+        }
+        Value::Array(a) => {
+            out.push((path.to_string(), at, value));
+            for (i, v) in a.iter().enumerate() {
+                let at = v.span().map_or(at, |s| s.start);
+                value_leaves(v, &format!("{path}[{i}]"), at, out);
+            }
+        }
+        scalar => out.push((path.to_string(), at, scalar)),
+    }
 }
 
 /// The tags of the tagged inline tables a scenario holds: `LengthDist`'s `dist`
@@ -221,6 +381,41 @@ impl<'a> Node<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_type_error_names_the_value_it_refused() {
+        let cases = [
+            (
+                "invalid value: integer `-3`, expected usize",
+                Some(Refused::Integer(-3)),
+            ),
+            (
+                "invalid type: floating point `1.5`, expected u64",
+                Some(Refused::Float(1.5)),
+            ),
+            (
+                "invalid type: string \"a\\\"b\", expected f64",
+                Some(Refused::Text("\"a\\\"b\"".into())),
+            ),
+            (
+                "invalid type: boolean `true`, expected usize",
+                Some(Refused::Boolean(true)),
+            ),
+            (
+                "invalid type: sequence, expected usize",
+                Some(Refused::List),
+            ),
+            ("invalid type: map, expected a string", Some(Refused::Table)),
+            ("unknown field `x`, expected `y`", None),
+        ];
+        for (message, want) in cases {
+            assert_eq!(refused_value(message), want, "{message}");
+        }
+        // The text form matches a TOML string as its escapes spell it.
+        let doc = ImDocument::parse("k = \"a\\\"b\"").unwrap();
+        let value = doc.get("k").unwrap().as_value().unwrap();
+        assert!(Refused::Text("\"a\\\"b\"".into()).is(value));
+    }
 
     #[test]
     fn type_errors_read_as_what_was_expected_and_what_came() {

@@ -453,6 +453,15 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("planner_interval.toml", "[planner]\nkind = \"threshold\"\nadjustment_interval_s = 1e-30\n", ":3: planner.adjustment_interval_s = 1e-30 must be a number of seconds in 0.1..=1e9"),
         ("no_shape.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrate_schedule = { peak = 2.0, trough = 1.0 }\n", ":4: workload.rate_schedule: missing field `shape`"),
         ("no_kind.toml", "name = \"x\"\n[workload]\ninput = { dist = \"fixed\", tokens = 5 }\n", ":2: workload.kind: missing field `kind`"),
+        // A type error in a tagged table is reported at the table too: the key holding the
+        // refused value is named, in a sub-table, an inline table or an array's later element.
+        ("tagged_type.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrequests = -3\n", ":4: workload.requests: expected a whole number >= 0, got -3"),
+        ("tagged_inline.toml", "[workload]\nkind = \"synthetic\"\nrequests = 3\ninput = { dist = \"fixed\", tokens = \"abc\" }\n", ":4: workload.input.tokens: expected a whole number >= 0, got \"abc\""),
+        ("tagged_sub.toml", "[workload]\nkind = \"synthetic\"\nrequests = 3\n[workload.input]\ndist = \"fixed\"\ntokens = 1.5\n", ":6: workload.input.tokens: expected a whole number >= 0, got 1.5"),
+        ("tagged_planner.toml", "[planner]\nkind = \"threshold\"\nmin_workers = true\n", ":3: planner.min_workers: expected a whole number >= 0, got true"),
+        ("tagged_fault.toml", "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 5.0\ndown_ms = 1.0\n[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = \"late\"\ndown_ms = 1.0\n", ":9: faults[1].at_ms: expected a number, got \"late\""),
+        ("tagged_list.toml", "[workload]\nkind = \"synthetic\"\nrequests = [3]\n", ":3: workload.requests: expected a whole number >= 0, got a list"),
+        ("tagged_table.toml", "[workload]\nkind = \"synthetic\"\ninput = 5\n", ":3: workload.input: expected a table, got 5"),
     ];
     for (name, text, needle) in cases {
         let path = write(dir.path(), name, text);
