@@ -67,6 +67,22 @@ pub struct PlanArgs {
     progress: ProgressMode,
 }
 
+/// Each input file's bytes as an xxh3 digest (`null` for one that cannot be read), in a fixed
+/// order: the plan's input, the base scenario, then the files the scenario names. A plan resumed
+/// after any of them was edited would mix runs of two inputs.
+fn contents(a: &PlanRequest, loaded: &crate::scenario::load::Loaded) -> Vec<Option<String>> {
+    let mut paths = vec![a.input.clone()];
+    paths.extend(a.scenario.clone());
+    paths.extend(loaded.input_files().into_iter().map(|(_, p)| p));
+    paths
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::read(p).ok()?;
+            Some(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)))
+        })
+        .collect()
+}
+
 /// `A..B` or `A`, each parsed by `one`.
 fn range<T: Copy + PartialOrd>(
     flag: &str,
@@ -265,6 +281,8 @@ pub fn run_plan(
         };
         check_outputs(&[Output::Folder("--out", dir, &writes)], &inputs)?;
     }
+    // Only a plan that keeps its runs (in `out`) needs to know its inputs again.
+    let contents = out.map(|_| contents(a, &loaded_base));
     let base = loaded_base.scenario;
     if matches!(base.workload, Workload::Trace(_))
         && base.timing_kind() == TimingKind::Fixed
@@ -424,6 +442,7 @@ pub fn run_plan(
         "policies": policies,
         "workers": a.workers,
         "load": a.load,
+        "contents": contents,
     });
     let slas = &a.sla;
     let mut eval = Evaluator::new(key, out, jobs, slas, progress)?;

@@ -29,6 +29,37 @@ struct Partial {
     points: Vec<(String, Point)>,
 }
 
+/// What tells the plan `was` from the plan `is`, in words: "the SLAs", "an input file's
+/// contents" and so on, by the keys of `run_plan`'s plan key.
+fn differences(was: &Json, is: &Json) -> String {
+    let words = |key: &str| match key {
+        "input" => "the input",
+        "scenario" => "--scenario",
+        "format" => "--format",
+        "set" => "--set",
+        "sla" => "the SLAs",
+        "policies" => "the policies",
+        "workers" | "load" => "the range",
+        "contents" => "the input files' contents",
+        _ => "the settings",
+    };
+    let mut named: Vec<&str> = Vec::new();
+    let keys = [was, is]
+        .into_iter()
+        .filter_map(Json::as_object)
+        .flat_map(|o| o.keys());
+    for key in keys {
+        let word = words(key);
+        if was.get(key) != is.get(key) && !named.contains(&word) {
+            named.push(word);
+        }
+    }
+    if named.is_empty() {
+        named.push("the settings");
+    }
+    named.join(", ")
+}
+
 /// Runs points and remembers them.
 pub struct Evaluator<'a> {
     /// What identifies the plan (its input, SLAs, policies, range, overrides).
@@ -72,8 +103,10 @@ impl<'a> Evaluator<'a> {
             if partial.plan != key {
                 return Err(Error::file(
                     &path,
-                    "cannot resume: it belongs to another plan (input, SLAs, policies, range \
-                     or --set differ)",
+                    format!(
+                        "cannot resume: it belongs to another plan ({} changed)",
+                        differences(&partial.plan, &key)
+                    ),
                 ));
             }
             for (policy, point) in partial.points {

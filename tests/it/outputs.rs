@@ -304,12 +304,38 @@ fn an_interrupted_plan_resumes_to_identical_files() {
     assert_eq!(kept.keys().collect::<Vec<_>>(), ["plan.partial.json"]);
     let mut resumed = args.clone();
     resumed.push("--resume".into());
+    // The scenario edited since (one more request): its runs are not the kept ones, and
+    // resuming would mix the two. Refused, naming what changed, the kept runs left as they were.
+    std::fs::write(
+        &scenario,
+        BASE.replace("requests = 1500", "requests = 1501"),
+    )
+    .unwrap();
+    let o = dynsim().args(&resumed).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("plan.partial.json: cannot resume: it belongs to another plan (the input files' contents changed)"),
+        "{stderr}"
+    );
+    assert_eq!(files(&part), kept);
+    std::fs::write(&scenario, BASE).unwrap();
     let o = dynsim().args(&resumed).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         files(&part),
         files(&whole),
         "resumed = uninterrupted, byte for byte"
+    );
+    // Another SLA: named.
+    let mut other = resumed.clone();
+    other[3] = "ttft_p90_ms<=300".into();
+    std::fs::write(part.join("plan.partial.json"), &kept["plan.partial.json"]).unwrap();
+    let o = dynsim().args(&other).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("(the SLAs changed)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
 }
 
