@@ -399,14 +399,37 @@ pub fn run_plan(
     } else {
         "--load"
     };
-    // A point's workers and load are plan's own overrides: a value out of range is its flag's.
-    let as_axis_error = |e: Error| match e {
+    // A point's workers and load are plan's own overrides: a value out of range is its flag's,
+    // and so is a setting the base allows that a point does not (a fault naming worker 3 at 2
+    // workers).
+    let as_axis_error = |point: f64, e: Error| match e {
+        Error::Setting {
+            at,
+            key,
+            value,
+            problem,
+        } if key != load_at && key != "cluster.workers" => {
+            let point = match axis {
+                Axis::Workers { .. } if point == 1.0 => "1 worker".to_string(),
+                Axis::Workers { .. } => format!("{point} workers"),
+                Axis::Load { .. } => format!("load {point}"),
+            };
+            let value = if value.is_empty() {
+                String::new()
+            } else {
+                format!(" = {value}")
+            };
+            Error::arg(
+                axis_flag,
+                format!("at {point} of the range, {key}{value} ({at}) {problem}"),
+            )
+        }
         Error::Setting {
             key,
             value,
             problem,
             ..
-        } if key == load_at || key == "cluster.workers" => Error::arg(
+        } => Error::arg(
             if key == load_at {
                 "--load"
             } else {
@@ -420,10 +443,18 @@ pub fn run_plan(
         ),
         other => other,
     };
+    let smallest = match axis {
+        Axis::Workers { min, .. } => min as f64,
+        Axis::Load { min, .. } => min,
+    };
     for p in &policies {
+        // Both ends hold the scenario's settings, before any run.
+        source
+            .load(&point_overrides(p, smallest))
+            .map_err(|e| as_axis_error(smallest, e))?;
         let loaded = source
             .load(&point_overrides(p, largest))
-            .map_err(as_axis_error)?;
+            .map_err(|e| as_axis_error(largest, e))?;
         crate::run::check_fits(&loaded.scenario, &loaded.base_dir).map_err(|e| match e {
             // Too large to run: the range's doing. A bad trace row or file is its own.
             Error::Run { .. } => Error::arg(
@@ -452,7 +483,9 @@ pub fn run_plan(
             .map(|&(p, v)| (policies[p].clone(), v))
             .collect();
         eval.eval(&named, |p, v| {
-            source.load(&point_overrides(p, v)).map_err(as_axis_error)
+            source
+                .load(&point_overrides(p, v))
+                .map_err(|e| as_axis_error(v, e))
         })
     })?;
     Ok(Planned {

@@ -292,6 +292,31 @@ fn plan_refuses_unclear_questions_in_one_line() {
         line.starts_with(&format!("dynsim: {trace}:2: line: invalid JSON")),
         "{line}"
     );
+    // A fault on worker 1 holds at the scenario's 2 workers but not at the range's 1: the
+    // range is named, with the setting and where the file sets it.
+    let faulty = write(
+        dir.path(),
+        "faulty.toml",
+        &format!(
+            "{SCENARIO}\n[[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 100.0\ndown_ms = 50.0\n"
+        ),
+    );
+    let line = bad(&[
+        "plan",
+        &faulty,
+        "--out",
+        o,
+        "--sla",
+        "ttft_p90_ms<=100",
+        "--workers",
+        "1..4",
+    ]);
+    assert!(
+        line.starts_with("dynsim: --workers: at ")
+            && line.contains(&format!("of the range, faults[0].worker = 1 ({faulty}:"))
+            && line.contains("is not a worker"),
+        "{line}"
+    );
     // Flags that only describe a trace input are refused with a scenario, not ignored.
     for (flag, value) in [("--scenario", s.as_str()), ("--format", "azure")] {
         let line = bad(&[
