@@ -67,20 +67,13 @@ pub struct PlanArgs {
     progress: ProgressMode,
 }
 
-/// Each input file's bytes as an xxh3 digest (`null` for one that cannot be read), in a fixed
-/// order: the plan's input, the base scenario, then the files the scenario names. A plan resumed
-/// after any of them was edited would mix runs of two inputs.
-fn contents(a: &PlanRequest, loaded: &crate::scenario::load::Loaded) -> Vec<Option<String>> {
+/// The digest of every input file (the plan's input, the base scenario, the files the scenario
+/// names): a plan resumed after any of them was edited would mix runs of two inputs.
+fn contents(a: &PlanRequest, loaded: &crate::scenario::load::Loaded) -> String {
     let mut paths = vec![a.input.clone()];
     paths.extend(a.scenario.clone());
     paths.extend(loaded.input_files().into_iter().map(|(_, p)| p));
-    paths
-        .iter()
-        .map(|p| {
-            let bytes = std::fs::read(p).ok()?;
-            Some(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)))
-        })
-        .collect()
+    crate::scenario::load::files_digest(paths.iter().map(PathBuf::as_path))
 }
 
 /// `A..B` or `A`, each parsed by `one`.

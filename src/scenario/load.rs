@@ -87,6 +87,17 @@ impl Loaded {
     }
 }
 
+/// One xxh3 digest (hex) of the bytes of every file in `paths`, in their order, an unreadable
+/// one counting as such: what tells a sweep's or a plan's kept runs from runs of edited inputs.
+pub fn files_digest<'a>(paths: impl IntoIterator<Item = &'a Path>) -> String {
+    let mut each = Vec::new();
+    for path in paths {
+        let digest = std::fs::read(path).map_or(u64::MAX, |b| xxhash_rust::xxh3::xxh3_64(&b));
+        each.extend_from_slice(&digest.to_le_bytes());
+    }
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&each))
+}
+
 /// Reads, overrides and validates the scenario at `path`; without a `name`, the scenario takes
 /// the file's stem.
 pub fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Loaded> {

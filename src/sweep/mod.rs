@@ -112,6 +112,18 @@ impl Sweep {
             .collect()
     }
 
+    /// The digest of the files the sweep reads: its base scenario, then every file a point names
+    /// (trace, model files, profile), each once, by path.
+    pub fn contents(&self) -> String {
+        let named: std::collections::BTreeSet<PathBuf> = (0..self.points_total())
+            .filter_map(|i| self.load_point(i).ok())
+            .flat_map(|loaded| loaded.input_files().into_iter().map(|(_, p)| p))
+            .collect();
+        let paths =
+            std::iter::once(self.base_path.as_path()).chain(named.iter().map(PathBuf::as_path));
+        crate::scenario::load::files_digest(paths)
+    }
+
     /// Loads every point's scenario, in index order (every shard loads them all, so every
     /// shard rejects the same bad values).
     pub fn load_points(&self) -> Result<Vec<Loaded>> {

@@ -153,10 +153,16 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
     Ok(merged)
 }
 
-/// What makes two results not the same sweep's (`base`, `metrics`, ...), if anything.
+/// What makes two results not the same sweep's (`base`, `metrics`, ...), if anything. Results
+/// without a contents digest (written before there was one) are taken at their word.
 pub fn differs(a: &SweepResults, b: &SweepResults) -> Option<&'static str> {
+    let contents = match (&a.contents, &b.contents) {
+        (Some(x), Some(y)) => x != y,
+        _ => false,
+    };
     let differs = [
         ("base", a.base != b.base),
+        ("the digest of its input files (contents)", contents),
         ("metrics", a.metrics != b.metrics),
         ("axes", a.axes != b.axes),
         ("points_total", a.points_total != b.points_total),
@@ -258,6 +264,7 @@ mod tests {
             }],
             points_total: 3,
             points: vec![],
+            contents: Some("0123456789abcdef".into()),
         };
         for &i in indices {
             r.points.push(PointResult {
@@ -298,6 +305,18 @@ mod tests {
             err.unwrap_err().to_string(),
             "b: not the same sweep as a: base differs"
         );
+        // Shards run on edited inputs are not merged; one written before digests is taken at
+        // its word.
+        let mut edited = results(&[2]);
+        edited.contents = Some("fedcba9876543210".into());
+        let err = merge(vec![("a".into(), results(&[0, 1])), ("b".into(), edited)]);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "b: not the same sweep as a: the digest of its input files (contents) differs"
+        );
+        let mut older = results(&[2]);
+        older.contents = None;
+        assert!(merge(vec![("a".into(), results(&[0, 1])), ("b".into(), older)]).is_ok());
     }
 
     #[test]

@@ -380,6 +380,7 @@ mod tests {
             axes,
             points_total: 8,
             points,
+            contents: None,
         }
     }
 

@@ -24,6 +24,10 @@ pub struct SweepResults {
     /// The command line's `--set` overrides, applied to the base before the axes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<String>,
+    /// The digest of the base scenario's and every point's input files (`Sweep::contents`):
+    /// a resume or a merge refuses points run on other contents. Absent from older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contents: Option<String>,
 }
 
 /// One axis: its scenario key and values.

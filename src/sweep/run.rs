@@ -125,6 +125,7 @@ pub fn header(sweep: &Sweep) -> SweepResults {
             .collect(),
         points_total: sweep.points_total(),
         points: Vec::new(),
+        contents: Some(sweep.contents()),
     }
 }
 

@@ -247,6 +247,32 @@ fn an_interrupted_sweep_keeps_its_points_and_resumes_to_identical_files() {
     let partial: serde_json::Value = serde_json::from_slice(&kept["results.json"]).unwrap();
     let points = partial["points"].as_array().unwrap().len();
     assert!((1..24).contains(&points), "{points} points kept");
+    // The base scenario edited since: its points would not be the kept ones'. Refused, and
+    // the kept points are left as they were.
+    let base = dir.path().join("base.toml");
+    std::fs::write(&base, BASE.replace("requests = 1500", "requests = 1501")).unwrap();
+    let o = dynsim()
+        .args([
+            "sweep",
+            &sweep,
+            "--resume",
+            "--jobs",
+            "1",
+            "--out",
+            part.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "cannot resume: not the same sweep (the digest of its input files (contents) differs)"
+        ),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(files(&part), kept);
+    std::fs::write(&base, BASE).unwrap();
     run(&part, &["--resume"]);
     assert_eq!(
         files(&part),
