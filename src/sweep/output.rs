@@ -134,17 +134,21 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
             format!("points given more than once: {}", duplicate.join("; ")),
         ));
     }
-    let missing: Vec<usize> = (0..merged.points_total)
-        .filter(|i| !from.contains_key(i))
-        .collect();
-    if !missing.is_empty() {
+    // Every index is below points_total (check_points) and given once: the missing ones are
+    // counted, and only the first few listed, without a list of every one (a results.json can
+    // claim billions of points in a few lines).
+    let missing = merged.points_total - from.len();
+    if missing > 0 {
+        let first: Vec<usize> = (0..merged.points_total)
+            .filter(|i| !from.contains_key(i))
+            .take(21)
+            .collect();
         return Err(Error::arg(
             "merge",
             format!(
-                "{} of {} points missing (is a shard missing?): {}",
-                missing.len(),
+                "{missing} of {} points missing (is a shard missing?): {}",
                 merged.points_total,
-                list(&missing)
+                list(&first)
             ),
         ));
     }
@@ -317,6 +321,31 @@ mod tests {
         let mut older = results(&[2]);
         older.contents = None;
         assert!(merge(vec![("a".into(), results(&[0, 1])), ("b".into(), older)]).is_ok());
+    }
+
+    /// A shard claiming a trillion points (three axes of 10,000 values, a few hundred KB of
+    /// JSON) is told which are missing without a list of every missing index in memory.
+    #[test]
+    fn a_huge_sweep_with_points_missing_is_refused_without_listing_them_all() {
+        let mut r = results(&[0]);
+        for key in ["a", "b"] {
+            r.axes.push(AxisValues {
+                key: key.into(),
+                values: (0..10_000).map(|i| json!(i)).collect(),
+            });
+        }
+        r.axes[0].values = (1..=10_000).map(|i| json!(i)).collect();
+        r.points_total = 1_000_000_000_000;
+        r.points[0].axes.insert("a".into(), json!(0));
+        r.points[0].axes.insert("b".into(), json!(0));
+        let err = merge(vec![("a".into(), r)]).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "merge: 999999999999 of 1000000000000 points missing (is a shard missing?): \
+                 1, 2, 3,"
+            ) && err.ends_with("20, ..."),
+            "{err}"
+        );
     }
 
     #[test]
