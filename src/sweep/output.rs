@@ -208,8 +208,28 @@ pub fn resumable(
 /// Checks that a shard's points belong to its sweep: index in range, axes as the index says,
 /// every metric present.
 fn check_points(dir: &Path, r: &SweepResults) -> Result<()> {
-    let lens: usize = r.axes.iter().map(|a| a.values.len()).product();
-    if r.axes.is_empty() || lens != r.points_total {
+    // As a sweep file's: every axis has values, and the points are counted without wrapping.
+    if let Some(a) = r.axes.iter().find(|a| a.values.is_empty()) {
+        return Err(Error::file(dir, format!("axis {:?} has no values", a.key)));
+    }
+    // A metric names a plot file in the output folder: a path (`/tmp/x`, `a/b`) would write
+    // outside it.
+    if let Some(m) = r.metrics.iter().find(|m| {
+        let name = plot::file_name(m);
+        m.split('.').any(str::is_empty)
+            || m.contains(['/', '\\'])
+            || Path::new(&name).file_name() != Some(name.as_ref())
+    }) {
+        return Err(Error::file(
+            dir,
+            format!("metric {m:?} is not a dotted metric path"),
+        ));
+    }
+    let lens = r
+        .axes
+        .iter()
+        .try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+    if r.axes.is_empty() || lens != Some(r.points_total) {
         return Err(Error::file(
             dir,
             format!(
@@ -346,6 +366,43 @@ mod tests {
             ) && err.ends_with("20, ..."),
             "{err}"
         );
+    }
+
+    /// A results.json a sweep cannot have written is refused: an axis without values, axes whose
+    /// points overflow a count (64 axes of two), a metric whose plot would be written outside
+    /// the output folder.
+    #[test]
+    fn results_no_sweep_writes_are_refused() {
+        let mut empty = results(&[]);
+        empty.axes[0].values.clear();
+        empty.points_total = 0;
+        let err = merge(vec![("a".into(), empty)]).unwrap_err().to_string();
+        assert_eq!(err, "a: axis \"seed\" has no values");
+        let mut wide = results(&[]);
+        wide.axes = (0..64)
+            .map(|i| AxisValues {
+                key: format!("k{i}"),
+                values: vec![json!(1), json!(2)],
+            })
+            .collect();
+        wide.points_total = 0;
+        let err = merge(vec![("a".into(), wide)]).unwrap_err().to_string();
+        assert!(
+            err.contains("is not the product of the axes' lengths"),
+            "{err}"
+        );
+        for metric in ["/tmp/x", "a/b", "a..b"] {
+            let mut r = results(&[0, 1, 2]);
+            r.metrics = vec![metric.into()];
+            for p in &mut r.points {
+                p.metrics = [(metric.to_string(), json!(1))].into_iter().collect();
+            }
+            let err = merge(vec![("a".into(), r)]).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!("a: metric {metric:?} is not a dotted metric path"),
+            );
+        }
     }
 
     #[test]
