@@ -1,6 +1,6 @@
 //! `sim`, `kvcost`, `summarize` and `lab`: the lab calculations.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
@@ -12,7 +12,9 @@ use crate::budget;
 use crate::disagg::{checked_kv_bytes_per_token, ModelShape};
 use crate::error::{Error, Result};
 use crate::lab::{self, KvCostParams, LabMode, SimParams, LAB_LINKS_GBPS, LAB_TOKENS};
-use crate::output::{check_outputs, pretty_json, write_atomic, write_stdout, Inputs, Output};
+use crate::output::{
+    check_outputs, pretty_json, write_atomic, write_dir, write_stdout, Inputs, Output,
+};
 use crate::rng::RngKind;
 use crate::scenario::validate::{MAX_CONTEXT_TOKENS, MAX_REQUESTS};
 use crate::summarize::summarize_file;
@@ -281,14 +283,16 @@ pub fn lab(a: LabArgs) -> Result<ExitCode> {
     }
     // Everything is computed before anything is written: bad input leaves no partial artefacts.
     let measured = a.measured.as_deref().map(summarize_file).transpose()?;
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| Error::file(&a.out, format!("cannot create folder: {e}")))?;
-    let write = |name: &str, bytes: Vec<u8>| write_atomic(&Path::new(&a.out).join(name), &bytes);
-    write(MODES_FILE, pretty_json(&modes))?;
-    write(EVENTS_FILE, pretty_json(&events))?;
-    write(KVCOST_FILE, pretty_json(&kvcost))?;
+    // Written together: a destination that cannot be written (a folder where events.json
+    // goes) fails the command before modes.json is replaced.
+    let mut files = vec![
+        (MODES_FILE.to_string(), pretty_json(&modes)),
+        (EVENTS_FILE.to_string(), pretty_json(&events)),
+        (KVCOST_FILE.to_string(), pretty_json(&kvcost)),
+    ];
     if let Some(measured) = measured {
-        write(MEASURED_FILE, pretty_json(&measured))?;
+        files.push((MEASURED_FILE.to_string(), pretty_json(&measured)));
     }
+    write_dir(&a.out, &files)?;
     Ok(0)
 }

@@ -252,3 +252,23 @@ fn lab_with_bad_measurements_writes_nothing() {
     ]);
     assert!(!out.exists());
 }
+
+/// A folder where a later artefact goes (events.json) fails the command before the earlier ones
+/// are written: an earlier run's modes.json is left as it was, not replaced beside a failure.
+#[test]
+fn lab_with_an_unwritable_artefact_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lab");
+    std::fs::create_dir_all(out.join("events.json")).unwrap();
+    std::fs::write(out.join("modes.json"), "earlier\n").unwrap();
+    let line = bad(&["lab", "--out", out.to_str().unwrap(), "--seed", "7"]);
+    assert!(
+        line.contains("events.json: is a folder, not a file"),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("modes.json")).unwrap(),
+        "earlier\n"
+    );
+    assert!(!out.join("kvcost.json").exists());
+}
