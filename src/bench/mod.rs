@@ -150,7 +150,7 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
     }
     let text = format!(
         "name = \"bench\"\n\
-         [deployment]\nmodel = {model:?}\ngpu = {gpu:?}\ntp = {tp}\nprecision = {precision:?}\n\
+         [deployment]\nmodel = {model}\ngpu = {gpu}\ntp = {tp}\nprecision = {precision:?}\n\
          kv_dtype = {kv:?}\nmax_model_len = {len}\n\
          [engine]\nkind = {engine:?}\n\
          [workload]\nkind = \"synthetic\"\nrequests = {requests}\n{prompts}\
@@ -159,8 +159,10 @@ pub fn scenario(spec: &BenchSpec) -> Result<Scenario> {
          [cluster]\nworkers = 1\nblock_size = 16\n\
          {limits}\
          [router]\npolicy = \"rr\"\naudit_index = false\nattribute_misses = false\n",
-        model = spec.model,
-        gpu = spec.gpu,
+        // As TOML strings: Rust's `{:?}` spells a control character `\u{1b}`, which TOML
+        // refuses, and the error would name this generated text instead of the flag.
+        model = toml::Value::String(spec.model.clone()),
+        gpu = toml::Value::String(spec.gpu.clone()),
         // A TOML integer is an i64: a larger --tp is refused here, with the scenario's range.
         tp = i64::try_from(spec.tp).map_err(|_| {
             Error::arg(

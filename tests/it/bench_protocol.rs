@@ -229,3 +229,32 @@ fn a_concurrency_ramp_starts_the_last_client_at_its_end() {
     ));
     assert!(line.contains("--concurrency-ramp-duration"), "{line}");
 }
+
+/// A model or GPU name with a control character is refused naming its flag, not as a syntax
+/// error of the scenario text bench writes for itself (`bench:3: deployment.model: invalid
+/// unicode 4-digit hex code`).
+#[test]
+fn a_control_character_in_a_name_is_refused_by_its_flag() {
+    for (flag, model, gpu) in [
+        ("--model", "Qwen\u{1b}", "h100_sxm"),
+        ("--gpu", "Qwen/Qwen3-32B", "h100\u{1}"),
+    ] {
+        let err = bad(&[
+            "bench",
+            "--model",
+            model,
+            "--gpu",
+            gpu,
+            "--isl",
+            "10",
+            "--osl",
+            "10",
+            "--concurrency",
+            "1",
+        ]);
+        assert!(
+            err.starts_with(&format!("dynsim: {flag} ")) && !err.contains("bench:"),
+            "{err}"
+        );
+    }
+}
