@@ -62,6 +62,43 @@ pub struct Setup {
     /// (`calibrate --prompt-pool`, as `bench --prompt-pool`); `None`: every prompt its own.
     /// Rows under InferenceMAX's protocol keep their own prompts.
     pub prompt_pool: Option<usize>,
+    /// The measurements file the rows were read from: an error of a row's benchmark then names
+    /// the file, the row's line and the column at fault ([`row_error`]).
+    pub file: Option<std::path::PathBuf>,
+}
+
+/// The bench flags a row's benchmark takes from the row's columns ([`spec_of`]), with the
+/// columns.
+const FLAG_COLUMNS: [(&str, &str); 9] = [
+    ("--model", "model_path"),
+    ("--model-file", "model_path"),
+    ("--gpu", "system"),
+    ("--tp", "tp_size"),
+    ("--precision", "precision"),
+    ("--kv-dtype", "kv_cache_dtype"),
+    ("--isl", "isl"),
+    ("--osl", "osl"),
+    ("--concurrency", "batch_size"),
+];
+
+/// An error of `row`'s benchmark as the row's: one that `bench` would lay on a flag set from a
+/// column (`--model nosuch: is not a known model`) is laid on that column of the row's line in
+/// `file` instead (`m.csv:2: model_path: nosuch: is not a known model`), the user having given
+/// no such flag. Other errors, and every error when `file` is not known, stay as they are.
+pub fn row_error(file: Option<&std::path::Path>, row: &MeasuredRow, e: Error) -> Error {
+    let (Some(file), Error::Arg { flag, message }) = (file, &e) else {
+        return e;
+    };
+    let (name, value) = flag.split_once(' ').unwrap_or((flag.as_str(), ""));
+    let Some(&(_, column)) = FLAG_COLUMNS.iter().find(|(f, _)| *f == name) else {
+        return e;
+    };
+    let message = if value.is_empty() {
+        message.clone()
+    } else {
+        format!("{value}: {message}")
+    };
+    Error::field(file, row.line, column, message)
 }
 
 /// The benchmark a measured row ran, under the protocol the row shows
@@ -136,7 +173,7 @@ pub fn predict(
             let mut features = FeatureTotals::default();
             let spec = spec_of(row, engine, setup);
             let report = bench::run_with_profile(&spec, profile.clone(), Some(&mut features))
-                .map_err(|e| at_row(row, e))?;
+                .map_err(|e| at_row(setup.file.as_deref(), row, e))?;
             Ok(Prediction {
                 ttft_ms: report.report.ttft_ms.mean,
                 tpot_ms: report.report.tpot_ms.mean,
@@ -148,15 +185,15 @@ pub fn predict(
     )
 }
 
-/// An error of a row's simulation, naming the row; an interrupt stays one (the row did
-/// nothing wrong, and the CLI exits 130 for it).
-fn at_row(row: &MeasuredRow, e: Error) -> Error {
+/// An error of a row's simulation, naming the row (and the cell at fault, [`row_error`]); an
+/// interrupt stays one (the row did nothing wrong, and the CLI exits 130 for it).
+fn at_row(file: Option<&std::path::Path>, row: &MeasuredRow, e: Error) -> Error {
     if matches!(e, Error::Interrupted { .. }) {
         return e;
     }
     Error::run(
         format!("measured row {} (line {})", row.id, row.line),
-        e.to_string(),
+        row_error(file, row, e).to_string(),
     )
 }
 

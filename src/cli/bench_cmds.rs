@@ -267,6 +267,7 @@ fn check_rows(
             |row| match bench::scenario(&crate::calibrate::spec_of(&row, engine, setup)) {
                 Ok(_) => Some(row),
                 Err(e) => {
+                    let e = crate::calibrate::row_error(setup.file.as_deref(), &row, e);
                     refused.push((row, e));
                     None
                 }
@@ -345,6 +346,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     let setup = cal::Setup {
         set: a.set.clone(),
         prompt_pool: a.prompt_pool,
+        file: Some(a.measured.clone()),
     };
     let rows = if a.check {
         let (kept, refused) = check_rows(rows, a.engine, &setup);

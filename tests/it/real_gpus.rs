@@ -1131,3 +1131,41 @@ fn calibrate_refuses_bad_outputs_and_inputs_before_fitting_naming_the_flag() {
         "no temporary file left: only m.csv and afile"
     );
 }
+
+/// A row whose benchmark cannot be set up from one of its cells is named by the file, the row's
+/// line and the column, not by the bench flag the user never gave (`--model nosuch`), both in a
+/// fit and in a check.
+#[test]
+fn calibrate_names_a_refused_rows_column_not_a_bench_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = "id,backend,model_path,system,precision,mode,isl,osl,batch_size,tp_size,pp_size,\
+                  silicon_ttft_ms,silicon_tpot_ms";
+    let m = write(
+        dir.path(),
+        "m.csv",
+        &format!("{header}\nx,vllm,nosuch,h100_sxm,,agg,1024,128,8,2,1,100,10\n"),
+    );
+    for check in [false, true] {
+        let mut args = vec!["calibrate", m.as_str()];
+        if check {
+            args.push("--check");
+        }
+        let e = bad(&args);
+        assert!(
+            e.contains("m.csv:2: model_path: nosuch: is not a known model")
+                && !e.contains("--model"),
+            "{e}"
+        );
+    }
+    let c = write(
+        dir.path(),
+        "c.csv",
+        &format!("{header}\nx,vllm,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,1048576,2,1,100,10\n"),
+    );
+    let e = bad(&["calibrate", &c, "--check"]);
+    assert!(
+        e.contains("c.csv:2: batch_size: 1048576: is 20971520 requests")
+            && !e.contains("--concurrency"),
+        "{e}"
+    );
+}
