@@ -312,6 +312,22 @@ impl Profile {
         for (k, (name, &c)) in FEATURE_NAMES.iter().zip(&self.step).enumerate() {
             coefficient(format!("step.{name}"), k, c)?;
         }
+        // A GPU the profile names must be one dynsim knows: coefficients under a misspelt name
+        // (`[gpu.h100]`) would be read and never used.
+        let gpus = self.gpu_rates.keys().map(|gpu| format!("gpu.{gpu}")).chain(
+            self.gemm_by_precision
+                .keys()
+                .map(|gpu| format!("gemm_by_precision.{gpu}")),
+        );
+        for key in gpus {
+            let gpu = key.split_once('.').map_or("", |(_, g)| g);
+            if super::gpu::find(gpu).is_none() {
+                return Err((
+                    key.clone(),
+                    format!("is not a GPU: one of {}", super::gpu::known()),
+                ));
+            }
+        }
         for (gpu, own) in &self.gpu_rates {
             for (&k, &c) in GPU_FEATURES.iter().zip(own) {
                 coefficient(format!("gpu.{gpu}.{}", FEATURE_NAMES[k]), k, c)?;
@@ -484,6 +500,35 @@ mod tests {
         assert_eq!(p.check(), Ok(()));
         p.protocol_step_us.insert("vllm_bench".into(), 1.0);
         assert_eq!(p.check().unwrap_err().0, "step_by_protocol.vllm_bench");
+    }
+
+    /// A GPU table under a name that is no GPU (a typo) is refused by its key, in `[gpu.NAME]`
+    /// and `[gemm_by_precision.NAME]`, in any case the GPU lookup accepts.
+    #[test]
+    fn coefficients_of_no_gpu_are_refused_by_name() {
+        let mut p = Profile::ones();
+        p.gpu_rates.insert("H100_SXM".into(), [1.5, 1.0, 1.0, 1.2]);
+        assert_eq!(p.check(), Ok(()));
+        p.gpu_rates.insert("h100".into(), [1.5, 1.0, 1.0, 1.2]);
+        let (key, why) = p.check().unwrap_err();
+        assert_eq!(key, "gpu.h100");
+        assert!(why.starts_with("is not a GPU: one of a100_sxm"), "{why}");
+        let mut q = Profile::ones();
+        q.gemm_by_precision
+            .insert("b200".into(), BTreeMap::from([("fp8".into(), 2.0)]));
+        assert_eq!(q.check().unwrap_err().0, "gemm_by_precision.b200");
+        let text = render(bundled("vllm").expect("bundled"), "")
+            .replace("[gpu.h100_sxm]", "[gpu.h100_sxmX]");
+        let e = parse(Path::new("p.toml"), &text).unwrap_err().to_string();
+        let line = text
+            .lines()
+            .position(|l| l == "[gpu.h100_sxmX]")
+            .expect("the bundled vLLM profile has H100 coefficients")
+            + 1;
+        assert!(
+            e.starts_with(&format!("p.toml:{line}: gpu.h100_sxmX: is not a GPU")),
+            "{e}"
+        );
     }
 
     #[test]
