@@ -52,6 +52,14 @@ pub fn summarize_text(path: &Path, text: &str) -> Result<Summary> {
         }
         let row: Value = serde_json::from_str(line)
             .map_err(|e| Error::field(path, line_no, "line", format!("not JSON: {e}")))?;
+        if let Some(key) = repeated_key(line) {
+            return Err(Error::field(
+                path,
+                line_no,
+                key,
+                "given twice in the line (which one counts?)",
+            ));
+        }
         let field = |name: &str| {
             row.get(name)
                 .ok_or_else(|| Error::field(path, line_no, name, "missing"))
@@ -126,6 +134,39 @@ pub fn summarize_text(path: &Path, text: &str) -> Result<Summary> {
         );
     }
     Ok(summary)
+}
+
+/// The first key a JSON object line names twice, if any: serde_json keeps the last of them in
+/// silence (`{"mode":"agg","mode":"disagg"}` read as disagg).
+fn repeated_key(line: &str) -> Option<String> {
+    struct Repeated(Option<String>);
+    impl<'de> serde::Deserialize<'de> for Repeated {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+            struct Keys;
+            impl<'de> serde::de::Visitor<'de> for Keys {
+                type Value = Repeated;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> std::result::Result<Repeated, A::Error> {
+                    let mut seen = std::collections::HashSet::new();
+                    let mut repeated = None;
+                    while let Some(key) = map.next_key::<String>()? {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        if !seen.insert(key.clone()) && repeated.is_none() {
+                            repeated = Some(key);
+                        }
+                    }
+                    Ok(Repeated(repeated))
+                }
+            }
+            d.deserialize_map(Keys)
+        }
+    }
+    serde_json::from_str::<Repeated>(line).ok()?.0
 }
 
 /// The median of `values`: the middle one, or the mean of the two middle ones for an even count.
@@ -217,6 +258,14 @@ mod tests {
                 "m.jsonl:1: ttft_p50_ms: must be a positive",
             ),
             ("\n\n".to_string(), "m.jsonl: no measurements"),
+            // A key given twice is refused, not read as its last value.
+            (
+                format!(
+                    "{ok}\n{}",
+                    row("disagg", 1, 1, 0, 2.0).replacen('{', "{\"mode\":\"agg\",", 1)
+                ),
+                "m.jsonl:2: mode: given twice in the line",
+            ),
             // Each value valid, the ratio (1e600) or the median of two (2e308) not a number
             // JSON can hold: refused, not written as null.
             (
