@@ -13,6 +13,10 @@ pub const MAX_REPLAY_BUFFER: usize = 10_000_000;
 /// The most router replicas a scenario may have: the index audit follows each replica with one
 /// bit of a `u64` beside its "held" bit (`cluster::audit`).
 pub const MAX_REPLICAS: usize = 63;
+/// The most points a sweep may have: every point's scenario is loaded (and checked) before the
+/// first runs, at well under a millisecond each, so a sweep is refused rather than left loading
+/// for hours, and the count fits its type.
+pub const MAX_SWEEP_POINTS: usize = 1_000_000;
 /// The most requests a generated workload may have.
 pub const MAX_REQUESTS: usize = 10_000_000;
 /// The longest context a request may have, prompt plus output tokens (2^20: a 1M-token

@@ -157,6 +157,19 @@ fn parse_axes(value: Option<&toml::Value>, at: &Locator<'_>) -> Result<Vec<Axis>
             lines,
         });
     }
+    let total = (axes.iter()).try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+    if total.is_none_or(|n| n > crate::limits::MAX_SWEEP_POINTS) {
+        let lens: Vec<String> = axes.iter().map(|a| a.values.len().to_string()).collect();
+        return Err(field(
+            &["axes"],
+            format!(
+                "{} points ({}) are more than {}: split the sweep into several files",
+                total.map_or("too many".to_string(), |n| n.to_string()),
+                lens.join(" x "),
+                crate::limits::MAX_SWEEP_POINTS
+            ),
+        ));
+    }
     Ok(axes)
 }
 
@@ -267,6 +280,22 @@ mod tests {
         assert!(err
             .unwrap_err()
             .starts_with(&format!("{p}:4: seed: must be a non-empty")));
+        // Too many points to load, or to count: refused at the axes, each axis' length named.
+        let err = parse(&format!(
+            "base = \"base.toml\"\nmetrics = [\"a\"]\n[axes]\nseed = [{}]\n\"cluster.workers\" = [{}]\n",
+            (1..=1001).map(|i| i.to_string()).collect::<Vec<_>>().join(", "),
+            (1..=1000).map(|i| i.to_string()).collect::<Vec<_>>().join(", "),
+        ));
+        assert_eq!(
+            err.unwrap_err(),
+            format!("{p}:3: axes: 1001000 points (1001 x 1000) are more than 1000000: split the sweep into several files")
+        );
+        let wide: String = (0..64).map(|i| format!("k{i} = [1, 2]\n")).collect();
+        let err = parse(&format!(
+            "base = \"base.toml\"\nmetrics = [\"a\"]\n[axes]\n{wide}"
+        ));
+        let err = err.unwrap_err();
+        assert!(err.contains("axes: too many points (2 x 2 x"), "{err}");
         let err = parse("base = \"nope.toml\"\nmetrics = [\"a\"]\n[axes]\nseed = [1]\n");
         assert!(err
             .unwrap_err()
