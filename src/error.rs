@@ -190,7 +190,13 @@ fn one_line(message: String) -> String {
         .join("; ")
 }
 
-/// Reads a whole text file, naming it in the error.
+/// Reads a whole text file, naming it in the error; a leading byte-order mark is dropped.
 pub fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::file(path, format!("cannot read: {e}")))
+    let mut text = std::fs::read_to_string(path)
+        .map_err(|e| Error::file(path, format!("cannot read: {e}")))?;
+    // A byte-order mark (editors on Windows write one) is not the text's.
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }

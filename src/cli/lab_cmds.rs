@@ -230,7 +230,8 @@ pub struct LabArgs {
     /// Folder to write the artefacts into (created if missing).
     #[arg(long)]
     out: PathBuf,
-    /// Measured TTFT JSONL: also writes measured.json (its summary).
+    /// Measured TTFT JSONL: also writes measured.json (its summary). Without it, a
+    /// measured.json an earlier run left in the folder is removed.
     #[arg(long)]
     measured: Option<PathBuf>,
     /// Generator seed for modes.json and events.json.
@@ -238,7 +239,6 @@ pub struct LabArgs {
     seed: u64,
 }
 
-/// The files `lab` writes in its folder.
 /// The files `lab` writes into its folder, by artefact (the output check and the writes read
 /// the same names).
 const MODES_FILE: &str = "modes.json";
@@ -290,9 +290,21 @@ pub fn lab(a: LabArgs) -> Result<ExitCode> {
         (EVENTS_FILE.to_string(), pretty_json(&events)),
         (KVCOST_FILE.to_string(), pretty_json(&kvcost)),
     ];
+    let had_measured = measured.is_some();
     if let Some(measured) = measured {
         files.push((MEASURED_FILE.to_string(), pretty_json(&measured)));
     }
     write_dir(&a.out, &files)?;
+    if !had_measured {
+        // An earlier run's summary of other measurements would sit beside this run's artefacts
+        // as if it were theirs: it goes (it is derived, and rebuilt by --measured).
+        let stale = a.out.join(MEASURED_FILE);
+        match std::fs::remove_file(&stale) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::file(&stale, format!("cannot remove: {e}")));
+            }
+            _ => {}
+        }
+    }
     Ok(0)
 }

@@ -162,6 +162,16 @@ fn summarize_writes_medians_and_ratio() {
         ok(&["summarize", &input, "-"]),
         std::fs::read_to_string(&out).unwrap()
     );
+    // A byte-order mark (a file saved on Windows) is not a bad first line.
+    let bom = write(
+        dir.path(),
+        "bom.jsonl",
+        &format!("\u{feff}{}", measured_rows()),
+    );
+    assert_eq!(
+        ok(&["summarize", &bom, "-"]),
+        std::fs::read_to_string(&out).unwrap()
+    );
 }
 
 #[test]
@@ -236,6 +246,10 @@ fn lab_writes_every_artefact() {
     assert_eq!(events[1]["hits"], 49);
     assert_eq!(read("kvcost.json")["0.608"]["transfer_ms"], 282.9);
     assert_eq!(read("measured.json")["1500x1"]["ratio"], 4.76);
+    // Run again without measurements: that summary is not this run's, and goes.
+    ok(&["lab", "--out", out.to_str().unwrap()]);
+    assert!(out.join("modes.json").exists());
+    assert!(!out.join("measured.json").exists());
 }
 
 #[test]
