@@ -109,6 +109,13 @@ impl BenchArgs {
                     .display()
                     .to_string()
             }
+            (Some(m), None) if crate::deployment::model::names_a_file(m) => {
+                // A path given as a name: said so, rather than errors that blame --model-file.
+                return Err(Error::arg(
+                    format!("--model {m}"),
+                    "names a model file: give it with --model-file",
+                ));
+            }
             (Some(m), None) => m.clone(),
             (None, None) => unreachable!("clap requires one"),
         };
@@ -384,12 +391,32 @@ pub fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     }
     // A profile file that cannot be read names its flag; one whose contents are wrong names its
     // own line and field.
-    let read_profile = |flag: &str, path: &PathBuf| -> Result<Profile> {
+    let read_file = |flag: &str, path: &PathBuf| {
         let text = crate::error::read_text(path).map_err(|e| e.for_flag(flag))?;
-        Ok(Profile::of_file(&profile::parse(path, &text)?))
+        Ok::<_, Error>((profile::parse(path, &text)?, text))
     };
+    let read_profile =
+        |flag: &str, path: &PathBuf| Ok::<_, Error>(Profile::of_file(&read_file(flag, path)?.0));
     let start =
         match &a.profile {
+            // A check predicts the rows of --engine: with another engine's profile it would
+            // measure nothing (a fit may start anywhere).
+            Some(path) if a.check => {
+                let (f, text) = read_file("--profile", path)?;
+                if f.engine != engine {
+                    return Err(Error::field(
+                        path,
+                        crate::toml_file::line_of_key(&text, "engine").unwrap_or(1),
+                        "engine",
+                        format!(
+                            "{:?}: this profile was fitted for another engine than --engine \
+                             {engine}, whose rows --check predicts",
+                            f.engine
+                        ),
+                    ));
+                }
+                Profile::of_file(&f)
+            }
             Some(path) => read_profile("--profile", path)?,
             None if a.check => Profile::of_file(profile::bundled(engine).ok_or_else(|| {
                 Error::arg("--engine", format!("{engine} has no bundled profile"))

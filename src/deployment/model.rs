@@ -156,6 +156,10 @@ impl ModelSpec {
     /// parameter total within 1 % of the published one. The error names the field.
     pub fn check(&self) -> Result<(), (String, String)> {
         let err = |k: &str, m: String| Err((k.to_string(), m));
+        // The name is what reports and warnings call the model by.
+        if self.name.trim().is_empty() {
+            return err("name", "must name the model (\"my-org/my-model\")".into());
+        }
         for (key, v) in [
             ("layers", self.layers),
             ("hidden_size", self.hidden_size),

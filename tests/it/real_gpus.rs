@@ -456,6 +456,32 @@ fn a_user_model_file_is_read_and_its_bad_line_named() {
     );
     assert!(e.contains("broken.toml:"), "{e}");
     assert!(e.contains(": parameters: "), "{e}");
+    let args = |flag: &'static str, path: &str| {
+        let mut a = vec!["bench", flag, path, "--gpu", "h100_sxm", "--isl", "8"];
+        a.extend(["--osl", "4", "--concurrency", "1"]);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    // A model without a name is refused at its line; a file given to --model is sent to
+    // --model-file, rather than reported under a flag that was not given.
+    let unnamed = write(
+        dir.path(),
+        "unnamed.toml",
+        &text.replace("name = \"my/model\"", "name = \"\""),
+    );
+    let a = args("--model-file", &unnamed);
+    let e = bad(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        e.contains("unnamed.toml:") && e.contains(": name: must name the model"),
+        "{e}"
+    );
+    let a = args("--model", &good);
+    let e = bad(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        e.starts_with(&format!(
+            "dynsim: --model {good}: names a model file: give it with --model-file"
+        )),
+        "{e}"
+    );
 }
 
 #[test]
@@ -622,6 +648,28 @@ fn calibrate_writes_a_profile_bench_reads_and_checks_it() {
     );
     let e = bad(&qwen_bench(&["--profile", &broken]));
     assert!(e.contains("bad.toml:") && e.contains("step.kv_read"), "{e}");
+    // Another engine's profile checks nothing about these rows, and no engine's is no profile.
+    let sglang = write(
+        dir.path(),
+        "sglang.toml",
+        &text.replace("engine = \"vllm\"", "engine = \"sglang\""),
+    );
+    assert_ne!(text, std::fs::read_to_string(&sglang).unwrap());
+    let e = bad(&["calibrate", &measured, "--check", "--profile", &sglang]);
+    assert!(
+        e.contains("sglang.toml:") && e.contains(": engine: \"sglang\": this profile was fitted for another engine than --engine vllm"),
+        "{e}"
+    );
+    let nonsense = write(
+        dir.path(),
+        "nonsense.toml",
+        &text.replace("engine = \"vllm\"", "engine = \"nonsense\""),
+    );
+    let e = bad(&["calibrate", &measured, "--check", "--profile", &nonsense]);
+    assert!(
+        e.contains(": engine: \"nonsense\" is not an engine (one of vllm, trtllm, sglang)"),
+        "{e}"
+    );
 }
 
 /// `calibrate --check` predicts a measured row with the benchmark `bench` runs for it: the same
