@@ -78,7 +78,10 @@ fn stem_labels(files: &[String]) -> Vec<String> {
 /// The readable table: one row per scenario. When a run scales or has an `[sla]`, three more
 /// columns show the trade: GPU-hours paid, SLA attainment and goodput.
 pub fn table(runs: &[Compared]) -> String {
-    let width = runs.iter().map(|r| r.label.len()).max().unwrap_or(8).max(8);
+    // Padding counts characters, so the width does too (a label "débit" is 6 bytes, 5 wide).
+    let width = (runs.iter().map(|r| r.label.chars().count()).max())
+        .unwrap_or(8)
+        .max(8);
     let costed = runs
         .iter()
         .any(|c| c.report.sla_attainment.is_some() || !c.report.scale_events.is_empty());

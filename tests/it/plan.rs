@@ -388,6 +388,30 @@ fn compare_runs_scenarios_side_by_side() {
         out.to_str().unwrap(),
     ]);
     assert!(table.lines().nth(1).unwrap().starts_with("rr ") && table.contains("\nkv "));
+    // Columns line up under a label of non-ASCII characters, ...
+    let accented = write(dir.path(), "débit-équilibré.toml", SCENARIO);
+    let wide_out = dir.path().join("cmp-wide");
+    let wide = ok(&[
+        "compare",
+        &accented,
+        &b,
+        "--out",
+        wide_out.to_str().unwrap(),
+    ]);
+    // Where each line's second column (the policy, right-aligned) ends, in characters.
+    let policy_end = |line: &str| {
+        let chars: Vec<char> = line.chars().collect();
+        let mut tokens = 0;
+        (1..=chars.len()).find(|&i| {
+            let ends = chars[i - 1] != ' ' && chars.get(i).is_none_or(|&c| c == ' ');
+            tokens += usize::from(ends);
+            ends && tokens == 2
+        })
+    };
+    let ends: Vec<_> = wide.lines().map(policy_end).collect();
+    assert!(ends.iter().all(|&e| e.is_some() && e == ends[0]), "{wide}");
+    // ... as wide as the label's 15 characters (not its 19 bytes), two spaces, 12 for the policy.
+    assert_eq!(ends[0], Some(15 + 2 + 12), "{wide}");
     let json = read_json(&out.join("compare.json"));
     let scenarios = json["scenarios"].as_array().unwrap();
     assert_eq!(scenarios.len(), 2);
