@@ -219,11 +219,59 @@ impl Planner for LoadPlanner {
         }
         out
     }
+
+    fn unready(&self) -> Option<String> {
+        let sides = [
+            ("TTFT", self.ttft_ms, &self.ttft),
+            ("ITL", self.itl_ms, &self.itl),
+        ];
+        let targeted = sides.iter().filter(|(_, target, _)| target.is_some());
+        // A side that fits can decide (an aggregated pool grows on either side's word).
+        if targeted.clone().any(|(_, _, r)| r.fit().is_some()) {
+            return None;
+        }
+        let counts: Vec<String> = targeted
+            .map(|(name, _, r)| format!("{name} {}", r.points.len()))
+            .collect();
+        Some(format!(
+            "its regressions never had planner.min_observations = {} points ({} by the last \
+             decision)",
+            self.ttft.min,
+            counts.join(", ")
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Unready while no side with a target has its points; ready once one has.
+    #[test]
+    fn it_says_why_it_cannot_decide_until_a_regression_fits() {
+        let settings: PlannerSettings =
+            toml::from_str("kind = \"dynamo-load\"\nmin_observations = 3").unwrap();
+        let sla = SlaSettings {
+            ttft_p90_ms: Some(100.0),
+            ..SlaSettings::default()
+        };
+        let mut p = LoadPlanner::new(&settings, &sla, vec![(Pool::Workers, 1, 4)]);
+        p.itl.add(1.0, 1.0);
+        p.itl.add(2.0, 2.0);
+        p.itl.add(3.0, 3.0);
+        p.ttft.add(1.0, 10.0);
+        assert_eq!(
+            p.unready().as_deref(),
+            Some(
+                "its regressions never had planner.min_observations = 3 points (TTFT 1 by the \
+                 last decision)"
+            ),
+            "the ITL regression fits, but has no target"
+        );
+        p.ttft.add(2.0, 20.0);
+        p.ttft.add(3.0, 30.0);
+        assert_eq!(p.unready(), None);
+    }
 
     #[test]
     fn the_regression_is_inverted_at_the_sla_by_hand() {

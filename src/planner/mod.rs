@@ -113,6 +113,12 @@ pub struct WorkerObservation {
 pub trait Planner {
     /// The targets it sets after seeing `obs`: `(pool, workers)` for each pool it changes.
     fn decide(&mut self, obs: &Observation) -> Vec<(Pool, usize)>;
+
+    /// Why it cannot decide yet, if it cannot (a model it fits lacks observations): said in
+    /// the report's warnings when that held at every one of its decisions.
+    fn unready(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The planner `settings` ask for, over `pools`, aiming at `sla`; `profiler` predicts a

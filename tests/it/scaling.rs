@@ -163,6 +163,23 @@ fn a_scale_step_or_planner_the_run_outlived_is_warned_about() {
         "{w}"
     );
     assert!(!planner(2.0).contains("planner.kind"));
+    // A load planner that decides during the run but never has min_observations points to fit
+    // decides nothing either, and said nothing of it.
+    let load = |min: usize| {
+        warnings(&format!(
+            "[planner]\nkind = \"dynamo-load\"\nadjustment_interval_s = 5.0\n\
+             min_workers = 1\nmax_workers = 4\nmin_observations = {min}\nlearning_window = 50\n"
+        ))
+    };
+    let w = load(40);
+    assert!(
+        w.contains(
+            "planner.kind = \"dynamo-load\" made no decision in this run: its regressions never \
+             had planner.min_observations = 40 points (TTFT "
+        ),
+        "{w}"
+    );
+    assert!(!load(2).contains("made no decision"), "{}", load(2));
 }
 
 #[test]

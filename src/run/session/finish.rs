@@ -34,6 +34,8 @@ impl Session<'_> {
             )
         });
         let mut next_tick = planner.as_ref().map(|p| p.1);
+        // Why the planner could not decide, while it could not at any decision so far.
+        let mut unready: Option<Option<String>> = None;
         let mut stalled = 0;
         loop {
             let next_step = steps.peek().map(|st| ms_to_ns(st.at_s * 1e3));
@@ -72,9 +74,19 @@ impl Session<'_> {
                     for (pool, n) in p.decide(&obs) {
                         self.scale_by(pool, n, leave, "planner")?;
                     }
+                    if unready.as_ref().is_none_or(Option::is_some) {
+                        unready = Some(p.unready());
+                    }
                     next_tick = Some(tick + *every);
                 }
             }
+        }
+        if let (Some(why), Some(p)) = (unready.flatten(), &self.s.planner) {
+            self.planner_never_ready = Some(format!(
+                "planner.kind = \"{}\" made no decision in this run: {why}, so it changed no \
+                 request (lower planner.min_observations, or give the run more decisions)",
+                p.kind.name()
+            ));
         }
         Ok(())
     }
@@ -203,6 +215,7 @@ impl Session<'_> {
             features,
             membership,
             mut recorder,
+            planner_never_ready,
             ..
         } = self;
         let (mut r, duration_ns) = report(
@@ -214,6 +227,7 @@ impl Session<'_> {
         r.sla_attainment = recorder.sla_attainment(r.requests);
         r.goodput_rps = recorder.goodput_rps(duration_ns);
         r.intervals = recorder.intervals();
+        r.warnings.extend(planner_never_ready);
         if s.scales() {
             // Slots that never held a worker are not workers of the run.
             let used: Vec<bool> = topology

@@ -64,6 +64,9 @@ pub struct Session<'a> {
     clock: Nanos,
     /// Where the built scenario's relative paths start (for the planner's benchmarks).
     base_dir: std::path::PathBuf,
+    /// Why the scenario's planner could not decide at any of its decisions, if it could not
+    /// ([`crate::planner::Planner::unready`]): a warning of the report.
+    planner_never_ready: Option<String>,
 }
 
 impl<'a> Session<'a> {
@@ -153,6 +156,7 @@ impl<'a> Session<'a> {
             last_observed: 0,
             clock: 0,
             base_dir: built.base_dir,
+            planner_never_ready: None,
         })
     }
 
