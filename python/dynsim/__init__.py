@@ -53,7 +53,7 @@ Sets = Union[None, Sequence[str], Mapping[str, Any]]
 def _source(scenario: Scenario) -> Tuple[str, str]:
     """The native module's (kind, text) for a scenario."""
     if isinstance(scenario, Mapping):
-        return "json", json.dumps(scenario)
+        return "json", json.dumps(_plain("<dict>: ", "", scenario))
     if isinstance(scenario, os.PathLike):
         return "path", os.fspath(scenario)
     if isinstance(scenario, str):
@@ -83,20 +83,46 @@ def _whole(name: str, value: Any) -> int:
     return int(value)
 
 
-def _json_value(key: Any, value: Any) -> str:
-    """``value`` of ``set[key]`` as JSON text; one JSON or TOML cannot hold raises a
-    ``ScenarioError`` naming the key (``json.dumps`` raised a bare ``TypeError``, and an integer
-    past TOML's range or a NaN inside a list got a message naming neither)."""
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise ScenarioError("set %s: %r is not a value a scenario holds (%s)" % (key, value, e))
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+def _plain(where: str, path: str, value: Any) -> Any:
+    """``value`` as the plain values JSON and TOML both hold (str, bool, int, finite float, list,
+    dict with str keys): numpy's scalars and arrays become Python's (``json.dumps`` refused an
+    ``np.int64``), and a value neither holds raises a ``ScenarioError`` naming ``where`` and the
+    key ``path`` (``json.dumps`` raised a bare ``TypeError``, a NaN gave "is not JSON" at a
+    column, and an integer past TOML's range a message naming None)."""
+    value = _scalar(value)
+    name = "%s%s: " % (where, path) if path else where
+    if isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, numbers.Integral):
         if not -(2**63) <= value < 2**63:
             raise ScenarioError(
-                "set %s: %d is past TOML's integers (-2**63 to 2**63 - 1)" % (key, value)
+                "%s%d is past TOML's integers (-2**63 to 2**63 - 1)" % (name, value)
             )
-    return text
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value):
+            raise ScenarioError(
+                "%s%r is not a value a scenario holds (its numbers are finite)" % (name, value)
+            )
+        return float(value)
+    if isinstance(value, Mapping):
+        plain = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ScenarioError("%s%r is not a key (keys are strings)" % (name, k))
+            plain[k] = _plain(where, "%s.%s" % (path, k) if path else k, v)
+        return plain
+    if isinstance(value, (list, tuple)):
+        return [_plain(where, "%s[%d]" % (path, i), v) for i, v in enumerate(value)]
+    why = "TOML has no null" if value is None else "not a str, number, bool, list or dict"
+    raise ScenarioError("%s%r is not a value a scenario holds (%s)" % (name, value, why))
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy scalar or array as Python's value (``np.int64`` is no int, ``np.bool_`` no bool)."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    return value
 
 
 def _sets(set: Sets) -> Tuple[List[str], List[Tuple[str, str]]]:
@@ -106,11 +132,12 @@ def _sets(set: Sets) -> Tuple[List[str], List[Tuple[str, str]]]:
     if isinstance(set, Mapping):
         strings, pairs = [], []
         for k, v in set.items():
+            v = _scalar(v)
             if isinstance(v, float) and not math.isfinite(v):
                 # JSON has no NaN or infinity and TOML has: the scenario's check names the key.
                 strings.append("%s=%s" % (k, "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")))
             else:
-                pairs.append((str(k), _json_value(k, v)))
+                pairs.append((str(k), json.dumps(_plain("set ", str(k), v))))
         return strings, pairs
     if isinstance(set, str):
         return [set], []

@@ -201,3 +201,32 @@ def test_run_of_a_replay_equals_the_clis_replay(dynsim_bin):
             "workload.speedup": 4, "workload.limit": 1500}
     assert dynsim.run(REPO / "scenarios" / "dynamo-mocker.toml", set=sets) == cli
     assert cli["requests"] == 1500
+
+
+def test_values_of_a_dict_json_cannot_hold_name_their_key(small):
+    # A NaN gave "<dict>: is not JSON: expected value at line 1 column 23", an object a bare
+    # TypeError from json.dumps, a NaN inside a set's table "is not JSON" too.
+    with pytest.raises(dynsim.ScenarioError, match=r"^<dict>: workload.rate_per_s: nan is not a value"):
+        dynsim.run({"workload": {"kind": "synthetic", "rate_per_s": float("nan")}})
+    with pytest.raises(dynsim.ScenarioError, match=r"^<dict>: scale\[1\].at_s: inf is not a value"):
+        dynsim.run({"scale": [{"at_s": 1.0}, {"at_s": float("inf")}]})
+    with pytest.raises(dynsim.ScenarioError, match=r"^<dict>: name: <object object .*> is not a value"):
+        dynsim.run({"name": object()})
+    with pytest.raises(dynsim.ScenarioError, match=r"^<dict>: cluster: 1 is not a key"):
+        dynsim.run({"cluster": {1: 2}})
+    with pytest.raises(dynsim.ScenarioError, match=r"^set cluster.startup_s: nan is not a value"):
+        dynsim.run(small, set={"cluster": {"startup_s": float("nan")}})
+
+
+def test_numpy_values_are_numbers(small):
+    # json.dumps refused np.int64 (a ScenarioError for a set, a bare TypeError in a dict).
+    np = pytest.importorskip("numpy")
+    plain = dynsim.run(small, set={"cluster.workers": 3, "cluster.startup_s": 1.5})
+    assert dynsim.run(
+        small, set={"cluster.workers": np.int64(3), "cluster.startup_s": np.float32(1.5)}
+    ) == plain
+    assert dynsim.run({"seed": np.int32(3), "cluster": {"workers": np.uint8(2)}}) == dynsim.run(
+        {"seed": 3, "cluster": {"workers": 2}}
+    )
+    with pytest.raises(dynsim.ScenarioError, match=r"^--set: cluster.startup_s = NaN must be"):
+        dynsim.run(small, set={"cluster.startup_s": np.float32("nan")})
