@@ -212,23 +212,43 @@ def bench(
 Range = Union[None, str, int, float, Tuple[Union[int, float], Union[int, float]]]
 
 
-def _strings(value: Union[None, str, Sequence[str]]) -> List[str]:
-    """One string or several, as a list."""
+def _strings(name: str, value: Union[None, str, Sequence[str]]) -> List[str]:
+    """One string or several, as a list (a number raised "'int' object is not iterable")."""
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
+    if not isinstance(value, (list, tuple)):
+        raise ScenarioError("%s: expected a string or a list of strings, got %r" % (name, value))
     return [str(v) for v in value]
 
 
-def _range(value: Range) -> Optional[str]:
+def _number(value: Any) -> str:
+    """One number as the CLI's options spell it (``repr`` gave ``np.int64(2)`` for numpy's)."""
+    value = _scalar(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return repr(float(value))
+    return repr(value)  # which the CLI's parser refuses, naming it
+
+
+def _pair(name: str, value: Any) -> Tuple[Any, Any]:
+    """``value`` as a pair; anything else raises a ``ScenarioError`` naming ``name`` (unpacking
+    raised "too many values to unpack (expected 2)")."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return value[0], value[1]
+    raise ScenarioError("%s: expected a pair, got %r" % (name, value))
+
+
+def _range(name: str, value: Range) -> Optional[str]:
     """``MIN..MAX`` or one value, as the CLI's ``--workers`` and ``--load`` take them."""
     if value is None or isinstance(value, str):
         return value
-    if isinstance(value, tuple):
-        low, high = value
-        return "%r..%r" % (low, high)
-    return repr(value)
+    if isinstance(value, (tuple, list)):
+        low, high = _pair("%s (MIN, MAX)" % name, value)
+        return "%s..%s" % (_number(low), _number(high))
+    return _number(value)
 
 
 def plan(
@@ -259,10 +279,10 @@ def plan(
     return json.loads(
         plan_json(
             os.fspath(input),
-            _strings(sla),
-            _strings(policy),
-            _range(workers),
-            _range(load),
+            _strings("sla", sla),
+            _strings("policy", policy),
+            _range("workers", workers),
+            _range("load", load),
             sets,
             json_sets,
             None if scenario is None else os.fspath(scenario),
@@ -297,7 +317,7 @@ def sweep(
     file start from its folder.
     """
     sets, json_sets = _sets(set)
-    index, count = (0, 1) if shard is None else shard
+    index, count = (0, 1) if shard is None else _pair("shard (i, n)", shard)
     if out is not None:
         check_out(os.fspath(out))  # a bad folder fails now, not after every point has run
     files = dict(

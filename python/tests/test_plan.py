@@ -113,3 +113,27 @@ def test_what_clap_checks_in_the_cli_is_refused_in_one_line(dynsim_bin, tmp_path
         dynsim.plan(planned, sla="ttft_p90_ms<=50", workers="1..4", format="csv")
     with pytest.raises(dynsim.ScenarioError, match=r"^--jobs: must be at least 1"):
         dynsim.plan(planned, sla="ttft_p90_ms<=50", workers="1..4", jobs=0)
+
+
+def test_arguments_of_the_wrong_shape_name_themselves(planned):
+    # Unpacking raised "too many values to unpack (expected 2)", a number as sla "'int' object
+    # is not iterable"; a list was written as "[1, 4]" and refused as no whole number.
+    with pytest.raises(dynsim.ScenarioError, match=r"^workers \(MIN, MAX\): expected a pair, got \(1, 2, 4\)"):
+        dynsim.plan(planned, sla="ttft_p90_ms<=50", workers=(1, 2, 4))
+    with pytest.raises(dynsim.ScenarioError, match=r"^sla: expected a string or a list of strings, got 5"):
+        dynsim.plan(planned, sla=5, workers="1..4")
+    with pytest.raises(dynsim.ScenarioError, match=r"^shard \(i, n\): expected a pair, got '0/2'"):
+        dynsim.sweep(planned, shard="0/2")
+    assert dynsim.plan(planned, sla="ttft_p90_ms<=50", workers=[1, 4]) == dynsim.plan(
+        planned, sla="ttft_p90_ms<=50", workers=(1, 4)
+    )
+
+
+def test_numpy_numbers_are_spelled_as_numbers(planned):
+    # repr() wrote "np.int64(1)..np.int64(4)", refused as no whole number.
+    np = pytest.importorskip("numpy")
+    assert dynsim.plan(planned, sla="ttft_p90_ms<=50", workers=(np.int64(1), np.int32(4))) == \
+        dynsim.plan(planned, sla="ttft_p90_ms<=50", workers=(1, 4))
+    assert dynsim.plan(planned, sla="ttft_p90_ms<=80", workers=np.uint8(3),
+                       load=(np.float64(0.25), np.float32(4.0))) == \
+        dynsim.plan(planned, sla="ttft_p90_ms<=80", workers=3, load=(0.25, 4.0))
