@@ -344,6 +344,12 @@ def merge(
     or text); together they must hold every point once. With ``out`` the files are also
     written there.
     """
+    if isinstance(shards, (Mapping, str, bytes)):
+        # One shard given bare was taken as a list: its names, or its characters, as shards.
+        raise ScenarioError(
+            "merge: shards is a list of shards (each what sweep(..., shard=...) returned, or its "
+            "results.json), not one %s" % type(shards).__name__
+        )
     texts = []
     for i, shard in enumerate(shards):
         if isinstance(shard, Mapping):
@@ -354,7 +360,10 @@ def merge(
                 )
             shard = shard["results.json"]
         if isinstance(shard, bytes):
-            shard = shard.decode("utf-8")
+            try:
+                shard = shard.decode("utf-8")
+            except UnicodeDecodeError as e:  # raised without naming the shard
+                raise ScenarioError("shard %d: results.json is not UTF-8 text (%s)" % (i, e))
         texts.append(("shard %d" % i, shard))
     files = dict(merge_files(texts))
     if out is not None:

@@ -230,3 +230,14 @@ def test_numpy_values_are_numbers(small):
     )
     with pytest.raises(dynsim.ScenarioError, match=r"^--set: cluster.startup_s = NaN must be"):
         dynsim.run(small, set={"cluster.startup_s": np.float32("nan")})
+
+
+def test_merge_of_bad_shards_names_them():
+    # Bytes that are no UTF-8 raised a bare UnicodeDecodeError; one shard's dict given bare
+    # was iterated, its names taken as results.json texts ("shard 0:1: ... expected value").
+    with pytest.raises(dynsim.ScenarioError, match=r"^shard 1: results.json is not UTF-8 text"):
+        dynsim.merge([b"{}", b"\xff"])
+    with pytest.raises(dynsim.ScenarioError, match=r"^merge: shards is a list of shards .* not one dict"):
+        dynsim.merge({"results.json": b"{}"})
+    with pytest.raises(dynsim.ScenarioError, match=r"not one str"):
+        dynsim.merge('{"points": []}')
