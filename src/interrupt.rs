@@ -55,6 +55,12 @@ pub fn with_stop<R>(stop: Arc<AtomicBool>, work: impl FnOnce() -> R) -> R {
     work()
 }
 
+/// This thread's stop token (see [`with_stop`]), for the threads it hands its work to
+/// ([`crate::parallel`]'s pool lends it to each of its own).
+pub fn current_stop() -> Option<Arc<AtomicBool>> {
+    STOP.with(|s| s.borrow().clone())
+}
+
 /// Forgets an interrupt once its work has stopped (for an embedding that goes on).
 pub fn clear() {
     REQUESTED.store(false, Ordering::Relaxed);

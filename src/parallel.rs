@@ -54,22 +54,31 @@ pub fn parallel_partial<T: Sync, R: Send>(
     }
     drop(to_do);
     let (outcome, outcomes) = crossbeam_channel::unbounded::<(usize, Result<R>)>();
+    // The caller's stop token, if it has one: each thread's checks ask it too, so stopping the
+    // caller's work stops its pool's and no other work in the process.
+    let stop = crate::interrupt::current_stop();
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..jobs)
             .map(|_| {
                 let (points, outcome) = (points.clone(), outcome.clone());
-                let (f, failed) = (&f, &failed);
+                let (f, failed, stop) = (&f, &failed, stop.clone());
                 scope.spawn(move || {
-                    while !failed.load(Ordering::Relaxed) && !crate::interrupt::requested() {
-                        let Ok(i) = points.recv() else { break };
-                        let r = f(&items[i]);
-                        match &r {
-                            Err(Error::Interrupted { .. }) => {}
-                            Err(_) => failed.store(true, Ordering::Relaxed),
-                            Ok(_) => done(),
+                    let work = || {
+                        while !failed.load(Ordering::Relaxed) && !crate::interrupt::requested() {
+                            let Ok(i) = points.recv() else { break };
+                            let r = f(&items[i]);
+                            match &r {
+                                Err(Error::Interrupted { .. }) => {}
+                                Err(_) => failed.store(true, Ordering::Relaxed),
+                                Ok(_) => done(),
+                            }
+                            // The receiver outlives the scope.
+                            let _ = outcome.send((i, r));
                         }
-                        // The receiver outlives the scope.
-                        let _ = outcome.send((i, r));
+                    };
+                    match stop {
+                        Some(stop) => crate::interrupt::with_stop(stop, work),
+                        None => work(),
                     }
                 })
             })
@@ -138,5 +147,33 @@ mod tests {
             .unwrap_err();
             assert_eq!(err.to_string(), "x: 5");
         }
+    }
+
+    #[test]
+    fn the_callers_stop_token_stops_its_pool() {
+        // The pool's threads asked only the process-wide flag: a caller stopped by its own
+        // token (the Python package's calls) left its pool running every item.
+        use std::sync::Arc;
+        let items: Vec<u64> = (0..40).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let out = crate::interrupt::with_stop(Arc::clone(&stop), || {
+            parallel_partial(
+                &items,
+                2,
+                |&x| {
+                    if x == 3 {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    crate::interrupt::check().map(|()| x)
+                },
+                &|| (),
+            )
+        });
+        let ran = out.iter().filter(|r| matches!(r, Some(Ok(_)))).count();
+        assert!(ran < 10, "{ran} items ran after the stop");
+        assert!(
+            !crate::interrupt::requested(),
+            "the process-wide flag is untouched"
+        );
     }
 }

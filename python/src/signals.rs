@@ -1,7 +1,9 @@
 //! Errors and Ctrl-C: the library's errors as Python exceptions, and long calls that run on
 //! another thread while the calling one, the GIL released, runs Python's signal handlers.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dynsim::error::Error;
@@ -58,35 +60,31 @@ pub(crate) fn wait_for<T: Send>(
     }
 }
 
-/// Runs `work` on its own thread (see [`wait_for`]): Ctrl-C stops it through the library's
-/// interrupt flag, cleared once it has stopped, and raises KeyboardInterrupt (after a second
-/// Ctrl-C too, the call returns only once the work has ended: it borrows the caller's data).
+/// Runs `work` on its own thread (see [`wait_for`]): Ctrl-C stops it through a stop token of
+/// its own ([`interrupt::with_stop`], lent to a sweep's or a plan's pool too), so another
+/// thread's dynsim work goes on (the process-wide flag stopped it too), and raises
+/// KeyboardInterrupt (after a second Ctrl-C too, the call returns only once the work has ended:
+/// it borrows the caller's data).
 pub(crate) fn interruptible<T: Send>(
     py: Python<'_>,
     work: impl FnOnce() -> Result<T, Error> + Send,
 ) -> PyResult<T> {
-    let mut asked = false;
-    let result = std::thread::scope(|scope| {
+    let stop = Arc::new(AtomicBool::new(false));
+    let token = Arc::clone(&stop);
+    std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::channel();
         let worker = scope.spawn(move || {
-            let _ = tx.send(work());
+            let _ = tx.send(interrupt::with_stop(token, work));
         });
         wait_for(
             py,
             rx,
-            || {
-                asked = true;
-                interrupt::request();
-            },
+            || stop.store(true, Ordering::Relaxed),
             || match worker.join() {
                 Err(panic) => std::panic::resume_unwind(panic),
                 Ok(()) => unreachable!("the work sends before it ends"),
             },
         )
         // The scope waits for the work to end before it returns.
-    });
-    if asked {
-        interrupt::clear();
-    }
-    result
+    })
 }

@@ -111,3 +111,31 @@ except KeyboardInterrupt:
 """
     words = child(code)
     assert words[:3] == ["stopped", "7200.0", "None"], words
+
+
+def test_ctrl_c_of_a_one_shot_call_leaves_another_threads_run_alone():
+    # A one-shot call's stop was the process-wide flag, set until the call had stopped: another
+    # thread's run checking it meanwhile raised KeyboardInterrupt. The interrupted call here
+    # draws 10^7 requests (about a second without a check, then refused for its memory),
+    # interrupted 0.2 s in, so the other run checks many times while the stop is asked.
+    code = PRELUDE + """
+import threading
+other = {}
+def run_other():
+    try:
+        other["requests"] = dynsim.run("scenarios/planner-day.toml",
+                                       set={"workload.duration_s": 7200.0})["requests"]
+    except BaseException as e:
+        other["error"] = repr(e)
+thread = threading.Thread(target=run_other)
+thread.start()
+subprocess.Popen(["sh", "-c", "sleep 0.2; kill -INT %d" % __import__("os").getpid()])
+try:
+    dynsim.run({"workload": {"kind": "synthetic", "requests": 10000000, "rate_per_s": 1000.0}})
+    print("not interrupted")
+except KeyboardInterrupt:
+    thread.join()
+    print("stopped", other.get("requests", 0) > 0, other.get("error"))
+"""
+    words = child(code)
+    assert words[:3] == ["stopped", "True", "None"], words
