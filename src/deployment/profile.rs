@@ -430,20 +430,6 @@ pub fn bundled(engine: &str) -> Option<&'static ProfileFile> {
 pub fn parse(path: &Path, text: &str) -> Result<ProfileFile> {
     let f: ProfileFile =
         toml::from_str(text).map_err(|e| crate::toml_file::toml_error(path, text, &e, |_| None))?;
-    let engines = crate::scenario::EngineKind::NAMES;
-    if !engines.contains(&f.engine.as_str()) {
-        let line = crate::toml_file::line_of_key(text, "engine").unwrap_or(1);
-        return Err(Error::field(
-            path,
-            line,
-            "engine",
-            format!(
-                "{:?} is not an engine (one of {})",
-                f.engine,
-                engines.join(", ")
-            ),
-        ));
-    }
     Profile::of_file(&f).check().map_err(|(key, message)| {
         let line = crate::toml_file::line_of_key(text, &key).unwrap_or(1);
         Error::field(path, line, key, message)
