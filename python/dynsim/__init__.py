@@ -83,6 +83,15 @@ def _whole(name: str, value: Any) -> int:
     return int(value)
 
 
+def _seconds(name: str, value: Any) -> float:
+    """``value`` as seconds: a real number (numpy's too), not a string or a bool (``float()``
+    took ``"1"`` as 1 s, and raised a bare ``ValueError`` naming nothing for ``"x"``)."""
+    value = _scalar(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ScenarioError("%s: expected a number of seconds, got %r" % (name, value))
+    return float(value)
+
+
 def _plain(where: str, path: str, value: Any) -> Any:
     """``value`` as the plain values JSON and TOML both hold (str, bool, int, finite float, list,
     dict with str keys): numpy's scalars and arrays become Python's (``json.dumps`` refused an
@@ -204,7 +213,9 @@ def bench(
             None if model_file is None else os.fspath(model_file),
             protocol,
             None if prompt_pool is None else _whole("prompt_pool", prompt_pool),
-            None if concurrency_ramp_duration is None else float(concurrency_ramp_duration),
+            None
+            if concurrency_ramp_duration is None
+            else _seconds("concurrency_ramp_duration", concurrency_ramp_duration),
         )
     )
 
@@ -397,7 +408,8 @@ class Simulation:
 
     @property
     def now(self) -> float:
-        """The run's virtual time, s: where it was last advanced to."""
+        """The run's virtual time, s: where it was last advanced to (after ``report()``, where
+        the run ended)."""
         return self._native.now_s()
 
     def advance_to(self, t_s: float) -> None:
@@ -407,7 +419,7 @@ class Simulation:
         Ctrl-C stops it within a few thousand deliveries and raises ``KeyboardInterrupt``;
         the simulation stays where it stopped (``now``) and may be advanced again.
         """
-        t = float(t_s)
+        t = _seconds("advance_to", t_s)
         if t > 1e9:  # the clock's limit; past it the clock stayed at the last delivery
             raise ScenarioError(
                 "advance_to: %r s is past the clock's limit of 1e9 s (about 31.7 years)" % t

@@ -1,6 +1,19 @@
 """Type stubs of dynsim's native module (python/src/lib.rs); use the `dynsim` package."""
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, final
+
+__all__ = [
+    "ScenarioError",
+    "run_json",
+    "bench_json",
+    "plan_json",
+    "sweep_points",
+    "sweep_files",
+    "merge_files",
+    "check_out",
+    "write_files",
+    "NativeSimulation",
+]
 
 class ScenarioError(ValueError):
     """Bad input or a run that cannot go on: the message is the CLI's one line."""
@@ -61,12 +74,13 @@ def check_out(out: str) -> None:
 def write_files(out: str, files: List[Tuple[str, bytes]]) -> None:
     """Writes files into an output folder as the CLI does."""
 
+@final
 class NativeSimulation:
     """A run stepped from Python."""
 
-    def __init__(
-        self, kind: str, text: str, sets: List[str], json_sets: List[Tuple[str, str]]
-    ) -> None: ...
+    def __new__(
+        cls, kind: str, text: str, sets: List[str], json_sets: List[Tuple[str, str]]
+    ) -> "NativeSimulation": ...
     def advance_to(self, t_s: float) -> None: ...
     def now_s(self) -> float: ...
     def observe_json(self) -> str: ...

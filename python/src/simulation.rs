@@ -28,8 +28,9 @@ enum State {
     Unbuilt,
     /// Running.
     Running(Box<Session<'static>>),
-    /// Reported: the report's JSON text, which later calls return again.
-    Reported(String),
+    /// Reported: the report's JSON text, which later calls return again, and the time the
+    /// run ended at (what `now` says from then on).
+    Reported(String, Nanos),
     /// Ended by an error that leaves nothing to go on with: its message.
     Failed(String),
 }
@@ -39,7 +40,7 @@ impl State {
     fn session(&mut self) -> Result<&mut Session<'static>, Error> {
         match self {
             State::Running(s) => Ok(s),
-            State::Reported(_) => Err(Error::arg(
+            State::Reported(..) => Err(Error::arg(
                 "Simulation",
                 "has ended: report() was called (it returns the same report again)",
             )),
@@ -171,9 +172,12 @@ impl NativeSimulation {
         })
     }
 
-    /// The run's virtual time, s.
+    /// The run's virtual time, s (once reported, where the run ended).
     fn now_s(&self, py: Python<'_>) -> PyResult<f64> {
-        self.on_session(py, |s| Ok(s.now() as f64 / 1e9))
+        self.call(py, |state| match state {
+            State::Reported(_, ended_at) => Ok(*ended_at as f64 / 1e9),
+            _ => Ok(state.session()?.now() as f64 / 1e9),
+        })
     }
 
     /// What a planner sees now, as JSON text.
@@ -202,7 +206,7 @@ impl NativeSimulation {
     /// that failed raises its error).
     fn done(&self, py: Python<'_>) -> PyResult<bool> {
         self.call(py, |state| match state {
-            State::Reported(_) => Ok(true),
+            State::Reported(..) => Ok(true),
             _ => Ok(state.session()?.done()),
         })
     }
@@ -213,7 +217,7 @@ impl NativeSimulation {
     /// to be scaled back. Only a failed report ends it.
     fn report_json(&self, py: Python<'_>) -> PyResult<String> {
         self.call(py, |state| {
-            if let State::Reported(text) = state {
+            if let State::Reported(text, _) = state {
                 return Ok(text.clone());
             }
             // An error of the delivering (an interrupt, the memory budget) leaves the run where
@@ -237,10 +241,11 @@ impl NativeSimulation {
             let State::Running(session) = std::mem::replace(state, State::Unbuilt) else {
                 unreachable!("checked above");
             };
+            let ended_at = session.now();
             match session.finish() {
                 Ok(report) => {
                     let text = report_json(&report);
-                    *state = State::Reported(text.clone());
+                    *state = State::Reported(text.clone(), ended_at);
                     Ok(text)
                 }
                 Err(e) => {

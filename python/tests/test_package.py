@@ -1,6 +1,8 @@
-"""The package ships its type information."""
+"""The package ships its type information, and it is true."""
 
 import pathlib
+import subprocess
+import sys
 
 import dynsim
 
@@ -10,3 +12,14 @@ def test_the_package_is_typed():
     assert (folder / "py.typed").exists()
     assert (folder / "_native.pyi").exists()
     assert dynsim.run.__doc__ and dynsim.Simulation.observe.__doc__
+
+
+def test_the_native_stubs_match_the_module():
+    # _native.pyi stubbed NativeSimulation with an __init__ (it has a __new__), not @final,
+    # and without the module's __all__: 11 errors.
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "dynsim._native"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

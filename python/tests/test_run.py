@@ -128,6 +128,14 @@ def test_bench_without_a_model_asks_for_one():
         dynsim.bench(None, gpu="h100_sxm", isl=128, osl=16, concurrency=1)
 
 
+def test_a_ramp_that_is_no_number_names_itself():
+    # float() raised a bare ValueError naming nothing, and took "3" as 3 s.
+    for ramp in ("x", "3"):
+        with pytest.raises(dynsim.ScenarioError, match=r"^concurrency_ramp_duration: expected a number of seconds"):
+            dynsim.bench("Qwen/Qwen3-8B", gpu="h100_sxm", isl=128, osl=16, concurrency=1,
+                         concurrency_ramp_duration=ramp)
+
+
 def test_a_dict_with_none_is_refused():
     with pytest.raises(dynsim.ScenarioError, match=r"^<dict>: "):
         dynsim.run({"name": None})

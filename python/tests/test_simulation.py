@@ -80,13 +80,21 @@ def test_bad_steps_raise_one_line_messages(small):
     with pytest.raises(dynsim.ScenarioError, match=r"^advance_to: 1e\+30 s is past the clock's limit"):
         sim.advance_to(1e30)
     assert sim.now == 2.0
+    # Times are numbers: "3" was taken as 3 s, "x" raised a ValueError naming nothing.
+    for t in ("3", "x", True):
+        with pytest.raises(dynsim.ScenarioError, match=r"^advance_to: expected a number of seconds"):
+            sim.advance_to(t)
+    assert sim.now == 2.0
     # Counts are whole numbers: a float was truncated, a negative overflowed unnamed.
     for workers in (2.7, -1, True):
         with pytest.raises(dynsim.ScenarioError, match=r"^workers: expected a whole number"):
             sim.scale("workers", workers)
-    sim.report()
+    report = sim.report()
     with pytest.raises(dynsim.ScenarioError, match="has ended"):
         sim.advance_to(1.0)
+    # Once reported, now is where the run ended, at or after its last completion (it raised
+    # "has ended").
+    assert sim.now >= report["duration_ms"] / 1e3 - 1e-9 and sim.now > 2.0
 
 
 def test_a_pool_left_at_zero_raises_at_report_and_can_be_scaled_back(small):
