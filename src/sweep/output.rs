@@ -257,6 +257,14 @@ fn check_points(dir: &Path, r: &SweepResults) -> Result<()> {
         {
             return Err(bad("metrics do not match the sweep's"));
         }
+        // A sweep's metrics are numbers (`check_metrics`); a plot of a string has no point.
+        if let Some((m, v)) = p
+            .metrics
+            .iter()
+            .find(|(_, v)| !(v.is_number() || v.is_null()))
+        {
+            return Err(bad(&format!("metric {m:?} is {v}, not a number")));
+        }
     }
     Ok(())
 }
@@ -403,6 +411,19 @@ mod tests {
                 format!("a: metric {metric:?} is not a dotted metric path"),
             );
         }
+        // A string or a list where a number goes: no sweep writes one, no plot can draw it.
+        for (value, shown) in [(json!("fast"), "\"fast\""), (json!([1]), "[1]")] {
+            let mut odd = results(&[0, 1, 2]);
+            odd.points[1].metrics.insert("m".into(), value);
+            let err = merge(vec![("a".into(), odd)]).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!("a: point 1: metric \"m\" is {shown}, not a number")
+            );
+        }
+        let mut empty = results(&[0, 1, 2]);
+        empty.points[1].metrics.insert("m".into(), json!(null));
+        assert!(merge(vec![("a".into(), empty)]).is_ok(), "null: no value");
     }
 
     #[test]
