@@ -224,9 +224,10 @@ pub fn run_built(s: &Scenario, built: BuiltWorkload, hooks: RunHooks<'_>) -> Res
     Session::open(s, built, hooks, perfetto.is_some())?.run_and_report(trace, perfetto)
 }
 
-/// The run's report, from its simulation as the run left it (and the run's duration, ns);
-/// `learns`: whether the routers' policy learns from KV events; `features`, when asked, gets
-/// the workers' feature totals added.
+/// The run's report, from its simulation as the run left it (and the run's duration, ns, and
+/// the routers' counters); `features`, when asked, gets the workers' feature totals added.
+/// Its warnings are left to the caller ([`crate::warnings::of_run`]), which fills in the
+/// scaling fields they read first.
 #[allow(clippy::too_many_arguments)]
 fn report(
     s: &Scenario,
@@ -236,9 +237,8 @@ fn report(
     trace: Option<TraceRows>,
     audit: Option<SharedAudit>,
     itl: SharedHistogram,
-    learns: bool,
     features: Option<&mut FeatureTotals>,
-) -> (Report, u64) {
+) -> (Report, u64, RouterStats) {
     let last_delivery_ns = sim.now();
     let messages = sim.delivered();
     let mut client = None;
@@ -274,7 +274,7 @@ fn report(
     for r in &routers {
         stats += r.stats;
     }
-    let (mut report, duration_ns) = crate::report::assemble(Finished {
+    let (report, duration_ns) = crate::report::assemble(Finished {
         scenario: s,
         hw,
         topology,
@@ -288,8 +288,7 @@ fn report(
         audit,
         itl: &itl.borrow(),
     });
-    report.warnings = crate::warnings::of_run(s, &report, &stats, learns);
-    (report, duration_ns)
+    (report, duration_ns, stats)
 }
 
 /// Refuses a run whose memory would pass the budget ([`budget`]): checked before the run

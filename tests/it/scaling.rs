@@ -494,3 +494,25 @@ fn prefix_reuse_dips_in_the_minute_after_a_scale_up_and_recovers() {
     assert!(reuse[6] < warm - 0.03, "no dip: {reuse:?}");
     assert!(reuse[7] > reuse[6] + 0.02, "no recovery: {reuse:?}");
 }
+
+/// A cluster whose size changed is asked no hot spot (warnings.rs, `hot_spot`): four workers
+/// scaled to one at 1 s send everything after to worker0, which says nothing of balance. Before
+/// Dec 6 2026 the warnings were made before the report had its `scale_events`, so the run
+/// warned "worker0 received ... on a cluster of 4" all the same.
+#[test]
+fn a_cluster_scaled_down_is_warned_of_no_hot_spot() {
+    let s = scenario(
+        4,
+        "[[scale]]\nat_s = 1.0\npool = \"workers\"\nworkers = 1\nleave = \"remove\"\n",
+    );
+    let r = run(&s, None);
+    let w0 = r.per_worker.iter().find(|w| w.name == "worker0").unwrap();
+    let routed: u64 = r.per_worker.iter().map(|w| w.routed).sum();
+    assert!(w0.routed * 2 > routed, "{} of {routed}", w0.routed);
+    assert!(!r.scale_events.is_empty());
+    assert!(
+        !r.warnings.iter().any(|w| w.starts_with("hot spot")),
+        "{:?}",
+        r.warnings
+    );
+}

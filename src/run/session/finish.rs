@@ -218,9 +218,8 @@ impl Session<'_> {
             planner_never_ready,
             ..
         } = self;
-        let (mut r, duration_ns) = report(
-            &s, &hw, &topology, sim, trace_rows, audit, itl, learns, features,
-        );
+        let (mut r, duration_ns, stats) =
+            report(&s, &hw, &topology, sim, trace_rows, audit, itl, features);
         r.gpu_seconds = membership.gpu_seconds(duration_ns);
         r.replicas = membership.replicas(duration_ns);
         r.scale_events = membership.events().to_vec();
@@ -241,6 +240,9 @@ impl Session<'_> {
                 used[k - 1]
             });
         }
+        // After the scaling fields: a warning may depend on them (no hot spot is asked of a
+        // cluster whose size changed, which `scale_events` tells).
+        r.warnings = crate::warnings::of_run(&s, &r, &stats, learns);
         Ok(r)
     }
 }
