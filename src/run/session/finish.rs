@@ -226,7 +226,6 @@ impl Session<'_> {
         r.sla_attainment = recorder.sla_attainment(r.requests);
         r.goodput_rps = recorder.goodput_rps(duration_ns);
         r.intervals = recorder.intervals();
-        r.warnings.extend(planner_never_ready);
         if s.scales() {
             // Slots that never held a worker are not workers of the run.
             let used: Vec<bool> = topology
@@ -243,6 +242,7 @@ impl Session<'_> {
         // After the scaling fields: a warning may depend on them (no hot spot is asked of a
         // cluster whose size changed, which `scale_events` tells).
         r.warnings = crate::warnings::of_run(&s, &r, &stats, learns);
+        r.warnings.extend(planner_never_ready);
         Ok(r)
     }
 }
