@@ -134,6 +134,8 @@ pub struct BusActor {
     /// them queues gigabytes), for the memory budget. Not kept without a link, whose queue is
     /// bounded by the latency.
     queued: Option<Box<Queued>>,
+    /// Each worker's newest restart epoch seen on its stream, by worker index.
+    epochs: Vec<u32>,
     /// What the bus did.
     pub stats: BusStats,
 }
@@ -188,8 +190,26 @@ impl BusActor {
             routers,
             timeline,
             queued,
+            epochs: Vec::new(),
             stats: BusStats::default(),
         }
+    }
+
+    /// Whether an event of epoch `epoch` from `worker` belongs to a step its worker never
+    /// finished. A worker hands a step's events over at its start, timed to reach the bus at
+    /// its end, when vLLM publishes them (vllm-project/vllm `vllm/v1/core/sched/scheduler.py`
+    /// at 00024d31: `update_from_output`, after the forward pass). Those of a step cut by a
+    /// restart or a removal would reach the bus after the worker's `KvCleared` of its next
+    /// epoch, and a router that applies whatever comes (`on_gap = "ignore"`) would index blocks
+    /// of a worker that no longer holds them (a removed slot that came back started with them).
+    /// The engine never published them: they are not carried, nor counted as published.
+    fn cut_short(&mut self, epoch: u32, worker: usize) -> bool {
+        if self.epochs.len() <= worker {
+            self.epochs.resize(worker + 1, 0);
+        }
+        let newest = &mut self.epochs[worker];
+        *newest = (*newest).max(epoch);
+        epoch < *newest
     }
 
     /// Bytes of the deliveries queued on the links, as of the bus's last delivery (0 without
@@ -215,6 +235,7 @@ impl Actor for BusActor {
                     Fate::Deliver(delay) => deliver(&mut self.queued, to, *msg, bytes, delay, ctx),
                 }
             }
+            Msg::Kv { stamp, event } if self.cut_short(stamp.epoch, event.worker().index()) => {}
             msg @ Msg::Kv { .. } => {
                 self.stats.published += 1;
                 let last = self.routers.len() - 1;

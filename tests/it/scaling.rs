@@ -516,3 +516,39 @@ fn a_cluster_scaled_down_is_warned_of_no_hot_spot() {
         r.warnings
     );
 }
+
+/// A worker removed (or restarted) mid-step never published that step's KV events, yet they
+/// reached the router after the worker's `KvCleared` of its next epoch, and the default router
+/// (`on_gap = "ignore"`) indexed blocks of a worker that no longer held them.
+#[test]
+fn a_step_cut_by_a_removal_publishes_no_events_after_its_clear() {
+    let s = scenario(
+        4,
+        "max_workers = 8\n[[scale]]\nat_s = 5.0\npool = \"workers\"\nworkers = 8\n\
+         [[scale]]\nat_s = 12.0\npool = \"workers\"\nworkers = 2\nleave = \"remove\"\n\
+         [[scale]]\nat_s = 20.0\npool = \"workers\"\nworkers = 5\n",
+    );
+    let mut trace = Vec::new();
+    run(&s, Some(&mut trace));
+    let mut newest: std::collections::BTreeMap<u64, u64> = Default::default();
+    let (mut cleared, mut after) = (0, 0);
+    for line in String::from_utf8(trace).unwrap().lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let kind = row["kind"].as_str().unwrap();
+        if row["to"] != "router" || !kind.starts_with("Kv") {
+            continue;
+        }
+        let (worker, epoch) = (
+            row["worker"].as_u64().unwrap(),
+            row["epoch"].as_u64().unwrap(),
+        );
+        let seen = newest.entry(worker).or_default();
+        if epoch < *seen {
+            after += 1;
+        }
+        *seen = (*seen).max(epoch);
+        cleared += u64::from(kind == "KvCleared");
+    }
+    assert!(cleared >= 6, "{cleared} workers removed mid-run");
+    assert_eq!(after, 0, "events of an older epoch after a newer one");
+}
