@@ -136,11 +136,11 @@ pub fn populate(
         assert_eq!(sim.add(Node::Router(Box::new(router))), routers[replica]);
     }
     assert_eq!(
-        sim.add(Node::Bus(BusActor::new(
+        sim.add(Node::Bus(Box::new(BusActor::new(
             BusModel::new(bus_faults(&s.bus)),
             routers.clone(),
             timeline.clone()
-        ))),
+        )))),
         topo.bus()
     );
 

@@ -44,7 +44,7 @@ pub enum Node {
     /// The router.
     Router(Box<RouterActor>),
     /// The KV event bus.
-    Bus(BusActor),
+    Bus(Box<BusActor>),
     /// A worker.
     Worker(Box<Worker>),
 }

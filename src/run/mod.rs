@@ -280,7 +280,7 @@ fn report(
         topology,
         client,
         routers,
-        bus,
+        bus: *bus,
         workers,
         messages,
         last_delivery_ns,
