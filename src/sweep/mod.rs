@@ -113,12 +113,20 @@ impl Sweep {
     }
 
     /// The digest of the files the sweep reads: its base scenario, then every file a point names
-    /// (trace, model files, profile), each once, by path.
+    /// (trace, model files, profile), each once, in the order the points first name them. Neither
+    /// the order nor what counts as one file depends on how the paths are spelled (relative to
+    /// another working folder, absolute): shards of one sweep run from different folders or
+    /// machines on the same files agree.
     pub fn contents(&self) -> String {
-        let named: std::collections::BTreeSet<PathBuf> = (0..self.points_total())
-            .filter_map(|i| self.load_point(i).ok())
-            .flat_map(|loaded| loaded.input_files().into_iter().map(|(_, p)| p))
-            .collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut named = Vec::new();
+        for loaded in (0..self.points_total()).filter_map(|i| self.load_point(i).ok()) {
+            for (_, path) in loaded.input_files() {
+                if seen.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())) {
+                    named.push(path);
+                }
+            }
+        }
         let paths =
             std::iter::once(self.base_path.as_path()).chain(named.iter().map(PathBuf::as_path));
         crate::scenario::load::files_digest(paths)

@@ -153,6 +153,64 @@ fn merge_rejects_missing_shards_and_different_sweeps() {
 }
 
 #[test]
+fn shards_run_from_other_folders_on_the_same_files_merge() {
+    // The same trace files, named relative to the sweep file and by absolute path: a shard
+    // run as `sweep sweep.toml` inside the folder and one run with the sweep's absolute path
+    // read the same files, so their input digests agree and they merge.
+    let dir = tempfile::tempdir().unwrap();
+    let trace: String = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/traces/mooncake_conversation_trace.jsonl"
+    ))
+    .unwrap()
+    .lines()
+    .take(12)
+    .map(|l| format!("{l}\n"))
+    .collect();
+    for sub in ["a", "z"] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+    }
+    write(dir.path(), "a/t.jsonl", &trace);
+    let half: String = trace.split_inclusive('\n').take(6).collect();
+    write(dir.path(), "z/t.jsonl", &half);
+    let base = "name = \"t\"\n[workload]\nkind = \"trace\"\npath = \"a/t.jsonl\"\n\
+                format = \"mooncake\"\ntrace_block_size = 512\n[cluster]\nworkers = 2\n";
+    write(dir.path(), "base.toml", base);
+    let abs = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let sweep = write(
+        dir.path(),
+        "sweep.toml",
+        &format!(
+            "base = \"base.toml\"\nmetrics = [\"ttft_ms.p50\"]\n[axes]\n\
+             \"workload.path\" = [\"a/t.jsonl\", {:?}, {:?}]\n",
+            abs("z/t.jsonl"),
+            abs("a/t.jsonl"),
+        ),
+    );
+    let (s0, s1, whole) = (
+        out(dir.path(), "s0"),
+        out(dir.path(), "s1"),
+        out(dir.path(), "w"),
+    );
+    ok(&["sweep", &sweep, "--out", &s0, "--shard", "0/2"]);
+    let inside = crate::common::dynsim()
+        .current_dir(dir.path())
+        .args(["sweep", "sweep.toml", "--out", &s1, "--shard", "1/2"])
+        .output()
+        .unwrap();
+    assert!(
+        inside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inside.stderr)
+    );
+    assert_eq!(json(&s0)["contents"], json(&s1)["contents"]);
+    ok(&["sweep", &sweep, "--out", &whole]);
+    let merged = out(dir.path(), "m");
+    ok(&["merge", &s0, &s1, "--out", &merged]);
+    assert_eq!(files(&merged), files(&whole));
+}
+
+#[test]
 fn bad_sweep_files_exit_2_with_file_and_line() {
     let cases = [
         (
