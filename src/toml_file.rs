@@ -137,10 +137,6 @@ impl Refused {
             _ => false,
         }
     }
-
-    fn is_container(&self) -> bool {
-        matches!(self, Refused::List | Refused::Table)
-    }
 }
 
 /// The value a type error (`invalid type: …, expected …`) refused, if it names one.
@@ -171,9 +167,11 @@ fn refused_value(message: &str) -> Option<Refused> {
     }
 }
 
-/// The first key, from 1-based `line` to the next table header (or `line` alone when it is a
-/// `key = value` line), whose value is `refused`: its line and dotted path (`workload.requests`,
-/// `workload.input.tokens`, `faults[1].at_ms`).
+/// The key, from 1-based `line` to the next table header (or through the value of the
+/// `key = value` line `line`, which may span lines), whose value is `refused`: its line and
+/// dotted path (`workload.requests`, `workload.input.tokens`, `faults[1].at_ms`). None when no
+/// key or more than one holds such a value: serde does not say which of two equal values it
+/// refused, and naming the wrong key is worse than naming the table.
 fn holding(text: &str, lines: &[&str], line: usize, refused: &Refused) -> Option<(usize, String)> {
     let doc = ImDocument::parse(text).ok()?;
     let mut found = Vec::new();
@@ -195,15 +193,20 @@ fn holding(text: &str, lines: &[&str], line: usize, refused: &Refused) -> Option
                 .find(|&n| lines[n - 1].trim_start().starts_with('[') && !within(lines[n - 1]))
                 .map_or(lines.len(), |n| n - 1)
         }
-        None => line,
+        // A list or an inline table may run on over the lines after its key's.
+        None => found
+            .iter()
+            .filter(|(_, offset, _)| line_of(text, *offset) == line)
+            .filter_map(|(_, _, value)| value.span())
+            .map(|span| line_of(text, span.end))
+            .fold(line, usize::max),
     };
     let mut matches = found
         .into_iter()
         .map(|(key, offset, value)| (line_of(text, offset), key, value))
         .filter(|(at, _, value)| (line..=last).contains(at) && refused.is(value));
     let first = matches.next()?;
-    // A list or a table is named only when it is the only one there.
-    if refused.is_container() && matches.next().is_some() {
+    if matches.next().is_some() {
         return None;
     }
     Some((first.0, first.1))

@@ -462,6 +462,10 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("tagged_fault.toml", "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 5.0\ndown_ms = 1.0\n[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = \"late\"\ndown_ms = 1.0\n", ":9: faults[1].at_ms: expected a number, got \"late\""),
         ("tagged_list.toml", "[workload]\nkind = \"synthetic\"\nrequests = [3]\n", ":3: workload.requests: expected a whole number >= 0, got a list"),
         ("tagged_table.toml", "[workload]\nkind = \"synthetic\"\ninput = 5\n", ":3: workload.input: expected a table, got 5"),
+        // A value two keys hold names neither: `rate_per_s = 1.5` is fine, `requests = 1.5` not.
+        ("tagged_twice.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrate_per_s = 1.5\nrequests = 1.5\n", ":2: workload: expected a whole number >= 0, got 1.5"),
+        // A list of inline tables over several lines: the element's key, on its line.
+        ("tagged_lines.toml", "name = \"x\"\nfaults = [\n  { kind = \"restart\", worker = 0, at_ms = 5.0, down_ms = 1.0 },\n  { kind = \"restart\", worker = 0, at_ms = \"late\", down_ms = 1.0 },\n]\n", ":4: faults[1].at_ms: expected a number, got \"late\""),
     ];
     for (name, text, needle) in cases {
         let path = write(dir.path(), name, text);
