@@ -290,15 +290,20 @@ pub fn lab(a: LabArgs) -> Result<ExitCode> {
         (EVENTS_FILE.to_string(), pretty_json(&events)),
         (KVCOST_FILE.to_string(), pretty_json(&kvcost)),
     ];
-    let had_measured = measured.is_some();
+    // Without measurements, an earlier run's summary of other ones would sit beside this run's
+    // artefacts as if it were theirs: it goes (it is derived, and rebuilt by --measured). A
+    // folder in its place cannot go, and is refused before anything is written.
+    let stale = measured.is_none().then(|| a.out.join(MEASURED_FILE));
+    if let Some(stale) = &stale {
+        if std::fs::symlink_metadata(stale).is_ok_and(|m| m.is_dir()) {
+            return Err(Error::file(stale, "is a folder, not a file"));
+        }
+    }
     if let Some(measured) = measured {
         files.push((MEASURED_FILE.to_string(), pretty_json(&measured)));
     }
     write_dir(&a.out, &files)?;
-    if !had_measured {
-        // An earlier run's summary of other measurements would sit beside this run's artefacts
-        // as if it were theirs: it goes (it is derived, and rebuilt by --measured).
-        let stale = a.out.join(MEASURED_FILE);
+    if let Some(stale) = stale {
         match std::fs::remove_file(&stale) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::file(&stale, format!("cannot remove: {e}")));

@@ -286,3 +286,23 @@ fn lab_with_an_unwritable_artefact_changes_nothing() {
     );
     assert!(!out.join("kvcost.json").exists());
 }
+
+/// Without --measured, lab removes an earlier measured.json; a folder by that name cannot be
+/// removed, and is refused before any artefact is written.
+#[test]
+fn lab_refuses_a_folder_for_measured_json_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lab");
+    std::fs::create_dir_all(out.join("measured.json")).unwrap();
+    std::fs::write(out.join("modes.json"), "earlier\n").unwrap();
+    let line = bad(&["lab", "--out", out.to_str().unwrap()]);
+    assert!(
+        line.contains("measured.json: is a folder, not a file"),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("modes.json")).unwrap(),
+        "earlier\n"
+    );
+    assert!(!out.join("events.json").exists());
+}
