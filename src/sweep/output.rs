@@ -104,15 +104,23 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
     for p in &merged.points {
         from.entry(p.index).or_default().push(first_dir.clone());
     }
+    // The shard whose digest of the input files the others are held to: the first that has one
+    // (a shard written before digests has none, and must not let two others' differ).
+    let mut digest_dir = merged.contents.is_some().then(|| first_dir.clone());
     for (dir, r) in shards {
         if let Some(what) = differs(&r, &merged) {
+            let than = match &digest_dir {
+                Some(d) if what == CONTENTS => d,
+                _ => &first_dir,
+            };
             return Err(Error::file(
                 &dir,
-                format!(
-                    "not the same sweep as {}: {what} differs",
-                    first_dir.display()
-                ),
+                format!("not the same sweep as {}: {what} differs", than.display()),
             ));
+        }
+        if merged.contents.is_none() && r.contents.is_some() {
+            merged.contents.clone_from(&r.contents);
+            digest_dir = Some(dir.clone());
         }
         check_points(&dir, &r)?;
         for p in r.points {
@@ -157,6 +165,9 @@ pub fn merge(shards: Vec<(PathBuf, SweepResults)>) -> Result<SweepResults> {
     Ok(merged)
 }
 
+/// What [`differs`] calls the digest of the input files.
+const CONTENTS: &str = "the digest of its input files (contents)";
+
 /// What makes two results not the same sweep's (`base`, `metrics`, ...), if anything. Results
 /// without a contents digest (written before there was one) are taken at their word.
 pub fn differs(a: &SweepResults, b: &SweepResults) -> Option<&'static str> {
@@ -166,7 +177,7 @@ pub fn differs(a: &SweepResults, b: &SweepResults) -> Option<&'static str> {
     };
     let differs = [
         ("base", a.base != b.base),
-        ("the digest of its input files (contents)", contents),
+        (CONTENTS, contents),
         ("metrics", a.metrics != b.metrics),
         ("axes", a.axes != b.axes),
         ("points_total", a.points_total != b.points_total),
@@ -349,6 +360,26 @@ mod tests {
         let mut older = results(&[2]);
         older.contents = None;
         assert!(merge(vec![("a".into(), results(&[0, 1])), ("b".into(), older)]).is_ok());
+        // A first shard without a digest does not let two later ones differ: the first digest
+        // holds the rest, and the merged results keep it.
+        let mut older = results(&[0]);
+        older.contents = None;
+        let mut edited = results(&[2]);
+        edited.contents = Some("fedcba9876543210".into());
+        let shards = |last: SweepResults| {
+            vec![
+                ("a".into(), older.clone()),
+                ("b".into(), results(&[1])),
+                ("c".into(), last),
+            ]
+        };
+        let err = merge(shards(edited)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "c: not the same sweep as b: the digest of its input files (contents) differs"
+        );
+        let merged = merge(shards(results(&[2]))).unwrap();
+        assert_eq!(merged.contents, results(&[]).contents);
     }
 
     /// A shard claiming a trillion points (three axes of 10,000 values, a few hundred KB of
