@@ -58,7 +58,7 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     let shard = a.shard.unwrap_or(Shard::ALL);
     let jobs = a.jobs.unwrap_or_else(super::cpus);
     let prior = if a.resume {
-        resumable(&a.out, &header(&sweep), |i| shard.selects(i))?
+        resumable(&a.out, &header(&sweep, &points), |i| shard.selects(i))?
     } else {
         Vec::new()
     };

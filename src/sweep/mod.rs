@@ -112,19 +112,18 @@ impl Sweep {
             .collect()
     }
 
-    /// The digest of the files the sweep reads: its base scenario, then every file a point names
-    /// (trace, model files, profile), each once, in the order the points first name them. Neither
-    /// the order nor what counts as one file depends on how the paths are spelled (relative to
-    /// another working folder, absolute): shards of one sweep run from different folders or
-    /// machines on the same files agree.
-    pub fn contents(&self) -> String {
+    /// The digest of the files the sweep reads: its base scenario, then every file one of
+    /// `points` (every point's scenario, [`Sweep::load_points`]) names (trace, model files,
+    /// profile), each once, in the order the points first name them. Neither the order nor what
+    /// counts as one file depends on how the paths are spelled (relative to another working
+    /// folder, absolute): shards of one sweep run from different folders or machines on the same
+    /// files agree.
+    pub fn contents(&self, points: &[Loaded]) -> String {
         let mut seen = std::collections::HashSet::new();
         let mut named = Vec::new();
-        for loaded in (0..self.points_total()).filter_map(|i| self.load_point(i).ok()) {
-            for (_, path) in loaded.input_files() {
-                if seen.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())) {
-                    named.push(path);
-                }
+        for (_, path) in points.iter().flat_map(Loaded::input_files) {
+            if seen.insert(std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())) {
+                named.push(path);
             }
         }
         let paths =

@@ -44,6 +44,9 @@ pub fn run_sweep(
         .filter(|&i| shard.selects(i) && !have.contains(&i))
         .collect();
     assert_eq!(points.len(), sweep.points_total(), "every point loaded");
+    // The inputs' digest as the points start, not as the last one ends (a file edited meanwhile
+    // would be recorded as what the points ran on).
+    let header = header(sweep, &points);
     let loaded: Vec<Loaded> = points
         .into_iter()
         .enumerate()
@@ -96,10 +99,7 @@ pub fn run_sweep(
             warnings,
         });
     }
-    let mut results = SweepResults {
-        points,
-        ..header(sweep)
-    };
+    let mut results = SweepResults { points, ..header };
     results.points.sort_by_key(|p| p.index);
     canonical(&mut results);
     Ok(SweepOutcome {
@@ -108,8 +108,9 @@ pub fn run_sweep(
     })
 }
 
-/// The sweep's results without points: what identifies it (base, metrics, axes, ...).
-pub fn header(sweep: &Sweep) -> SweepResults {
+/// The sweep's results without points: what identifies it (base, metrics, axes, the digest
+/// of the input files of `points`, every point's scenario, ...).
+pub fn header(sweep: &Sweep, points: &[Loaded]) -> SweepResults {
     SweepResults {
         facet: sweep.facet.clone(),
         set: sweep.set_text(),
@@ -125,7 +126,7 @@ pub fn header(sweep: &Sweep) -> SweepResults {
             .collect(),
         points_total: sweep.points_total(),
         points: Vec::new(),
-        contents: Some(sweep.contents()),
+        contents: Some(sweep.contents(points)),
     }
 }
 

@@ -211,6 +211,33 @@ fn shards_run_from_other_folders_on_the_same_files_merge() {
 }
 
 #[test]
+fn the_inputs_digest_is_taken_before_the_points_run() {
+    // A base scenario edited while the sweep runs: the points ran on the file as it was, and
+    // results.json records its digest, not the edited file's (which a --resume or a merge
+    // would then take for the inputs these points ran on).
+    let (dir, path) = setup(SWEEP);
+    let whole = out(dir.path(), "whole");
+    ok(&["sweep", &path, "--out", &whole]);
+    let sweep = dynsim::sweep::load_sweep(Path::new(&path)).unwrap();
+    let points = sweep.load_points().unwrap();
+    let base = dir.path().join("base.toml");
+    let edit = || std::fs::write(&base, format!("{BASE}# edited\n")).unwrap();
+    let outcome = dynsim::sweep::run_sweep(
+        &sweep,
+        points,
+        dynsim::sweep::Shard::ALL,
+        1,
+        &edit,
+        Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        outcome.results.contents.as_deref(),
+        json(&whole)["contents"].as_str()
+    );
+}
+
+#[test]
 fn bad_sweep_files_exit_2_with_file_and_line() {
     let cases = [
         (
