@@ -76,6 +76,15 @@ fn contents(a: &PlanRequest, loaded: &crate::scenario::load::Loaded) -> String {
     crate::scenario::load::files_digest(paths.iter().map(PathBuf::as_path))
 }
 
+/// A file's path as the same file is named from any folder (its spelling when it has none): a
+/// plan resumed from another folder, or given the path another way, is the same plan.
+fn canonical(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
 /// `A..B` or `A`, each parsed by `one`.
 fn range<T: Copy + PartialOrd>(
     flag: &str,
@@ -458,8 +467,8 @@ pub fn run_plan(
         })?;
     }
     let key = serde_json::json!({
-        "input": a.input.display().to_string(),
-        "scenario": a.scenario.as_ref().map(|p| p.display().to_string()),
+        "input": canonical(&a.input),
+        "scenario": a.scenario.as_deref().map(canonical),
         "format": a.format.map(TraceFormat::name),
         "set": a.set.iter().map(|o| format!("{}={}", o.key, o.value)).collect::<Vec<_>>(),
         "sla": a.sla.iter().map(Sla::text).collect::<Vec<_>>(),

@@ -346,6 +346,10 @@ fn an_interrupted_plan_resumes_to_identical_files() {
     );
     assert_eq!(files(&part), kept);
     std::fs::write(&scenario, BASE).unwrap();
+    // The same scenario spelled another way (as from another folder) is the same plan.
+    let respelled = format!("{}/./base.toml", dir.path().display());
+    assert_eq!(resumed[1], scenario);
+    resumed[1] = respelled;
     let o = dynsim().args(&resumed).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
