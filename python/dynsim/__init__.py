@@ -253,7 +253,9 @@ def _pair(name: str, value: Any) -> Tuple[Any, Any]:
 
 
 def _range(name: str, value: Range) -> Optional[str]:
-    """``MIN..MAX`` or one value, as the CLI's ``--workers`` and ``--load`` take them."""
+    """``MIN..MAX`` or one value, as the CLI's ``--workers`` and ``--load`` take them (a numpy
+    array of two is a pair, as a list is)."""
+    value = _scalar(value)
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, (tuple, list)):

@@ -137,3 +137,6 @@ def test_numpy_numbers_are_spelled_as_numbers(planned):
     assert dynsim.plan(planned, sla="ttft_p90_ms<=80", workers=np.uint8(3),
                        load=(np.float64(0.25), np.float32(4.0))) == \
         dynsim.plan(planned, sla="ttft_p90_ms<=80", workers=3, load=(0.25, 4.0))
+    # An array of two is a pair (it was spelled "[1, 4]" and refused).
+    assert dynsim.plan(planned, sla="ttft_p90_ms<=50", workers=np.array([1, 4])) == \
+        dynsim.plan(planned, sla="ttft_p90_ms<=50", workers=(1, 4))
