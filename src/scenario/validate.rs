@@ -739,7 +739,41 @@ fn validate_deployment(s: &Scenario, base_dir: Option<&Path>) -> Result<(), Inva
             ));
         }
     }
-    super::deploy::resolve(s, base_dir).map(|_| ())
+    let resolved = super::deploy::resolve(s, base_dir)?;
+    tiers_hold_a_block(s, &resolved)
+}
+
+/// A tier sized in GB that holds less than one block of the model's KV would hold nothing (a
+/// host tier of 0 blocks drops, and so writes to disk, nothing): refused, with the block's size.
+fn tiers_hold_a_block(s: &Scenario, resolved: &super::deploy::Resolved) -> Result<(), Invalid> {
+    let deployments = [&resolved.workers, &resolved.prefill, &resolved.decode];
+    let Some(bytes_per_token) = deployments
+        .into_iter()
+        .flatten()
+        .map(|d| d.kv_bytes_per_token)
+        .max()
+    else {
+        return Ok(());
+    };
+    let block_bytes = bytes_per_token.saturating_mul(s.block_size() as u64);
+    for (name, tier) in [("host", &s.kv.host), ("disk", &s.kv.disk)] {
+        let Some(gb) = tier.as_ref().and_then(|t| t.capacity_gb) else {
+            continue;
+        };
+        if gb > 0.0 && gb * 1e9 < block_bytes as f64 {
+            return Err(Invalid::new(
+                &format!("kv.{name}.capacity_gb"),
+                format!("{gb:?}"),
+                &format!(
+                    "holds no block: one block of {} tokens of the model's KV takes {block_bytes} \
+                     bytes ({} GB); give at least that, or 0 for no tier",
+                    s.block_size(),
+                    block_bytes as f64 / 1e9
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A router timer `key` of `x` ms at least [`MIN_STREAM_TIMER_MS`]: it ticks for the whole run

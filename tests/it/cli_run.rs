@@ -461,6 +461,9 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("tagged_planner.toml", "[planner]\nkind = \"threshold\"\nmin_workers = true\n", ":3: planner.min_workers: expected a whole number >= 0, got true"),
         ("tagged_fault.toml", "[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = 5.0\ndown_ms = 1.0\n[[faults]]\nkind = \"restart\"\nworker = 0\nat_ms = \"late\"\ndown_ms = 1.0\n", ":9: faults[1].at_ms: expected a number, got \"late\""),
         ("tagged_list.toml", "[workload]\nkind = \"synthetic\"\nrequests = [3]\n", ":3: workload.requests: expected a whole number >= 0, got a list"),
+        // A tier sized in GB below one block of the model's KV held nothing, in silence (its
+        // disk tier was never used).
+        ("tier_gb.toml", "[deployment]\nmodel = \"Qwen/Qwen3-8B\"\ngpu = \"h100_sxm\"\n[kv.host]\ncapacity_gb = 0.001\n[kv.disk]\ncapacity_gb = 10.0\n", ":5: kv.host.capacity_gb = 0.001 holds no block: one block of 16 tokens of the model's KV takes 2359296 bytes"),
         ("tagged_table.toml", "[workload]\nkind = \"synthetic\"\ninput = 5\n", ":3: workload.input: expected a table, got 5"),
         // A value two keys hold names neither: `rate_per_s = 1.5` is fine, `requests = 1.5` not.
         ("tagged_twice.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrate_per_s = 1.5\nrequests = 1.5\n", ":2: workload: expected a whole number >= 0, got 1.5"),
