@@ -18,7 +18,7 @@ import json
 import math
 import numbers
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from dynsim._native import (
     NativeSimulation,
@@ -78,9 +78,17 @@ def _whole(name: str, value: Any) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     # numbers.Integral takes numpy's integers too; a bool is one, and no count.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < 2**64:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ScenarioError("%s: expected a whole number >= 0, got %r" % (name, value))
-    return int(value)
+    count = int(value)
+    if not 0 <= count < 2**64:
+        raise ScenarioError("%s: expected a whole number >= 0, got %r" % (name, value))
+    return count
+
+
+def _object(text: str) -> Dict[str, Any]:
+    """The JSON object the native module returns as text (a report, a plan, an observation)."""
+    return cast(Dict[str, Any], json.loads(text))
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -103,11 +111,12 @@ def _plain(where: str, path: str, value: Any) -> Any:
     if isinstance(value, (str, bool)):
         return value
     if isinstance(value, numbers.Integral):
-        if not -(2**63) <= value < 2**63:
+        whole = int(value)
+        if not -(2**63) <= whole < 2**63:
             raise ScenarioError(
-                "%s%d is past TOML's integers (-2**63 to 2**63 - 1)" % (name, value)
+                "%s%d is past TOML's integers (-2**63 to 2**63 - 1)" % (name, whole)
             )
-        return int(value)
+        return whole
     if isinstance(value, numbers.Real):
         if not math.isfinite(value):
             raise ScenarioError(
@@ -161,7 +170,7 @@ def run(scenario: Scenario, set: Sets = None) -> Dict[str, Any]:
     """
     kind, text = _source(scenario)
     sets, json_sets = _sets(set)
-    return json.loads(run_json(kind, text, sets, json_sets))
+    return _object(run_json(kind, text, sets, json_sets))
 
 
 def bench(
@@ -195,7 +204,7 @@ def bench(
     at even steps, as aiperf's ``--concurrency-ramp-duration``.
     """
     sets, json_sets = _sets(set)
-    return json.loads(
+    return _object(
         bench_json(
             model,
             gpu,
@@ -289,7 +298,7 @@ def plan(
     Raises ``ScenarioError`` with the CLI's one-line message on bad input.
     """
     sets, json_sets = _sets(set)
-    return json.loads(
+    return _object(
         plan_json(
             os.fspath(input),
             _strings("sla", sla),
@@ -438,7 +447,7 @@ class Simulation:
         ``running``, ``active_prefill_tokens``, ``active_kv_blocks``, ``kv_usage``,
         ``ttft_ms``, ``isl`` and ``itl_ms``.
         """
-        return json.loads(self._native.observe_json())
+        return _object(self._native.observe_json())
 
     def scale(self, pool: str, workers: int) -> None:
         """Sets ``pool``'s target (``workers``, or ``prefill``/``decode`` when disaggregated)."""
@@ -456,4 +465,4 @@ class Simulation:
         scale the pool back up and call ``report()`` again. An error that leaves nothing to go
         on with ends the run; later calls, ``done()`` too, raise it.
         """
-        return json.loads(self._native.report_json())
+        return _object(self._native.report_json())
