@@ -157,7 +157,7 @@ fn parse_axes(value: Option<&toml::Value>, at: &Locator<'_>) -> Result<Vec<Axis>
             lines,
         });
     }
-    let total = (axes.iter()).try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+    let total = super::points_of(axes.iter().map(|a| a.values.len()));
     if total.is_none_or(|n| n > crate::limits::MAX_SWEEP_POINTS) {
         let lens: Vec<String> = axes.iter().map(|a| a.values.len().to_string()).collect();
         return Err(field(

@@ -79,6 +79,12 @@ pub struct Axis {
     pub lines: Vec<usize>,
 }
 
+/// The points of axes of `lens` values each: their product, `None` past `usize` (a sweep file
+/// or a results.json may claim any lengths; both are checked with it before use).
+pub(crate) fn points_of(lens: impl IntoIterator<Item = usize>) -> Option<usize> {
+    lens.into_iter().try_fold(1usize, usize::checked_mul)
+}
+
 impl Sweep {
     /// Points in the whole sweep: the product of the axes' lengths.
     pub fn points_total(&self) -> usize {

@@ -236,10 +236,7 @@ fn check_points(dir: &Path, r: &SweepResults) -> Result<()> {
             format!("metric {m:?} is not a dotted metric path"),
         ));
     }
-    let lens = r
-        .axes
-        .iter()
-        .try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+    let lens = super::points_of(r.axes.iter().map(|a| a.values.len()));
     if r.axes.is_empty() || lens != Some(r.points_total) {
         return Err(Error::file(
             dir,
