@@ -34,8 +34,8 @@ impl Session<'_> {
             )
         });
         let mut next_tick = planner.as_ref().map(|p| p.1);
-        // Why the planner could not decide, while it could not at any decision so far.
-        let mut unready: Option<Option<String>> = None;
+        // Why the planner could not decide at its last decision, and whether it ever could.
+        let (mut unready, mut ever_ready) = (None, false);
         let mut stalled = 0;
         loop {
             let next_step = steps.peek().map(|st| ms_to_ns(st.at_s * 1e3));
@@ -74,14 +74,15 @@ impl Session<'_> {
                     for (pool, n) in p.decide(&obs) {
                         self.scale_by(pool, n, leave, "planner")?;
                     }
-                    if unready.as_ref().is_none_or(Option::is_some) {
-                        unready = Some(p.unready());
+                    match p.unready() {
+                        None => ever_ready = true,
+                        why => unready = why,
                     }
                     next_tick = Some(tick + *every);
                 }
             }
         }
-        if let (Some(why), Some(p)) = (unready.flatten(), &self.s.planner) {
+        if let (Some(why), false, Some(p)) = (unready, ever_ready, &self.s.planner) {
             self.planner_never_ready = Some(format!(
                 "planner.kind = \"{}\" made no decision in this run: {why}, so it changed no \
                  request (lower planner.min_observations, or give the run more decisions)",
