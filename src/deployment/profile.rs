@@ -314,16 +314,15 @@ impl Profile {
         }
         // A GPU the profile names must be one dynsim knows: coefficients under a misspelt name
         // (`[gpu.h100]`) would be read and never used.
-        let gpus = self.gpu_rates.keys().map(|gpu| format!("gpu.{gpu}")).chain(
+        let gpus = (self.gpu_rates.keys().map(|gpu| ("gpu", gpu))).chain(
             self.gemm_by_precision
                 .keys()
-                .map(|gpu| format!("gemm_by_precision.{gpu}")),
+                .map(|gpu| ("gemm_by_precision", gpu)),
         );
-        for key in gpus {
-            let gpu = key.split_once('.').map_or("", |(_, g)| g);
+        for (table, gpu) in gpus {
             if super::gpu::find(gpu).is_none() {
                 return Err((
-                    key.clone(),
+                    format!("{table}.{gpu}"),
                     format!("is not a GPU: one of {}", super::gpu::known()),
                 ));
             }
