@@ -349,8 +349,49 @@ impl LoadTree {
         self.loads[worker] = load;
         let mut node = (self.leaves + worker) / 2;
         while node > 0 {
+            let before = self.winner[node];
             self.replay(node);
+            // A match that another worker won before and wins again hands its parent the same
+            // winner at the same load: nothing above changes.
+            if self.winner[node] == before && before != worker as u32 {
+                break;
+            }
             node /= 2;
+        }
+    }
+
+    /// Calls `visit(state, worker, load)` for every worker whose load `keep(state, load)`
+    /// accepts, in increasing worker order, skipping every subtree whose winner's load `keep`
+    /// refuses. So `keep` must accept every load that beats (or ties) one it accepts; `visit`
+    /// may change `state` so that `keep` accepts less from then on.
+    pub fn visit_while<S>(
+        &self,
+        state: &mut S,
+        keep: impl Fn(&S, u64) -> bool,
+        mut visit: impl FnMut(&mut S, usize, u64),
+    ) {
+        // Depth-first, left child first; the stack holds at most one node per level plus one.
+        let mut stack = [0usize; 66];
+        stack[0] = 1;
+        let mut top = 1;
+        while top > 0 {
+            top -= 1;
+            let node = stack[top];
+            let w = self.winner[node];
+            if w == NONE {
+                continue;
+            }
+            let load = self.loads[w as usize];
+            if !keep(state, load) {
+                continue;
+            }
+            if node >= self.leaves {
+                visit(state, w as usize, load);
+            } else {
+                stack[top] = 2 * node + 1;
+                stack[top + 1] = 2 * node;
+                top += 2;
+            }
         }
     }
 
@@ -450,7 +491,65 @@ mod tests {
                 tree.set(w, loads[w]);
                 most.set(w, loads[w]);
                 assert_eq!((tree.load(w), most.load(w)), (loads[w], loads[w]));
+                // Stopping early leaves every match as replaying them all would.
+                assert_eq!(tree.winner, replayed(&tree), "n {n} step {step}");
+                assert_eq!(most.winner, replayed(&most), "most: n {n} step {step}");
             }
+        }
+    }
+
+    /// `tree`'s winners with every match replayed from the leaves.
+    fn replayed(tree: &LoadTree) -> Vec<u32> {
+        let mut fresh = tree.clone();
+        for node in (1..fresh.leaves).rev() {
+            fresh.replay(node);
+        }
+        fresh.winner
+    }
+
+    #[test]
+    fn a_visit_sees_every_accepted_load_in_worker_order_as_the_bound_falls() {
+        let mut x: u64 = 3;
+        for n in [1, 2, 3, 5, 8, 64, 65, 130, 512] {
+            let mut tree = LoadTree::new(n);
+            let mut loads = vec![0u64; n];
+            for w in 0..n {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                loads[w] = (x >> 33) % 50;
+                tree.set(w, loads[w]);
+            }
+            for bound in [0, 10, 25, 49, 50] {
+                let mut seen = Vec::new();
+                tree.visit_while(
+                    &mut seen,
+                    |_, load| load <= bound,
+                    |seen, w, load| {
+                        assert_eq!(load, loads[w]);
+                        seen.push(w);
+                    },
+                );
+                let want: Vec<usize> = (0..n).filter(|&w| loads[w] <= bound).collect();
+                assert_eq!(seen, want, "n {n} bound {bound}");
+            }
+            // A bound that falls to each visited load: the visit finds the least load and every
+            // worker that has it (and perhaps others visited before the bound fell).
+            let mut least = (u64::MAX, Vec::new());
+            tree.visit_while(
+                &mut least,
+                |least, load| load <= least.0,
+                |least, w, load| {
+                    if load < least.0 {
+                        *least = (load, vec![w]);
+                    } else if load == least.0 {
+                        least.1.push(w);
+                    }
+                },
+            );
+            let min = *loads.iter().min().unwrap();
+            let ties: Vec<usize> = (0..n).filter(|&w| loads[w] == min).collect();
+            assert_eq!(least, (min, ties), "n {n}");
         }
     }
 

@@ -48,9 +48,9 @@
 //!
 //! With `router_temperature` 0 and no lower tiers (the defaults), on more than 64 workers all
 //! up, a decision does not cost every worker: it costs the workers holding a prefix of the
-//! prompt (listed by both indexes' walks, `KvIndex::holder_overlaps`), then the others in
-//! increasing order of their load until none can reach the least cost (`dynamo/by_load.rs`). The least cost, its ties and the draw among them
-//! are the scan's (a unit test compares every decision of a 130-worker run under three settings;
+//! prompt (listed by both indexes' walks, `KvIndex::holder_overlaps`), then those of the others
+//! whose load could still reach the least cost, found in a tree of the loads
+//! (`dynamo/by_load.rs`). The least cost, its ties and the draw among them are the scan's (a unit test compares every decision of a 130-worker run under three settings;
 //! debug runs compare every decision). On the cluster-scale workload at 512 workers that took
 //! the instructions per request from 142,500 to 111,200 (docs/BENCHMARKS.md, "Deciding without
 //! costing every worker").
@@ -94,7 +94,7 @@ mod by_load;
 mod retention;
 mod settings;
 
-use by_load::{count_f64, may_reach, Least, LoadOrder, Prefixed};
+use by_load::{count_f64, Least, LoadOrder, Prefixed};
 use retention::RankLru;
 pub use settings::{CachePolicy, Settings};
 
@@ -401,8 +401,8 @@ impl Dynamo {
     }
 
     /// The least-cost worker (a seeded draw among equal costs) and its overlap, costing the
-    /// workers that hold a prefix of the prompt (in the index or among their active blocks) and,
-    /// in increasing load, the others until none can reach the least (`by_load.rs`): the choice
+    /// workers that hold a prefix of the prompt (in the index or among their active blocks) and
+    /// those of the others whose load could still reach the least (`by_load.rs`): the choice
     /// of [`Dynamo::scan`] and [`lowest_random_tie`], which debug runs check on every decision.
     fn least_by_load(
         &mut self,
@@ -432,16 +432,14 @@ impl Dynamo {
         }
         // A worker without a prefix costs its load plus this.
         let prompt_part = terms.cost(0, 0, None, 0, 0, 0);
-        for (load, w) in self.by_load.as_ref()?.ascending() {
-            if !may_reach(load + prompt_part, least.cost) {
-                break;
-            }
-            if !book.up(w) || prefixed.get(w).is_some() {
-                continue;
-            }
-            let c = loads.counters[w];
-            least.offer(w, terms.cost(c.prefill_tokens, 0, None, c.held, 0, c.requests));
-        }
+        self.by_load
+            .as_ref()?
+            .offer_within(least, prompt_part, |w| {
+                (book.up(w) && prefixed.get(w).is_none()).then(|| {
+                    let c = loads.counters[w];
+                    terms.cost(c.prefill_tokens, 0, None, c.held, 0, c.requests)
+                })
+            });
         least.workers.sort_unstable();
         tracing::debug!(cost = least.cost, workers = ?least.workers, costed = least.offers, "dynamo decision");
         // The scan's draw among the ties, over the ties alone.

@@ -12,8 +12,8 @@
 //! ```
 //!
 //! where only `load` is the worker's. Among such workers the cost grows with the load, so a
-//! decision visits them in increasing load and stops at the first whose load puts its cost
-//! above the least cost found so far. The cost of each worker it visits is computed by the same
+//! decision visits only those whose load could put their cost at the least cost found so far
+//! (a tree of the loads skips every subtree whose least load is beyond it). The cost of each worker it visits is computed by the same
 //! float formula as the full scan, and the stop keeps a relative margin of 10⁻⁹ (rounding moves a
 //! cost by a few parts in 10¹⁶), so the least cost, its ties and the seeded draw among them are
 //! the full scan's exactly (debug runs check every decision against the full scan).
@@ -21,10 +21,12 @@
 //! Dynamo's selector (`scheduling/selector/reference.rs` in `dynamo-kv-router` 1.6.1) costs every
 //! worker on every decision; this is the same choice found with less work, not a different rule.
 
-use std::collections::BTreeSet;
+use crate::router::select::LoadTree;
 
-/// Every worker's load (above) and the workers ordered by it. Keys are non-negative floats, so
-/// their bit patterns order as the numbers do.
+/// Every worker's load (above) in a tournament tree whose winners are the least loaded, so that
+/// a change replays one leaf-to-root path (and stops where a match's winner stays) and a
+/// decision visits only the subtrees whose least load could still reach the least cost. Keys are
+/// non-negative floats, so their bit patterns order as the numbers do.
 #[derive(Clone, Debug)]
 pub(super) struct LoadOrder {
     /// `prefill_load_scale / block`.
@@ -32,9 +34,7 @@ pub(super) struct LoadOrder {
     /// `decode_active_request_weight`.
     per_request: f64,
     /// Each worker's load, as bits.
-    loads: Vec<u64>,
-    /// (load bits, worker) of every worker.
-    order: BTreeSet<(u64, u32)>,
+    tree: LoadTree,
 }
 
 impl LoadOrder {
@@ -45,12 +45,11 @@ impl LoadOrder {
         decode_active_request_weight: f64,
         block_size: f64,
     ) -> LoadOrder {
-        let zero = 0f64.to_bits();
+        // The tree starts every load at bits 0, which is 0.0.
         LoadOrder {
             per_prefill_token: prefill_load_scale / block_size,
             per_request: decode_active_request_weight,
-            loads: vec![zero; workers],
-            order: (0..workers).map(|w| (zero, w as u32)).collect(),
+            tree: LoadTree::new(workers.max(1)),
         }
     }
 
@@ -61,18 +60,29 @@ impl LoadOrder {
             + count_f64(held as u64)
             + self.per_request * count_f64(requests);
         let bits = load.to_bits();
-        let old = std::mem::replace(&mut self.loads[worker], bits);
-        if old != bits {
-            self.order.remove(&(old, worker as u32));
-            self.order.insert((bits, worker as u32));
+        if self.tree.load(worker) != bits {
+            self.tree.set(worker, bits);
         }
     }
 
-    /// (load, worker) of every worker, least load first (lower index first among equal loads).
-    pub(super) fn ascending(&self) -> impl Iterator<Item = (f64, usize)> + '_ {
-        self.order
-            .iter()
-            .map(|&(bits, w)| (f64::from_bits(bits), w as usize))
+    /// Offers to `least` every worker whose load `offer_of` prices (its cost, or `None` to pass
+    /// it over) while `load + prompt_part` may still reach the least cost offered: every worker
+    /// that could tie the least, and some that cannot, in increasing worker order.
+    pub(super) fn offer_within(
+        &self,
+        least: &mut Least,
+        prompt_part: f64,
+        offer_of: impl Fn(usize) -> Option<f64>,
+    ) {
+        self.tree.visit_while(
+            least,
+            |least, bits| may_reach(f64::from_bits(bits) + prompt_part, least.cost),
+            |least, w, _| {
+                if let Some(cost) = offer_of(w) {
+                    least.offer(w, cost);
+                }
+            },
+        );
     }
 }
 
@@ -191,18 +201,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn workers_come_in_increasing_load_and_move_when_it_changes() {
+    fn a_decision_offers_the_workers_whose_load_could_reach_the_least() {
         // Block 64, prefill_load_scale 2: a prefill token weighs 1/32 of a decode block.
         let mut order = LoadOrder::new(3, 2.0, 0.5, 64.0);
         order.set(0, 64, 3, 2); // 2 + 3 + 1 = 6
         order.set(1, 0, 5, 0); // 5
-        order.set(2, 32, 4, 0); // 1 + 4 = 5: ties worker 1, after it
-        let seen: Vec<(f64, usize)> = order.ascending().collect();
-        assert_eq!(seen, vec![(5.0, 1), (5.0, 2), (6.0, 0)]);
+        order.set(2, 32, 4, 0); // 1 + 4 = 5: ties worker 1
+        let loads = [6.0, 5.0, 5.0];
+        let decide = |order: &LoadOrder, loads: [f64; 3], holder: Option<f64>, skip: usize| {
+            let mut least = Least::default();
+            least.clear();
+            if let Some(cost) = holder {
+                least.offer(9, cost);
+            }
+            order.offer_within(&mut least, 1.0, |w| (w != skip).then(|| loads[w] + 1.0));
+            (least.cost, least.workers, least.offers)
+        };
+        assert_eq!(decide(&order, loads, None, 3), (6.0, vec![1, 2], 3));
+        // A holder at 2 leaves nobody else within reach: only the holder was costed.
+        assert_eq!(decide(&order, loads, Some(2.0), 3), (2.0, vec![9], 1));
+        // A holder at 6.5: workers 1 and 2 (cost 6) beat it, worker 0 (7) is out of reach.
+        assert_eq!(decide(&order, loads, Some(6.5), 3).1, vec![1, 2]);
+        // A worker passed over (a holder, or down) is never offered.
+        assert_eq!(decide(&order, loads, None, 1).1, vec![2]);
         order.set(0, 0, 0, 0);
-        let seen: Vec<usize> = order.ascending().map(|(_, w)| w).collect();
-        assert_eq!(seen, vec![0, 1, 2]);
-        assert_eq!(order.order.len(), 3, "one entry per worker");
+        assert_eq!(
+            decide(&order, [0.0, 5.0, 5.0], None, 3),
+            (1.0, vec![0], 1),
+            "worker 0 moved to the front: the rest are out of reach"
+        );
     }
 
     #[test]
