@@ -513,12 +513,12 @@ mod tests {
         for n in [1, 2, 3, 5, 8, 64, 65, 130, 512] {
             let mut tree = LoadTree::new(n);
             let mut loads = vec![0u64; n];
-            for w in 0..n {
+            for (w, load) in loads.iter_mut().enumerate() {
                 x = x
                     .wrapping_mul(6_364_136_223_846_793_005)
                     .wrapping_add(1_442_695_040_888_963_407);
-                loads[w] = (x >> 33) % 50;
-                tree.set(w, loads[w]);
+                *load = (x >> 33) % 50;
+                tree.set(w, *load);
             }
             for bound in [0, 10, 25, 49, 50] {
                 let mut seen = Vec::new();
