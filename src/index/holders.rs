@@ -62,37 +62,159 @@ pub(super) fn inline_remove(value: u64, i: u64) -> u64 {
     ids | (n << COUNT_SHIFT)
 }
 
-/// A free or new slot of `holders` holding exactly `workers`; returns the table value for it.
-pub(super) fn spill(
-    holders: &mut Vec<u64>,
-    free_slots: &mut Vec<u32>,
+/// The bit sets of blocks with more holders than fit inline, `words` words each, shared: blocks
+/// whose holders one event changed alike (a chain of blocks stored or evicted together, the
+/// common case along a shared prefix) point to one set, counted by how many table values name
+/// it, and a set named more than once is copied before it changes. So a walk along a prefix
+/// whose blocks have the same holders reads one set, and sees that each next block has the same
+/// value as the one before (the same holders: nobody drops out) without reading anything.
+#[derive(Clone, Debug, Default)]
+pub(super) struct SpilledSets {
     words: usize,
-    workers: impl IntoIterator<Item = usize>,
-) -> u64 {
-    let slot = match free_slots.pop() {
-        Some(slot) => slot,
-        None => {
-            let slot = u32::try_from(holders.len() / words)
-                .ok()
-                .filter(|&slot| slot < u32::MAX)
-                .expect("fewer than 2^32 - 1 spilled blocks");
-            holders.resize(holders.len() + words, 0);
-            slot
-        }
-    };
-    let value = SPILLED | u64::from(slot);
-    let set = set_mut(holders, words, value);
-    set.fill(0);
-    for worker in workers {
-        worker_set::insert(set, worker);
-    }
-    value
+    /// The sets, `words` words each, slot after slot.
+    bits: Vec<u64>,
+    /// How many table values name each slot (0: free).
+    refs: Vec<u32>,
+    free: Vec<u32>,
+    /// Within one update, the last value changed and what it became: a run of blocks with one
+    /// value (a set they share, or the same inline ids) gets one new value, a set copied once.
+    became: Option<(u64, u64)>,
 }
 
-/// The bit set a spilled `value` points to, mutably.
-pub(super) fn set_mut(holders: &mut [u64], words: usize, value: u64) -> &mut [u64] {
-    let start = value as u32 as usize * words;
-    &mut holders[start..start + words]
+impl SpilledSets {
+    /// No sets, of `words` words each.
+    pub(super) fn new(words: usize) -> Self {
+        SpilledSets {
+            words,
+            ..Default::default()
+        }
+    }
+
+    /// The set a spilled `value` names.
+    #[inline]
+    pub(super) fn set(&self, value: u64) -> &[u64] {
+        let start = value as u32 as usize * self.words;
+        &self.bits[start..start + self.words]
+    }
+
+    /// Slots in use or free (each `words` words).
+    #[cfg(test)]
+    pub(super) fn slots(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// Free slots.
+    #[cfg(test)]
+    pub(super) fn free_slots(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Bytes allocated.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.bits.capacity() * 8 + self.refs.capacity() * 4 + self.free.capacity() * 4
+    }
+
+    /// Starts an update (a store or a removal of one worker over a list of blocks).
+    pub(super) fn begin(&mut self) {
+        self.became = None;
+    }
+
+    /// A new set of exactly `workers`, named once; returns the table value for it.
+    fn new_set(&mut self, workers: impl IntoIterator<Item = usize>) -> u64 {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                let slot = u32::try_from(self.refs.len())
+                    .ok()
+                    .filter(|&slot| slot < u32::MAX)
+                    .expect("fewer than 2^32 - 1 spilled blocks");
+                self.bits.resize(self.bits.len() + self.words, 0);
+                self.refs.push(0);
+                slot
+            }
+        };
+        self.refs[slot as usize] = 1;
+        let value = SPILLED | u64::from(slot);
+        let start = slot as usize * self.words;
+        let set = &mut self.bits[start..start + self.words];
+        set.fill(0);
+        for worker in workers {
+            worker_set::insert(set, worker);
+        }
+        value
+    }
+
+    /// One table value no longer names the set of `value` (a spilled value, not `EVERYONE`).
+    pub(super) fn release(&mut self, value: u64) {
+        let slot = value as u32;
+        let refs = &mut self.refs[slot as usize];
+        *refs -= 1;
+        if *refs == 0 {
+            self.free.push(slot);
+        }
+    }
+
+    /// What a table value `old` becomes when `change` turns its holders into a new value
+    /// (inline ids, a set, `EVERYONE` or 0 for none), for each block of one update in turn: a
+    /// block with the value of the block changed before it gets the same result without
+    /// `change` (a run of blocks that shared a set shares its successor). A set named by
+    /// this block alone changes in place through `in_place` instead, which says what the value
+    /// became.
+    pub(super) fn update(
+        &mut self,
+        old: u64,
+        in_place: impl FnOnce(&mut [u64]) -> u64,
+        change: impl FnOnce(&mut Self) -> u64,
+    ) -> u64 {
+        if let Some((_, new)) = self.became.filter(|&(was, _)| was == old) {
+            self.name(new);
+            if old & SPILLED != 0 && old != EVERYONE {
+                self.release(old);
+            }
+            return new;
+        }
+        let spilled = old & SPILLED != 0 && old != EVERYONE;
+        let new = if spilled && self.refs[old as u32 as usize] == 1 {
+            let start = old as u32 as usize * self.words;
+            let new = in_place(&mut self.bits[start..start + self.words]);
+            if new != old {
+                self.release(old);
+            }
+            new
+        } else {
+            let new = change(self);
+            if spilled {
+                self.release(old);
+            }
+            new
+        };
+        self.became = Some((old, new));
+        new
+    }
+
+    /// One more table value names `value`, if it is a set.
+    fn name(&mut self, value: u64) {
+        if value & SPILLED != 0 && value != EVERYONE {
+            self.refs[value as u32 as usize] += 1;
+        }
+    }
+
+    /// A new set, a copy of `value`'s set that `edit` then changes, named once.
+    pub(super) fn copy(&mut self, value: u64, edit: impl FnOnce(&mut [u64])) -> u64 {
+        let new = self.new_set([]);
+        let (from, to) = (
+            value as u32 as usize * self.words,
+            new as u32 as usize * self.words,
+        );
+        self.bits.copy_within(from..from + self.words, to);
+        edit(&mut self.bits[to..to + self.words]);
+        new
+    }
+
+    /// A new set of `workers` (see [`SpilledSets::update`]'s `change`).
+    pub(super) fn spill(&mut self, workers: impl IntoIterator<Item = usize>) -> u64 {
+        self.new_set(workers)
+    }
 }
 
 /// Heap bytes of a std `HashMap` of `capacity` (as `HashMap::capacity` reports it) whose

@@ -11,10 +11,14 @@
 //!
 //! - with up to 64 workers the value *is* the bit set of holders;
 //! - with more, it holds up to three worker ids inline (most blocks have one holder), and a block
-//!   with a fourth holder moves to a bit set of its own ([`crate::worker_set`], one `u64` per 64
-//!   workers) in a side array, which the value then points to; a block every worker holds gives
-//!   its set back and is marked as held by everyone, so that a prefix shared cluster-wide costs
-//!   the walk one lookup per block at any worker count.
+//!   with a fourth holder moves to a bit set ([`crate::worker_set`], one `u64` per 64 workers) in
+//!   a side array, which the value then points to; a block every worker holds gives its set back
+//!   and is marked as held by everyone, so that a prefix shared cluster-wide costs the walk one
+//!   lookup per block at any worker count. Blocks whose holders one event changed alike (a chain
+//!   stored or evicted together) share one set, copied when one of them changes alone
+//!   (`holders.rs`, `SpilledSets`), and the walk passes a block with the value of the block
+//!   before it (the same holders) without reading its set: along a prefix that many workers
+//!   hold, one set read instead of one per block.
 //!
 //! The index stores no order of its own: nothing iterates the hash table into a result, so runs are
 //! deterministic whatever the table's layout.
@@ -43,10 +47,9 @@ pub struct KvIndex {
     /// Block name -> holders (see the module documentation).
     slots: HashMap<BlockHash, u64, BlockHashBuilder>,
     /// The bit sets of blocks with more holders than fit inline, `words` words each.
-    holders: Vec<u64>,
+    holders: SpilledSets,
     /// The set of every worker (`words` words): a spilled set equal to it becomes `EVERYONE`.
     everyone: Vec<u64>,
-    free_slots: Vec<u32>,
     entries: usize,
 }
 
@@ -61,9 +64,8 @@ impl KvIndex {
             words,
             inline: words > 1 && words * 64 <= 1 << ID_BITS,
             slots: HashMap::default(),
-            holders: Vec::new(),
+            holders: SpilledSets::new(words),
             everyone,
-            free_slots: Vec::new(),
             entries: 0,
         }
     }
@@ -83,7 +85,7 @@ impl KvIndex {
         self.entries
     }
 
-    /// Heap bytes used by the index: the table, the spilled holder sets and their free list.
+    /// Heap bytes used by the index: the table, the spilled holder sets and their bookkeeping.
     ///
     /// The table (std's `HashMap`, hashbrown) has a power-of-two number of buckets, at most 7/8
     /// full; each bucket holds one 16-byte (name, holders) pair and one control byte, and the
@@ -93,8 +95,7 @@ impl KvIndex {
         table_bytes(
             self.slots.capacity(),
             std::mem::size_of::<(BlockHash, u64)>(),
-        ) + self.holders.capacity() * 8
-            + self.free_slots.capacity() * 4
+        ) + self.holders.heap_bytes()
     }
 
     /// Records that `worker` holds every block in `blocks`.
@@ -113,7 +114,6 @@ impl KvIndex {
             slots,
             holders,
             everyone,
-            free_slots,
             entries,
             ..
         } = self;
@@ -126,47 +126,46 @@ impl KvIndex {
             }
             return;
         }
+        holders.begin();
         for &block in blocks {
-            match slots.entry(block) {
-                Entry::Vacant(vacant) => {
-                    let value = if *inline {
-                        inline_push(0, worker)
-                    } else {
-                        spill(holders, free_slots, *words, [worker])
-                    };
-                    vacant.insert(value);
-                    *entries += 1;
+            let value = slots.entry(block).or_insert(0);
+            let old = *value;
+            let holds = match old {
+                0 => false,
+                EVERYONE => worker_set::contains(everyone, worker),
+                v if v & SPILLED != 0 => worker_set::contains(holders.set(v), worker),
+                v => inline_has(v, worker),
+            };
+            if holds {
+                continue;
+            }
+            *entries += 1;
+            // A set this block alone names takes the worker in place (and is given back when
+            // it is then everyone).
+            let in_place = |set: &mut [u64]| {
+                worker_set::insert(set, worker);
+                if set == everyone.as_slice() {
+                    EVERYONE
+                } else {
+                    old
                 }
-                Entry::Occupied(mut occupied) => {
-                    let value = occupied.get_mut();
-                    if *value == EVERYONE {
-                        if !worker_set::contains(everyone, worker) {
-                            // A worker past the count: a set again, of everyone and it.
-                            let ids = worker_set::iter(everyone).chain([worker]);
-                            *value = spill(holders, free_slots, *words, ids);
-                            *entries += 1;
-                        }
-                    } else if *value & SPILLED != 0 {
-                        let set = set_mut(holders, *words, *value);
-                        if !worker_set::contains(set, worker) {
-                            worker_set::insert(set, worker);
-                            *entries += 1;
-                            if set == everyone.as_slice() {
-                                free_slots.push(*value as u32);
-                                *value = EVERYONE;
-                            }
-                        }
-                    } else if !inline_has(*value, worker) {
-                        *value = if inline_count(*value) < INLINE_MAX {
-                            inline_push(*value, worker)
-                        } else {
-                            let ids = inline_ids(*value).chain([worker]);
-                            spill(holders, free_slots, *words, ids)
-                        };
-                        *entries += 1;
+            };
+            *value = holders.update(old, in_place, |sets| match old {
+                0 if *inline => inline_push(0, worker),
+                // A worker past the count: a set again, of everyone and it.
+                EVERYONE => sets.spill(worker_set::iter(everyone).chain([worker])),
+                v if v & SPILLED != 0 => {
+                    let new = sets.copy(v, |set| worker_set::insert(set, worker));
+                    if sets.set(new) == everyone.as_slice() {
+                        sets.release(new);
+                        EVERYONE
+                    } else {
+                        new
                     }
                 }
-            }
+                v if v != 0 && inline_count(v) < INLINE_MAX => inline_push(v, worker),
+                v => sets.spill(inline_ids(v).chain([worker])),
+            });
         }
     }
 
@@ -180,51 +179,62 @@ impl KvIndex {
             slots,
             holders,
             everyone,
-            free_slots,
             entries,
             ..
         } = self;
+        holders.begin();
         for block in blocks {
             // One probe: the entry is removed through the same handle when it empties.
             let Entry::Occupied(mut occupied) = slots.entry(*block) else {
                 continue;
             };
             let value = occupied.get_mut();
-            let emptied = if *words == 1 {
+            let old = *value;
+            if *words == 1 {
                 let bit = 1u64 << worker;
-                if *value & bit == 0 {
+                if old & bit == 0 {
                     continue;
                 }
                 *value &= !bit;
-                *value == 0
-            } else if *value == EVERYONE {
-                if !worker_set::contains(everyone, worker) {
-                    continue;
-                }
-                let ids = worker_set::iter(everyone).filter(|&w| w != worker);
-                *value = spill(holders, free_slots, *words, ids);
-                false
-            } else if *value & SPILLED != 0 {
-                let set = set_mut(holders, *words, *value);
-                if !worker_set::contains(set, worker) {
-                    continue;
-                }
-                worker_set::remove(set, worker);
-                let emptied = worker_set::is_empty(set);
-                if emptied {
-                    free_slots.push(*value as u32);
-                }
-                emptied
             } else {
-                let Some(i) = (0..inline_count(*value)).find(|&i| inline_id(*value, i) == worker)
-                else {
-                    continue;
+                let holds = match old {
+                    EVERYONE => worker_set::contains(everyone, worker),
+                    v if v & SPILLED != 0 => worker_set::contains(holders.set(v), worker),
+                    v => inline_has(v, worker),
                 };
-                *value = inline_remove(*value, i);
-                inline_count(*value) == 0
-            };
+                if !holds {
+                    continue;
+                }
+                let in_place = |set: &mut [u64]| {
+                    worker_set::remove(set, worker);
+                    if worker_set::is_empty(set) {
+                        0
+                    } else {
+                        old
+                    }
+                };
+                *value = holders.update(old, in_place, |sets| match old {
+                    EVERYONE => sets.spill(worker_set::iter(everyone).filter(|&w| w != worker)),
+                    v if v & SPILLED != 0 => {
+                        let new = sets.copy(v, |set| worker_set::remove(set, worker));
+                        if worker_set::is_empty(sets.set(new)) {
+                            sets.release(new);
+                            0
+                        } else {
+                            new
+                        }
+                    }
+                    v => {
+                        let i = (0..inline_count(v))
+                            .find(|&i| inline_id(v, i) == worker)
+                            .expect("held");
+                        inline_remove(v, i)
+                    }
+                });
+            }
             *entries -= 1;
-            if emptied {
+            // No holder left (a bit set, inline ids or a set emptied).
+            if *value == 0 {
                 occupied.remove();
             }
         }
@@ -282,9 +292,9 @@ impl KvIndex {
     }
 
     /// The bit set a spilled `value` points to.
+    #[inline]
     fn set(&self, value: u64) -> &[u64] {
-        let start = value as u32 as usize * self.words;
-        &self.holders[start..start + self.words]
+        self.holders.set(value)
     }
 }
 
@@ -451,8 +461,8 @@ mod tests {
             assert_eq!(index.entries(), entries);
         }
         // Some blocks spilled; at most one set per block exists at once, and freed ones are reused.
-        assert!(!index.holders.is_empty());
-        assert!(index.holders.len() <= req.len() * index.words);
+        assert!(index.holders.slots() > 0);
+        assert!(index.holders.slots() <= req.len());
     }
 
     #[test]
@@ -522,6 +532,56 @@ mod tests {
     }
 
     #[test]
+    fn blocks_changed_together_share_a_set_until_one_of_them_changes_alone() {
+        // 100 workers: a chain held by workers 0 to 4 spills at the fourth, all eight blocks
+        // into one set; worker 2 then evicts the middle of it, which gets a copy of its own.
+        let mut index = KvIndex::new(100);
+        let req = names(21, 8);
+        for w in 0..5 {
+            index.store(w, &req);
+        }
+        let value = index.slots[&req[0]];
+        assert!(value & SPILLED != 0);
+        assert!(req.iter().all(|b| index.slots[b] == value), "one set");
+        index.remove(2, &req[3..6]);
+        let middle = index.slots[&req[3]];
+        assert!(middle != value && req[3..6].iter().all(|b| index.slots[b] == middle));
+        assert!(req[..3]
+            .iter()
+            .chain(&req[6..])
+            .all(|b| index.slots[b] == value));
+        for (i, b) in req.iter().enumerate() {
+            for w in 0..6 {
+                let held = w < 5 && !(w == 2 && (3..6).contains(&i));
+                assert_eq!(index.holds(w, *b), held, "worker {w} block {i}");
+            }
+        }
+        let mut overlaps = Vec::new();
+        assert_eq!(
+            index.overlaps(&req, &mut MatchScratch::default(), &mut overlaps),
+            8
+        );
+        assert_eq!(&overlaps[..6], &[8, 8, 3, 8, 8, 0]);
+        holders_agree(&index, &req, &overlaps);
+        assert_eq!(index.entries(), 5 * 8 - 3);
+        // Worker 2 stores them again: the middle set becomes the outer one's equal, a set of
+        // its own still (sets are not merged), and the walk passes both.
+        index.store(2, &req[3..6]);
+        assert_eq!(
+            index.overlaps(&req, &mut MatchScratch::default(), &mut overlaps),
+            8
+        );
+        assert_eq!(&overlaps[..6], &[8, 8, 8, 8, 8, 0]);
+        // Everyone leaves: no entry and no set in use.
+        for w in 0..5 {
+            index.remove(w, &req);
+        }
+        assert_eq!(index.entries(), 0);
+        assert!(index.slots.is_empty());
+        assert_eq!(index.holders.free_slots(), index.holders.slots());
+    }
+
+    #[test]
     fn a_block_everyone_holds_gives_its_set_back() {
         let mut index = KvIndex::new(100);
         let req = names(12, 3);
@@ -529,7 +589,15 @@ mod tests {
             index.store(w, &req);
         }
         assert!(req.iter().all(|b| index.slots[b] == EVERYONE));
-        assert_eq!(index.free_slots.len(), 3, "the three sets are free again");
+        // The three blocks gained their holders together: one set named by all three (copied to
+        // a second slot as each worker joined, the first then given back), and none once they
+        // held everyone.
+        assert_eq!(
+            index.holders.slots(),
+            2,
+            "one set for the three blocks, and its copy"
+        );
+        assert_eq!(index.holders.free_slots(), 2, "the sets are free again");
         assert_eq!(index.entries(), 300);
         index.remove(42, &req[1..2]);
         let mut overlaps = Vec::new();

@@ -182,6 +182,8 @@ impl KvIndex {
         worker_set::fill_all(&mut scratch.active, self.n_workers);
         scratch.active_len = UNCOUNTED;
         let mut depth = 0;
+        // The value of the block before (no value is all ones).
+        let mut before = u64::MAX;
         // Phase 1: candidates as a bit set.
         let (mut ids, mut len) = loop {
             let Some(block) = hashes.next() else {
@@ -190,11 +192,13 @@ impl KvIndex {
             let Some(&value) = self.slots.get(&block) else {
                 return depth;
             };
-            if value == EVERYONE {
-                // Every candidate holds it: nothing to intersect.
+            if value == EVERYONE || value == before {
+                // Every candidate holds it (the candidates are among the holders of the block
+                // before, and a set its blocks share is their holders): nothing to intersect.
                 depth += 1;
                 continue;
             }
+            before = value;
             if value & SPILLED != 0 {
                 let held = self.set(value);
                 // Whether a candidate drops out here: along a shared prefix, rarely. When none
