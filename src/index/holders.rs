@@ -109,6 +109,32 @@ impl SpilledSets {
         self.free.len()
     }
 
+    /// Checks the counts against the table's `values` (every value of the table): each slot
+    /// is named exactly as often as its count says, and the free slots are those named by none,
+    /// each once.
+    #[cfg(test)]
+    pub(super) fn check_counts(&self, values: impl IntoIterator<Item = u64>) {
+        let mut named = vec![0u32; self.refs.len()];
+        for value in values {
+            if value & SPILLED != 0 && value != EVERYONE {
+                named[value as u32 as usize] += 1;
+            }
+        }
+        assert_eq!(
+            named, self.refs,
+            "each set's count is how many values name it"
+        );
+        let mut free = self.free.clone();
+        free.sort_unstable();
+        let unnamed: Vec<u32> = (0..self.refs.len() as u32)
+            .filter(|&slot| self.refs[slot as usize] == 0)
+            .collect();
+        assert_eq!(
+            free, unnamed,
+            "the free slots are the unnamed ones, each once"
+        );
+    }
+
     /// Bytes allocated.
     pub(super) fn heap_bytes(&self) -> usize {
         self.bits.capacity() * 8 + self.refs.capacity() * 4 + self.free.capacity() * 4

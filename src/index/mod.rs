@@ -532,6 +532,133 @@ mod tests {
     }
 
     #[test]
+    fn shared_sets_agree_with_a_reference_under_any_updates() {
+        // Chains stored and evicted together (so that runs of blocks share sets), single
+        // blocks, repeated and reordered lists, clears, workers past the count, blocks everyone
+        // holds, and (past 2^20 workers) no inline ids: every (worker, block) against
+        // per-worker sets, the walks against the reference overlaps, every set's count against
+        // the values that name it.
+        use std::collections::HashSet;
+        for (workers, steps) in [(65, 300), (130, 250), ((1 << 20) + 1, 40)] {
+            let words = worker_set::words_for(workers);
+            let mut index = KvIndex::new(workers);
+            let req = names(31, 8);
+            let other = names(32, 4);
+            let all: Vec<BlockHash> = req.iter().chain(&other).copied().collect();
+            // A few workers often (sets of 4 to 8 shared along the chain), one past the count
+            // (when the word has room), and now and then every worker, for EVERYONE.
+            let mut pool: Vec<usize> = vec![0, 1, 2, 3, 7, workers - 1, 64];
+            if workers < words * 64 {
+                pool.push(words * 64 - 1);
+            }
+            let mut reference: HashMap<usize, HashSet<BlockHash>> = HashMap::new();
+            let (mut everyone_seen, mut shared_seen) = (0, 0);
+            let mut x: u64 = workers as u64;
+            let mut rand = |m: usize| {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (x >> 33) as usize % m
+            };
+            for step in 0..steps {
+                let w = if workers <= 130 && rand(3) == 0 {
+                    rand(workers)
+                } else {
+                    pool[rand(pool.len())]
+                };
+                let blocks: Vec<BlockHash> = match rand(4) {
+                    0 | 1 => {
+                        let from = rand(req.len());
+                        req[from..from + 1 + rand(req.len() - from)].to_vec()
+                    }
+                    2 => (0..1 + rand(6)).map(|_| all[rand(all.len())]).collect(),
+                    _ => all.clone(),
+                };
+                if workers <= 130 && rand(20) == 0 {
+                    // Every worker stores the list (in a random order of workers, some twice).
+                    for v in (0..workers).map(|v| (v * 37 + step) % workers) {
+                        index.store(v, &blocks);
+                        reference.entry(v).or_default().extend(&blocks);
+                    }
+                }
+                let held = reference.entry(w).or_default();
+                match rand(10) {
+                    0..=5 => {
+                        index.store(w, &blocks);
+                        held.extend(&blocks);
+                    }
+                    6..=8 => {
+                        index.remove(w, &blocks);
+                        blocks.iter().for_each(|b| {
+                            held.remove(b);
+                        });
+                    }
+                    _ => {
+                        index.clear_worker(w);
+                        held.clear();
+                    }
+                }
+                index.holders.check_counts(index.slots.values().copied());
+                everyone_seen += usize::from(index.slots.values().any(|&v| v == EVERYONE));
+                let mut sets: Vec<u64> = (index.slots.values().copied())
+                    .filter(|&v| v & SPILLED != 0 && v != EVERYONE)
+                    .collect();
+                sets.sort_unstable();
+                shared_seen += usize::from(sets.windows(2).any(|p| p[0] == p[1]));
+                let entries: usize = reference.values().map(HashSet::len).sum();
+                assert_eq!(index.entries(), entries, "{workers} step {step}");
+                let held_by =
+                    |w: usize, b: &BlockHash| reference.get(&w).is_some_and(|s| s.contains(b));
+                let checked: Vec<usize> = if step % 25 == 0 {
+                    reference.keys().copied().collect()
+                } else {
+                    pool.iter().copied().chain([w]).collect()
+                };
+                for b in &all {
+                    for &w in &checked {
+                        assert_eq!(index.holds(w, *b), held_by(w, b), "{workers} step {step}");
+                    }
+                    assert_eq!(
+                        index.anyone_holds(*b),
+                        reference.values().any(|s| s.contains(b))
+                    );
+                }
+                if workers > 1 << 20 && step + 1 < steps {
+                    continue; // a walk over a million workers: once, at the end
+                }
+                for walked in [&req[..], &all[..], &all[2..], &[req[3], req[3], req[0]][..]] {
+                    let mut expected = vec![0; workers];
+                    for (&w, held) in &reference {
+                        if w < workers {
+                            expected[w] = walked.iter().take_while(|b| held.contains(b)).count();
+                        }
+                    }
+                    let mut overlaps = Vec::new();
+                    let depth = index.overlaps(walked, &mut MatchScratch::default(), &mut overlaps);
+                    assert_eq!(overlaps, expected, "{workers} step {step}");
+                    let deepest = *expected.iter().max().unwrap();
+                    assert_eq!(depth, deepest);
+                    holders_agree(&index, walked, &expected);
+                    let mut scratch = MatchScratch::default();
+                    assert_eq!(index.find_matches(walked, &mut scratch), deepest);
+                    let best: Vec<usize> = scratch.best().collect();
+                    let want: Vec<usize> =
+                        (0..workers).filter(|&w| expected[w] == deepest).collect();
+                    assert_eq!(best, want, "{workers} step {step}");
+                    assert_eq!(scratch.best_count(), want.len());
+                }
+            }
+            assert!(
+                shared_seen > steps / 10,
+                "{workers}: {shared_seen} steps with a shared set"
+            );
+            if workers <= 130 {
+                assert!(everyone_seen > 0, "{workers}: a block held by everyone");
+            }
+        }
+    }
+
+    #[test]
     fn blocks_changed_together_share_a_set_until_one_of_them_changes_alone() {
         // 100 workers: a chain held by workers 0 to 4 spills at the fourth, all eight blocks
         // into one set; worker 2 then evicts the middle of it, which gets a copy of its own.
