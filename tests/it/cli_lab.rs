@@ -267,23 +267,37 @@ fn lab_with_bad_measurements_writes_nothing() {
     assert!(!out.exists());
 }
 
-/// A folder where a later artefact goes (events.json) fails the command before the earlier ones
-/// are written: an earlier run's modes.json is left as it was, not replaced beside a failure.
-#[test]
-fn lab_with_an_unwritable_artefact_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("lab");
-    std::fs::create_dir_all(out.join("events.json")).unwrap();
+/// `lab --out DIR` plus `extra`, with a folder named `folder` in DIR and an earlier run's
+/// modes.json: the command is refused naming the folder, and modes.json is left as it was.
+/// Returns DIR.
+fn lab_refused_for_a_folder_named(
+    dir: &std::path::Path,
+    folder: &str,
+    extra: &[&str],
+) -> std::path::PathBuf {
+    let out = dir.join("lab");
+    std::fs::create_dir_all(out.join(folder)).unwrap();
     std::fs::write(out.join("modes.json"), "earlier\n").unwrap();
-    let line = bad(&["lab", "--out", out.to_str().unwrap(), "--seed", "7"]);
+    let mut args = vec!["lab", "--out", out.to_str().unwrap()];
+    args.extend(extra);
+    let line = bad(&args);
     assert!(
-        line.contains("events.json: is a folder, not a file"),
+        line.contains(&format!("{folder}: is a folder, not a file")),
         "{line}"
     );
     assert_eq!(
         std::fs::read_to_string(out.join("modes.json")).unwrap(),
         "earlier\n"
     );
+    out
+}
+
+/// A folder where a later artefact goes (events.json) fails the command before the earlier ones
+/// are written: an earlier run's modes.json is left as it was, not replaced beside a failure.
+#[test]
+fn lab_with_an_unwritable_artefact_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = lab_refused_for_a_folder_named(dir.path(), "events.json", &["--seed", "7"]);
     assert!(!out.join("kvcost.json").exists());
 }
 
@@ -292,17 +306,6 @@ fn lab_with_an_unwritable_artefact_changes_nothing() {
 #[test]
 fn lab_refuses_a_folder_for_measured_json_before_writing() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("lab");
-    std::fs::create_dir_all(out.join("measured.json")).unwrap();
-    std::fs::write(out.join("modes.json"), "earlier\n").unwrap();
-    let line = bad(&["lab", "--out", out.to_str().unwrap()]);
-    assert!(
-        line.contains("measured.json: is a folder, not a file"),
-        "{line}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(out.join("modes.json")).unwrap(),
-        "earlier\n"
-    );
+    let out = lab_refused_for_a_folder_named(dir.path(), "measured.json", &[]);
     assert!(!out.join("events.json").exists());
 }

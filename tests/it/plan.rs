@@ -243,13 +243,17 @@ fn plan_refuses_unclear_questions_in_one_line() {
             "is not KEY<=VALUE",
         ),
     ];
-    for (extra, needle) in cases {
-        let mut args = vec!["plan", &s, "--out", o];
+    // `plan INPUT --out o`, the SLA unless `extra` gives its own, then `extra`: refused.
+    let refused = |input: &str, extra: &[&str]| {
+        let mut args = vec!["plan", input, "--out", o];
         if !extra.contains(&"--sla") {
             args.extend(["--sla", "ttft_p90_ms<=100"]);
         }
         args.extend(extra);
-        let line = bad(&args);
+        bad(&args)
+    };
+    for (extra, needle) in cases {
+        let line = refused(&s, extra);
         assert!(line.contains(needle), "{line}");
     }
     assert!(!out.exists() || out.is_dir(), "no half-written output");
@@ -260,16 +264,7 @@ fn plan_refuses_unclear_questions_in_one_line() {
         "closed.toml",
         &SCENARIO.replace("[workload]\n", "[workload]\nconcurrency = 4\n"),
     );
-    let line = bad(&[
-        "plan",
-        &closed,
-        "--out",
-        o,
-        "--sla",
-        "ttft_p90_ms<=100",
-        "--load",
-        "1..8",
-    ]);
+    let line = refused(&closed, &["--load", "1..8"]);
     assert!(line.contains("--load: a closed-loop workload"), "{line}");
     // A bad trace row is the trace's, at its line, not the range's.
     let trace = write(
@@ -278,16 +273,7 @@ fn plan_refuses_unclear_questions_in_one_line() {
         "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [1]}\n\
          {\"timestamp\": 0, \"input_length\": 40160\n",
     );
-    let line = bad(&[
-        "plan",
-        &trace,
-        "--out",
-        o,
-        "--sla",
-        "ttft_p90_ms<=100",
-        "--workers",
-        "1..4",
-    ]);
+    let line = refused(&trace, &["--workers", "1..4"]);
     assert!(
         line.starts_with(&format!("dynsim: {trace}:2: line: invalid JSON")),
         "{line}"
@@ -301,16 +287,7 @@ fn plan_refuses_unclear_questions_in_one_line() {
             "{SCENARIO}\n[[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 100.0\ndown_ms = 50.0\n"
         ),
     );
-    let line = bad(&[
-        "plan",
-        &faulty,
-        "--out",
-        o,
-        "--sla",
-        "ttft_p90_ms<=100",
-        "--workers",
-        "1..4",
-    ]);
+    let line = refused(&faulty, &["--workers", "1..4"]);
     assert!(
         line.starts_with("dynsim: --workers: at ")
             && line.contains(&format!("of the range, faults[0].worker = 1 ({faulty}:"))
@@ -319,18 +296,7 @@ fn plan_refuses_unclear_questions_in_one_line() {
     );
     // Flags that only describe a trace input are refused with a scenario, not ignored.
     for (flag, value) in [("--scenario", s.as_str()), ("--format", "azure")] {
-        let line = bad(&[
-            "plan",
-            &s,
-            "--out",
-            o,
-            "--sla",
-            "ttft_p90_ms<=100",
-            "--workers",
-            "1..4",
-            flag,
-            value,
-        ]);
+        let line = refused(&s, &["--workers", "1..4", flag, value]);
         assert!(
             line.contains(flag) && line.contains("only with a trace input"),
             "{line}"
