@@ -62,6 +62,24 @@ pub(super) fn inline_remove(value: u64, i: u64) -> u64 {
     ids | (n << COUNT_SHIFT)
 }
 
+/// Whether a table value (past 64 workers) names a slot of [`SpilledSets`].
+pub(super) fn is_set(value: u64) -> bool {
+    value & SPILLED != 0 && value != EVERYONE
+}
+
+/// Whether a table value past 64 workers lists `worker` (below the index's word count), given
+/// the index's set of every worker and its spilled sets: the one test of membership that
+/// matching, storing and removing share.
+pub(super) fn lists(value: u64, worker: usize, everyone: &[u64], sets: &SpilledSets) -> bool {
+    if value == EVERYONE {
+        worker_set::contains(everyone, worker)
+    } else if value & SPILLED != 0 {
+        worker_set::contains(sets.set(value), worker)
+    } else {
+        inline_has(value, worker)
+    }
+}
+
 /// The bit sets of blocks with more holders than fit inline, `words` words each, shared: blocks
 /// whose holders one event changed alike (a chain of blocks stored or evicted together, the
 /// common case along a shared prefix) point to one set, counted by how many table values name
@@ -115,10 +133,8 @@ impl SpilledSets {
     #[cfg(test)]
     pub(super) fn check_counts(&self, values: impl IntoIterator<Item = u64>) {
         let mut named = vec![0u32; self.refs.len()];
-        for value in values {
-            if value & SPILLED != 0 && value != EVERYONE {
-                named[value as u32 as usize] += 1;
-            }
+        for value in values.into_iter().filter(|&v| is_set(v)) {
+            named[value as u32 as usize] += 1;
         }
         assert_eq!(
             named, self.refs,
@@ -146,7 +162,7 @@ impl SpilledSets {
     }
 
     /// A new set of exactly `workers`, named once; returns the table value for it.
-    fn new_set(&mut self, workers: impl IntoIterator<Item = usize>) -> u64 {
+    pub(super) fn spill(&mut self, workers: impl IntoIterator<Item = usize>) -> u64 {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -170,7 +186,7 @@ impl SpilledSets {
         value
     }
 
-    /// One table value no longer names the set of `value` (a spilled value, not `EVERYONE`).
+    /// One table value no longer names the set of `value` ([`is_set`]).
     pub(super) fn release(&mut self, value: u64) {
         let slot = value as u32;
         let refs = &mut self.refs[slot as usize];
@@ -192,14 +208,16 @@ impl SpilledSets {
         in_place: impl FnOnce(&mut [u64]) -> u64,
         change: impl FnOnce(&mut Self) -> u64,
     ) -> u64 {
+        let spilled = is_set(old);
         if let Some((_, new)) = self.became.filter(|&(was, _)| was == old) {
-            self.name(new);
-            if old & SPILLED != 0 && old != EVERYONE {
+            if is_set(new) {
+                self.refs[new as u32 as usize] += 1;
+            }
+            if spilled {
                 self.release(old);
             }
             return new;
         }
-        let spilled = old & SPILLED != 0 && old != EVERYONE;
         let new = if spilled && self.refs[old as u32 as usize] == 1 {
             let start = old as u32 as usize * self.words;
             let new = in_place(&mut self.bits[start..start + self.words]);
@@ -218,16 +236,9 @@ impl SpilledSets {
         new
     }
 
-    /// One more table value names `value`, if it is a set.
-    fn name(&mut self, value: u64) {
-        if value & SPILLED != 0 && value != EVERYONE {
-            self.refs[value as u32 as usize] += 1;
-        }
-    }
-
     /// A new set, a copy of `value`'s set that `edit` then changes, named once.
     pub(super) fn copy(&mut self, value: u64, edit: impl FnOnce(&mut [u64])) -> u64 {
-        let new = self.new_set([]);
+        let new = self.spill([]);
         let (from, to) = (
             value as u32 as usize * self.words,
             new as u32 as usize * self.words,
@@ -235,11 +246,6 @@ impl SpilledSets {
         self.bits.copy_within(from..from + self.words, to);
         edit(&mut self.bits[to..to + self.words]);
         new
-    }
-
-    /// A new set of `workers` (see [`SpilledSets::update`]'s `change`).
-    pub(super) fn spill(&mut self, workers: impl IntoIterator<Item = usize>) -> u64 {
-        self.new_set(workers)
     }
 }
 

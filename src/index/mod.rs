@@ -128,15 +128,10 @@ impl KvIndex {
         }
         holders.begin();
         for &block in blocks {
+            // 0: a new block (no inline ids).
             let value = slots.entry(block).or_insert(0);
             let old = *value;
-            let holds = match old {
-                0 => false,
-                EVERYONE => worker_set::contains(everyone, worker),
-                v if v & SPILLED != 0 => worker_set::contains(holders.set(v), worker),
-                v => inline_has(v, worker),
-            };
-            if holds {
+            if lists(old, worker, everyone, holders) {
                 continue;
             }
             *entries += 1;
@@ -197,12 +192,7 @@ impl KvIndex {
                 }
                 *value &= !bit;
             } else {
-                let holds = match old {
-                    EVERYONE => worker_set::contains(everyone, worker),
-                    v if v & SPILLED != 0 => worker_set::contains(holders.set(v), worker),
-                    v => inline_has(v, worker),
-                };
-                if !holds {
+                if !lists(old, worker, everyone, holders) {
                     continue;
                 }
                 let in_place = |set: &mut [u64]| {
@@ -282,12 +272,8 @@ impl KvIndex {
             false
         } else if self.words == 1 {
             value & (1u64 << worker) != 0
-        } else if value == EVERYONE {
-            worker < self.n_workers
-        } else if value & SPILLED != 0 {
-            worker_set::contains(self.set(value), worker)
         } else {
-            inline_has(value, worker)
+            lists(value, worker, &self.everyone, &self.holders)
         }
     }
 
