@@ -63,6 +63,7 @@ pub(super) fn inline_remove(value: u64, i: u64) -> u64 {
 }
 
 /// Whether a table value (past 64 workers) names a slot of [`SpilledSets`].
+#[inline]
 pub(super) fn is_set(value: u64) -> bool {
     value & SPILLED != 0 && value != EVERYONE
 }
@@ -70,6 +71,7 @@ pub(super) fn is_set(value: u64) -> bool {
 /// Whether a table value past 64 workers lists `worker` (below the index's word count), given
 /// the index's set of every worker and its spilled sets: the one test of membership that
 /// matching, storing and removing share.
+#[inline]
 pub(super) fn lists(value: u64, worker: usize, everyone: &[u64], sets: &SpilledSets) -> bool {
     if value == EVERYONE {
         worker_set::contains(everyone, worker)
