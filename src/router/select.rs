@@ -370,8 +370,9 @@ impl LoadTree {
         keep: impl Fn(&S, u64) -> bool,
         mut visit: impl FnMut(&mut S, usize, u64),
     ) {
-        // Depth-first, left child first; the stack holds at most one node per level plus one.
-        let mut stack = [0usize; 66];
+        // Depth-first, left child first. The stack holds at most one waiting right child per
+        // level plus the node in hand: at most 34 (fewer than 2^32 workers, 33 levels).
+        let mut stack = [0usize; 34];
         stack[0] = 1;
         let mut top = 1;
         while top > 0 {

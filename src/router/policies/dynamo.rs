@@ -50,8 +50,9 @@
 //! up, a decision does not cost every worker: it costs the workers holding a prefix of the
 //! prompt (listed by both indexes' walks, `KvIndex::holder_overlaps`), then those of the others
 //! whose load could still reach the least cost, found in a tree of the loads
-//! (`dynamo/by_load.rs`). The least cost, its ties and the draw among them are the scan's (a unit test compares every decision of a 130-worker run under three settings;
-//! debug runs compare every decision). On the cluster-scale workload at 512 workers that took
+//! (`dynamo/by_load.rs`). The least cost, its ties and the draw among them are the scan's (a
+//! unit test compares every decision of a 130-worker run under three settings; debug runs
+//! compare every decision). On the cluster-scale workload at 512 workers that took
 //! the instructions per request from 142,500 to 111,200 (docs/BENCHMARKS.md, "Deciding without
 //! costing every worker").
 //!

@@ -13,10 +13,11 @@
 //!
 //! where only `load` is the worker's. Among such workers the cost grows with the load, so a
 //! decision visits only those whose load could put their cost at the least cost found so far
-//! (a tree of the loads skips every subtree whose least load is beyond it). The cost of each worker it visits is computed by the same
-//! float formula as the full scan, and the stop keeps a relative margin of 10⁻⁹ (rounding moves a
-//! cost by a few parts in 10¹⁶), so the least cost, its ties and the seeded draw among them are
-//! the full scan's exactly (debug runs check every decision against the full scan).
+//! (a tree of the loads skips every subtree whose least load is beyond it). The cost of each
+//! worker it visits is computed by the same float formula as the full scan, and the bound keeps
+//! a relative margin of 10⁻⁹ (rounding moves a cost by a few parts in 10¹⁶), so the least cost,
+//! its ties and the seeded draw among them are the full scan's exactly (debug runs check every
+//! decision against the full scan).
 //!
 //! Dynamo's selector (`scheduling/selector/reference.rs` in `dynamo-kv-router` 1.6.1) costs every
 //! worker on every decision; this is the same choice found with less work, not a different rule.
