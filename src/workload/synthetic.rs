@@ -429,13 +429,8 @@ impl SyntheticStream {
             Arrival::Fixed => (session + 1) as f64 * gap_ns,
         };
         self.session += 1;
-        let mut prompt: Vec<u32> = if build {
-            (0..p.shared_prefix_tokens)
-                .map(|j| (g as u32).wrapping_mul(1_000_003).wrapping_add(j))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // Filled at the first turn, once its length is drawn: one allocation for a single turn.
+        let mut prompt: Vec<u32> = Vec::new();
         let mut prompt_len = u64::from(p.shared_prefix_tokens);
         let fresh = &mut self.fresh;
         let mut fresh_tokens = |n: u32, out: &mut Vec<u32>| {
@@ -449,8 +444,20 @@ impl SyntheticStream {
         let mut last_output = 0;
         let mut out: Vec<RequestSpec> = Vec::new();
         for turn in 0..turns.min(p.requests - self.made) {
-            fresh_tokens(last_output, &mut prompt);
             let input = p.input.sample(rng);
+            if build {
+                let more = last_output as usize + input as usize;
+                if turn == 0 {
+                    prompt.reserve_exact(p.shared_prefix_tokens as usize + more);
+                    prompt.extend(
+                        (0..p.shared_prefix_tokens)
+                            .map(|j| (g as u32).wrapping_mul(1_000_003).wrapping_add(j)),
+                    );
+                } else {
+                    prompt.reserve(more);
+                }
+            }
+            fresh_tokens(last_output, &mut prompt);
             fresh_tokens(input, &mut prompt);
             prompt_len += u64::from(last_output) + u64::from(input);
             last_output = p.output.sample(rng);
