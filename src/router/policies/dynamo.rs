@@ -424,8 +424,12 @@ impl Dynamo {
         let loads = &self.loads;
         let least = &mut self.least;
         least.clear();
+        // Decisions come here only when every worker is up: then nobody's state is read to
+        // skip nobody.
+        let all_up = book.all_up();
+        let up = |w: usize| all_up || book.up(w);
         for &(w, overlap, depth) in &prefixed.entries {
-            if book.up(w) {
+            if up(w) {
                 let c = loads.counters[w];
                 let cost = terms.cost(c.prefill_tokens, overlap, None, c.held, depth, c.requests);
                 least.offer(w, cost);
@@ -436,7 +440,7 @@ impl Dynamo {
         self.by_load
             .as_ref()?
             .offer_within(least, prompt_part, |w| {
-                (book.up(w) && prefixed.get(w).is_none()).then(|| {
+                (up(w) && prefixed.get(w).is_none()).then(|| {
                     let c = loads.counters[w];
                     terms.cost(c.prefill_tokens, 0, None, c.held, 0, c.requests)
                 })
