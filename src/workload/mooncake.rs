@@ -86,6 +86,109 @@ fn parse_row(
     trace_block_size: usize,
     arena: &mut Vec<u64>,
 ) -> Result<RawRow> {
+    match typed_row(n, line, trace_block_size, arena) {
+        Some(row) => Ok(row),
+        None => parse_row_as_tree(path, n, line, trace_block_size, arena),
+    }
+}
+
+/// A row with the fields the published traces write, each of the type they write it in,
+/// deserialized straight from the text: no JSON tree is built.
+#[derive(serde::Deserialize)]
+struct TypedRow {
+    timestamp: f64,
+    input_length: u32,
+    output_length: u32,
+    hash_ids: Vec<u64>,
+    #[serde(default)]
+    session_id: Option<SessionKey>,
+    #[serde(default)]
+    delay_ms: Option<f64>,
+}
+
+/// A session id as a row spells it, a string or an integer (of either sign); anything else
+/// fails to read and sends the row to [`parse_row_as_tree`].
+impl<'de> serde::Deserialize<'de> for SessionKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = SessionKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<SessionKey, E> {
+                Ok(SessionKey::Str(s.to_owned()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, i: i64) -> std::result::Result<SessionKey, E> {
+                Ok(SessionKey::Int(i.into()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, u: u64) -> std::result::Result<SessionKey, E> {
+                Ok(SessionKey::Int(u.into()))
+            }
+        }
+        d.deserialize_any(Key)
+    }
+}
+
+/// The row `line` read as a [`TypedRow`], if it reads as one and passes every check; `None`
+/// sends the row to [`parse_row_as_tree`], which takes it the same way or names its problem
+/// (a field of another type, a null where a value is needed, a key written twice, a failed
+/// check). Reading the conversation trace's 12,031 rows through the tree took 216 M
+/// instructions, this way 103 M.
+fn typed_row(
+    n: usize,
+    line: &str,
+    trace_block_size: usize,
+    arena: &mut Vec<u64>,
+) -> Option<RawRow> {
+    let row: TypedRow = serde_json::from_str(line).ok()?;
+    let delay_ms = row.delay_ms.unwrap_or(0.0);
+    let fits = is_ms(row.timestamp)
+        && !too_long(row.input_length, row.output_length)
+        && row.hash_ids.len() as u64 == ids_expected(row.input_length, trace_block_size)
+        && is_ms(delay_ms)
+        && delay_ms <= MAX_MS;
+    if !fits {
+        return None;
+    }
+    let at = arena.len();
+    arena.extend_from_slice(&row.hash_ids);
+    Some(RawRow {
+        line: n,
+        time: RowTime::Ms(row.timestamp),
+        input: row.input_length,
+        output: row.output_length,
+        ids: (at as u64, row.hash_ids.len() as u32),
+        session: row.session_id,
+        delay_ms,
+    })
+}
+
+/// Whether `x` is a time in milliseconds a row may give: finite and not negative.
+fn is_ms(x: f64) -> bool {
+    x.is_finite() && x >= 0.0
+}
+
+/// Whether a prompt and output are longer than the longest context served.
+fn too_long(input: u32, output: u32) -> bool {
+    u64::from(input) + u64::from(output) > MAX_CONTEXT_TOKENS
+}
+
+/// The hash ids a prompt of `input` tokens has: one per block of the trace, the partial last
+/// one included.
+fn ids_expected(input: u32, trace_block_size: usize) -> u64 {
+    u64::from(input).div_ceil(trace_block_size as u64)
+}
+
+/// [`parse_row`] through a JSON tree: slower, and able to name any problem with the value that
+/// has it.
+fn parse_row_as_tree(
+    path: &Path,
+    n: usize,
+    line: &str,
+    trace_block_size: usize,
+    arena: &mut Vec<u64>,
+) -> Result<RawRow> {
     let bad = |field: &str, what: String| Error::field(path, n, field, what);
     let value: Value =
         serde_json::from_str(line).map_err(|e| bad("line", format!("invalid JSON: {e}")))?;
@@ -106,7 +209,7 @@ fn parse_row(
     };
     let millis = |key: &str, v: &Value| -> Result<f64> {
         v.as_f64()
-            .filter(|x| x.is_finite() && *x >= 0.0)
+            .filter(|x| is_ms(*x))
             .ok_or_else(|| bad(key, format!("expected non-negative milliseconds, got {v}")))
     };
     let timestamp_ms = millis(
@@ -115,8 +218,7 @@ fn parse_row(
     )?;
     let input = tokens("input_length")?;
     let output = tokens("output_length")?;
-    let context = u64::from(input) + u64::from(output);
-    if context > MAX_CONTEXT_TOKENS {
+    if too_long(input, output) {
         // The field that took it past: the output when the prompt alone would fit.
         let field = if u64::from(input) > MAX_CONTEXT_TOKENS {
             "input_length"
@@ -135,7 +237,7 @@ fn parse_row(
     let Value::Array(ids) = ids else {
         return Err(bad("hash_ids", format!("expected an array, got {ids}")));
     };
-    let expected = u64::from(input).div_ceil(trace_block_size as u64);
+    let expected = ids_expected(input, trace_block_size);
     if ids.len() as u64 != expected {
         return Err(bad(
             "hash_ids",
@@ -451,5 +553,73 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("does not divide"));
+    }
+
+    #[test]
+    fn rows_read_without_a_tree_read_as_with_one() {
+        // Each row is read both ways: where the typed reading takes a row, the tree reads the
+        // same row with the same ids; the rows the published traces write are taken.
+        let taken = [
+            r#"{"timestamp": 0, "input_length": 1025, "output_length": 5, "hash_ids": [1, 2, 3]}"#,
+            r#"{"timestamp": 27.5, "input_length": 512, "output_length": 0, "hash_ids": [9], "x": [1]}"#,
+            r#"{"hash_ids": [], "output_length": 1, "input_length": 0, "timestamp": 1e3}"#,
+            r#"{"timestamp": 3, "input_length": 1, "output_length": 1, "hash_ids": [7], "session_id": "a", "delay_ms": 2.5}"#,
+            r#"{"timestamp": 3, "input_length": 1, "output_length": 1, "hash_ids": [7], "session_id": -4}"#,
+            r#"{"timestamp": 3, "input_length": 1, "output_length": 1, "hash_ids": [7], "session_id": 18446744073709551615}"#,
+            r#"{"timestamp": 3, "input_length": 1, "output_length": 1, "hash_ids": [7], "session_id": null, "delay_ms": null}"#,
+        ];
+        let refused_or_by_tree = [
+            r#"{"timestamp": -1, "input_length": 1, "output_length": 1, "hash_ids": [7]}"#,
+            r#"{"timestamp": null, "input_length": 1, "output_length": 1, "hash_ids": [7]}"#,
+            r#"{"timestamp": 1, "input_length": 1.0, "output_length": 1, "hash_ids": [7]}"#,
+            r#"{"timestamp": 1, "input_length": 4294967296, "output_length": 1, "hash_ids": [7]}"#,
+            r#"{"timestamp": 1, "input_length": 4000000000, "output_length": 1000000000, "hash_ids": []}"#,
+            r#"{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [7, 8]}"#,
+            r#"{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [-7]}"#,
+            r#"{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [7], "session_id": 1.5}"#,
+            r#"{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [7], "delay_ms": -2}"#,
+            r#"{"timestamp": 1, "input_length": 1, "output_length": 1, "hash_ids": [7], "delay_ms": 1e13}"#,
+            r#"{"timestamp": 1, "timestamp": 2, "input_length": 1, "output_length": 1, "hash_ids": [7]}"#,
+            r#"{"input_length": 1, "output_length": 1, "hash_ids": [7]}"#,
+            r#"[1, 2]"#,
+            r#"{"timestamp": 1, "#,
+        ];
+        let path = Path::new("t.jsonl");
+        let read = |line: &str, typed: bool| {
+            let mut arena = vec![42];
+            let row = if typed {
+                typed_row(3, line, 512, &mut arena).ok_or(())
+            } else {
+                parse_row_as_tree(path, 3, line, 512, &mut arena).map_err(|_| ())
+            };
+            (format!("{row:?}"), arena)
+        };
+        for line in taken {
+            assert!(typed_row(3, line, 512, &mut Vec::new()).is_some(), "{line}");
+            assert_eq!(read(line, true), read(line, false), "{line}");
+        }
+        for line in refused_or_by_tree {
+            let by_tree = read(line, false);
+            let typed = read(line, true);
+            assert!(typed.0 == "Err(())" || typed == by_tree, "{line}");
+            assert_eq!(
+                typed.0 == "Err(())",
+                typed.1 == [42],
+                "{line}: ids kept only with a row"
+            );
+        }
+        // A key written twice is the tree's to read (its last value counts).
+        let twice = refused_or_by_tree[10];
+        assert!(read(twice, false).0.contains("Ms(2.0)"), "{twice}");
+        // Every row of the bundled trace is taken without a tree.
+        let text = trace_text();
+        let mut arena = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            assert!(
+                typed_row(i + 1, line, 512, &mut arena).is_some(),
+                "line {}",
+                i + 1
+            );
+        }
     }
 }
