@@ -17,7 +17,9 @@
 //!   `prefix_blocks = shared_prefix_tokens / block_size`. With one turn per session the blocks
 //!   from `prefix_blocks` on are the request's own tail (`unshared_from`: no other request can
 //!   name them), so workers and routers may keep them out of their tables; see
-//!   `own_tails_unshared` for the condition.
+//!   `own_tails_unshared` for the condition. A group's prefix is hashed once, at its first
+//!   request: the names of its full blocks are kept (up to [`PREFIX_NAMES_KEPT`] names in all)
+//!   and every later request chains its own blocks from them.
 //! - **Draws.** In session order: the group (one `unit`), the gap to the next session (one `unit`,
 //!   Poisson only), then per turn the input length and the output length (`below` for uniform, two
 //!   `unit`s Box–Muller for lognormal, none for fixed).
@@ -290,6 +292,21 @@ pub struct SyntheticStream {
     made: usize,
     session: u64,
     start_ns: f64,
+    /// Per group, the names of its shared prefix's full blocks, made at the group's first
+    /// request (empty until then, and always when they would not fit [`PREFIX_NAMES_KEPT`]):
+    /// every request of a group repeats them.
+    prefix_names: Vec<Vec<BlockHash>>,
+    /// The most prefix names kept ([`PREFIX_NAMES_KEPT`]; tests lower it).
+    prefix_names_kept: usize,
+}
+
+/// The most prefix names a stream keeps (8 MiB of them): past that, each request hashes its
+/// prefix again (the same names, more time).
+const PREFIX_NAMES_KEPT: usize = 1 << 20;
+
+/// Token `j` of group `g`'s shared prefix.
+fn prefix_token(g: usize, j: u32) -> u32 {
+    (g as u32).wrapping_mul(1_000_003).wrapping_add(j)
 }
 
 /// What [`SyntheticStream::check`] found: the generator as the workload leaves it, and the
@@ -329,6 +346,21 @@ impl SyntheticStream {
             made: 0,
             session: 0,
             start_ns: 0.0,
+            prefix_names: Vec::new(),
+            prefix_names_kept: PREFIX_NAMES_KEPT,
+        }
+    }
+
+    /// The full blocks of a group's shared prefix whose names the stream keeps: all of them,
+    /// or none when every group's would not fit [`PREFIX_NAMES_KEPT`].
+    fn kept_prefix_blocks(&self) -> usize {
+        let full = (self.p.shared_prefix_tokens as usize)
+            .checked_div(self.block_size)
+            .unwrap_or(0);
+        if full.saturating_mul(self.p.groups.max(1)) <= self.prefix_names_kept {
+            full
+        } else {
+            0
         }
     }
 
@@ -398,6 +430,7 @@ impl SyntheticStream {
             None => 1e9 / p.rate_per_s,
         };
         let block_size = self.block_size;
+        let kept_blocks = if build { self.kept_prefix_blocks() } else { 0 };
         let own_tails = own_tails_unshared(&p);
         let rng = &mut self.rng;
         let session = self.session;
@@ -429,8 +462,22 @@ impl SyntheticStream {
             Arrival::Fixed => (session + 1) as f64 * gap_ns,
         };
         self.session += 1;
-        // Filled at the first turn, once its length is drawn: one allocation for a single turn.
+        // The prompt's tokens past the prefix blocks whose names are kept (`skip` of them), filled
+        // at the first turn, once its length is drawn: one allocation for a single turn.
+        let skip = kept_blocks * block_size;
         let mut prompt: Vec<u32> = Vec::new();
+        let mut blocks: Vec<BlockHash> = Vec::new();
+        if kept_blocks > 0 {
+            if self.prefix_names.is_empty() {
+                self.prefix_names = vec![Vec::new(); groups];
+            }
+            let names = &mut self.prefix_names[g];
+            if names.is_empty() {
+                let tokens: Vec<u32> = (0..skip as u32).map(|j| prefix_token(g, j)).collect();
+                extend_block_hashes(&tokens, block_size, None, names);
+            }
+            blocks.extend_from_slice(names);
+        }
         let mut prompt_len = u64::from(p.shared_prefix_tokens);
         let fresh = &mut self.fresh;
         let mut fresh_tokens = |n: u32, out: &mut Vec<u32>| {
@@ -440,7 +487,6 @@ impl SyntheticStream {
             *fresh = fresh.wrapping_add(n);
         };
         let prefix_blocks = p.shared_prefix_tokens as usize / block_size.max(1);
-        let mut blocks: Vec<BlockHash> = Vec::new();
         let mut last_output = 0;
         let mut out: Vec<RequestSpec> = Vec::new();
         for turn in 0..turns.min(p.requests - self.made) {
@@ -448,11 +494,9 @@ impl SyntheticStream {
             if build {
                 let more = last_output as usize + input as usize;
                 if turn == 0 {
-                    prompt.reserve_exact(p.shared_prefix_tokens as usize + more);
-                    prompt.extend(
-                        (0..p.shared_prefix_tokens)
-                            .map(|j| (g as u32).wrapping_mul(1_000_003).wrapping_add(j)),
-                    );
+                    prompt.reserve_exact(p.shared_prefix_tokens as usize - skip + more);
+                    prompt
+                        .extend((skip as u32..p.shared_prefix_tokens).map(|j| prefix_token(g, j)));
                 } else {
                     prompt.reserve(more);
                 }
@@ -462,7 +506,7 @@ impl SyntheticStream {
             prompt_len += u64::from(last_output) + u64::from(input);
             last_output = p.output.sample(rng);
             if build && block_size > 0 {
-                let done = blocks.len() * block_size;
+                let done = blocks.len() * block_size - skip;
                 let parent = blocks.last().copied();
                 extend_block_hashes(&prompt[done..], block_size, parent, &mut blocks);
                 // This prompt repeats the turn before and its answer: name that answer's blocks.
@@ -534,6 +578,46 @@ mod tests {
 
     fn run(p: &SyntheticParams, seed: u64) -> Vec<RequestSpec> {
         generate(p, 16, &mut SimRng::new(RngKind::Chacha, seed))
+    }
+
+    #[test]
+    fn kept_prefix_names_are_the_names_hashing_every_prompt_gives() {
+        // The same workloads made with each group's prefix names kept and with none kept:
+        // the same requests, names included, whether or not the prefix ends on a block
+        // boundary, over sessions of one and of three turns.
+        for (block_size, prefix, turns) in [(16, 64, 1), (16, 30, 3), (48, 2048, 1), (64, 2048, 3)]
+        {
+            let p = SyntheticParams {
+                requests: 300,
+                groups: 5,
+                turns,
+                shared_prefix_tokens: prefix,
+                input: LengthDist::Uniform { min: 1, max: 200 },
+                ..SyntheticParams::default()
+            };
+            let made = |kept: usize| {
+                let rng = SimRng::new(RngKind::Chacha, 7);
+                let mut stream = SyntheticStream::new(&p, block_size, rng);
+                stream.prefix_names_kept = kept;
+                let mut out = Vec::new();
+                while let Some(session) = stream.session(true) {
+                    out.extend(session.unwrap());
+                }
+                (
+                    out,
+                    stream.prefix_names.iter().filter(|n| !n.is_empty()).count(),
+                )
+            };
+            let (kept, groups_named) = made(PREFIX_NAMES_KEPT);
+            let (hashed, none_named) = made(0);
+            assert_eq!((groups_named, none_named), (5, 0), "block {block_size}");
+            assert_eq!(kept.len(), hashed.len());
+            for (a, b) in kept.iter().zip(&hashed) {
+                assert_eq!(a.blocks, b.blocks, "block {block_size}, request {}", a.id.0);
+                assert_eq!(a.answer_blocks, b.answer_blocks);
+                assert_eq!(a.input_tokens, b.input_tokens);
+            }
+        }
     }
 
     #[test]
