@@ -107,7 +107,7 @@ struct TypedRow {
 }
 
 /// A session id as a row spells it, a string or an integer (of either sign); anything else
-/// fails to read and sends the row to [`parse_row_as_tree`].
+/// fails to read and sends the row to `parse_row_as_tree`.
 impl<'de> serde::Deserialize<'de> for SessionKey {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         struct Key;

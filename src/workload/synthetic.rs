@@ -18,7 +18,7 @@
 //!   from `prefix_blocks` on are the request's own tail (`unshared_from`: no other request can
 //!   name them), so workers and routers may keep them out of their tables; see
 //!   `own_tails_unshared` for the condition. A group's prefix is hashed once, at its first
-//!   request: the names of its full blocks are kept (up to [`PREFIX_NAMES_KEPT`] names in all)
+//!   request: the names of its full blocks are kept (up to `PREFIX_NAMES_KEPT` names in all)
 //!   and every later request chains its own blocks from them.
 //! - **Draws.** In session order: the group (one `unit`), the gap to the next session (one `unit`,
 //!   Poisson only), then per turn the input length and the output length (`below` for uniform, two
