@@ -44,7 +44,10 @@ pub fn readable(message: &str) -> String {
 /// A TOML syntax or type error, as `file:line: key: message`, the key dotted with its table
 /// (`bus.drop_rate`). An unknown field that toml reports at its table's header is moved to the
 /// line that spells it; `moved` gives a hint for a key that moved elsewhere.
-pub fn toml_error(
+///
+/// `T` is the type the text was read as: when two keys hold the value a type error refused, the
+/// text is read again as `T` with values changed, to tell which key serde refused.
+pub fn toml_error<T: serde::de::DeserializeOwned>(
     path: &Path,
     text: &str,
     e: &toml::de::Error,
@@ -93,7 +96,14 @@ pub fn toml_error(
     }
     // A type error inside a tagged table (`[workload]` with its `kind`) or an inline table is
     // reported at the table: the key in it whose value is the one refused is the one at fault.
-    if let Some(found) = refused_value(&message).and_then(|v| holding(text, &lines, line, &v)) {
+    let refused_in = |t: &str| {
+        toml::from_str::<T>(t)
+            .err()
+            .and_then(|e| refused_value(e.message().trim()))
+    };
+    if let Some(found) =
+        refused_value(&message).and_then(|v| holding(text, &lines, line, &v, &refused_in))
+    {
         let message = readable(&message);
         return Error::field(path, found.0, found.1, message);
     }
@@ -169,10 +179,22 @@ fn refused_value(message: &str) -> Option<Refused> {
 
 /// The key, from 1-based `line` to the next table header (or through the value of the
 /// `key = value` line `line`, which may span lines), whose value is `refused`: its line and
-/// dotted path (`workload.requests`, `workload.input.tokens`, `faults[1].at_ms`). None when no
-/// key or more than one holds such a value: serde does not say which of two equal values it
-/// refused, and naming the wrong key is worse than naming the table.
-fn holding(text: &str, lines: &[&str], line: usize, refused: &Refused) -> Option<(usize, String)> {
+/// dotted path (`workload.requests`, `workload.input.tokens`, `faults[1].at_ms`).
+///
+/// serde does not say which of two equal values it refused, and naming the wrong key is worse
+/// than naming the table (None). So when several keys hold the value, each is tried with
+/// `refused_in` (the value a reading of a text refuses): a key is the one refused when, with its
+/// value alone changed to a neighbour ([`neighbour`]), the reading refuses the neighbour, and
+/// with every other key's value changed instead, it still refuses the value. No other key can
+/// pass both (one that took the value and refused its neighbour fails the second), so a key is
+/// named only when exactly one passes; else (or past [`MOST_KEYS_TRIED`] keys) None.
+fn holding(
+    text: &str,
+    lines: &[&str],
+    line: usize,
+    refused: &Refused,
+    refused_in: &dyn Fn(&str) -> Option<Refused>,
+) -> Option<(usize, String)> {
     let doc = ImDocument::parse(text).ok()?;
     let mut found = Vec::new();
     leaves(doc.as_item(), "", &mut found);
@@ -201,15 +223,84 @@ fn holding(text: &str, lines: &[&str], line: usize, refused: &Refused) -> Option
             .map(|span| line_of(text, span.end))
             .fold(line, usize::max),
     };
-    let mut matches = found
+    let matches: Vec<_> = found
         .into_iter()
         .map(|(key, offset, value)| (line_of(text, offset), key, value))
-        .filter(|(at, _, value)| (line..=last).contains(at) && refused.is(value));
-    let first = matches.next()?;
-    if matches.next().is_some() {
+        .filter(|(at, _, value)| (line..=last).contains(at) && refused.is(value))
+        .collect();
+    if let [(at, key, _)] = &matches[..] {
+        return Some((*at, key.clone()));
+    }
+    if matches.len() > MOST_KEYS_TRIED {
         return None;
     }
-    Some((first.0, first.1))
+    // Each match's span and its neighbour, all or none.
+    let changes: Vec<(std::ops::Range<usize>, String, Refused)> = matches
+        .iter()
+        .map(|(_, _, value)| {
+            let (literal, named) = neighbour(value)?;
+            Some((value.span()?, literal, named))
+        })
+        .collect::<Option<_>>()?;
+    let with = |changed: &dyn Fn(usize) -> bool| {
+        let mut out = String::with_capacity(text.len() + 16);
+        let mut from = 0;
+        for (i, (span, literal, _)) in changes.iter().enumerate() {
+            if changed(i) {
+                out.push_str(&text[from..span.start]);
+                out.push_str(literal);
+                from = span.end;
+            }
+        }
+        out.push_str(&text[from..]);
+        out
+    };
+    let mut refused_keys = (0..matches.len()).filter(|&i| {
+        refused_in(&with(&|j| j == i)).as_ref() == Some(&changes[i].2)
+            && refused_in(&with(&|j| j != i)).as_ref() == Some(refused)
+    });
+    let i = refused_keys.next()?;
+    if refused_keys.next().is_some() {
+        return None;
+    }
+    Some((matches[i].0, matches[i].1.clone()))
+}
+
+/// The most keys holding one refused value that [`holding`] tries, two readings each: a file
+/// repeating a bad value thousands of times is named by its table, not read thousands of
+/// times over.
+const MOST_KEYS_TRIED: usize = 16;
+
+/// Another value of `value`'s kind that a field takes or refuses as it does `value` (one further
+/// from zero, the other truth value, the text with one more character), as TOML spells it and
+/// as a type error would name it. None for lists and tables, and at the ends of the numbers.
+fn neighbour(value: &Value) -> Option<(String, Refused)> {
+    match value {
+        Value::Integer(v) => {
+            let x = *v.value();
+            let y = if x < 0 {
+                x.checked_sub(1)?
+            } else {
+                x.checked_add(1)?
+            };
+            Some((y.to_string(), Refused::Integer(y)))
+        }
+        Value::Float(v) => {
+            let x = *v.value();
+            let y = if x == 0.0 { 1.0 } else { x * 2.0 };
+            y.is_finite().then(|| (format!("{y:?}"), Refused::Float(y)))
+        }
+        Value::String(v) => {
+            let y = format!("{}_", v.value());
+            let literal = Value::from(y.as_str()).to_string();
+            Some((literal.trim().to_string(), Refused::Text(format!("{y:?}"))))
+        }
+        Value::Boolean(v) => {
+            let y = !*v.value();
+            Some((y.to_string(), Refused::Boolean(y)))
+        }
+        _ => None,
+    }
 }
 
 /// Every value in `item` (an inline table or a list, then what it holds) with its dotted path

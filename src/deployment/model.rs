@@ -208,8 +208,8 @@ impl ModelSpec {
 
 /// Parses a model file's text; `path` only names it in errors, which give the line and field.
 pub fn parse(path: &Path, text: &str) -> Result<ModelSpec> {
-    let m: ModelSpec =
-        toml::from_str(text).map_err(|e| crate::toml_file::toml_error(path, text, &e, |_| None))?;
+    let m: ModelSpec = toml::from_str(text)
+        .map_err(|e| crate::toml_file::toml_error::<ModelSpec>(path, text, &e, |_| None))?;
     m.check().map_err(|(key, message)| {
         let line = crate::toml_file::line_of_key(text, &key).unwrap_or(1);
         Error::field(path, line, key, message)

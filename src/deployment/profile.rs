@@ -427,8 +427,8 @@ pub fn bundled(engine: &str) -> Option<&'static ProfileFile> {
 
 /// Parses a profile file's text; `path` only names it in errors, which give the line and key.
 pub fn parse(path: &Path, text: &str) -> Result<ProfileFile> {
-    let f: ProfileFile =
-        toml::from_str(text).map_err(|e| crate::toml_file::toml_error(path, text, &e, |_| None))?;
+    let f: ProfileFile = toml::from_str(text)
+        .map_err(|e| crate::toml_file::toml_error::<ProfileFile>(path, text, &e, |_| None))?;
     Profile::of_file(&f).check().map_err(|(key, message)| {
         let line = crate::toml_file::line_of_key(text, &key).unwrap_or(1);
         Error::field(path, line, key, message)

@@ -137,7 +137,7 @@ pub fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Loaded> {
 /// Parses scenario text; `path` only names the source in errors.
 pub fn parse_scenario(path: &Path, text: &str, overrides: &[Override]) -> Result<Scenario> {
     let mut scenario: Scenario =
-        toml::from_str(text).map_err(|e| toml_error(path, text, &e, moved_key))?;
+        toml::from_str(text).map_err(|e| toml_error::<Scenario>(path, text, &e, moved_key))?;
     if !overrides.is_empty() {
         let mut table = toml::Table::try_from(&scenario).expect("a scenario serialises to TOML");
         for o in overrides {

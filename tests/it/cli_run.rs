@@ -465,8 +465,13 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         // disk tier was never used).
         ("tier_gb.toml", "[deployment]\nmodel = \"Qwen/Qwen3-8B\"\ngpu = \"h100_sxm\"\n[kv.host]\ncapacity_gb = 0.001\n[kv.disk]\ncapacity_gb = 10.0\n", ":5: kv.host.capacity_gb = 0.001 holds no block: one block of 16 tokens of the model's KV takes 2359296 bytes"),
         ("tagged_table.toml", "[workload]\nkind = \"synthetic\"\ninput = 5\n", ":3: workload.input: expected a table, got 5"),
-        // A value two keys hold names neither: `rate_per_s = 1.5` is fine, `requests = 1.5` not.
-        ("tagged_twice.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrate_per_s = 1.5\nrequests = 1.5\n", ":2: workload: expected a whole number >= 0, got 1.5"),
+        // A value two keys hold: the one refused is named, whichever comes first
+        // (`rate_per_s = 1.5` is fine, `requests = 1.5` not); of two that both refuse it, the one
+        // serde reads first; lists, which cannot be told apart, leave the table named.
+        ("tagged_twice.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrate_per_s = 1.5\nrequests = 1.5\n", ":5: workload.requests: expected a whole number >= 0, got 1.5"),
+        ("tagged_twice_after.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrequests = 1.5\nrate_per_s = 1.5\n", ":4: workload.requests: expected a whole number >= 0, got 1.5"),
+        ("tagged_both.toml", "[workload]\nkind = \"synthetic\"\ninput = { dist = \"fixed\", tokens = -5 }\noutput = { dist = \"fixed\", tokens = -5 }\n", ":3: workload.input.tokens: expected a whole number >= 0, got -5"),
+        ("tagged_lists.toml", "[workload]\nkind = \"synthetic\"\nrequests = [3]\ngroups = [3]\n", ":1: workload: expected a whole number >= 0, got a list"),
         // A list of inline tables over several lines: the element's key, on its line.
         ("tagged_lines.toml", "name = \"x\"\nfaults = [\n  { kind = \"restart\", worker = 0, at_ms = 5.0, down_ms = 1.0 },\n  { kind = \"restart\", worker = 0, at_ms = \"late\", down_ms = 1.0 },\n]\n", ":4: faults[1].at_ms: expected a number, got \"late\""),
     ];
