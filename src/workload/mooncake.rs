@@ -30,6 +30,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::table::{Naming, RawRow, RowTime, SessionKey, TraceTable};
@@ -97,41 +98,15 @@ fn parse_row(
 /// skipped: serde_json skips a value without the checks it makes when building one (numbers
 /// out of range, lone surrogates, nesting past 128), so a skipped value could pass a row the
 /// tree refuses.
-#[derive(serde::Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TypedRow {
     timestamp: f64,
     input_length: u32,
     output_length: u32,
     hash_ids: Vec<u64>,
-    #[serde(default)]
     session_id: Option<SessionKey>,
-    #[serde(default)]
     delay_ms: Option<f64>,
-}
-
-/// A session id as a row spells it, a string or an integer (of either sign); anything else
-/// fails to read and sends the row to `parse_row_as_tree`.
-impl<'de> serde::Deserialize<'de> for SessionKey {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct Key;
-        impl serde::de::Visitor<'_> for Key {
-            type Value = SessionKey;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string or an integer")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<SessionKey, E> {
-                Ok(SessionKey::Str(s.to_owned()))
-            }
-            fn visit_i64<E: serde::de::Error>(self, i: i64) -> std::result::Result<SessionKey, E> {
-                Ok(SessionKey::Int(i.into()))
-            }
-            fn visit_u64<E: serde::de::Error>(self, u: u64) -> std::result::Result<SessionKey, E> {
-                Ok(SessionKey::Int(u.into()))
-            }
-        }
-        d.deserialize_any(Key)
-    }
 }
 
 /// The row `line` read as a [`TypedRow`], if it reads as one and passes every check; `None`
@@ -268,17 +243,12 @@ fn parse_row_as_tree(
     let row = (|| {
         let session = match get("session_id") {
             None => None,
-            Some(Value::String(s)) => Some(SessionKey::Str(s.clone())),
-            Some(v) => match (v.as_i64(), v.as_u64()) {
-                (Some(i), _) => Some(SessionKey::Int(i.into())),
-                (_, Some(u)) => Some(SessionKey::Int(u.into())),
-                _ => {
-                    return Err(bad(
-                        "session_id",
-                        format!("expected a string or an integer, got {v}"),
-                    ))
-                }
-            },
+            Some(v) => Some(SessionKey::deserialize(v).map_err(|_| {
+                bad(
+                    "session_id",
+                    format!("expected a string or an integer, got {v}"),
+                )
+            })?),
         };
         let delay_ms = match get("delay_ms") {
             None => 0.0,

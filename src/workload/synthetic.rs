@@ -292,16 +292,18 @@ pub struct SyntheticStream {
     made: usize,
     session: u64,
     start_ns: f64,
-    /// Per group, the names of its shared prefix's full blocks, made at the group's first
-    /// request (empty until then, and always when they would not fit [`PREFIX_NAMES_KEPT`]):
-    /// every request of a group repeats them.
-    prefix_names: Vec<Vec<BlockHash>>,
+    /// The names of each group's shared prefix's full blocks, group after group, made at the
+    /// group's first request (allocated at the first request; empty when they would not fit
+    /// [`PREFIX_NAMES_KEPT`]): every request of a group repeats them.
+    prefix_names: Vec<BlockHash>,
+    /// Per group, whether its names in `prefix_names` are made.
+    prefix_named: Vec<bool>,
     /// The most prefix names kept ([`PREFIX_NAMES_KEPT`]; tests lower it).
     prefix_names_kept: usize,
 }
 
-/// The most prefix names a stream keeps (8 MiB of them): past that, each request hashes its
-/// prefix again (the same names, more time).
+/// The most prefix names a stream keeps (8 MiB, besides a flag per group): past that, each
+/// request hashes its prefix again (the same names, more time).
 const PREFIX_NAMES_KEPT: usize = 1 << 20;
 
 /// Token `j` of group `g`'s shared prefix.
@@ -347,6 +349,7 @@ impl SyntheticStream {
             session: 0,
             start_ns: 0.0,
             prefix_names: Vec::new(),
+            prefix_named: Vec::new(),
             prefix_names_kept: PREFIX_NAMES_KEPT,
         }
     }
@@ -468,13 +471,17 @@ impl SyntheticStream {
         let mut prompt: Vec<u32> = Vec::new();
         let mut blocks: Vec<BlockHash> = Vec::new();
         if kept_blocks > 0 {
-            if self.prefix_names.is_empty() {
-                self.prefix_names = vec![Vec::new(); groups];
+            if self.prefix_named.is_empty() {
+                self.prefix_names = vec![BlockHash(0); groups * kept_blocks];
+                self.prefix_named = vec![false; groups];
             }
-            let names = &mut self.prefix_names[g];
-            if names.is_empty() {
+            let names = &mut self.prefix_names[g * kept_blocks..][..kept_blocks];
+            if !self.prefix_named[g] {
                 let tokens: Vec<u32> = (0..skip as u32).map(|j| prefix_token(g, j)).collect();
-                extend_block_hashes(&tokens, block_size, None, names);
+                let mut made = Vec::with_capacity(kept_blocks);
+                extend_block_hashes(&tokens, block_size, None, &mut made);
+                names.copy_from_slice(&made);
+                self.prefix_named[g] = true;
             }
             blocks.extend_from_slice(names);
         }
@@ -603,10 +610,7 @@ mod tests {
                 while let Some(session) = stream.session(true) {
                     out.extend(session.unwrap());
                 }
-                (
-                    out,
-                    stream.prefix_names.iter().filter(|n| !n.is_empty()).count(),
-                )
+                (out, stream.prefix_named.iter().filter(|&&n| n).count())
             };
             let (kept, groups_named) = made(PREFIX_NAMES_KEPT);
             let (hashed, none_named) = made(0);

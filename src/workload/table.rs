@@ -38,6 +38,30 @@ pub enum SessionKey {
     Int(i128),
 }
 
+/// A session id as a JSON trace spells it: a string, or an integer of either sign (read as the
+/// same key whichever way the reader hands it over); any other value is refused.
+impl<'de> serde::Deserialize<'de> for SessionKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = SessionKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> std::result::Result<SessionKey, E> {
+                Ok(SessionKey::Str(s.to_owned()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, i: i64) -> std::result::Result<SessionKey, E> {
+                Ok(SessionKey::Int(i.into()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, u: u64) -> std::result::Result<SessionKey, E> {
+                Ok(SessionKey::Int(u.into()))
+            }
+        }
+        d.deserialize_any(Key)
+    }
+}
+
 /// One accepted row, as read, before sorting.
 #[derive(Clone, Debug)]
 pub struct RawRow {
