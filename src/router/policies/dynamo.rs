@@ -424,8 +424,7 @@ impl Dynamo {
         let loads = &self.loads;
         let least = &mut self.least;
         least.clear();
-        // Decisions come here only when every worker is up: then nobody's state is read to
-        // skip nobody.
+        // `decide` comes here only when every worker is up; then no worker's up bit is read.
         let all_up = book.all_up();
         let up = |w: usize| all_up || book.up(w);
         for &(w, overlap, depth) in &prefixed.entries {
