@@ -29,6 +29,17 @@ struct Partial {
     points: Vec<(String, Point)>,
 }
 
+/// The field of `plan.partial.json` an error reading it is about: `line` for text that is not
+/// JSON, the field a missing-field error names, else `points` (`plan` takes any JSON value).
+fn partial_field(e: &serde_json::Error) -> &'static str {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => "line",
+        Category::Data if e.to_string().starts_with("missing field `plan`") => "plan",
+        Category::Data => "points",
+    }
+}
+
 /// What tells the plan `was` from the plan `is`, in words: "the SLAs", "an input file's
 /// contents" and so on, by the keys of `run_plan`'s plan key.
 fn differences(was: &Json, is: &Json) -> String {
@@ -96,7 +107,7 @@ impl<'a> Evaluator<'a> {
                 Error::field(
                     &path,
                     e.line(),
-                    "points",
+                    partial_field(&e),
                     format!("not a plan's partial result: {e}"),
                 )
             })?;
@@ -220,5 +231,24 @@ impl<'a> Evaluator<'a> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::file(&path, format!("cannot remove: {e}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_partial_file_s_errors_name_the_field_at_fault() {
+        let field = |text: &str| {
+            super::partial_field(
+                &serde_json::from_str::<super::Partial>(text)
+                    .err()
+                    .expect("refused"),
+            )
+        };
+        assert_eq!(field("{\"plan\": 1, \"points\": ["), "line");
+        assert_eq!(field("not json"), "line");
+        assert_eq!(field("{\"points\": []}"), "plan");
+        assert_eq!(field("{\"plan\": 1}"), "points");
+        assert_eq!(field("{\"plan\": 1, \"points\": [[\"kv\", 3]]}"), "points");
     }
 }

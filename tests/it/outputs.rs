@@ -369,6 +369,41 @@ fn an_interrupted_plan_resumes_to_identical_files() {
     );
 }
 
+#[test]
+fn a_partial_plan_file_that_is_not_one_is_refused_naming_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write(dir.path(), "base.toml", BASE);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    for (text, needle) in [
+        (
+            "{\"plan\": {},\n\"points\": [",
+            "plan.partial.json:2: line: not a plan's partial result",
+        ),
+        (
+            "{\"plan\": {},\n\"points\": 7}",
+            "plan.partial.json:2: points: not a plan's partial result",
+        ),
+    ] {
+        std::fs::write(out.join("plan.partial.json"), text).unwrap();
+        let o = dynsim()
+            .args([
+                "plan",
+                &scenario,
+                "--sla",
+                "ttft_p90_ms<=400",
+                "--workers",
+                "1..2",
+            ])
+            .args(["--out", out.to_str().unwrap(), "--resume"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+}
+
 /// Each command's files as given, by another spelling (`./`), through a symbolic link and a
 /// hard link: an output naming one is refused before any work (exit 2, one line naming the
 /// flag and the input), and the input is left as it was.
