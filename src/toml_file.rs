@@ -242,10 +242,20 @@ fn holding(
             Some((value.span()?, literal, named))
         })
         .collect::<Option<_>>()?;
+    // The spans in text order (a table's keys need not come in it), none overlapping.
+    let mut in_text: Vec<usize> = (0..changes.len()).collect();
+    in_text.sort_by_key(|&i| changes[i].0.start);
+    if in_text
+        .windows(2)
+        .any(|w| changes[w[0]].0.end > changes[w[1]].0.start)
+    {
+        return None;
+    }
     let with = |changed: &dyn Fn(usize) -> bool| {
         let mut out = String::with_capacity(text.len() + 16);
         let mut from = 0;
-        for (i, (span, literal, _)) in changes.iter().enumerate() {
+        for &i in &in_text {
+            let (span, literal, _) = &changes[i];
             if changed(i) {
                 out.push_str(&text[from..span.start]);
                 out.push_str(literal);
