@@ -182,12 +182,14 @@ fn refused_value(message: &str) -> Option<Refused> {
 /// dotted path (`workload.requests`, `workload.input.tokens`, `faults[1].at_ms`).
 ///
 /// serde does not say which of two equal values it refused, and naming the wrong key is worse
-/// than naming the table (None). So when several keys hold the value, each is tried with
-/// `refused_in` (the value a reading of a text refuses): a key is the one refused when, with its
-/// value alone changed to a neighbour ([`neighbour`]), the reading refuses the neighbour, and
-/// with every other key's value changed instead, it still refuses the value. No other key can
-/// pass both (one that took the value and refused its neighbour fails the second), so a key is
-/// named only when exactly one passes; else (or past [`MOST_KEYS_TRIED`] keys) None.
+/// than naming the table (None). So each key holding the value is tried with `refused_in` (the
+/// value a reading of a text refuses): a key is the one refused when, with its value alone
+/// changed to a neighbour ([`neighbour`]), the reading refuses the neighbour, and with every
+/// other key's value changed instead, it still refuses the value. No other key can pass both
+/// (one that took the value and refused its neighbour fails the second), so a key is named only
+/// when exactly one passes; else (or past [`MOST_KEYS_TRIED`] keys) None. A lone key is tried
+/// too: the one refused may lie outside the region (`[workload.input]` written above
+/// `[workload]`), and only a lone key without a neighbour (a list) is named untried.
 fn holding(
     text: &str,
     lines: &[&str],
@@ -232,20 +234,23 @@ fn holding(
         .map(|(key, offset, value)| (line_at(offset), key, value))
         .filter(|(at, _, value)| (line..=last).contains(at) && refused.is(value))
         .collect();
-    if let [(at, key, _)] = &matches[..] {
-        return Some((*at, key.clone()));
-    }
     if matches.len() > MOST_KEYS_TRIED {
         return None;
     }
     // Each match's span and its neighbour, all or none.
-    let changes: Vec<(std::ops::Range<usize>, String, Refused)> = matches
+    let changes: Option<Vec<(std::ops::Range<usize>, String, Refused)>> = matches
         .iter()
         .map(|(_, _, value)| {
             let (literal, named) = neighbour(value)?;
             Some((value.span()?, literal, named))
         })
-        .collect::<Option<_>>()?;
+        .collect();
+    let Some(changes) = changes else {
+        return match &matches[..] {
+            [(at, key, _)] => Some((*at, key.clone())),
+            _ => None,
+        };
+    };
     // The spans in text order (a table's keys need not come in it), none overlapping.
     let mut in_text: Vec<usize> = (0..changes.len()).collect();
     in_text.sort_by_key(|&i| changes[i].0.start);

@@ -472,6 +472,9 @@ fn bad_scenarios_exit_2_naming_file_and_line() {
         ("tagged_twice_after.toml", "name = \"x\"\n[workload]\nkind = \"synthetic\"\nrequests = 1.5\nrate_per_s = 1.5\n", ":4: workload.requests: expected a whole number >= 0, got 1.5"),
         ("tagged_both.toml", "[workload]\nkind = \"synthetic\"\ninput = { dist = \"fixed\", tokens = -5 }\noutput = { dist = \"fixed\", tokens = -5 }\n", ":3: workload.input.tokens: expected a whole number >= 0, got -5"),
         ("tagged_lists.toml", "[workload]\nkind = \"synthetic\"\nrequests = [3]\ngroups = [3]\n", ":1: workload: expected a whole number >= 0, got a list"),
+        // A sub-table written above its table's header lies outside the table's lines: the one
+        // key after the header holding the value is not the one refused (input's, read first).
+        ("tagged_above.toml", "[workload.input]\ndist = \"fixed\"\ntokens = -5\n[workload]\nkind = \"synthetic\"\noutput = { dist = \"fixed\", tokens = -5 }\n", ":4: workload: expected a whole number >= 0, got -5"),
         // A list of inline tables over several lines: the element's key, on its line.
         ("tagged_lines.toml", "name = \"x\"\nfaults = [\n  { kind = \"restart\", worker = 0, at_ms = 5.0, down_ms = 1.0 },\n  { kind = \"restart\", worker = 0, at_ms = \"late\", down_ms = 1.0 },\n]\n", ":4: faults[1].at_ms: expected a number, got \"late\""),
     ];
