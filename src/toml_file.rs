@@ -11,11 +11,7 @@ use crate::error::Error;
 /// serde's type errors in words a scenario's author uses: `invalid type: string "abc", expected
 /// usize` becomes `expected a whole number >= 0, got "abc"`. Other messages pass unchanged.
 pub fn readable(message: &str) -> String {
-    let Some((unexpected, expected)) = message
-        .strip_prefix("invalid type: ")
-        .or_else(|| message.strip_prefix("invalid value: "))
-        .and_then(|rest| rest.split_once(", expected "))
-    else {
+    let Some((unexpected, expected)) = type_error(message) else {
         return message.to_string();
     };
     let got = match unexpected {
@@ -123,6 +119,16 @@ pub fn toml_error<T: serde::de::DeserializeOwned>(
     Error::field(path, line, key, message)
 }
 
+/// What a type error (`invalid type: …, expected …` or `invalid value: …`) got and expected. It
+/// is split at the last `, expected `: a string it got may spell one (`"a, expected b"`), what
+/// the code expects does not.
+fn type_error(message: &str) -> Option<(&str, &str)> {
+    message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?
+        .rsplit_once(", expected ")
+}
+
 /// A value serde refused, as its type error spells it (`invalid value: integer `-3`, expected
 /// usize` → the integer -3).
 #[derive(Debug, PartialEq)]
@@ -151,10 +157,7 @@ impl Refused {
 
 /// The value a type error (`invalid type: …, expected …`) refused, if it names one.
 fn refused_value(message: &str) -> Option<Refused> {
-    let (unexpected, _) = message
-        .strip_prefix("invalid type: ")
-        .or_else(|| message.strip_prefix("invalid value: "))?
-        .split_once(", expected ")?;
+    let (unexpected, _) = type_error(message)?;
     let literal = |kind: &str| {
         unexpected
             .strip_prefix(kind)
@@ -520,6 +523,10 @@ mod tests {
             ),
             ("invalid type: map, expected a string", Some(Refused::Table)),
             ("unknown field `x`, expected `y`", None),
+            (
+                "invalid type: string \"a, expected b\", expected usize",
+                Some(Refused::Text("\"a, expected b\"".into())),
+            ),
         ];
         for (message, want) in cases {
             assert_eq!(refused_value(message), want, "{message}");
@@ -556,6 +563,10 @@ mod tests {
             (
                 "invalid type: integer `3`, expected a sequence",
                 "expected a list, got 3",
+            ),
+            (
+                "invalid type: string \"a, expected b\", expected usize",
+                "expected a whole number >= 0, got \"a, expected b\"",
             ),
             (
                 "unknown variant `x`, expected `lifo` or `fifo`",
