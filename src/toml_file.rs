@@ -189,10 +189,12 @@ fn refused_value(message: &str) -> Option<Refused> {
 /// value a reading of a text refuses): a key is the one refused when, with its value alone
 /// changed to a neighbour ([`neighbour`]), the reading refuses the neighbour, and with every
 /// other key's value changed instead, it still refuses the value. No other key can pass both
-/// (one that took the value and refused its neighbour fails the second), so a key is named only
-/// when exactly one passes; else (or past [`MOST_KEYS_TRIED`] keys) None. A lone key is tried
-/// too: the one refused may lie outside the region (`[workload.input]` written above
-/// `[workload]`), and only a lone key without a neighbour (a list) is named untried.
+/// (one that took the value and refused its neighbour fails the second, as long as a field that
+/// refuses a value refuses its neighbour too: true of a bound, a sign or a kind, the refusals
+/// of the types read here, not of a field refusing 0 alone, a `NonZeroUsize`), so a key is
+/// named only when exactly one passes; else (or past [`MOST_KEYS_TRIED`] keys) None. A lone
+/// key is tried too: the one refused may lie outside the region (`[workload.input]` written
+/// above `[workload]`), and only a lone key without a neighbour (a list) is named untried.
 fn holding(
     text: &str,
     lines: &[&str],
