@@ -265,7 +265,7 @@ fn holding(
     {
         return None;
     }
-    let with = |changed: &dyn Fn(usize) -> bool| {
+    let changed_text = |changed: &dyn Fn(usize) -> bool| {
         let mut out = String::with_capacity(text.len() + 16);
         let mut from = 0;
         for &i in &in_text {
@@ -280,8 +280,8 @@ fn holding(
         out
     };
     let mut refused_keys = (0..matches.len()).filter(|&i| {
-        refused_in(&with(&|j| j == i)).as_ref() == Some(&changes[i].2)
-            && refused_in(&with(&|j| j != i)).as_ref() == Some(refused)
+        refused_in(&changed_text(&|j| j == i)).as_ref() == Some(&changes[i].2)
+            && refused_in(&changed_text(&|j| j != i)).as_ref() == Some(refused)
     });
     let i = refused_keys.next()?;
     if refused_keys.next().is_some() {
