@@ -142,6 +142,7 @@ enum Refused {
 }
 
 impl Refused {
+    /// Whether `value` is the one refused, as the type error spells it.
     fn is(&self, value: &Value) -> bool {
         match (self, value) {
             (Refused::Integer(want), Value::Integer(v)) => v.value() == want,
@@ -341,6 +342,7 @@ fn leaves<'a>(item: &'a Item, path: &str, out: &mut Vec<(String, usize, &'a Valu
     }
 }
 
+/// [`leaves`] of a table's keys, each under `path`, with its key's offset.
 fn table_leaves<'a>(
     table: &'a toml_edit::Table,
     path: &str,
@@ -359,6 +361,8 @@ fn table_leaves<'a>(
     }
 }
 
+/// `value` at `path` (its key at offset `at`), then what it holds when it is an inline table or a
+/// list.
 fn value_leaves<'a>(
     value: &'a Value,
     path: &str,
