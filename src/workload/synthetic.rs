@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::schedule::Schedule;
 use super::{RequestSpec, SessionLink};
 use crate::engine::ms_to_ns;
-use crate::hash::{extend_block_hashes, BlockHash};
+use crate::hash::{block_hashes, extend_block_hashes, BlockHash};
 use crate::ids::RequestId;
 use crate::limits::{MAX_CONTEXT_TOKENS, MAX_MS};
 use crate::rng::SimRng;
@@ -478,9 +478,7 @@ impl SyntheticStream {
             let names = &mut self.prefix_names[g * kept_blocks..][..kept_blocks];
             if !self.prefix_named[g] {
                 let tokens: Vec<u32> = (0..skip as u32).map(|j| prefix_token(g, j)).collect();
-                let mut made = Vec::with_capacity(kept_blocks);
-                extend_block_hashes(&tokens, block_size, None, &mut made);
-                names.copy_from_slice(&made);
+                names.copy_from_slice(&block_hashes(&tokens, block_size));
                 self.prefix_named[g] = true;
             }
             blocks.extend_from_slice(names);
@@ -498,15 +496,9 @@ impl SyntheticStream {
         let mut out: Vec<RequestSpec> = Vec::new();
         for turn in 0..turns.min(p.requests - self.made) {
             let input = p.input.sample(rng);
-            if build {
-                let more = last_output as usize + input as usize;
-                if turn == 0 {
-                    prompt.reserve_exact(p.shared_prefix_tokens as usize - skip + more);
-                    prompt
-                        .extend((skip as u32..p.shared_prefix_tokens).map(|j| prefix_token(g, j)));
-                } else {
-                    prompt.reserve(more);
-                }
+            if build && turn == 0 {
+                prompt.reserve_exact(p.shared_prefix_tokens as usize - skip + input as usize);
+                prompt.extend((skip as u32..p.shared_prefix_tokens).map(|j| prefix_token(g, j)));
             }
             fresh_tokens(last_output, &mut prompt);
             fresh_tokens(input, &mut prompt);
