@@ -126,7 +126,7 @@ fn typed_row(
         && !too_long(row.input_length, row.output_length)
         && row.hash_ids.len() as u64 == ids_expected(row.input_length, trace_block_size)
         && is_ms(delay_ms)
-        && delay_ms <= MAX_MS;
+        && within_clock(delay_ms);
     if !fits {
         return None;
     }
@@ -146,6 +146,11 @@ fn typed_row(
 /// Whether `x` is a time in milliseconds a row may give: finite and not negative.
 fn is_ms(x: f64) -> bool {
     x.is_finite() && x >= 0.0
+}
+
+/// Whether a time in milliseconds is within the clock's limit ([`MAX_MS`]).
+fn within_clock(ms: f64) -> bool {
+    ms <= MAX_MS
 }
 
 /// Whether a prompt and output are longer than the longest context served.
@@ -254,7 +259,7 @@ fn parse_row_as_tree(
             None => 0.0,
             Some(v) => millis("delay_ms", v)?,
         };
-        if delay_ms > MAX_MS {
+        if !within_clock(delay_ms) {
             return Err(bad(
                 "delay_ms",
                 format!("{delay_ms} ms is past the clock's limit of 1e12 ms (about 31.7 years)"),
