@@ -236,7 +236,7 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
         Msg::StepEnd { epoch, plan, steps } => {
             let _ = write!(s, r#","epoch":{epoch},"plan":{plan},"steps":{steps}"#);
         }
-        Msg::RefreshSignals | Msg::HostTierChanged => {}
+        Msg::RefreshSignals | Msg::HostTierChanged | Msg::LinkFreed => {}
         Msg::WorkerDown { worker }
         | Msg::WorkerUp { worker }
         | Msg::Register { worker }

@@ -107,6 +107,9 @@ pub enum Msg {
     /// The cluster-shared host tier changed (`[kv.host] scope = "cluster"`; worker → worker):
     /// the receiver reports the pool's changes on its own event stream.
     HostTierChanged,
+    /// Transfers queued on the receiver's KV link were lost by their decode worker (decode
+    /// worker → prefill worker, for the same instant): those behind them take the link earlier.
+    LinkFreed,
     /// Scaling: `worker` leaves, draining what it holds (`drain`) or at once, handing its
     /// requests back (to the worker itself).
     Retire {
@@ -335,6 +338,7 @@ impl Msg {
             Msg::Handoff(_) => "Handoff",
             Msg::RefreshSignals => "RefreshSignals",
             Msg::HostTierChanged => "HostTierChanged",
+            Msg::LinkFreed => "LinkFreed",
             Msg::WorkerDown { .. } => "WorkerDown",
             Msg::WorkerUp { .. } => "WorkerUp",
             Msg::Register { .. } => "Register",

@@ -500,6 +500,56 @@ fn a_decode_worker_restart_loses_the_transfers_on_their_way_to_it() {
 }
 
 #[test]
+fn a_transfer_lost_by_its_decode_worker_frees_the_prefill_link_at_once() {
+    // The workload above: transfers of 114.688 ms (1,000 tokens x 114,688 bytes at 1 GB/s)
+    // plus 3 ms of overhead, one at a time, to decode workers 1 and 2 in turn. Decode worker 1
+    // goes down at 500 ms, while request 3's transfer (to worker 2) is on the link: the queued
+    // transfers of 4, 6, .., 18 to worker 1 are lost and no longer hold the link, so 5, 7, ..,
+    // 19 follow one another from the end of 3's. Before, each still waited for the lost one
+    // before it: 229.376 ms apart.
+    let s = twenty_transfers(
+        2,
+        "[[faults]]\nkind = \"restart\"\nworker = 1\nat_ms = 500.0\ndown_ms = 100.0\n",
+    );
+    let (r, trace) = run_traced(&s);
+    // When each request's KV first reached decode worker 2 ("decode1").
+    let landed = |request: u64| -> u64 {
+        let line = trace
+            .lines()
+            .find(|l| {
+                l.contains(r#""kind":"Handoff","from":"prefill0","to":"decode1","#)
+                    && l.contains(&format!(r#""request":{request},"#))
+            })
+            .unwrap_or_else(|| panic!("request {request} reaches decode1"));
+        let t = line.trim_start_matches(r#"{"t_ns":"#);
+        t[..t.find(',').unwrap()].parse().unwrap()
+    };
+    const TRANSFER_NS: u64 = 114_688_000;
+    assert!(
+        landed(3) < 500_000_000 + TRANSFER_NS,
+        "3 is on the link at 500 ms"
+    );
+    for k in (3..19).step_by(2) {
+        assert_eq!(
+            landed(k + 2) - landed(k),
+            TRANSFER_NS,
+            "request {} takes the link as {k} leaves it",
+            k + 2
+        );
+    }
+    // The first hand-offs of 5, 7, .., 19, sent for the old times, were dropped: each
+    // request is decoded once.
+    assert_eq!((r.acks, r.rejected, r.rerouted), (20, 0, 8));
+    let decoded: u64 = r.per_worker[1..].iter().map(|w| w.completed).sum();
+    assert_eq!(decoded, 20, "each request decoded once");
+    assert!(
+        trace.contains(r#""t_ns":500000000,"seq":"#)
+            && trace.contains(r#""kind":"LinkFreed","from":"decode0","to":"prefill0"}"#),
+        "the decode worker tells the prefill worker at once"
+    );
+}
+
+#[test]
 fn a_draining_decode_worker_waits_for_the_transfers_on_their_way_to_it() {
     // The workload above; at 500 ms the decode pool shrinks to one worker with a drain. The
     // leaving worker's transfers still on the link land after it: it leaves only when the

@@ -438,6 +438,7 @@ impl Actor for RouterActor {
             | Msg::ReplayRequest { .. }
             | Msg::SnapshotRequest { .. }
             | Msg::HostTierChanged
+            | Msg::LinkFreed
             | Msg::Retire { .. } => {
                 debug_assert!(false, "the router receives no {}", env.msg.kind());
             }

@@ -11,15 +11,14 @@
 //! requests, holding their KV while it does) and `Colocated` (prefill and decode on one GPU: one
 //! engine runs both, and the KV crosses the link between the two engines back to itself).
 
-use std::cell::RefCell;
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::disagg;
 use crate::engine::{ms_to_ns, Actor, ActorId, Context, Envelope, Nanos};
 use crate::hashers::IdBuilder;
-use crate::ids::{RequestId, WorkerId};
+use crate::ids::WorkerId;
 use crate::protocol::kv_event::KvEvent;
 
 use super::super::attribution::classify;
@@ -31,6 +30,7 @@ use super::engine::{Engine, EngineSetup, SchedulerStats};
 use super::engines::{self, EngineRules};
 use super::plan::{LogItem, Planned};
 use super::seq::Seq;
+use super::transfers::{HandOff, SharedTransfers};
 use crate::protocol::messages::{Ack, Misses, Msg, PrefillOutcome, Routed};
 
 /// The KV link between prefill and decode workers.
@@ -42,76 +42,6 @@ pub struct Link {
     pub gbps: f64,
     /// Fixed cost per transfer, ms.
     pub overhead_ms: f64,
-}
-
-/// The KV transfers of a run, one ledger every worker shares.
-pub type SharedTransfers = Rc<RefCell<Transfers>>;
-
-/// One hand-off on its way: from which worker, to which, when it lands and the request.
-#[derive(Clone, Debug)]
-struct OnTheWay {
-    from: WorkerId,
-    to: WorkerId,
-    lands: Nanos,
-    routed: Routed,
-}
-
-/// The hand-offs on their way (on a link or queued for it, each kept until its message reaches
-/// its decode worker), in the order they were handed to their links, and those lost before they
-/// landed: their source (a prefill worker going down or removed) or their destination (a decode
-/// worker going down or removed) lost the KV, so the decode worker drops the hand-off when it
-/// arrives, the request having gone back to its router. Lost transfers are kept by request and
-/// attempt (`Routed::retries` when sent).
-#[derive(Debug, Default)]
-pub struct Transfers {
-    on_the_way: VecDeque<OnTheWay>,
-    lost: BTreeSet<(RequestId, u32)>,
-}
-
-impl Transfers {
-    /// Notes a hand-off that lands at `lands`.
-    fn sent(&mut self, from: WorkerId, to: WorkerId, lands: Nanos, routed: Routed) {
-        self.on_the_way.push_back(OnTheWay {
-            from,
-            to,
-            lands,
-            routed,
-        });
-    }
-
-    /// Whether a transfer to `worker` has yet to reach it: one that lands at this very instant
-    /// counts until its hand-off is delivered (a lost one's hand-off, dropped on arrival, still
-    /// reaches the worker then).
-    fn inbound(&self, worker: WorkerId) -> bool {
-        (self.on_the_way.iter()).any(|t| t.to == worker)
-    }
-
-    /// A hand-off reached its decode worker: it is on its way no more. Returns whether its KV
-    /// was lost (and forgets that: it arrives once).
-    fn landed(&mut self, routed: &Routed) -> bool {
-        let key = (routed.spec.id, routed.retries);
-        let at = (self.on_the_way.iter()).position(|t| (t.routed.spec.id, t.routed.retries) == key);
-        if let Some(at) = at {
-            self.on_the_way.remove(at);
-        }
-        self.lost.remove(&key)
-    }
-
-    /// The transfers from or to `worker` not yet landed at `now`, in hand-off order, now lost.
-    fn lose(&mut self, worker: WorkerId, now: Nanos) -> Vec<Routed> {
-        let mut lost = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.on_the_way.len());
-        for t in std::mem::take(&mut self.on_the_way) {
-            if t.lands > now && (t.from == worker || t.to == worker) {
-                self.lost.insert((t.routed.spec.id, t.routed.retries));
-                lost.push(t.routed);
-            } else {
-                kept.push_back(t);
-            }
-        }
-        self.on_the_way = kept;
-        lost
-    }
 }
 
 /// Everything a worker is built from.
@@ -591,12 +521,31 @@ impl Worker {
         // fixed overhead (a handshake) does not hold the link.
         let now = ctx.now();
         let wait = self.link_free_at.saturating_sub(now);
-        self.link_free_at = now.saturating_add(wait).saturating_add(ms_to_ns(moving_ms));
+        let start = now.saturating_add(wait);
+        let moving = ms_to_ns(moving_ms);
+        self.link_free_at = start.saturating_add(moving);
         let (to, peer) = self.setup.decode_peers[k];
         let delay = wait.saturating_add(ms_to_ns(moving_ms + link.overhead_ms));
-        let lands = now.saturating_add(delay);
-        (self.setup.transfers.borrow_mut()).sent(self.setup.index, to, lands, routed.clone());
+        let hand_off = HandOff {
+            from: (self.setup.index, ctx.me()),
+            to: (to, peer),
+            start,
+            moving,
+            lands: now.saturating_add(delay),
+        };
+        (self.setup.transfers.borrow_mut()).sent(hand_off, routed.clone());
         ctx.send(peer, Msg::Handoff(routed), delay);
+    }
+
+    /// Transfers on this worker's link were lost by their decode worker: those queued behind
+    /// them take the link earlier, and their hand-offs are sent again for then.
+    fn link_freed(&mut self, ctx: &mut Context<'_, Msg>) {
+        let now = ctx.now();
+        let (again, free) = (self.setup.transfers.borrow_mut()).retime(self.setup.index, now);
+        for (routed, peer, delay) in again {
+            ctx.send(peer, Msg::Handoff(routed), delay);
+        }
+        self.link_free_at = free;
     }
 
     /// The KV of the transfers not yet landed from this worker (still on its link) or to it
@@ -605,15 +554,19 @@ impl Worker {
     fn lose_transfers(&mut self, ctx: &mut Context<'_, Msg>) {
         let now = ctx.now();
         let lost = (self.setup.transfers.borrow_mut()).lose(self.setup.index, now);
-        for routed in lost {
+        for routed in lost.requests {
             self.hand_back(routed, ctx);
+        }
+        for link in lost.links_freed {
+            ctx.send(link, Msg::LinkFreed, 0);
         }
         self.link_free_at = now;
     }
 
-    /// `routed`'s hand-off arrives: whether it carries KV its source or destination lost.
-    fn transfer_lost(&self, routed: &Routed) -> bool {
-        (self.setup.transfers.borrow_mut()).landed(routed)
+    /// `routed`'s hand-off arrives: whether it is dropped (it carries KV its source or
+    /// destination lost, or it was sent again for an earlier instant).
+    fn transfer_dropped(&self, routed: &Routed, now: Nanos) -> bool {
+        (self.setup.transfers.borrow_mut()).arrived(routed, now)
     }
 
     /// A decode peer went down or came back.
@@ -709,7 +662,8 @@ impl Actor for Worker {
                 let seq = self.prompt_seq(routed);
                 self.arrive(seq, ctx);
             }
-            Msg::Handoff(routed) if self.transfer_lost(&routed) => {} // back at its router
+            // Lost (back at its router), or stale (sent again for an earlier instant).
+            Msg::Handoff(routed) if self.transfer_dropped(&routed, ctx.now()) => {}
             Msg::Handoff(mut routed) if self.up => {
                 let outcome = routed.prefill.take().map(|b| *b);
                 let spec = Arc::clone(&routed.spec);
@@ -738,6 +692,7 @@ impl Actor for Worker {
                 self.wake(ctx);
             }
             Msg::HostTierChanged => self.report_shared_host(ctx),
+            Msg::LinkFreed => self.link_freed(ctx),
             Msg::Retire { drain: true, .. } if self.up => self.draining = true,
             Msg::Retire { .. } if self.up => {
                 self.lose_transfers(ctx);

@@ -33,7 +33,9 @@ pub mod seq;
 pub mod sglang;
 pub mod tiers;
 pub mod timing;
+mod transfers;
 pub mod trtllm;
 pub mod vllm;
 
-pub use actor::{Link, SharedTransfers, Transfers, Worker, WorkerSetup, WorkerStats};
+pub use actor::{Link, Worker, WorkerSetup, WorkerStats};
+pub use transfers::{SharedTransfers, Transfers};
