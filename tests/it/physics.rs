@@ -94,17 +94,19 @@ fn measured_scenario_reproduces_the_measured_shape() {
     }
 }
 
+/// One 1,500-token prompt answered with `output` tokens.
+fn lone_workload_text(output: u32) -> String {
+    format!(
+        "[workload]\nkind = \"synthetic\"\nrequests = 1\nshared_prefix_tokens = 0\n\
+         input = {{ dist = \"fixed\", tokens = 1500 }}\n\
+         output = {{ dist = \"fixed\", tokens = {output} }}\n"
+    )
+}
+
 fn lone_request(timing: Timing) -> Scenario {
     let mut s = lab("kv");
-    let text = r#"
-        [workload]
-        kind = "synthetic"
-        requests = 1
-        shared_prefix_tokens = 0
-        input = { dist = "fixed", tokens = 1500 }
-        output = { dist = "fixed", tokens = 20 }
-    "#;
-    s.workload = parse_scenario(Path::new("x.toml"), text, &[])
+    let text = lone_workload_text(20);
+    s.workload = parse_scenario(Path::new("x.toml"), &text, &[])
         .unwrap()
         .workload;
     s.timing = timing;
@@ -146,11 +148,34 @@ fn a_lone_disaggregated_requests_ttft_is_ttft_disagg() {
         let [a, b, c] = timing.prefill_coeffs;
         let prefill = a * 1500.0 * 1500.0 + b * 1500.0 + c;
         let bpt = ModelShape::default().bytes_per_token();
-        let expected = disagg::ttft_disagg(prefill, 1500, bpt, 0.608, 2.5);
+        // The lab's TTFT (prefill, transfer and its overhead) and the decode worker's first
+        // step, which makes the first token (5.74 ms at an empty, unbounded cache): the
+        // prefill worker's token is not the client's, as in Dynamo.
+        let expected = disagg::ttft_disagg(prefill, 1500, bpt, 0.608, 2.5) + 5.74;
         assert!(
             (r.ttft_ms.p50 - expected).abs() < 1e-3,
             "{} vs {expected}",
             r.ttft_ms.p50
+        );
+        // Its 20 tokens are all the decode worker's: 20 decode steps from the KV's landing.
+        let e2e = disagg::ttft_disagg(prefill, 1500, bpt, 0.608, 2.5) + 20.0 * 5.74;
+        assert!(
+            (r.e2e_ms.p50 - e2e).abs() < 1e-3,
+            "{} vs {e2e}",
+            r.e2e_ms.p50
+        );
+        // A one-token answer is the decode worker's too: it no longer completes on arrival.
+        let mut one = s.clone();
+        let text = lone_workload_text(1);
+        one.workload = parse_scenario(Path::new("x.toml"), &text, &[])
+            .unwrap()
+            .workload;
+        let r = run(&one);
+        assert!(
+            (r.e2e_ms.p50 - expected).abs() < 1e-3 && (r.ttft_ms.p50 - expected).abs() < 1e-3,
+            "{} / {} vs {expected}",
+            r.ttft_ms.p50,
+            r.e2e_ms.p50
         );
     }
 }
@@ -578,10 +603,11 @@ fn a_draining_decode_worker_waits_for_a_transfer_landing_as_its_last_step_ends()
     // drain; at 160 ms the leaving worker's last decode stretch ends and request 7's hand-off
     // lands, both due then, the stretch's end first. The worker once counted a transfer landing
     // at that very instant as landed: it left, and the hand-off, delivered a moment later,
-    // went back to the router to be prefilled again (1 re-routed, 41 prefills).
+    // went back to the router to be prefilled again (1 re-routed, 41 prefills). (Four output
+    // tokens: four decode steps each, as five made when the prefill worker's token counted.)
     let text = "[workload]\nkind = \"synthetic\"\nrequests = 40\ngroups = 40\n\
         shared_prefix_tokens = 0\nrate_per_s = 50.0\narrival = \"fixed\"\n\
-        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 5 }\n\
+        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 4 }\n\
         [router]\npolicy = \"rr\"\n[timing]\nmodel = \"fixed\"\nservice_ms = 10.0\n\
         [disagg]\nenabled = true\nprefill_workers = 1\ndecode_workers = 2\n\
         link_gbps = 11.4688\ntransfer_overhead_ms = 0.0\n\

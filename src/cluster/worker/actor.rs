@@ -306,7 +306,6 @@ impl Worker {
             prefill_tokens,
             decode_tokens,
             log,
-            done,
             rejected,
         } = planned;
         if self.setup.probes.timeline.is_some() {
@@ -325,9 +324,6 @@ impl Worker {
                 LogItem::Admitted(id) => self.admitted(id, now),
                 LogItem::Kv(changes) => self.kv_changed(changes, first_end - now, ctx),
             }
-        }
-        for seq in done {
-            self.ack(seq, now, false, ctx);
         }
         for seq in rejected {
             self.ack(seq, now, true, ctx);

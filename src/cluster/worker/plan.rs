@@ -33,8 +33,6 @@ pub struct Planned<T> {
     pub decode_tokens: u64,
     /// Admissions and KV changes, in order.
     pub log: Vec<LogItem>,
-    /// Transferred requests with nothing left to generate: complete on admission.
-    pub done: Vec<Seq<T>>,
     /// Requests that can never fit in this worker's KV (or budget): refused.
     pub rejected: Vec<Seq<T>>,
 }
@@ -64,8 +62,6 @@ pub(super) struct Work {
 pub(super) enum Admit {
     /// Admitted and scheduled for this much work.
     Scheduled(Work),
-    /// A transferred request with nothing left to generate: done on admission.
-    Finished,
     /// Can never fit: refused.
     Rejected,
     /// Does not fit now: admission stops for this step.

@@ -58,7 +58,12 @@ pub struct Seq<T> {
     /// Computed on the decode side of a disaggregated pair: never handed off.
     pub(super) decode_side: bool,
     pub(super) prompt: u64,
+    /// Tokens it generates here, `hidden` included.
     pub(super) output: u64,
+    /// Tokens among `output` the client never gets: a transferred request's first (it stands
+    /// for the prefill worker's token, which is discarded: the decode worker makes the first
+    /// token the client gets, one decode step after the KV lands).
+    pub(super) hidden: u64,
     /// Named blocks usable for prefix caching (0 on the decode side).
     pub(super) named: usize,
     pub(super) generated: u64,
@@ -107,6 +112,7 @@ impl<T> Seq<T> {
             decode_side,
             prompt,
             output: u64::from(spec.output_tokens.max(1)),
+            hidden: 0,
             named,
             generated: 0,
             computed: 0,
@@ -123,10 +129,15 @@ impl<T> Seq<T> {
         }
     }
 
-    /// A request whose prompt's KV (and first token) arrived from a prefill worker.
+    /// A request whose prompt's KV arrived from a prefill worker. The prefill worker's token
+    /// counts as generated on admission but is hidden: every token the client gets is made
+    /// here, the first by the first decode step (as in Dynamo: aisimulate-core 0.13.0,
+    /// `src/replay/disagg.rs`, records tokens from decode workers' output only).
     pub fn transferred(spec: Arc<RequestSpec>, payload: T) -> Self {
         let mut s = Seq::prompt(spec, payload, 1, true);
         s.kind = SeqKind::Transferred;
+        s.hidden = 1;
+        s.output += 1;
         s
     }
 
@@ -147,14 +158,14 @@ impl<T> Seq<T> {
         &self.spec
     }
 
-    /// Tokens generated so far.
+    /// Tokens generated so far that the client gets.
     pub fn generated(&self) -> u64 {
-        self.generated
+        self.generated.saturating_sub(self.hidden)
     }
 
-    /// Tokens it generates in all.
+    /// Tokens it generates in all that the client gets.
     pub fn output(&self) -> u64 {
-        self.output
+        self.output - self.hidden
     }
 
     /// What its first admission found (`None` until admitted).

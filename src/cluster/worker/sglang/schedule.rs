@@ -270,7 +270,6 @@ impl<T> StepScheduler<T> {
                     work.push(w);
                     admitted = true;
                 }
-                Admit::Finished => admitted = true,
                 Admit::Rejected => {}
                 Admit::Blocked => break,
             }

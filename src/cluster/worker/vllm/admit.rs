@@ -37,7 +37,7 @@ impl<T> StepScheduler<T> {
     }
 
     /// The computed count at which `head`'s next token comes out (a transferred request's
-    /// first token came with its KV: it computes that token's KV).
+    /// first step computes the KV of the prefill worker's token, hidden, and makes the first).
     pub(in crate::cluster::worker) fn head_target(head: &Seq<T>) -> u64 {
         match head.kind {
             SeqKind::Transferred => head.prompt + head.generated.max(1),
@@ -107,7 +107,7 @@ impl<T> StepScheduler<T> {
             || self
                 .cfg
                 .max_model_len
-                .is_some_and(|m| head.prompt + output > m);
+                .is_some_and(|m| head.prompt + output - head.hidden > m);
         let target = Self::head_target(head);
         let too_long = !self.cfg.chunked_prefill
             && head.kind == SeqKind::Prompt
@@ -134,37 +134,32 @@ impl<T> StepScheduler<T> {
             return Admit::Blocked;
         }
         let n = remaining.min(budget);
-        // A transferred request whose only token came with its KV finishes on arrival: it
-        // needs no block here.
-        let done_on_arrival =
-            head.kind == SeqKind::Transferred && head.generated == 0 && head.output <= 1;
-        let fits = done_on_arrival
-            || match self.cfg.admission {
-                Admission::Chunk => {
-                    let pins = self
-                        .pool
-                        .borrow()
-                        .unpinned_among(&head.names()[..pin], usize::MAX);
-                    let (named_after, private_after) = head.blocks_for(start + n, bs);
-                    let new = self.pool.borrow().unpinned_among(
-                        &head.names()[pin..named_after],
-                        head.unlisted_from.saturating_sub(pin),
-                    );
-                    pins + new + private_after <= self.pool.borrow().available()
-                }
-                Admission::WholePrompt => {
-                    let whole = target.div_ceil(bs as u64) as usize;
-                    whole - self.pinned_prefix(pin) <= self.pool.borrow().available()
-                }
-                Admission::ToCompletion => {
-                    let needed = self.to_completion_blocks(head) - self.pinned_prefix(pin);
-                    let running = self
-                        .running
-                        .iter()
-                        .map(|s| (self.to_completion_blocks(s), s.held_named + s.private));
-                    needed <= trtllm::unreserved(self.pool.borrow().available(), running)
-                }
-            };
+        let fits = match self.cfg.admission {
+            Admission::Chunk => {
+                let pins = self
+                    .pool
+                    .borrow()
+                    .unpinned_among(&head.names()[..pin], usize::MAX);
+                let (named_after, private_after) = head.blocks_for(start + n, bs);
+                let new = self.pool.borrow().unpinned_among(
+                    &head.names()[pin..named_after],
+                    head.unlisted_from.saturating_sub(pin),
+                );
+                pins + new + private_after <= self.pool.borrow().available()
+            }
+            Admission::WholePrompt => {
+                let whole = target.div_ceil(bs as u64) as usize;
+                whole - self.pinned_prefix(pin) <= self.pool.borrow().available()
+            }
+            Admission::ToCompletion => {
+                let needed = self.to_completion_blocks(head) - self.pinned_prefix(pin);
+                let running = self
+                    .running
+                    .iter()
+                    .map(|s| (self.to_completion_blocks(s), s.held_named + s.private));
+                needed <= trtllm::unreserved(self.pool.borrow().available(), running)
+            }
+        };
         if !fits {
             return Admit::Blocked;
         }
@@ -228,14 +223,9 @@ impl<T> StepScheduler<T> {
             }
         }
         if s.kind == SeqKind::Transferred && s.generated == 0 {
-            // The prefill worker produced the first token; it arrives with the KV.
+            // The prefill worker's token, hidden: the first decode step computes its KV and
+            // makes the first token the client gets.
             s.generated = 1;
-            s.first_token_ns = Some(now);
-            s.last_token_ns = Some(now);
-            if s.generated >= s.output {
-                out.done.push(s);
-                return Admit::Finished;
-            }
         }
         let n = (s.target() - s.computed).min(budget);
         self.running.push_back(s);

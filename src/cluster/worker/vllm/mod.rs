@@ -359,7 +359,6 @@ impl<T> StepScheduler<T> {
             prefill_tokens: 0,
             decode_tokens: 0,
             log: Vec::new(),
-            done: Vec::new(),
             rejected: Vec::new(),
         };
         if self.tiered {
@@ -411,7 +410,7 @@ impl<T> StepScheduler<T> {
             out.rejected.push(s);
         }
         if work.is_empty() {
-            return if out.done.is_empty() && out.rejected.is_empty() {
+            return if out.rejected.is_empty() {
                 None
             } else {
                 Some(out)
@@ -559,7 +558,10 @@ impl<T> StepScheduler<T> {
                 match s.last_token_ns {
                     None => {
                         s.first_token_ns = Some(t);
-                        out.first_tokens.push(s.id());
+                        // A transferred request's prefill ended on its prefill worker.
+                        if s.hidden == 0 {
+                            out.first_tokens.push(s.id());
+                        }
                     }
                     Some(last) => self.itl.borrow_mut().add(t - last, 1),
                 }
@@ -597,7 +599,7 @@ impl<T> StepScheduler<T> {
             probe.first_token(id);
         }
         for s in &out.finished {
-            probe.finished(s.id(), s.generated);
+            probe.finished(s.id(), s.generated());
         }
     }
 
@@ -724,7 +726,6 @@ impl<T> StepScheduler<T> {
                         work.push(w);
                         admitted = true;
                     }
-                    Admit::Finished => admitted = true,
                     Admit::Rejected => {}
                     Admit::Blocked => break,
                 }
@@ -977,7 +978,10 @@ impl<T> StepScheduler<T> {
     /// Whether every request in `work` decodes exactly one token (none is in prefill).
     fn all_decode_one(&self, work: &[Work]) -> bool {
         work.iter().zip(&self.running).all(|(w, s)| {
-            w.id == s.id() && w.tokens == 1 && s.generated >= 1 && s.computed + 1 == s.target()
+            w.id == s.id()
+                && w.tokens == 1
+                && s.last_token_ns.is_some()
+                && s.computed + 1 == s.target()
         })
     }
 }
