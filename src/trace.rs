@@ -227,7 +227,7 @@ pub fn format_line(s: &mut String, env: &Envelope<Msg>, topology: &Topology, eve
                 a.rejected
             );
         }
-        Msg::PrefillDone { request } => {
+        Msg::PrefillDone { request } | Msg::Landed { request } => {
             let _ = write!(s, r#","request":{request}"#);
         }
         Msg::StepStart { epoch } => {

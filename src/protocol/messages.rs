@@ -63,6 +63,13 @@ pub enum Msg {
         /// The request.
         request: RequestId,
     },
+    /// A disaggregated request's KV reached its decode worker, which admitted it (decode worker
+    /// → router): it no longer loads its prefill worker (as Dynamo's prefill router frees it
+    /// when the hand-off completes).
+    Landed {
+        /// The request.
+        request: RequestId,
+    },
     /// A request completed (worker → router, then router → client).
     Ack(Box<Ack>),
     /// A worker's own timer: schedule the next step now (worker → itself, at once, so that
@@ -332,6 +339,7 @@ impl Msg {
             Msg::Peer(PeerNote::Freed { .. }) => "PeerFreed",
             Msg::CheckStreams => "CheckStreams",
             Msg::PrefillDone { .. } => "PrefillDone",
+            Msg::Landed { .. } => "Landed",
             Msg::Ack(_) => "Ack",
             Msg::StepStart { .. } => "StepStart",
             Msg::StepEnd { .. } => "StepEnd",

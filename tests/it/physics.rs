@@ -575,6 +575,38 @@ fn a_transfer_lost_by_its_decode_worker_frees_the_prefill_link_at_once() {
 }
 
 #[test]
+fn a_disaggregated_request_leaves_its_prefill_workers_load_when_its_kv_lands() {
+    // Four 1,000-token prompts 1 s apart on two prefill workers and one decode worker, routed
+    // to the fewest requests in flight (the lowest number on ties). Each prefill and transfer
+    // take well under 1 s; each 500-token answer about 2.9 s. A request counts on its prefill
+    // worker until its KV lands (Dynamo's prefill router frees it when the hand-off completes),
+    // so every arrival finds both prefill workers idle and takes worker 0. Before, it counted
+    // until its answer was done: request 1 found worker 0 busy and went to worker 1 (3 and 1).
+    let text = "[workload]\nkind = \"synthetic\"\nrequests = 4\ngroups = 4\n\
+        shared_prefix_tokens = 0\nrate_per_s = 1.0\narrival = \"fixed\"\n\
+        input = { dist = \"fixed\", tokens = 1000 }\noutput = { dist = \"fixed\", tokens = 500 }\n\
+        [router]\npolicy = \"least-loaded\"\n\
+        [disagg]\nenabled = true\nprefill_workers = 2\ndecode_workers = 1\nlink_gbps = 25.0\n";
+    let s = parse_scenario(Path::new("landed.toml"), text, &[]).unwrap();
+    let (r, trace) = run_traced(&s);
+    assert_eq!(r.acks, 4);
+    assert!(
+        r.e2e_ms.p50 > 2000.0,
+        "answers outlast the gaps between arrivals"
+    );
+    let routed: Vec<u64> = r.per_worker[..2].iter().map(|w| w.routed).collect();
+    assert_eq!(routed, [4, 0]);
+    let landed = trace
+        .lines()
+        .filter(|l| l.contains(r#""kind":"Landed","from":"decode0","to":"router""#))
+        .count();
+    assert_eq!(
+        landed, 4,
+        "the decode worker tells the router as each KV lands"
+    );
+}
+
+#[test]
 fn a_draining_decode_worker_waits_for_the_transfers_on_their_way_to_it() {
     // The workload above; at 500 ms the decode pool shrinks to one worker with a drain. The
     // leaving worker's transfers still on the link land after it: it leaves only when the
@@ -618,9 +650,9 @@ fn a_draining_decode_worker_waits_for_a_transfer_landing_as_its_last_step_ends()
     // Request 7's KV lands on the draining worker (decode1, worker 3) as its stretch ends.
     assert!(
         trace.contains(
-            r#"{"t_ns":160000000,"seq":124,"kind":"StepEnd","from":"decode1","to":"decode1""#
+            r#"{"t_ns":160000000,"seq":130,"kind":"StepEnd","from":"decode1","to":"decode1""#
         ) && trace.contains(
-            r#"{"t_ns":160000000,"seq":136,"kind":"Handoff","from":"prefill0","to":"decode1","request":7,"#
+            r#"{"t_ns":160000000,"seq":143,"kind":"Handoff","from":"prefill0","to":"decode1","request":7,"#
         ),
         "the stretch's end and the hand-off no longer coincide: this test checks nothing"
     );

@@ -315,10 +315,14 @@ impl RouterActor {
         self.own_open > 0 || !self.pending.is_empty()
     }
 
-    fn finished(&mut self, request: RequestId) {
-        if let Some(worker) = self.loads.finished(request) {
+    /// `request` no longer loads the worker it was sent to (it completed, was handed back, or
+    /// its KV left its prefill worker): whether it still did.
+    fn finished(&mut self, request: RequestId) -> bool {
+        let worker = self.loads.finished(request);
+        if let Some(worker) = worker {
             self.policy.on_finished(worker, request);
         }
+        worker.is_some()
     }
 
     /// Sends a note to every other replica, when replicas sync their load.
@@ -356,7 +360,9 @@ impl RouterActor {
                     self.policy.on_prefill_done(worker, request);
                 }
             }
-            PeerNote::Freed { request } => self.finished(request),
+            PeerNote::Freed { request } => {
+                self.finished(request);
+            }
         }
     }
 }
@@ -405,9 +411,16 @@ impl Actor for RouterActor {
                     audit.borrow_mut().settle(now);
                 }
                 let request = ack.request;
-                self.finished(request);
-                self.tell_peers(|| PeerNote::Freed { request }, ctx);
+                // (A disaggregated request left its prefill worker's load when it landed.)
+                if self.finished(request) {
+                    self.tell_peers(|| PeerNote::Freed { request }, ctx);
+                }
                 ctx.send(self.setup.client, Msg::Ack(ack), 0);
+            }
+            Msg::Landed { request } => {
+                if self.finished(request) {
+                    self.tell_peers(|| PeerNote::Freed { request }, ctx);
+                }
             }
             Msg::WorkerDown { worker } => self.loads.set_up(worker, false),
             Msg::Register { worker } => {

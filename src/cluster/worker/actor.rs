@@ -661,6 +661,13 @@ impl Actor for Worker {
             // Lost (back at its router), or stale (sent again for an earlier instant).
             Msg::Handoff(routed) if self.transfer_dropped(&routed, ctx.now()) => {}
             Msg::Handoff(mut routed) if self.up => {
+                ctx.send(
+                    routed.router,
+                    Msg::Landed {
+                        request: routed.spec.id,
+                    },
+                    0,
+                );
                 let outcome = routed.prefill.take().map(|b| *b);
                 let spec = Arc::clone(&routed.spec);
                 let job = Job {
@@ -708,6 +715,7 @@ impl Actor for Worker {
             | Msg::Ack(_)
             | Msg::HandBack(_)
             | Msg::PrefillDone { .. }
+            | Msg::Landed { .. }
             | Msg::RefreshSignals
             | Msg::Register { .. }
             | Msg::Deregister { .. } => {
