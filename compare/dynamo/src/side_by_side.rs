@@ -17,8 +17,13 @@
 //! `worker_local`, with `--disk-gbps` each way, 10 by default, and `--disk-first-byte-ms`, 0.1 by
 //! default, the crate's defaults; dynsim's `[kv.disk]` with the same figures, written through
 //! from host as the crate writes it, and its `dynamo` policy's `disk_cache_hit_weight` 0, since
-//! the crate publishes no disk residency to its router). `--dynsim-only` runs dynsim's side
-//! alone, to re-measure a table after a change to dynsim only.
+//! the crate publishes no disk residency to its router). `--disagg P,D` serves disaggregated on
+//! both sides: P prefill and D decode workers (Dynamo's offline disaggregated replay,
+//! `simulate_trace_file_disagg_with_router_mode_and_format`, its `worker_type` prefill and
+//! decode, `kv_transfer_bandwidth` from `--link-gbps`, 25 by default, and Qwen3-0.6B's KV bytes per
+//! token; dynsim's `[disagg]` with the same link and no fixed overhead); `--workers` is then
+//! ignored. `--dynsim-only` runs dynsim's side alone, to re-measure a table after a change to
+//! dynsim only.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,7 +33,9 @@ use dynamo_kv_router::config::KvRouterConfig;
 use dynamo_mocker::common::protocols::MockerConfig;
 use dynamo_mocker::loadgen::TraceFileFormat;
 use dynamo_mocker::replay::{
-    simulate_trace_file_with_router_mode_and_format, ReplayRouterMode, SlaThresholds,
+    simulate_trace_file_disagg_with_router_mode_and_format,
+    simulate_trace_file_with_router_mode_and_format, OfflineDisaggReplayConfig, ReplayRouterMode,
+    SlaThresholds,
 };
 use dynsim::scenario::{load_scenario, Override};
 use serde_json::json;
@@ -45,6 +52,14 @@ struct Disk {
     blocks: usize,
     gbps: f64,
     first_byte_ms: f64,
+}
+
+/// Disaggregated serving on both sides: prefill and decode workers and their KV link.
+#[derive(Clone, Copy, Debug)]
+struct Disagg {
+    prefill: usize,
+    decode: usize,
+    link_gbps: f64,
 }
 
 /// The engine both sides run: Dynamo's `backend`, dynsim's `engine.kind`.
@@ -67,9 +82,22 @@ struct Setup {
     host_shared: bool,
     /// A disk tier below host (`--disk-blocks`).
     disk: Option<Disk>,
+    /// Disaggregated serving (`--disagg`).
+    disagg: Option<Disagg>,
 }
 
 impl Setup {
+    /// Dynamo's mocker configuration for one role of a disaggregated run: `worker_type`
+    /// (`prefill` or `decode`), the link's bandwidth and the KV bytes it moves per token.
+    fn mocker_role(&self, worker_type: &str, d: &Disagg) -> Result<MockerConfig> {
+        let mut v = serde_json::to_value(self.mocker()?)?;
+        let engine = &mut v["engine"];
+        engine["worker_type"] = json!(worker_type);
+        engine["kv_transfer_bandwidth"] = json!(d.link_gbps);
+        engine["kv_transfer_bytes_per_token"] = json!(KV_BYTES_PER_TOKEN);
+        MockerConfig::from_value(v)
+    }
+
     /// Dynamo's mocker configuration: the defaults, the block size, and what the flags set.
     fn mocker(&self) -> Result<MockerConfig> {
         // 64-token blocks on every backend unless `--block-size`: SGLang's own default page is
@@ -152,6 +180,13 @@ impl Setup {
             // its router has no disk block to credit.
             out.push(set("router.dynamo.disk_cache_hit_weight", 0.0.into()));
         }
+        if let Some(d) = self.disagg {
+            out.push(set("disagg.enabled", true.into()));
+            out.push(set("disagg.prefill_workers", (d.prefill as i64).into()));
+            out.push(set("disagg.decode_workers", (d.decode as i64).into()));
+            out.push(set("disagg.link_gbps", d.link_gbps.into()));
+            out.push(set("disagg.transfer_overhead_ms", 0.0.into()));
+        }
         (scenario, out)
     }
 }
@@ -193,22 +228,46 @@ fn dynamo(
     let start = Instant::now();
     // simulate_trace_file_with_router_mode's own arguments, with per-request records on: they
     // carry each first admission's host-tier share.
-    let r = simulate_trace_file_with_router_mode_and_format(
-        setup.mocker()?,
-        Some(KvRouterConfig::default()),
-        None,
-        trace,
-        512,
-        workers,
-        speedup,
-        mode,
-        TraceFileFormat::Mooncake,
-        0.0,
-        0,
-        true,
-        None,
-        SlaThresholds::default(),
-    )?;
+    let r = if let Some(d) = setup.disagg {
+        let config = OfflineDisaggReplayConfig {
+            prefill_args: setup.mocker_role("prefill", &d)?,
+            decode_args: setup.mocker_role("decode", &d)?,
+            num_prefill_workers: d.prefill,
+            num_decode_workers: d.decode,
+        };
+        simulate_trace_file_disagg_with_router_mode_and_format(
+            config,
+            Some(KvRouterConfig::default()),
+            None,
+            trace,
+            512,
+            speedup,
+            mode,
+            TraceFileFormat::Mooncake,
+            0.0,
+            0,
+            true,
+            None,
+            SlaThresholds::default(),
+        )?
+    } else {
+        simulate_trace_file_with_router_mode_and_format(
+            setup.mocker()?,
+            Some(KvRouterConfig::default()),
+            None,
+            trace,
+            512,
+            workers,
+            speedup,
+            mode,
+            TraceFileFormat::Mooncake,
+            0.0,
+            0,
+            true,
+            None,
+            SlaThresholds::default(),
+        )?
+    };
     // For tracing a difference to the request where the two sides part: Dynamo's per-request
     // records (arrival, worker, first admission, prefix reused, TTFT, end), one JSON line each,
     // to `$DYNAMO_PER_REQUEST-{speedup}x-{rr|kv}.jsonl`.
@@ -326,7 +385,7 @@ pub fn run(args: Vec<String>) -> Result<()> {
     const USAGE: &str = "usage: dynamo-replay side-by-side TRACE [--workers N] [--speedups 1,4,8] \
 [--seed N] [--engine vllm|sglang|trtllm] [--block-size 64] [--num-gpu-blocks N] [--host-blocks N] \
 [--host-scope worker|cluster] [--disk-blocks N] [--disk-gbps 10] [--disk-first-byte-ms 0.1] \
-[--dynsim-only]";
+[--disagg P,D] [--link-gbps 25] [--dynsim-only]";
     let mut trace: Option<PathBuf> = None;
     let mut workers = 8;
     let mut speedups = vec![1.0, 4.0, 8.0];
@@ -339,7 +398,9 @@ pub fn run(args: Vec<String>) -> Result<()> {
         host_blocks: None,
         host_shared: false,
         disk: None,
+        disagg: None,
     };
+    let mut link_gbps = 25.0;
     let mut disk = Disk {
         blocks: 0,
         gbps: 10.0,
@@ -389,12 +450,26 @@ pub fn run(args: Vec<String>) -> Result<()> {
             "--disk-first-byte-ms" => {
                 disk.first_byte_ms = it.next().context("--disk-first-byte-ms L")?.parse()?
             }
+            "--disagg" => {
+                let v = it.next().context("--disagg P,D")?;
+                let (p, d) = v.split_once(',').context("--disagg P,D")?;
+                setup.disagg = Some(Disagg {
+                    prefill: p.parse()?,
+                    decode: d.parse()?,
+                    link_gbps,
+                });
+            }
+            "--link-gbps" => link_gbps = it.next().context("--link-gbps G")?.parse()?,
             "--dynsim-only" => dynsim_only = true,
             s if s.starts_with('-') => bail!("unknown flag {s}\n{USAGE}"),
             s => trace = Some(PathBuf::from(s)),
         }
     }
     let trace = trace.context(USAGE)?;
+    // The flags may come in any order: the link is the one given last.
+    if let Some(d) = &mut setup.disagg {
+        d.link_gbps = link_gbps;
+    }
     // The flags may come in any order: the disk's figures are those given last.
     if setup.disk.is_some() {
         setup.disk = Some(disk);
