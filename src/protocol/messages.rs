@@ -63,9 +63,9 @@ pub enum Msg {
         /// The request.
         request: RequestId,
     },
-    /// A disaggregated request's KV reached its decode worker, which admitted it (decode worker
-    /// → router): it no longer loads its prefill worker (as Dynamo's prefill router frees it
-    /// when the hand-off completes).
+    /// A disaggregated request's KV reached its decode worker, up (decode worker → router): it
+    /// no longer loads its prefill worker (as Dynamo's prefill router frees it when the
+    /// hand-off completes).
     Landed {
         /// The request.
         request: RequestId,
