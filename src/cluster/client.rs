@@ -120,18 +120,7 @@ impl Feed {
     fn request(&mut self, spec: RequestSpec, at: Nanos) -> (ActorId, Msg) {
         self.in_flight_bytes += Feed::request_bytes(spec.blocks.len());
         let router = self.replica(&spec);
-        let msg = Msg::Request(Routed {
-            spec: Arc::new(spec),
-            router,
-            arrived_ns: at,
-            worker: None,
-            predicted_blocks: 0,
-            others_held_blocks: 0,
-            ever_computed_blocks: 0,
-            retries: 0,
-            repeat: false,
-            prefill: None,
-        });
+        let msg = Msg::Request(Routed::arriving(Arc::new(spec), router, at));
         (router, msg)
     }
 

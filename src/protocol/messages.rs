@@ -216,6 +216,24 @@ pub struct Routed {
     pub prefill: Option<Box<PrefillOutcome>>,
 }
 
+impl Routed {
+    /// A request arriving at `router` at `arrived_ns`, not yet routed.
+    pub fn arriving(spec: Arc<RequestSpec>, router: ActorId, arrived_ns: Nanos) -> Routed {
+        Routed {
+            spec,
+            router,
+            arrived_ns,
+            worker: None,
+            predicted_blocks: 0,
+            others_held_blocks: 0,
+            ever_computed_blocks: 0,
+            retries: 0,
+            repeat: false,
+            prefill: None,
+        }
+    }
+}
+
 /// What a prefill worker found and did, carried to the decode worker with the KV.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrefillOutcome {

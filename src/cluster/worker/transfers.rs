@@ -185,18 +185,7 @@ mod tests {
             unshared_from: 0,
             answer_blocks: Vec::new(),
         };
-        Routed {
-            spec: Arc::new(spec),
-            router: ActorId(0),
-            arrived_ns: 0,
-            worker: None,
-            predicted_blocks: 0,
-            others_held_blocks: 0,
-            ever_computed_blocks: 0,
-            retries: 0,
-            repeat: false,
-            prefill: None,
-        }
+        Routed::arriving(Arc::new(spec), ActorId(0), 0)
     }
 
     /// A hand-off from prefill worker 0 (address 10) to decode worker `to` (address 10 + `to`).
