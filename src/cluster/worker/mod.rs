@@ -16,7 +16,8 @@
 //!   the pool evicts are offloaded there and loaded back), [`plan`] (what a planned step tells the actor),
 //!   [`timing`] (how long a step takes) and [`probe`] (the feature clock of calibration).
 //! - [`actor`]: the [`Worker`] actor: messages in, timers, acks, hand-offs, faults; its KV
-//!   event stream and its answers to replay and snapshot requests are `events.rs`.
+//!   event stream and its answers to replay and snapshot requests are `events.rs`; the ledger
+//!   of KV transfers on their way, which every worker shares, is `transfers.rs`.
 
 pub mod actor;
 pub mod engine;
