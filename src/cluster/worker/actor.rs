@@ -123,9 +123,6 @@ pub struct Worker {
     peers_up: Vec<usize>,
     /// Prefilled requests waiting for a decode peer to come back up.
     waiting_for_peer: VecDeque<Routed>,
-    /// When its KV link is free again: transfers take it one after another at its full rate
-    /// (they ran side by side at full rate each before).
-    link_free_at: Nanos,
     /// Prefix groups whose requests this worker admitted (the lab's hit definition).
     processed: HashSet<u64, IdBuilder>,
     /// The next event's sequence number in this epoch.
@@ -161,7 +158,6 @@ impl Worker {
             sched,
             peers_up: (0..setup.decode_peers.len()).collect(),
             waiting_for_peer: VecDeque::new(),
-            link_free_at: 0,
             setup,
             up: true,
             epoch: 0,
@@ -513,35 +509,29 @@ impl Worker {
         let link = self.setup.link.expect("prefill roles have a link");
         let tokens = u64::from(routed.spec.input_tokens);
         let moving_ms = disagg::transfer_ms(tokens, link.bytes_per_token, link.gbps);
-        // The link carries one transfer at a time: this one waits for those before it. The
-        // fixed overhead (a handshake) does not hold the link.
+        // The link carries one transfer at a time (they ran side by side at full rate each
+        // before Dec 5 2026): the ledger has this one wait for those before it. The fixed
+        // overhead (a handshake) does not hold the link.
         let now = ctx.now();
-        let wait = self.link_free_at.saturating_sub(now);
-        let start = now.saturating_add(wait);
-        let moving = ms_to_ns(moving_ms);
-        self.link_free_at = start.saturating_add(moving);
         let (to, peer) = self.setup.decode_peers[k];
-        let delay = wait.saturating_add(ms_to_ns(moving_ms + link.overhead_ms));
         let hand_off = HandOff {
             from: (self.setup.index, ctx.me()),
             to: (to, peer),
-            start,
-            moving,
-            lands: now.saturating_add(delay),
+            moving: ms_to_ns(moving_ms),
+            landing: ms_to_ns(moving_ms + link.overhead_ms),
         };
-        (self.setup.transfers.borrow_mut()).sent(hand_off, routed.clone());
-        ctx.send(peer, Msg::Handoff(routed), delay);
+        let lands = (self.setup.transfers.borrow_mut()).send(hand_off, routed.clone(), now);
+        ctx.send(peer, Msg::Handoff(routed), lands - now);
     }
 
     /// Transfers on this worker's link were lost by their decode worker: those queued behind
     /// them take the link earlier, and their hand-offs are sent again for then.
     fn link_freed(&mut self, ctx: &mut Context<'_, Msg>) {
         let now = ctx.now();
-        let (again, free) = (self.setup.transfers.borrow_mut()).retime(self.setup.index, now);
+        let again = (self.setup.transfers.borrow_mut()).retime(self.setup.index, now);
         for (routed, peer, delay) in again {
             ctx.send(peer, Msg::Handoff(routed), delay);
         }
-        self.link_free_at = free;
     }
 
     /// The KV of the transfers not yet landed from this worker (still on its link) or to it
@@ -556,7 +546,6 @@ impl Worker {
         for link in lost.links_freed {
             ctx.send(link, Msg::LinkFreed, 0);
         }
-        self.link_free_at = now;
     }
 
     /// `routed`'s hand-off arrives: whether it is dropped (it carries KV its source or

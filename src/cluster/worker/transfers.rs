@@ -1,8 +1,8 @@
 //! The KV transfers of a disaggregated run: one ledger every worker shares.
 //!
-//! A prefill worker's link carries one transfer at a time, in hand-off order, at its full rate
-//! (`actor.rs`, `Worker::hand_off`); each transfer is noted here from its hand-off until its
-//! message reaches the decode worker. A worker that loses its memory (a restart, or a removal
+//! A prefill worker's link carries one transfer at a time, in hand-off order, at its full rate:
+//! the ledger schedules it ([`Transfers::send`], from `Worker::hand_off` in `actor.rs`) and
+//! keeps each transfer from its hand-off until its message reaches the decode worker. A worker that loses its memory (a restart, or a removal
 //! without a drain) loses the transfers from it (still on its link) and to it (being read into
 //! its memory, or waiting to be): their requests go back to their routers, and their hand-offs
 //! are dropped when they arrive.
@@ -27,18 +27,27 @@ pub type SharedTransfers = Rc<RefCell<Transfers>>;
 /// A hand-off's key: its request and attempt (`Routed::retries` when sent).
 type Key = (RequestId, u32);
 
+/// A hand-off as its prefill worker asks for it: from and to where, and how long it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandOff {
+    /// The prefill worker whose link carries it, and its address.
+    pub from: (WorkerId, ActorId),
+    /// The decode worker it goes to, and its address.
+    pub to: (WorkerId, ActorId),
+    /// How long it holds the link.
+    pub moving: Nanos,
+    /// From taking the link to its message reaching the decode worker (the link's time and the
+    /// fixed overhead, which does not hold the link).
+    pub landing: Nanos,
+}
+
 /// One hand-off on its way.
 #[derive(Clone, Debug)]
 struct OnTheWay {
-    /// The prefill worker whose link carries it, and its address.
-    from: (WorkerId, ActorId),
-    /// The decode worker it goes to, and its address.
-    to: (WorkerId, ActorId),
+    h: HandOff,
     /// When it takes the link (after those before it).
     start: Nanos,
-    /// How long it holds the link.
-    moving: Nanos,
-    /// When its message reaches the decode worker (the link's time and the fixed overhead).
+    /// When its message reaches the decode worker.
     lands: Nanos,
     routed: Routed,
 }
@@ -47,21 +56,6 @@ impl OnTheWay {
     fn key(&self) -> Key {
         (self.routed.spec.id, self.routed.retries)
     }
-}
-
-/// A hand-off as its prefill worker sends it: where to, and when it takes and leaves the link.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HandOff {
-    /// The prefill worker whose link carries it, and its address.
-    pub from: (WorkerId, ActorId),
-    /// The decode worker it goes to, and its address.
-    pub to: (WorkerId, ActorId),
-    /// When it takes the link.
-    pub start: Nanos,
-    /// How long it holds the link.
-    pub moving: Nanos,
-    /// When its message reaches the decode worker.
-    pub lands: Nanos,
 }
 
 /// What a worker losing its memory lost of the transfers.
@@ -85,27 +79,41 @@ pub struct Transfers {
     /// Hand-offs sent again for an earlier instant, by key and the instant the first message
     /// arrives: that message is dropped.
     superseded: BTreeSet<(Key, Nanos)>,
+    /// When each prefill worker's link is free, by worker number: after the transfers on it.
+    link_free: Vec<Nanos>,
 }
 
 impl Transfers {
-    /// Notes a hand-off of `routed`.
-    pub fn sent(&mut self, h: HandOff, routed: Routed) {
-        debug_assert!(h.start.saturating_add(h.moving) <= h.lands);
+    /// Hands `routed` to `h.from`'s link at `now`: it takes the link when the transfers before
+    /// it leave it. Returns when its message reaches the decode worker.
+    pub fn send(&mut self, h: HandOff, routed: Routed, now: Nanos) -> Nanos {
+        debug_assert!(h.moving <= h.landing);
+        let free = self.link_free_mut(h.from.0);
+        let start = (*free).max(now);
+        *free = start.saturating_add(h.moving);
+        let lands = start.saturating_add(h.landing);
         self.on_the_way.push_back(OnTheWay {
-            from: h.from,
-            to: h.to,
-            start: h.start,
-            moving: h.moving,
-            lands: h.lands,
+            h,
+            start,
+            lands,
             routed,
         });
+        lands
+    }
+
+    fn link_free_mut(&mut self, worker: WorkerId) -> &mut Nanos {
+        let k = worker.index();
+        if k >= self.link_free.len() {
+            self.link_free.resize(k + 1, 0);
+        }
+        &mut self.link_free[k]
     }
 
     /// Whether a transfer to `worker` has yet to reach it: one that lands at this very instant
     /// counts until its hand-off is delivered (a lost one's hand-off, dropped on arrival, still
     /// reaches the worker then).
     pub fn inbound(&self, worker: WorkerId) -> bool {
-        (self.on_the_way.iter()).any(|t| t.to.0 == worker)
+        (self.on_the_way.iter()).any(|t| t.h.to.0 == worker)
     }
 
     /// A hand-off of `routed` reached its decode worker at `now`: whether it is to be dropped
@@ -124,15 +132,16 @@ impl Transfers {
     }
 
     /// The transfers from or to `worker` not yet landed at `now`, now lost, and the other
-    /// links they freed.
+    /// links they freed (its own link is free from now).
     pub fn lose(&mut self, worker: WorkerId, now: Nanos) -> Lost {
         let mut lost = Lost::default();
         let mut kept = VecDeque::with_capacity(self.on_the_way.len());
         for t in std::mem::take(&mut self.on_the_way) {
-            if t.lands > now && (t.from.0 == worker || t.to.0 == worker) {
+            let (from, to) = (t.h.from, t.h.to);
+            if t.lands > now && (from.0 == worker || to.0 == worker) {
                 self.lost.insert(t.key());
-                if t.from.0 != worker && !lost.links_freed.contains(&t.from.1) {
-                    lost.links_freed.push(t.from.1);
+                if from.0 != worker && !lost.links_freed.contains(&from.1) {
+                    lost.links_freed.push(from.1);
                 }
                 lost.requests.push(t.routed);
             } else {
@@ -140,28 +149,29 @@ impl Transfers {
             }
         }
         self.on_the_way = kept;
+        *self.link_free_mut(worker) = now;
         lost
     }
 
     /// Re-times the transfers on prefill worker `from`'s link at `now`, after some were lost:
-    /// each that has not taken the link yet takes it when the one before it leaves it (or now).
-    /// Returns the hand-offs to send again (the request, its decode worker's address and the
-    /// delay from `now`; their first messages will be dropped) and when the link is free after
-    /// the transfers still on it.
-    pub fn retime(&mut self, from: WorkerId, now: Nanos) -> (Vec<(Routed, ActorId, Nanos)>, Nanos) {
+    /// each that has not taken the link yet takes it when the one before it leaves it (or now),
+    /// and the link is free after the last. Returns the hand-offs to send again: the request,
+    /// its decode worker's address and the delay from `now` (their first messages will be
+    /// dropped).
+    pub fn retime(&mut self, from: WorkerId, now: Nanos) -> Vec<(Routed, ActorId, Nanos)> {
         let mut again = Vec::new();
         let mut free = now;
-        for t in self.on_the_way.iter_mut().filter(|t| t.from.0 == from) {
+        for t in self.on_the_way.iter_mut().filter(|t| t.h.from.0 == from) {
             if t.start > now && free < t.start {
                 self.superseded.insert((t.key(), t.lands));
-                let landing = t.lands - t.start; // the link's time and the fixed overhead
                 t.start = free;
-                t.lands = free + landing;
-                again.push((t.routed.clone(), t.to.1, t.lands - now));
+                t.lands = free + t.h.landing;
+                again.push((t.routed.clone(), t.h.to.1, t.lands - now));
             }
-            free = free.max(t.start.saturating_add(t.moving));
+            free = free.max(t.start.saturating_add(t.h.moving));
         }
-        (again, free)
+        *self.link_free_mut(from) = free;
+        again
     }
 }
 
@@ -189,14 +199,18 @@ mod tests {
     }
 
     /// A hand-off from prefill worker 0 (address 10) to decode worker `to` (address 10 + `to`).
-    fn hand_off(to: u32, start: Nanos, moving: Nanos, overhead: Nanos) -> HandOff {
+    fn hand_off(to: u32, moving: Nanos, overhead: Nanos) -> HandOff {
         HandOff {
             from: (WorkerId::at(0), ActorId(10)),
             to: (WorkerId::at(to as usize), ActorId(10 + to)),
-            start,
             moving,
-            lands: start + moving + overhead,
+            landing: moving + overhead,
         }
+    }
+
+    /// When prefill worker 0's link is free.
+    fn free(t: &Transfers) -> Nanos {
+        t.link_free[0]
     }
 
     #[test]
@@ -207,8 +221,8 @@ mod tests {
         // takes the link when the second leaves it, at 200 instead of 300, and lands at 305.
         let mut t = Transfers::default();
         for (k, to) in [1, 2, 1, 2].into_iter().enumerate() {
-            let start = 100 * k as Nanos;
-            t.sent(hand_off(to, start, 100, 5), routed(k as u64));
+            let lands = t.send(hand_off(to, 100, 5), routed(k as u64), 0);
+            assert_eq!(lands, 100 * k as Nanos + 105, "one after another");
         }
         // The first landed at 105.
         assert!(!t.arrived(&routed(0), 105));
@@ -216,13 +230,13 @@ mod tests {
         let ids: Vec<u64> = lost.requests.iter().map(|r| r.spec.id.0).collect();
         assert_eq!(ids, [2]);
         assert_eq!(lost.links_freed, [ActorId(10)]);
-        let (again, free) = t.retime(WorkerId::at(0), 150);
+        let again = t.retime(WorkerId::at(0), 150);
         let again: Vec<(u64, ActorId, Nanos)> = again
             .iter()
             .map(|(r, a, d)| (r.spec.id.0, *a, *d))
             .collect();
         assert_eq!(again, [(3, ActorId(12), 305 - 150)]);
-        assert_eq!(free, 300, "the link is busy until the fourth leaves it");
+        assert_eq!(free(&t), 300, "the link is busy until the fourth leaves it");
         // The re-timed message lands first and is taken; the stale one is dropped, and so is
         // the lost transfer's.
         assert!(!t.arrived(&routed(1), 205));
@@ -236,11 +250,12 @@ mod tests {
     #[test]
     fn a_prefill_worker_lost_frees_no_other_link() {
         let mut t = Transfers::default();
-        t.sent(hand_off(1, 0, 100, 0), routed(0));
-        t.sent(hand_off(2, 100, 100, 0), routed(1));
+        t.send(hand_off(1, 100, 0), routed(0), 0);
+        t.send(hand_off(2, 100, 0), routed(1), 0);
         let lost = t.lose(WorkerId::at(0), 50);
         assert_eq!(lost.requests.len(), 2);
         assert!(lost.links_freed.is_empty(), "its own link: it knows");
+        assert_eq!(free(&t), 50, "its link is free from the loss");
     }
 
     #[test]
@@ -248,12 +263,11 @@ mod tests {
         // Transfers at 0-100 (to 1) and 100-200 (to 2): worker 1 goes down at 100, as the
         // first lands (overhead 0): it is not lost, and nothing behind it moves.
         let mut t = Transfers::default();
-        t.sent(hand_off(1, 0, 100, 0), routed(0));
-        t.sent(hand_off(2, 100, 100, 0), routed(1));
+        t.send(hand_off(1, 100, 0), routed(0), 0);
+        t.send(hand_off(2, 100, 0), routed(1), 0);
         let lost = t.lose(WorkerId::at(1), 100);
         assert!(lost.requests.is_empty() && lost.links_freed.is_empty());
-        let (again, free) = t.retime(WorkerId::at(0), 100);
-        assert!(again.is_empty());
-        assert_eq!(free, 200);
+        assert!(t.retime(WorkerId::at(0), 100).is_empty());
+        assert_eq!(free(&t), 200);
     }
 }
