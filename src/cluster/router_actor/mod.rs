@@ -325,6 +325,13 @@ impl RouterActor {
         worker.is_some()
     }
 
+    /// `request` no longer loads its worker here: counted down, and synced peers told.
+    fn release(&mut self, request: RequestId, ctx: &mut Context<'_, Msg>) {
+        if self.finished(request) {
+            self.tell_peers(|| PeerNote::Freed { request }, ctx);
+        }
+    }
+
     /// Sends a note to every other replica, when replicas sync their load.
     fn tell_peers(&self, note: impl Fn() -> PeerNote, ctx: &mut Context<'_, Msg>) {
         if !self.shares_active_load {
@@ -383,9 +390,7 @@ impl Actor for RouterActor {
             Msg::HandBack(routed) => {
                 // It no longer counts where it was.
                 self.own_open -= 1;
-                let request = routed.spec.id;
-                self.finished(request);
-                self.tell_peers(|| PeerNote::Freed { request }, ctx);
+                self.release(routed.spec.id, ctx);
                 self.stats.rerouted += 1;
                 self.route(routed, ctx);
             }
@@ -410,18 +415,11 @@ impl Actor for RouterActor {
                 if let Some(audit) = &self.setup.probes.audit {
                     audit.borrow_mut().settle(now);
                 }
-                let request = ack.request;
                 // (A disaggregated request left its prefill worker's load when it landed.)
-                if self.finished(request) {
-                    self.tell_peers(|| PeerNote::Freed { request }, ctx);
-                }
+                self.release(ack.request, ctx);
                 ctx.send(self.setup.client, Msg::Ack(ack), 0);
             }
-            Msg::Landed { request } => {
-                if self.finished(request) {
-                    self.tell_peers(|| PeerNote::Freed { request }, ctx);
-                }
-            }
+            Msg::Landed { request } => self.release(request, ctx),
             Msg::WorkerDown { worker } => self.loads.set_up(worker, false),
             Msg::Register { worker } => {
                 self.loads.set_present(worker, true);
